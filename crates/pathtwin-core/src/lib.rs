@@ -4,6 +4,33 @@
 //! argument (`now: Instant`), outputs are polled, and each element says when it next needs
 //! attention (`next_wakeup`). The simulator drives these types from its event queue, the
 //! emulator from a real-time loop, so both engines run the very same model.
+//!
+//! Modules: [`time`] and [`units`] (quantities), [`packet`] (what the model reads of a
+//! packet), [`qdisc`] (queue disciplines), [`element`] (delay, bandwidth queue with
+//! placeholders and reactivity, loss), [`monitor`] (foreground flow counting), [`bounds`]
+//! (NSDI'09 Eq. 2/4), [`config`] (the one config schema) and [`topology`] (compiling a config
+//! to routes over shared elements).
 
+pub mod bounds;
+pub mod config;
+pub mod element;
+pub mod monitor;
+pub mod packet;
+pub mod qdisc;
 pub mod time;
+pub mod topology;
 pub mod units;
+
+/// The RNG every element and engine uses: small, fast, and reproducible from a `u64` seed.
+pub type Rng = rand_xoshiro::Xoshiro256PlusPlus;
+
+/// Derives an independent RNG for one component from the run seed and a stable component id,
+/// so that adding an element does not shift the random streams of the others.
+pub fn rng_for(seed: u64, component: u64) -> Rng {
+    use rand::SeedableRng;
+    // SplitMix64 finalizer decorrelates neighbouring ids.
+    let mut z = seed ^ component.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    Rng::seed_from_u64(z ^ (z >> 31))
+}

@@ -1,0 +1,59 @@
+//! Random loss: drops each packet independently with probability p, from the element's own
+//! seeded RNG (so a run is reproducible and another seed gives another loss pattern).
+//! Zero delay: a packet that survives leaves at the time it arrived.
+
+use crate::time::Instant;
+use crate::units::Fraction;
+use crate::Rng;
+use rand::Rng as _;
+use std::collections::VecDeque;
+
+pub struct RandomLoss<P> {
+    probability: f64,
+    rng: Rng,
+    pending: VecDeque<(Instant, P)>,
+    arrivals: u64,
+    drops: u64,
+}
+
+impl<P> RandomLoss<P> {
+    pub fn new(probability: Fraction, rng: Rng) -> Self {
+        RandomLoss { probability: probability.get(), rng, pending: VecDeque::new(), arrivals: 0, drops: 0 }
+    }
+
+    pub fn push(&mut self, at: Instant, pkt: P) {
+        self.arrivals += 1;
+        if self.probability > 0.0 && self.rng.gen::<f64>() < self.probability {
+            self.drops += 1;
+        } else {
+            self.pending.push_back((at, pkt));
+        }
+    }
+
+    pub fn next_wakeup(&self) -> Option<Instant> {
+        self.pending.front().map(|&(t, _)| t)
+    }
+
+    pub fn poll_output(&mut self, now: Instant) -> Option<(Instant, P)> {
+        match self.pending.front() {
+            Some(&(t, _)) if t <= now => self.pending.pop_front(),
+            _ => None,
+        }
+    }
+
+    pub fn arrivals(&self) -> u64 {
+        self.arrivals
+    }
+
+    pub fn drops(&self) -> u64 {
+        self.drops
+    }
+
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+}

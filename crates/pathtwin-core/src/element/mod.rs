@@ -1,0 +1,66 @@
+//! Elements: the building blocks that routes chain together (DESIGN.md "Elements").
+//!
+//! [`Element`] is a closed enum rather than a trait object so that the per-packet path of both
+//! engines is statically dispatched. Every element follows one protocol:
+//! `push(at, pkt, slot)` with non-decreasing `at`; `next_wakeup()` says when it next has a
+//! packet to release; `poll_output(now)` returns released packets with their model departure
+//! time. `slot` tells a shared bandwidth queue which path a packet belongs to.
+
+mod delay;
+mod loss;
+mod queue;
+pub mod reactivity;
+
+pub use delay::DelayLine;
+pub use loss::RandomLoss;
+pub use queue::{BandwidthQueue, Occupancy, QueueStats, PLACEHOLDER_LEN};
+pub use reactivity::{AbwTable, QueueRule, Reactivity};
+
+use crate::packet::PacketMeta;
+use crate::time::Instant;
+
+pub enum Element<P> {
+    Delay(DelayLine<P>),
+    Queue(BandwidthQueue<P>),
+    Loss(RandomLoss<P>),
+}
+
+impl<P: PacketMeta + Send + 'static> Element<P> {
+    pub fn push(&mut self, at: Instant, pkt: P, slot: u16) {
+        match self {
+            Element::Delay(e) => e.push(at, pkt),
+            Element::Queue(e) => e.push(at, pkt, slot),
+            Element::Loss(e) => e.push(at, pkt),
+        }
+    }
+
+    pub fn next_wakeup(&self) -> Option<Instant> {
+        match self {
+            Element::Delay(e) => e.next_wakeup(),
+            Element::Queue(e) => e.next_wakeup(),
+            Element::Loss(e) => e.next_wakeup(),
+        }
+    }
+
+    pub fn poll_output(&mut self, now: Instant) -> Option<(Instant, P)> {
+        match self {
+            Element::Delay(e) => e.poll_output(now),
+            Element::Queue(e) => e.poll_output(now),
+            Element::Loss(e) => e.poll_output(now),
+        }
+    }
+
+    pub fn as_queue(&self) -> Option<&BandwidthQueue<P>> {
+        match self {
+            Element::Queue(q) => Some(q),
+            _ => None,
+        }
+    }
+
+    pub fn as_queue_mut(&mut self) -> Option<&mut BandwidthQueue<P>> {
+        match self {
+            Element::Queue(q) => Some(q),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! Bandwidth queue: a link of capacity C fed through a queue discipline, with optional virtual
+//! placeholder cross traffic at C − ABW (NSDI'09 §2.2.3, §3.2).
+//!
+//! Placeholder packets are constant-bit-rate, full-size items that take queue space and link
+//! time exactly like real packets (and can be dropped like them), but never exist as bytes.
+//! They are processed lazily: [`BandwidthQueue::advance`] replays every placeholder arrival
+//! and service completion up to `now` in time order, so a driver wakes the queue only when a
+//! real packet can leave ([`BandwidthQueue::next_wakeup`]) — not once per placeholder.
+//!
+//! Call order: `push(at, ..)` with non-decreasing `at`; `poll_output(now)` until `None` at or
+//! after `next_wakeup()`; `next_wakeup()` again after every push or poll. Departure times are
+//! model times, so an emulator that polls late still forwards each packet with the time at
+//! which it left the link.
+
+use super::reactivity::Reactivity;
+use crate::packet::PacketMeta;
+use crate::qdisc::{Backlog, Qdisc, Queued};
+use crate::time::{Duration, Instant};
+use crate::units::{QueueLimit, Rate};
+use crate::Rng;
+use std::collections::VecDeque;
+
+/// Size of a placeholder packet: a full Ethernet-MTU IP packet.
+pub const PLACEHOLDER_LEN: u32 = 1500;
+
+/// Counters of one bandwidth queue; real and placeholder traffic kept apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub arrivals: u64,
+    pub arrival_bytes: u64,
+    pub departures: u64,
+    pub departure_bytes: u64,
+    pub drops: u64,
+    pub drop_bytes: u64,
+    pub placeholder_arrivals: u64,
+    pub placeholder_departures: u64,
+    pub placeholder_departure_bytes: u64,
+    pub placeholder_drops: u64,
+    /// How often reactivity changed the placeholder rate.
+    pub rate_changes: u64,
+}
+
+/// What is inside the queue right now (waiting, in service, or departed but not yet polled).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Occupancy {
+    pub packets: u64,
+    pub bytes: u64,
+    pub placeholder_packets: u64,
+    pub placeholder_bytes: u64,
+}
+
+/// The constant-bit-rate placeholder source. Arrival k (from the epoch) is at
+/// epoch + k·len·8/rate, computed exactly so that long runs do not drift.
+#[derive(Clone, Copy, Debug)]
+struct PlaceholderSource {
+    rate: Rate,
+    epoch: Instant,
+    count: u64,
+    next: Option<Instant>,
+}
+
+impl PlaceholderSource {
+    fn new(rate: Rate, now: Instant) -> Self {
+        let mut s = PlaceholderSource { rate, epoch: now, count: 0, next: None };
+        s.schedule();
+        s
+    }
+
+    fn schedule(&mut self) {
+        self.next = (self.rate.bps() > 0).then(|| {
+            let ns = self.count as u128 * PLACEHOLDER_LEN as u128 * 8 * 1_000_000_000 / self.rate.bps() as u128;
+            self.epoch + Duration::from_nanos(ns as u64)
+        });
+    }
+
+    fn advance(&mut self) {
+        self.count += 1;
+        self.schedule();
+    }
+}
+
+pub struct BandwidthQueue<P> {
+    capacity: Rate,
+    qdisc: Box<dyn Qdisc<P>>,
+    /// The item on the link and the time its last bit leaves.
+    in_service: Option<(Queued<P>, Instant)>,
+    placeholder: PlaceholderSource,
+    /// Departed real packets not yet polled, with their departure times.
+    output: VecDeque<(Instant, P)>,
+    /// Real packets in the discipline (placeholders excluded).
+    real_backlog: Backlog,
+    stats: QueueStats,
+    reactivity: Option<Reactivity>,
+    rng: Rng,
+    /// Latest time the queue has been advanced to (monotonic).
+    now: Instant,
+}
+
+impl<P: PacketMeta + Send + 'static> BandwidthQueue<P> {
+    /// A queue draining at `capacity`; `abw` below capacity adds placeholders at C − ABW.
+    pub fn new(capacity: Rate, abw: Rate, qdisc: Box<dyn Qdisc<P>>, rng: Rng) -> Self {
+        BandwidthQueue {
+            capacity,
+            qdisc,
+            in_service: None,
+            placeholder: PlaceholderSource::new(capacity.saturating_sub(abw), Instant::ZERO),
+            output: VecDeque::new(),
+            real_backlog: Backlog::default(),
+            stats: QueueStats::default(),
+            reactivity: None,
+            rng,
+            now: Instant::ZERO,
+        }
+    }
+
+    /// Attaches a reactivity controller; it re-sets ABW and the queue size as flows come and go.
+    pub fn with_reactivity(mut self, reactivity: Reactivity) -> Self {
+        self.reactivity = Some(reactivity);
+        self.apply_reactivity(Instant::ZERO);
+        self
+    }
+
+    pub fn capacity(&self) -> Rate {
+        self.capacity
+    }
+
+    /// The ABW foreground traffic currently gets: capacity minus the placeholder rate.
+    pub fn abw(&self) -> Rate {
+        self.capacity.saturating_sub(self.placeholder.rate)
+    }
+
+    pub fn stats(&self) -> &QueueStats {
+        &self.stats
+    }
+
+    pub fn limit(&self) -> QueueLimit {
+        self.qdisc.limit()
+    }
+
+    pub fn qdisc_name(&self) -> &'static str {
+        self.qdisc.name()
+    }
+
+    /// Active foreground flows per path slot, when reactivity is on.
+    pub fn active_flows(&self) -> Option<&[u32]> {
+        self.reactivity.as_ref().map(|r| r.monitor.active())
+    }
+
+    /// Changes the placeholder rate to C − `abw` from `now` on (reactivity, or a driver).
+    pub fn set_abw(&mut self, now: Instant, abw: Rate) {
+        self.advance(now);
+        let rate = self.capacity.saturating_sub(abw);
+        if rate != self.placeholder.rate {
+            self.placeholder = PlaceholderSource::new(rate, now.max(self.now));
+            self.stats.rate_changes += 1;
+        }
+    }
+
+    /// Changes the queue limit from `now` on.
+    pub fn set_limit(&mut self, now: Instant, limit: QueueLimit) {
+        self.advance(now);
+        self.qdisc.set_limit(limit);
+    }
+
+    /// What is in the queue now.
+    pub fn occupancy(&self) -> Occupancy {
+        let total = self.qdisc.backlog();
+        let mut occ = Occupancy {
+            packets: self.real_backlog.packets + self.output.len() as u64,
+            bytes: self.real_backlog.bytes + self.output.iter().map(|(_, p)| p.wire_len() as u64).sum::<u64>(),
+            placeholder_packets: total.packets - self.real_backlog.packets,
+            placeholder_bytes: total.bytes - self.real_backlog.bytes,
+        };
+        if let Some((item, _)) = &self.in_service {
+            if item.is_placeholder() {
+                occ.placeholder_packets += 1;
+                occ.placeholder_bytes += item.wire_len as u64;
+            } else {
+                occ.packets += 1;
+                occ.bytes += item.wire_len as u64;
+            }
+        }
+        occ
+    }
+
+    /// Offers a real packet arriving at `at` on behalf of path `slot` (0 unless shared).
+    pub fn push(&mut self, at: Instant, pkt: P, slot: u16) {
+        self.advance(at);
+        if let Some(r) = &mut self.reactivity {
+            if r.monitor.observe(at, &pkt, slot) {
+                self.apply_reactivity(at);
+            }
+        }
+        let len = pkt.wire_len();
+        self.stats.arrivals += 1;
+        self.stats.arrival_bytes += len as u64;
+        let item = Queued {
+            wire_len: len,
+            flow: pkt.flow_key(),
+            mark: pkt.mark(),
+            priority: pkt.priority(),
+            enqueued_at: at,
+            packet: Some(pkt),
+        };
+        match self.qdisc.enqueue(at, item, &mut self.rng) {
+            Ok(()) => {
+                self.real_backlog.add(len);
+                self.start_service_if_idle(at);
+            }
+            Err(_) => {
+                self.stats.drops += 1;
+                self.stats.drop_bytes += len as u64;
+            }
+        }
+    }
+
+    /// Next departure of a real packet, if one is due to leave; placeholders never wake a driver.
+    pub fn next_wakeup(&self) -> Option<Instant> {
+        if let Some(&(t, _)) = self.output.front() {
+            return Some(t);
+        }
+        match &self.in_service {
+            Some((item, done)) if !item.is_placeholder() || self.real_backlog.packets > 0 => Some(*done),
+            _ => None,
+        }
+    }
+
+    /// Returns the next real packet that has left the link by `now`, with its departure time.
+    pub fn poll_output(&mut self, now: Instant) -> Option<(Instant, P)> {
+        self.advance(now);
+        match self.output.front() {
+            Some(&(t, _)) if t <= now => self.output.pop_front(),
+            _ => None,
+        }
+    }
+
+    /// Replays placeholder arrivals and service completions up to `now`, in time order
+    /// (a completion before an arrival at the same instant, so the arrival sees the free slot).
+    pub fn advance(&mut self, now: Instant) {
+        if now < self.now {
+            return;
+        }
+        self.now = now;
+        loop {
+            let done = self.in_service.as_ref().map(|&(_, t)| t);
+            let arrival = self.placeholder.next;
+            let next = match (done, arrival) {
+                (Some(d), Some(a)) => d.min(a),
+                (Some(d), None) => d,
+                (None, Some(a)) => a,
+                (None, None) => break,
+            };
+            if next > now {
+                break;
+            }
+            if done == Some(next) {
+                self.complete_service();
+            } else {
+                self.placeholder_arrival(next);
+            }
+        }
+        if let Some(r) = &mut self.reactivity {
+            if r.monitor.expire(now) {
+                self.apply_reactivity(now);
+            }
+        }
+    }
+
+    fn placeholder_arrival(&mut self, at: Instant) {
+        self.placeholder.advance();
+        self.stats.placeholder_arrivals += 1;
+        let item = Queued {
+            packet: None,
+            wire_len: PLACEHOLDER_LEN,
+            flow: u64::MAX,
+            mark: Default::default(),
+            priority: 1,
+            enqueued_at: at,
+        };
+        match self.qdisc.enqueue(at, item, &mut self.rng) {
+            Ok(()) => self.start_service_if_idle(at),
+            Err(_) => self.stats.placeholder_drops += 1,
+        }
+    }
+
+    fn complete_service(&mut self) {
+        let (item, done) = self.in_service.take().expect("completion without service");
+        match item.packet {
+            Some(pkt) => {
+                self.stats.departures += 1;
+                self.stats.departure_bytes += item.wire_len as u64;
+                self.output.push_back((done, pkt));
+            }
+            None => {
+                self.stats.placeholder_departures += 1;
+                self.stats.placeholder_departure_bytes += item.wire_len as u64;
+            }
+        }
+        self.start_service_if_idle(done);
+    }
+
+    fn start_service_if_idle(&mut self, at: Instant) {
+        if self.in_service.is_some() {
+            return;
+        }
+        if let Some(item) = self.qdisc.dequeue(at) {
+            if !item.is_placeholder() {
+                self.real_backlog.remove(item.wire_len);
+            }
+            let done = at + self.capacity.transmit_time(item.wire_len as u64);
+            self.in_service = Some((item, done));
+        }
+    }
+
+    fn apply_reactivity(&mut self, now: Instant) {
+        let Some(r) = &self.reactivity else { return };
+        let abw = r.current_abw();
+        let limit = r.queue_rule.limit_for(abw, r.monitor.total_active());
+        let rate = self.capacity.saturating_sub(abw);
+        if rate != self.placeholder.rate {
+            self.placeholder = PlaceholderSource::new(rate, now);
+            self.stats.rate_changes += 1;
+        }
+        self.qdisc.set_limit(limit);
+    }
+}

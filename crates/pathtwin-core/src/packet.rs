@@ -1,0 +1,52 @@
+//! What the model needs to know about a packet, as the [`PacketMeta`] trait.
+//!
+//! The simulator's packets are structs with a TCP segment inside; the emulator's are raw IP
+//! datagrams. Elements and queue disciplines are generic over `P: PacketMeta`, so both engines
+//! run the same monomorphized code without the model ever touching bytes on a wire.
+
+/// DiffServ-style drop precedence set by markers and read by RIO/FRIO.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Mark {
+    /// Not marked: treated as IN by RIO (the conservative choice).
+    #[default]
+    Unmarked,
+    /// In profile (low drop precedence).
+    In,
+    /// Out of profile (high drop precedence).
+    Out,
+}
+
+/// TCP header flags the flow monitor looks at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct TcpFlags {
+    pub syn: bool,
+    pub fin: bool,
+    pub rst: bool,
+}
+
+/// Identifies one transport flow in one direction (e.g. a hash of the 5-tuple, or the
+/// simulator's flow id with a direction bit). Equal keys mean the same flow.
+pub type FlowKey = u64;
+
+/// The view of a packet that elements, queue disciplines and markers need.
+pub trait PacketMeta {
+    /// Bytes on the wire at the IP layer (header + payload), used for serialization time
+    /// and byte-mode queue limits.
+    fn wire_len(&self) -> u32;
+    /// Transport payload bytes; zero for pure ACKs and control packets.
+    fn payload_len(&self) -> u32;
+    /// The flow this packet belongs to.
+    fn flow_key(&self) -> FlowKey;
+    /// TCP flags, or `None` for non-TCP packets.
+    fn tcp_flags(&self) -> Option<TcpFlags>;
+    /// Drop precedence set by a marker.
+    fn mark(&self) -> Mark {
+        Mark::Unmarked
+    }
+    /// Sets the drop precedence (markers call this).
+    fn set_mark(&mut self, _mark: Mark) {}
+    /// Strict-priority band: 0 is served first.
+    fn priority(&self) -> u8 {
+        1
+    }
+}

@@ -1,0 +1,80 @@
+//! Queue disciplines: what a bandwidth queue holds while its link is busy, and what it drops.
+//!
+//! A discipline sees [`Queued`] items, which are either real packets or the bandwidth queue's
+//! virtual placeholder packets (NSDI'09 §3.2): placeholders occupy space and can be dropped
+//! exactly like real packets, so they carry the same metadata. The discipline decides
+//! admission at arrival ([`Qdisc::enqueue`]) and order at departure ([`Qdisc::dequeue`]);
+//! the bandwidth queue owns the link and the clock.
+//!
+//! New disciplines (RED, RIO, FRIO, strict priority) implement [`Qdisc`]; they receive `now`
+//! (RED's idle-time decay) and the element's seeded RNG (random early drops).
+
+mod droptail;
+
+pub use droptail::DropTail;
+
+use crate::packet::{FlowKey, Mark};
+use crate::time::Instant;
+use crate::units::QueueLimit;
+use crate::Rng;
+
+/// One item waiting for the link: a real packet or a virtual placeholder.
+#[derive(Debug)]
+pub struct Queued<P> {
+    /// `None` for a placeholder packet, which exists only as length and time.
+    pub packet: Option<P>,
+    pub wire_len: u32,
+    pub flow: FlowKey,
+    pub mark: Mark,
+    pub priority: u8,
+    pub enqueued_at: Instant,
+}
+
+impl<P> Queued<P> {
+    pub fn is_placeholder(&self) -> bool {
+        self.packet.is_none()
+    }
+}
+
+/// Occupancy of a discipline, real and placeholder together (what limits apply to).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Backlog {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl Backlog {
+    pub fn add(&mut self, len: u32) {
+        self.packets += 1;
+        self.bytes += len as u64;
+    }
+    pub fn remove(&mut self, len: u32) {
+        self.packets -= 1;
+        self.bytes -= len as u64;
+    }
+    /// Whether one more item of `len` bytes would exceed `limit`.
+    pub fn would_exceed(&self, limit: QueueLimit, len: u32) -> bool {
+        match limit {
+            QueueLimit::Packets(p) => self.packets + 1 > p,
+            QueueLimit::Bytes(b) => self.bytes + len as u64 > b,
+        }
+    }
+}
+
+/// A queue discipline. Call order: `enqueue` for each arrival at its arrival time, `dequeue`
+/// whenever the link becomes free; `now` never decreases between calls.
+pub trait Qdisc<P>: Send {
+    /// Offers an item; returns it back as `Err` if the discipline drops it.
+    fn enqueue(&mut self, now: Instant, item: Queued<P>, rng: &mut Rng) -> Result<(), Queued<P>>;
+    /// Takes the next item to transmit, if any.
+    fn dequeue(&mut self, now: Instant) -> Option<Queued<P>>;
+    /// Items currently held.
+    fn backlog(&self) -> Backlog;
+    /// Changes the capacity at run time (reactivity re-derives queue sizes). Items already
+    /// queued stay; only later arrivals see the new limit.
+    fn set_limit(&mut self, limit: QueueLimit);
+    /// The current capacity.
+    fn limit(&self) -> QueueLimit;
+    /// A short name for results ("droptail", "red", ...).
+    fn name(&self) -> &'static str;
+}

@@ -1,0 +1,296 @@
+//! Raw IP datagrams as the model sees them: [`IpPacket`] owns the bytes read from a host's
+//! device and the few header fields the model and the driver need, parsed once on arrival.
+//!
+//! Parsing is done with `etherparse` (two layers, as the project's wire-format convention
+//! asks: its slices give field access, this module keeps the validated summary). IPv4 and
+//! IPv6 (with extension headers) carrying TCP, UDP, ICMP or ICMPv6 are understood; any other
+//! transport is still routed and queued, with a flow key built from addresses and protocol.
+//! This module does not route, queue or write packets.
+
+use std::net::IpAddr;
+
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use pathtwin_core::packet::{FlowKey, Mark, PacketMeta, TcpFlags};
+
+/// Why a datagram read from a host could not be used. The driver counts these per host
+/// instead of failing: a host's kernel may emit anything.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ParseError {
+    /// The bytes are not a well-formed IPv4 or IPv6 header (or are truncated).
+    #[error("malformed IP packet: {0}")]
+    Malformed(String),
+}
+
+/// The transport header fields the model looks at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Tcp { src_port: u16, dst_port: u16, flags: TcpFlags },
+    Udp { src_port: u16, dst_port: u16 },
+    Icmp,
+    Icmpv6,
+    /// Another protocol, or a non-first fragment whose transport header is elsewhere.
+    Other(u8),
+}
+
+/// One IP datagram and its parsed summary.
+#[derive(Clone, Debug)]
+pub struct IpPacket {
+    bytes: Vec<u8>,
+    src: IpAddr,
+    dst: IpAddr,
+    transport: Transport,
+    payload_len: u32,
+    mark: Mark,
+}
+
+/// DiffServ code points for assured forwarding (RFC 2597): AFx1 is low drop precedence
+/// (IN), AFx2 and AFx3 are higher (OUT). Everything else is unmarked.
+fn mark_from_dscp(dscp: u8) -> Mark {
+    match dscp {
+        10 | 18 | 26 | 34 => Mark::In,
+        12 | 14 | 20 | 22 | 28 | 30 | 36 | 38 => Mark::Out,
+        _ => Mark::Unmarked,
+    }
+}
+
+/// The code point written for a mark: AF11 for IN and AF12 for OUT, so that a capture
+/// shows what a marker decided.
+fn dscp_for_mark(mark: Mark) -> u8 {
+    match mark {
+        Mark::In => 10,
+        Mark::Out => 12,
+        Mark::Unmarked => 0,
+    }
+}
+
+impl IpPacket {
+    /// Parses `bytes` as one IP datagram (no link-layer header).
+    pub fn parse(bytes: Vec<u8>) -> Result<IpPacket, ParseError> {
+        let sliced = SlicedPacket::from_ip(&bytes).map_err(|e| ParseError::Malformed(e.to_string()))?;
+        let (src, dst, dscp, proto) = match &sliced.net {
+            Some(NetSlice::Ipv4(v4)) => {
+                let h = v4.header();
+                (IpAddr::V4(h.source_addr()), IpAddr::V4(h.destination_addr()), h.dcp().value(), v4.payload().ip_number.0)
+            }
+            Some(NetSlice::Ipv6(v6)) => {
+                let h = v6.header();
+                (IpAddr::V6(h.source_addr()), IpAddr::V6(h.destination_addr()), h.traffic_class() >> 2, v6.payload().ip_number.0)
+            }
+            None => return Err(ParseError::Malformed("no IP header".into())),
+        };
+        let (transport, payload_len) = match &sliced.transport {
+            Some(TransportSlice::Tcp(t)) => (
+                Transport::Tcp {
+                    src_port: t.source_port(),
+                    dst_port: t.destination_port(),
+                    flags: TcpFlags { syn: t.syn(), fin: t.fin(), rst: t.rst() },
+                },
+                t.payload().len(),
+            ),
+            Some(TransportSlice::Udp(u)) => {
+                (Transport::Udp { src_port: u.source_port(), dst_port: u.destination_port() }, u.payload().len())
+            }
+            Some(TransportSlice::Icmpv4(i)) => (Transport::Icmp, i.payload().len()),
+            Some(TransportSlice::Icmpv6(i)) => (Transport::Icmpv6, i.payload().len()),
+            None => (Transport::Other(proto), sliced.net.as_ref().and_then(|n| n.ip_payload_ref()).map_or(0, |p| p.payload.len())),
+        };
+        Ok(IpPacket { src, dst, transport, payload_len: payload_len as u32, mark: mark_from_dscp(dscp), bytes })
+    }
+
+    pub fn src(&self) -> IpAddr {
+        self.src
+    }
+    pub fn dst(&self) -> IpAddr {
+        self.dst
+    }
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+    /// Gives the buffer back so the driver can reuse its allocation.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
+    /// The 5-tuple (addresses, protocol, ports) with the direction kept: the two directions
+    /// of one connection are two flows, as the flow monitor counts them per route direction.
+    pub fn five_tuple(&self) -> FiveTuple {
+        let (proto, sp, dp) = match self.transport {
+            Transport::Tcp { src_port, dst_port, .. } => (6, src_port, dst_port),
+            Transport::Udp { src_port, dst_port } => (17, src_port, dst_port),
+            Transport::Icmp => (1, 0, 0),
+            Transport::Icmpv6 => (58, 0, 0),
+            Transport::Other(p) => (p, 0, 0),
+        };
+        FiveTuple { src: self.src, dst: self.dst, proto, src_port: sp, dst_port: dp }
+    }
+
+    /// Rewrites the DiffServ field so that the mark travels with the packet, fixing the IPv4
+    /// header checksum incrementally (RFC 1624) rather than recomputing it.
+    fn write_dscp(&mut self, dscp: u8) {
+        match self.src {
+            IpAddr::V4(_) => {
+                let old = u16::from_be_bytes([self.bytes[0], self.bytes[1]]);
+                self.bytes[1] = (dscp << 2) | (self.bytes[1] & 0x03);
+                let new = u16::from_be_bytes([self.bytes[0], self.bytes[1]]);
+                let ck = u16::from_be_bytes([self.bytes[10], self.bytes[11]]);
+                let mut sum = (!ck as u32) + (!old as u32) + new as u32;
+                while sum > 0xffff {
+                    sum = (sum & 0xffff) + (sum >> 16);
+                }
+                let ck = !(sum as u16);
+                self.bytes[10..12].copy_from_slice(&ck.to_be_bytes());
+            }
+            IpAddr::V6(_) => {
+                // Traffic class spans the low nibble of byte 0 and the high nibble of byte 1;
+                // the ECN bits (low two of the class) are kept.
+                let tc = ((self.bytes[0] & 0x0f) << 4) | (self.bytes[1] >> 4);
+                let tc = (dscp << 2) | (tc & 0x03);
+                self.bytes[0] = (self.bytes[0] & 0xf0) | (tc >> 4);
+                self.bytes[1] = (self.bytes[1] & 0x0f) | (tc << 4);
+            }
+        }
+    }
+}
+
+/// A flow's identity in one direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FiveTuple {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub proto: u8,
+    pub src_port: u16,
+    pub dst_port: u16,
+}
+
+impl FiveTuple {
+    /// FNV-1a over the tuple: stable across runs and platforms, unlike `std`'s hasher, so
+    /// that flow keys in results can be compared between runs.
+    pub fn key(&self) -> FlowKey {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |b: &[u8]| {
+            for &x in b {
+                h ^= x as u64;
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        match (self.src, self.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                eat(&s.octets());
+                eat(&d.octets());
+            }
+            (s, d) => {
+                eat(&to_v6(s).octets());
+                eat(&to_v6(d).octets());
+            }
+        }
+        eat(&[self.proto]);
+        eat(&self.src_port.to_be_bytes());
+        eat(&self.dst_port.to_be_bytes());
+        h
+    }
+}
+
+fn to_v6(a: IpAddr) -> std::net::Ipv6Addr {
+    match a {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    }
+}
+
+impl PacketMeta for IpPacket {
+    fn wire_len(&self) -> u32 {
+        self.bytes.len() as u32
+    }
+    fn payload_len(&self) -> u32 {
+        self.payload_len
+    }
+    fn flow_key(&self) -> FlowKey {
+        self.five_tuple().key()
+    }
+    fn tcp_flags(&self) -> Option<TcpFlags> {
+        match self.transport {
+            Transport::Tcp { flags, .. } => Some(flags),
+            _ => None,
+        }
+    }
+    fn mark(&self) -> Mark {
+        self.mark
+    }
+    fn set_mark(&mut self, mark: Mark) {
+        if mark != self.mark {
+            self.mark = mark;
+            self.write_dscp(dscp_for_mark(mark));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etherparse::PacketBuilder;
+
+    fn tcp_v4(syn: bool, payload: &[u8]) -> Vec<u8> {
+        let b = PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).tcp(40000, 5201, 7, 65535);
+        let b = if syn { b.syn() } else { b.ack(1) };
+        let mut out = Vec::new();
+        b.write(&mut out, payload).unwrap();
+        out
+    }
+
+    #[test]
+    fn tcp_v4_fields_and_lengths() {
+        let p = IpPacket::parse(tcp_v4(true, &[0u8; 100])).unwrap();
+        assert_eq!(p.wire_len(), 20 + 20 + 100);
+        assert_eq!(p.payload_len(), 100);
+        assert_eq!(p.tcp_flags(), Some(TcpFlags { syn: true, fin: false, rst: false }));
+        assert_eq!(p.src(), "10.0.0.1".parse::<IpAddr>().unwrap());
+        assert_eq!(p.five_tuple().dst_port, 5201);
+    }
+
+    #[test]
+    fn udp_and_icmp_v6() {
+        let mut out = Vec::new();
+        PacketBuilder::ipv6([0xfd; 16], [0xfe; 16], 64).udp(1000, 2000).write(&mut out, &[1, 2, 3]).unwrap();
+        let p = IpPacket::parse(out).unwrap();
+        assert_eq!(p.transport(), Transport::Udp { src_port: 1000, dst_port: 2000 });
+        assert_eq!(p.wire_len(), 40 + 8 + 3);
+        assert_eq!(p.payload_len(), 3);
+        assert_eq!(p.tcp_flags(), None);
+
+        let mut out = Vec::new();
+        PacketBuilder::ipv6([0xfd; 16], [0xfe; 16], 64).icmpv6_echo_request(1, 1).write(&mut out, &[0; 56]).unwrap();
+        let p = IpPacket::parse(out).unwrap();
+        assert_eq!(p.transport(), Transport::Icmpv6);
+        assert_eq!(p.payload_len(), 56);
+    }
+
+    #[test]
+    fn directions_are_distinct_flows() {
+        let a = IpPacket::parse(tcp_v4(false, b"x")).unwrap();
+        let mut rev = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 2], [10, 0, 0, 1], 64).tcp(5201, 40000, 1, 100).write(&mut rev, &[]).unwrap();
+        let b = IpPacket::parse(rev).unwrap();
+        assert_ne!(a.flow_key(), b.flow_key());
+        assert_eq!(a.flow_key(), IpPacket::parse(tcp_v4(true, b"")).unwrap().flow_key());
+    }
+
+    #[test]
+    fn marking_rewrites_dscp_and_keeps_the_ipv4_checksum_valid() {
+        let mut p = IpPacket::parse(tcp_v4(false, b"data")).unwrap();
+        p.set_mark(Mark::Out);
+        let reparsed = IpPacket::parse(p.bytes().to_vec()).unwrap();
+        assert_eq!(reparsed.mark(), Mark::Out);
+        let h = etherparse::Ipv4HeaderSlice::from_slice(p.bytes()).unwrap().to_header();
+        assert_eq!(h.header_checksum, h.calc_header_checksum());
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(IpPacket::parse(vec![0x45, 0, 0]).is_err());
+        assert!(IpPacket::parse(vec![]).is_err());
+        assert!(IpPacket::parse(vec![0x60; 10]).is_err());
+    }
+}
