@@ -1,0 +1,631 @@
+//! The config schema — defined once, here — and its loading with one-line errors.
+//!
+//! A file describes a topology in one of two views and, optionally, a workload:
+//! - **paths** (NSDI'09): `hosts = [...]`, `[[path]]` per host pair (base RTT, ABW or a
+//!   reactivity table per direction, capacity, queue, mode, loss), `[[shared]]` bottleneck
+//!   classes;
+//! - **links** (router level): `hosts`, `routers`, `[[link]]` with rate, one-way delay, queue;
+//! - workload (simulator): `[run]`, `[tcp]` defaults and `[[flow]]` entries; the emulator
+//!   ignores `[[flow]]`, as real applications are its workload.
+//!
+//! Per-direction values are written once for both directions (`"10mbit"`), as
+//! `"a_to_b/b_to_a"`, or as a two-element array; the first value is the direction from
+//! `between[0]` to `between[1]`.
+//!
+//! Errors name the key (`path[0].rtt`), the line when the text is TOML, and quote the value.
+//! Python passes dicts as JSON through [`Config::from_json`]; the schema is never restated
+//! elsewhere.
+
+use crate::time::Duration;
+use crate::units::{Fraction, QueueLimit, Rate, Size};
+use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+/// A user's mistake in a config, with the key it concerns.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The text is not valid TOML/JSON, a key is unknown, or a value does not parse.
+    #[error("{origin}{key}: {message}")]
+    Syntax { origin: String, key: String, message: String },
+    /// The values parse but do not make sense together (unknown host, infeasible queue, ...).
+    #[error("{key}: {message}")]
+    Invalid { key: String, message: String },
+}
+
+impl ConfigError {
+    pub fn invalid(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError::Invalid { key: key.into(), message: message.into() }
+    }
+}
+
+/// A value given per direction: `[a→b, b→a]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PerDirection<T>(pub [T; 2]);
+
+impl<T: Copy> PerDirection<T> {
+    pub fn both(v: T) -> Self {
+        PerDirection([v, v])
+    }
+    pub fn get(&self, direction: usize) -> T {
+        self.0[direction]
+    }
+}
+
+impl<'de, T> Deserialize<'de> for PerDirection<T>
+where
+    T: Deserialize<'de> + FromStr + Copy,
+    T::Err: fmt::Display,
+{
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T> de::Visitor<'de> for V<T>
+        where
+            T: Deserialize<'de> + FromStr + Copy,
+            T::Err: fmt::Display,
+        {
+            type Value = PerDirection<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a value for both directions, \"a_to_b/b_to_a\", or a two-element array")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                let parse = |t: &str| t.trim().parse::<T>().map_err(E::custom);
+                match s.split_once('/') {
+                    Some((a, b)) => Ok(PerDirection([parse(a)?, parse(b)?])),
+                    None => Ok(PerDirection::both(parse(s)?)),
+                }
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                T::deserialize(de::value::F64Deserializer::<E>::new(v)).map(PerDirection::both)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                T::deserialize(de::value::I64Deserializer::<E>::new(v)).map(PerDirection::both)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                T::deserialize(de::value::U64Deserializer::<E>::new(v)).map(PerDirection::both)
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let a: T = seq.next_element()?.ok_or_else(|| de::Error::invalid_length(0, &self))?;
+                let b: T = seq.next_element()?.ok_or_else(|| de::Error::invalid_length(1, &self))?;
+                if seq.next_element::<T>()?.is_some() {
+                    return Err(de::Error::invalid_length(3, &self));
+                }
+                Ok(PerDirection([a, b]))
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+impl<T: Serialize> Serialize for PerDirection<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+/// A reactivity table as written: `{ 1 = "2mbit", 2 = "3mbit" }` (flows → ABW).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TableSpec(pub BTreeMap<String, Rate>);
+
+/// One table for both directions, or `[table_a_to_b, table_b_to_a]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ReactivitySpec {
+    Both(TableSpec),
+    PerDirection([TableSpec; 2]),
+}
+
+impl ReactivitySpec {
+    pub fn table(&self, direction: usize) -> &TableSpec {
+        match self {
+            ReactivitySpec::Both(t) => t,
+            ReactivitySpec::PerDirection(ts) => &ts[direction],
+        }
+    }
+}
+
+/// How a path is emulated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// NSDI'09 path emulation: capacity separate from ABW, placeholders, derived queues.
+    #[default]
+    Path,
+    /// A plain link emulator (C = ABW, 73 KB queue unless given), the paper's baseline.
+    Link,
+}
+
+/// Queue discipline of a bandwidth queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QdiscKind {
+    #[default]
+    Droptail,
+}
+
+/// `[run]`: how long and how a simulation runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    pub duration: Duration,
+    pub seed: u64,
+    /// Interval of the time-series tables.
+    pub sample_interval: Duration,
+    /// Hosts at which the simulator writes a pcap of every packet sent and received.
+    pub pcap: Vec<String>,
+    /// A foreground flow that sends no payload for this long stops counting for reactivity.
+    pub flow_idle_timeout: Duration,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            duration: Duration::from_secs(60),
+            seed: 1,
+            sample_interval: Duration::from_millis(100),
+            pcap: Vec::new(),
+            flow_idle_timeout: crate::monitor::DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+}
+
+/// Congestion controllers by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CcName {
+    Reno,
+    Newreno,
+}
+
+/// TCP settings; every field optional so that `[tcp]` and a flow's `tcp` can override.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cc: Option<CcName>,
+    /// Maximum segment size in bytes of payload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mss: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sack: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delayed_ack: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delayed_ack_timeout: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_rto: Option<Duration>,
+    /// Initial window in segments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_window: Option<u32>,
+    /// w_max: the largest flight the sender allows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_window: Option<Size>,
+    /// Receive buffer the receiver advertises.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rcv_window: Option<Size>,
+}
+
+impl TcpSettings {
+    /// `self` with every field that `over` sets replaced.
+    pub fn overridden_by(&self, over: &TcpSettings) -> TcpSettings {
+        TcpSettings {
+            cc: over.cc.or(self.cc),
+            mss: over.mss.or(self.mss),
+            sack: over.sack.or(self.sack),
+            delayed_ack: over.delayed_ack.or(self.delayed_ack),
+            delayed_ack_timeout: over.delayed_ack_timeout.or(self.delayed_ack_timeout),
+            min_rto: over.min_rto.or(self.min_rto),
+            initial_window: over.initial_window.or(self.initial_window),
+            max_window: over.max_window.or(self.max_window),
+            rcv_window: over.rcv_window.or(self.rcv_window),
+        }
+    }
+}
+
+/// `[[path]]`: the NSDI'09 path between two hosts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathConfig {
+    pub between: [String; 2],
+    /// Base RTT, split evenly between the directions.
+    pub rtt: Duration,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abw: Option<PerDirection<Rate>>,
+    /// ABW as a function of active foreground flows; replaces `abw`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reactivity: Option<ReactivitySpec>,
+    /// Bottleneck capacity; 100 Mbit/s in path mode, = ABW in link mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<PerDirection<Rate>>,
+    /// Explicit queue size; derived from Eq. 2/4 when absent (path mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<PerDirection<QueueLimit>>,
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<PerDirection<Fraction>>,
+    /// w_max for the queue bounds; 65535 B (no window scaling) by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wmax: Option<Size>,
+    /// Foreground flows per direction that Eq. 2 provisions for (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<PerDirection<u32>>,
+    /// Cap on a derived queue (the paper's implementation: 1 MB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queue: Option<Size>,
+    /// Reject an explicit queue outside the bounds (default true). Set false to reproduce
+    /// the paper's "bad queue size" rows.
+    #[serde(default = "yes")]
+    pub enforce_bounds: bool,
+    #[serde(default)]
+    pub qdisc: QdiscKind,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `[[shared]]`: paths from `source` to `destinations` share one bandwidth queue.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedConfig {
+    pub source: String,
+    pub destinations: Vec<String>,
+    /// `out`: the queue carries source → destinations; `in`: destinations → source.
+    #[serde(default)]
+    pub direction: SharedDirection,
+    /// Explicit size of the shared queue; otherwise the smallest derived queue of its paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueLimit>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SharedDirection {
+    #[default]
+    Out,
+    In,
+}
+
+/// `[[link]]`: a duplex link between two nodes (links view).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkConfig {
+    pub between: [String; 2],
+    pub rate: PerDirection<Rate>,
+    /// One-way propagation delay.
+    pub delay: Duration,
+    /// Queue of each direction's output port (default 100 packets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<PerDirection<QueueLimit>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<PerDirection<Fraction>>,
+    #[serde(default)]
+    pub qdisc: QdiscKind,
+}
+
+/// Applications a simulated flow can run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AppKind {
+    /// Send `bytes`, or without it as much as possible until `stop` or the end of the run.
+    #[default]
+    Bulk,
+    /// Alternate `on` periods of bulk sending with `off` periods of silence.
+    Onoff,
+    /// Client sends `request` bytes, server answers `response` bytes after `server_delay`;
+    /// repeated `requests` times with `think` time between.
+    Reqresp,
+}
+
+/// `[[flow]]`: a simulated TCP connection from `from` (client) to `to` (server).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowConfig {
+    pub from: String,
+    pub to: String,
+    #[serde(default)]
+    pub app: AppKind,
+    #[serde(default)]
+    pub start: Duration,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Duration>,
+    /// Identical parallel connections this entry stands for.
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<Size>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<Size>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<Size>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_delay: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u32>,
+    /// Shortcut for `tcp.cc`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc: Option<CcName>,
+    #[serde(default)]
+    pub tcp: TcpSettings,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A whole config file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    #[serde(default)]
+    pub routers: Vec<String>,
+    #[serde(default)]
+    pub run: RunConfig,
+    #[serde(default)]
+    pub tcp: TcpSettings,
+    #[serde(default, rename = "path")]
+    pub paths: Vec<PathConfig>,
+    #[serde(default)]
+    pub shared: Vec<SharedConfig>,
+    #[serde(default, rename = "link")]
+    pub links: Vec<LinkConfig>,
+    #[serde(default, rename = "flow")]
+    pub flows: Vec<FlowConfig>,
+}
+
+impl Config {
+    /// Parses TOML text; `origin` (a file name) prefixes errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let de = toml::Deserializer::new(text);
+        let cfg: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let inner = e.into_inner();
+            let line = inner.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let origin = match line {
+                Some(l) if !origin.is_empty() => format!("{origin}:{l}: "),
+                Some(l) => format!("line {l}: "),
+                None if !origin.is_empty() => format!("{origin}: "),
+                None => String::new(),
+            };
+            syntax_error(origin, key, inner.message().to_string())
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Parses JSON text (how Python passes dicts).
+    pub fn from_json(text: &str) -> Result<Config, ConfigError> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let cfg: Config = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let key = e.path().to_string();
+            syntax_error(String::new(), key, e.into_inner().to_string())
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// The view this config uses.
+    pub fn view(&self) -> View {
+        if self.links.is_empty() {
+            View::Paths
+        } else {
+            View::Links
+        }
+    }
+
+    /// Checks everything that does not need compilation: names, views, per-flow fields.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut names = std::collections::BTreeSet::new();
+        for (list, key) in [(&self.hosts, "hosts"), (&self.routers, "routers")] {
+            for (i, n) in list.iter().enumerate() {
+                if n.is_empty() || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                    return Err(ConfigError::invalid(format!("{key}[{i}]"), format!("invalid name {n:?}: use letters, digits, '-' and '_'")));
+                }
+                if !names.insert(n.as_str()) {
+                    return Err(ConfigError::invalid(format!("{key}[{i}]"), format!("duplicate name {n:?}")));
+                }
+            }
+        }
+        if !self.paths.is_empty() && !self.links.is_empty() {
+            return Err(ConfigError::invalid("link", "a file uses either [[path]] (paths view) or [[link]] (links view), not both"));
+        }
+        if !self.routers.is_empty() && self.links.is_empty() {
+            return Err(ConfigError::invalid("routers", "routers need [[link]] entries (links view)"));
+        }
+        let is_host = |n: &str| self.hosts.iter().any(|h| h == n);
+        let is_node = |n: &str| is_host(n) || self.routers.iter().any(|r| r == n);
+        let unknown = |key: String, n: &str, what: &str| ConfigError::invalid(key, format!("unknown {what} {n:?}"));
+        for (i, p) in self.paths.iter().enumerate() {
+            for (j, h) in p.between.iter().enumerate() {
+                if !is_host(h) {
+                    return Err(unknown(format!("path[{i}].between[{j}]"), h, "host"));
+                }
+            }
+            if p.between[0] == p.between[1] {
+                return Err(ConfigError::invalid(format!("path[{i}].between"), "a path needs two different hosts"));
+            }
+            if p.abw.is_none() && p.reactivity.is_none() {
+                return Err(ConfigError::invalid(format!("path[{i}]"), "missing abw (or a reactivity table)"));
+            }
+            if p.abw.is_some() && p.reactivity.is_some() {
+                return Err(ConfigError::invalid(format!("path[{i}].reactivity"), "give either abw or reactivity, not both"));
+            }
+        }
+        for (i, s) in self.shared.iter().enumerate() {
+            if !is_host(&s.source) {
+                return Err(unknown(format!("shared[{i}].source"), &s.source, "host"));
+            }
+            for (j, d) in s.destinations.iter().enumerate() {
+                if !is_host(d) {
+                    return Err(unknown(format!("shared[{i}].destinations[{j}]"), d, "host"));
+                }
+            }
+            if s.destinations.len() < 2 {
+                return Err(ConfigError::invalid(format!("shared[{i}].destinations"), "a shared bottleneck needs at least two destinations"));
+            }
+        }
+        for (i, l) in self.links.iter().enumerate() {
+            for (j, n) in l.between.iter().enumerate() {
+                if !is_node(n) {
+                    return Err(unknown(format!("link[{i}].between[{j}]"), n, "node"));
+                }
+            }
+            for d in 0..2 {
+                if l.rate.get(d).bps() == 0 {
+                    return Err(ConfigError::invalid(format!("link[{i}].rate"), "rate must be positive"));
+                }
+            }
+        }
+        for (i, f) in self.flows.iter().enumerate() {
+            if !is_host(&f.from) {
+                return Err(unknown(format!("flow[{i}].from"), &f.from, "host"));
+            }
+            if !is_host(&f.to) {
+                return Err(unknown(format!("flow[{i}].to"), &f.to, "host"));
+            }
+            if f.from == f.to {
+                return Err(ConfigError::invalid(format!("flow[{i}].to"), "a flow needs two different hosts"));
+            }
+            if f.count == 0 {
+                return Err(ConfigError::invalid(format!("flow[{i}].count"), "count must be at least 1"));
+            }
+            if let Some(stop) = f.stop {
+                if stop <= f.start {
+                    return Err(ConfigError::invalid(format!("flow[{i}].stop"), "stop must be after start"));
+                }
+            }
+            let needs = |field: &str, present: bool| {
+                if present {
+                    Ok(())
+                } else {
+                    Err(ConfigError::invalid(format!("flow[{i}].{field}"), format!("missing for app = \"{}\"", app_name(f.app))))
+                }
+            };
+            let forbids = |field: &str, present: bool| {
+                if present {
+                    Err(ConfigError::invalid(format!("flow[{i}].{field}"), format!("not used by app = \"{}\"", app_name(f.app))))
+                } else {
+                    Ok(())
+                }
+            };
+            match f.app {
+                AppKind::Bulk => {
+                    for (k, v) in [("on", f.on.is_some()), ("off", f.off.is_some()), ("request", f.request.is_some()), ("response", f.response.is_some()), ("server_delay", f.server_delay.is_some()), ("think", f.think.is_some()), ("requests", f.requests.is_some())] {
+                        forbids(k, v)?;
+                    }
+                }
+                AppKind::Onoff => {
+                    needs("on", f.on.is_some())?;
+                    needs("off", f.off.is_some())?;
+                    for (k, v) in [("request", f.request.is_some()), ("response", f.response.is_some()), ("server_delay", f.server_delay.is_some()), ("requests", f.requests.is_some())] {
+                        forbids(k, v)?;
+                    }
+                }
+                AppKind::Reqresp => {
+                    needs("request", f.request.is_some())?;
+                    needs("response", f.response.is_some())?;
+                    for (k, v) in [("on", f.on.is_some()), ("off", f.off.is_some()), ("bytes", f.bytes.is_some())] {
+                        forbids(k, v)?;
+                    }
+                }
+            }
+        }
+        for (i, h) in self.run.pcap.iter().enumerate() {
+            if !is_host(h) {
+                return Err(unknown(format!("run.pcap[{i}]"), h, "host"));
+            }
+        }
+        if self.run.sample_interval.as_nanos() == 0 {
+            return Err(ConfigError::invalid("run.sample_interval", "must be positive"));
+        }
+        Ok(())
+    }
+}
+
+fn syntax_error(origin: String, key: String, message: String) -> ConfigError {
+    // serde's messages can span lines (TOML shows a code excerpt); keep the first line.
+    let message = message.lines().next().unwrap_or("").trim().to_string();
+    let key = if key == "." || key.is_empty() { "config".to_string() } else { key };
+    ConfigError::Syntax { origin, key, message }
+}
+
+fn app_name(a: AppKind) -> &'static str {
+    match a {
+        AppKind::Bulk => "bulk",
+        AppKind::Onoff => "onoff",
+        AppKind::Reqresp => "reqresp",
+    }
+}
+
+/// Which topology view a config uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Paths,
+    Links,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO_HOSTS: &str = "hosts = [\"a\", \"b\"]\n";
+
+    #[test]
+    fn per_direction_values_accept_three_spellings() {
+        let cfg = Config::from_toml(
+            &format!("{TWO_HOSTS}[[path]]\nbetween = [\"a\", \"b\"]\nrtt = \"50ms\"\nabw = \"4.3mbit/409kbit\"\ncapacity = [\"100mbit\", \"50mbit\"]\nloss = \"1%\"\n"),
+            "t.toml",
+        )
+        .unwrap();
+        let p = &cfg.paths[0];
+        assert_eq!(p.abw.unwrap().0, [Rate::from_kbps(4300), Rate::from_kbps(409)]);
+        assert_eq!(p.capacity.unwrap().0, [Rate::from_mbps(100), Rate::from_mbps(50)]);
+        assert_eq!(p.loss.unwrap().get(1).get(), 0.01);
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let e = Config::from_toml(&format!("{TWO_HOSTS}[[path]]\nbetween = [\"a\", \"b\"]\nrtx = \"50ms\"\n"), "t.toml").unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:4: path[0].rtx: unknown field `rtx`"), "{e}");
+    }
+
+    #[test]
+    fn bad_unit_names_key_and_quotes_value() {
+        let e = Config::from_toml(&format!("{TWO_HOSTS}[[path]]\nbetween = [\"a\", \"b\"]\nrtt = \"50ms\"\nabw = \"4mbt\"\n"), "t.toml").unwrap_err().to_string();
+        assert!(e.contains("path[0].abw") && e.contains("\"4mbt\""), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn unknown_host_is_named() {
+        let e = Config::from_toml(&format!("{TWO_HOSTS}[[path]]\nbetween = [\"a\", \"c\"]\nrtt = \"50ms\"\nabw = \"1mbit\"\n"), "t.toml").unwrap_err().to_string();
+        assert_eq!(e, "path[0].between[1]: unknown host \"c\"");
+    }
+
+    #[test]
+    fn json_from_python_goes_through_the_same_schema() {
+        let e = Config::from_json(r#"{"hosts":["a","b"],"path":[{"between":["a","b"],"rtt":50,"abw":"1mbit"}]}"#).unwrap_err().to_string();
+        assert!(e.contains("path[0].rtt") && e.contains("needs a unit"), "{e}");
+    }
+
+    #[test]
+    fn flow_fields_are_checked_against_the_app() {
+        let e = Config::from_toml(&format!("{TWO_HOSTS}[[flow]]\nfrom = \"a\"\nto = \"b\"\napp = \"reqresp\"\nrequest = \"300B\"\n"), "t.toml").unwrap_err().to_string();
+        assert_eq!(e, "flow[0].response: missing for app = \"reqresp\"");
+    }
+}

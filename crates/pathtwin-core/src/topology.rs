@@ -1,0 +1,471 @@
+//! Compiles a [`Config`] into a [`Network`]: elements, and for every ordered host pair the
+//! route of element hops a packet crosses. Both views end here, and both engines start here.
+//!
+//! Paths view (NSDI'09 Fig. 2/4): each direction of a path is
+//! `bandwidth queue → delay line (RTT/2) → loss`; a `[[shared]]` class replaces the member
+//! directions' queues by one queue whose reactivity weighs the members' ABW by their flows.
+//! Links view: each direction of a link is `queue → delay → loss`, and a route is the
+//! concatenation along the lowest-delay node path (ties: fewer hops, then names), computed
+//! with Dijkstra.
+
+use crate::bounds::{self, PathBoundsInput, DEFAULT_MAX_QUEUE};
+use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, SharedDirection, TableSpec, View};
+use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity};
+use crate::packet::PacketMeta;
+use crate::qdisc::DropTail;
+use crate::time::Duration;
+use crate::units::{QueueLimit, Rate};
+use crate::{rng_for, Rng};
+use serde::Serialize;
+use std::collections::{BTreeMap, BinaryHeap};
+
+/// Default capacity of a path-mode bottleneck (the paper's implementation).
+pub const DEFAULT_PATH_CAPACITY: Rate = Rate::from_mbps(100);
+/// Link-mode queue default: Dummynet's 73 KB (NSDI'09 Table 2).
+pub const DEFAULT_LINK_MODE_QUEUE: QueueLimit = QueueLimit::Bytes(73_000);
+/// Default w_max for the bounds: the largest window without window scaling.
+pub const DEFAULT_WMAX: u64 = 65_535;
+/// Default output queue of a `[[link]]`.
+pub const DEFAULT_LINK_QUEUE: QueueLimit = QueueLimit::Packets(100);
+/// Bytes per packet when a packet-count queue is compared with byte bounds.
+const MTU: u64 = 1500;
+
+/// Index of a host in [`Network::hosts`].
+pub type HostId = usize;
+
+/// One step of a route: an element and the path slot it sees the packet as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hop {
+    pub element: usize,
+    pub slot: u16,
+}
+
+/// What results call an element and what it models.
+#[derive(Clone, Debug, Serialize)]
+pub struct ElementInfo {
+    pub name: String,
+    pub kind: &'static str,
+}
+
+/// The resolved parameters of one path direction (written to run.json, printed by tools).
+#[derive(Clone, Debug, Serialize)]
+pub struct ResolvedDirection {
+    pub path: usize,
+    pub from: String,
+    pub to: String,
+    pub mode: Mode,
+    pub capacity: Rate,
+    /// ABW with one active flow.
+    pub abw: Rate,
+    pub one_way_delay: Duration,
+    pub queue: QueueLimit,
+    pub queue_derived: bool,
+    /// Eq. 2 lower bound for this direction, bytes.
+    pub lower_bound: u64,
+    /// Eq. 4 upper bound for both directions together, bytes.
+    pub upper_bound_total: f64,
+    pub feasible: bool,
+    pub shared_class: Option<usize>,
+}
+
+/// A compiled topology over packets of type `P`.
+pub struct Network<P> {
+    pub hosts: Vec<String>,
+    pub elements: Vec<Element<P>>,
+    pub element_info: Vec<ElementInfo>,
+    /// `routes[src * hosts.len() + dst]`.
+    routes: Vec<Option<Vec<Hop>>>,
+    pub resolved: Vec<ResolvedDirection>,
+    /// Things the user should know (e.g. an infeasible derived queue and its compromise).
+    pub warnings: Vec<String>,
+}
+
+impl<P> Network<P> {
+    pub fn host_id(&self, name: &str) -> Option<HostId> {
+        self.hosts.iter().position(|h| h == name)
+    }
+
+    /// The hops from `src` to `dst`, or `None` when no path or link connects them.
+    pub fn route(&self, src: HostId, dst: HostId) -> Option<&[Hop]> {
+        self.routes.get(src * self.hosts.len() + dst)?.as_deref()
+    }
+
+    /// Indices of the bandwidth queues, in element order.
+    pub fn queue_ids(&self) -> impl Iterator<Item = usize> + '_ {
+        self.element_info.iter().enumerate().filter(|(_, i)| i.kind == "queue").map(|(k, _)| k)
+    }
+}
+
+struct Builder<'a, P> {
+    cfg: &'a Config,
+    net: Network<P>,
+}
+
+impl<'a, P: PacketMeta + Send + 'static> Builder<'a, P> {
+    fn add(&mut self, name: String, kind: &'static str, element: Element<P>) -> usize {
+        self.net.elements.push(element);
+        self.net.element_info.push(ElementInfo { name, kind });
+        self.net.elements.len() - 1
+    }
+
+    fn rng(&self) -> Rng {
+        rng_for(self.cfg.run.seed, self.net.elements.len() as u64)
+    }
+
+    fn set_route(&mut self, src: HostId, dst: HostId, hops: Vec<Hop>) {
+        let n = self.net.hosts.len();
+        self.net.routes[src * n + dst] = Some(hops);
+    }
+}
+
+/// Compiles `cfg`; a config that parsed but cannot be built yields a keyed [`ConfigError`].
+pub fn compile<P: PacketMeta + Send + 'static>(cfg: &Config) -> Result<Network<P>, ConfigError> {
+    cfg.validate()?;
+    let n = cfg.hosts.len();
+    let net = Network {
+        hosts: cfg.hosts.clone(),
+        elements: Vec::new(),
+        element_info: Vec::new(),
+        routes: vec![None; n * n],
+        resolved: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let mut b = Builder { cfg, net };
+    match cfg.view() {
+        View::Paths => compile_paths(&mut b)?,
+        View::Links => compile_links(&mut b)?,
+    }
+    Ok(b.net)
+}
+
+/// Everything about one path direction that the queue needs.
+struct DirSpec {
+    path: usize,
+    dir: usize,
+    src: HostId,
+    dst: HostId,
+    capacity: Rate,
+    table: AbwTable,
+    queue: QueueLimit,
+    rule: QueueRule,
+}
+
+fn parse_table(spec: &TableSpec, key: &str) -> Result<AbwTable, ConfigError> {
+    let mut points = Vec::new();
+    for (k, rate) in &spec.0 {
+        let flows: u32 = k
+            .parse()
+            .ok()
+            .filter(|&f| f >= 1)
+            .ok_or_else(|| ConfigError::invalid(key, format!("flow count {k:?} is not a whole number ≥ 1")))?;
+        if rate.bps() == 0 {
+            return Err(ConfigError::invalid(key, format!("ABW for {k} flows must be positive")));
+        }
+        points.push((flows, *rate));
+    }
+    AbwTable::new(points).ok_or_else(|| ConfigError::invalid(key, "empty reactivity table"))
+}
+
+fn limit_bytes(q: QueueLimit) -> u64 {
+    match q {
+        QueueLimit::Bytes(b) => b,
+        QueueLimit::Packets(p) => p * MTU,
+    }
+}
+
+fn dir_specs(i: usize, p: &PathConfig, hosts: &[String], warnings: &mut Vec<String>) -> Result<[DirSpec; 2], ConfigError> {
+    let key = format!("path[{i}]");
+    let tables: [AbwTable; 2] = match (&p.abw, &p.reactivity) {
+        (Some(abw), _) => {
+            for d in 0..2 {
+                if abw.get(d).bps() == 0 {
+                    return Err(ConfigError::invalid(format!("{key}.abw"), "ABW must be positive"));
+                }
+            }
+            [AbwTable::constant(abw.get(0)), AbwTable::constant(abw.get(1))]
+        }
+        (None, Some(r)) => [parse_table(r.table(0), &format!("{key}.reactivity"))?, parse_table(r.table(1), &format!("{key}.reactivity"))?],
+        (None, None) => unreachable!("validate() requires abw or reactivity"),
+    };
+    let abw1 = [tables[0].at(1), tables[1].at(1)];
+    let capacity = match p.mode {
+        Mode::Path => p.capacity.map(|c| c.0).unwrap_or([DEFAULT_PATH_CAPACITY; 2]),
+        Mode::Link => {
+            if p.capacity.is_some() {
+                return Err(ConfigError::invalid(format!("{key}.capacity"), "mode = \"link\" drains at the ABW; capacity is not used"));
+            }
+            if !tables[0].is_constant() || !tables[1].is_constant() {
+                return Err(ConfigError::invalid(format!("{key}.reactivity"), "mode = \"link\" takes a constant abw"));
+            }
+            abw1
+        }
+    };
+    for d in 0..2 {
+        if capacity[d] < abw1[d] {
+            return Err(ConfigError::invalid(format!("{key}.capacity"), format!("capacity {} is below the ABW {}", capacity[d], abw1[d])));
+        }
+    }
+    let wmax = p.wmax.map(|s| s.bytes()).unwrap_or(DEFAULT_WMAX);
+    let flows = p.flows.map(|f| f.0).unwrap_or([1, 1]);
+    let max_queue = p.max_queue.map(|s| s.bytes()).unwrap_or(DEFAULT_MAX_QUEUE);
+    let inputs = PathBoundsInput { abw: abw1, capacity, rtt_base: p.rtt, wmax, flows };
+    let derivation = bounds::derive(&inputs, max_queue);
+    let (queue, rules): ([QueueLimit; 2], [QueueRule; 2]) = match (p.mode, p.queue) {
+        (Mode::Link, q) => {
+            let q = q.map(|q| q.0).unwrap_or([DEFAULT_LINK_MODE_QUEUE; 2]);
+            (q, [QueueRule::Fixed(q[0]), QueueRule::Fixed(q[1])])
+        }
+        (Mode::Path, Some(q)) => {
+            if p.enforce_bounds {
+                let bytes = [limit_bytes(q.get(0)), limit_bytes(q.get(1))];
+                let b = derivation.bounds;
+                for d in 0..2 {
+                    if bytes[d] < b.lower[d] {
+                        return Err(ConfigError::invalid(
+                            format!("{key}.queue"),
+                            format!(
+                                "{} for {}->{} is below Eq. 2's lower bound of {} B (set enforce_bounds = false to run it anyway)",
+                                q.get(d),
+                                hosts_of(p, d).0,
+                                hosts_of(p, d).1,
+                                b.lower[d]
+                            ),
+                        ));
+                    }
+                }
+                if (bytes[0] + bytes[1]) as f64 > b.upper_total {
+                    return Err(ConfigError::invalid(
+                        format!("{key}.queue"),
+                        format!(
+                            "{} + {} B exceeds Eq. 4's upper bound of {:.0} B for both directions (set enforce_bounds = false to run it anyway)",
+                            bytes[0], bytes[1], b.upper_total.max(0.0)
+                        ),
+                    ));
+                }
+            }
+            (q.0, [QueueRule::Fixed(q.get(0)), QueueRule::Fixed(q.get(1))])
+        }
+        (Mode::Path, None) => {
+            if !derivation.feasible {
+                warnings.push(format!(
+                    "{key}: no queue size satisfies both Eq. 2 (lower {} B / {} B) and Eq. 4 (upper {:.0} B total); using the compromise {} B / {} B",
+                    derivation.bounds.lower[0], derivation.bounds.lower[1], derivation.bounds.upper_total.max(0.0), derivation.queue[0], derivation.queue[1]
+                ));
+            }
+            let q = derivation.queue.map(QueueLimit::Bytes);
+            let rules = [0, 1].map(|d| QueueRule::Derived { inputs, direction: d, max_queue });
+            (q, rules)
+        }
+    };
+    let [r0, r1] = rules;
+    let [t0, t1] = tables;
+    let id = |h: &str| hosts.iter().position(|x| x == h).expect("validated host");
+    let (a, b) = (id(&p.between[0]), id(&p.between[1]));
+    Ok([
+        DirSpec { path: i, dir: 0, src: a, dst: b, capacity: capacity[0], table: t0, queue: queue[0], rule: r0 },
+        DirSpec { path: i, dir: 1, src: b, dst: a, capacity: capacity[1], table: t1, queue: queue[1], rule: r1 },
+    ])
+}
+
+fn hosts_of(p: &PathConfig, d: usize) -> (&str, &str) {
+    (&p.between[d], &p.between[1 - d])
+}
+
+fn new_queue<P: PacketMeta + Send + 'static>(capacity: Rate, abw: Rate, limit: QueueLimit, rng: Rng) -> BandwidthQueue<P> {
+    BandwidthQueue::new(capacity, abw, Box::new(DropTail::new(limit)), rng)
+}
+
+fn compile_paths<P: PacketMeta + Send + 'static>(b: &mut Builder<'_, P>) -> Result<(), ConfigError> {
+    let cfg = b.cfg;
+    let mut specs: Vec<DirSpec> = Vec::new();
+    for (i, p) in cfg.paths.iter().enumerate() {
+        let [d0, d1] = dir_specs(i, p, &cfg.hosts, &mut b.net.warnings)?;
+        for d in [&d0, &d1] {
+            if specs.iter().any(|s| s.src == d.src && s.dst == d.dst) {
+                return Err(ConfigError::invalid(format!("path[{i}].between"), format!("a second path between {} and {}", p.between[0], p.between[1])));
+            }
+        }
+        specs.push(d0);
+        specs.push(d1);
+    }
+    // Shared classes: which spec joins which class, as which slot.
+    let mut membership: BTreeMap<usize, (usize, u16)> = BTreeMap::new();
+    let mut class_queue: Vec<usize> = Vec::new();
+    for (c, s) in cfg.shared.iter().enumerate() {
+        let src = b.net.host_id(&s.source).expect("validated");
+        let mut members = Vec::new();
+        for (j, d) in s.destinations.iter().enumerate() {
+            let dst = b.net.host_id(d).expect("validated");
+            let (from, to) = match s.direction {
+                SharedDirection::Out => (src, dst),
+                SharedDirection::In => (dst, src),
+            };
+            let k = specs.iter().position(|x| x.src == from && x.dst == to).ok_or_else(|| {
+                ConfigError::invalid(format!("shared[{c}].destinations[{j}]"), format!("no [[path]] between {} and {d}", s.source))
+            })?;
+            if membership.contains_key(&k) {
+                return Err(ConfigError::invalid(format!("shared[{c}].destinations[{j}]"), "this path direction is already in another shared class"));
+            }
+            if cfg.paths[specs[k].path].mode == Mode::Link {
+                return Err(ConfigError::invalid(format!("shared[{c}]"), "shared bottlenecks need mode = \"path\""));
+            }
+            membership.insert(k, (c, j as u16));
+            members.push(k);
+        }
+        let capacity = members.iter().map(|&k| specs[k].capacity).max().expect("≥ 2 members");
+        let limit = s.queue.unwrap_or_else(|| members.iter().map(|&k| specs[k].queue).min_by_key(|&q| limit_bytes(q)).expect("members"));
+        let tables: Vec<AbwTable> = members.iter().map(|&k| specs[k].table.clone()).collect();
+        let reactivity = Reactivity::new(tables, QueueRule::Fixed(limit), cfg.run.flow_idle_timeout);
+        let abw = reactivity.current_abw();
+        let queue = new_queue(capacity, abw, limit, b.rng()).with_reactivity(reactivity);
+        let dests = s.destinations.join(",");
+        let name = match s.direction {
+            SharedDirection::Out => format!("shared[{c}] {}->{{{dests}}}", s.source),
+            SharedDirection::In => format!("shared[{c}] {{{dests}}}->{}", s.source),
+        };
+        class_queue.push(b.add(name, "queue", Element::Queue(queue)));
+    }
+    for (k, s) in specs.into_iter().enumerate() {
+        let p = &cfg.paths[s.path];
+        let (from, to) = (b.net.hosts[s.src].clone(), b.net.hosts[s.dst].clone());
+        let mut hops = Vec::new();
+        let shared_class = membership.get(&k).map(|&(c, _)| c);
+        match membership.get(&k) {
+            Some(&(c, slot)) => hops.push(Hop { element: class_queue[c], slot }),
+            None => {
+                let abw = s.table.at(1);
+                let mut q = new_queue(s.capacity, abw, s.queue, b.rng());
+                if !s.table.is_constant() {
+                    q = q.with_reactivity(Reactivity::new(vec![s.table.clone()], s.rule.clone(), cfg.run.flow_idle_timeout));
+                }
+                hops.push(Hop { element: b.add(format!("{from}->{to}"), "queue", Element::Queue(q)), slot: 0 });
+            }
+        }
+        // Base RTT split evenly; an odd nanosecond goes to the first direction.
+        let rtt = p.rtt.as_nanos();
+        let one_way = Duration::from_nanos(if s.dir == 0 { rtt - rtt / 2 } else { rtt / 2 });
+        hops.push(Hop { element: b.add(format!("{from}->{to} delay"), "delay", Element::Delay(DelayLine::new(one_way))), slot: 0 });
+        if let Some(loss) = p.loss.map(|l| l.get(s.dir)).filter(|l| l.get() > 0.0) {
+            let rng = b.rng();
+            hops.push(Hop { element: b.add(format!("{from}->{to} loss"), "loss", Element::Loss(RandomLoss::new(loss, rng))), slot: 0 });
+        }
+        let inputs = match &s.rule {
+            QueueRule::Derived { inputs, .. } => Some(*inputs),
+            QueueRule::Fixed(_) => None,
+        };
+        let bnd = bounds::bounds(&inputs.unwrap_or(PathBoundsInput {
+            abw: [s.table.at(1); 2],
+            capacity: [s.capacity; 2],
+            rtt_base: p.rtt,
+            wmax: p.wmax.map(|w| w.bytes()).unwrap_or(DEFAULT_WMAX),
+            flows: [1, 1],
+        }));
+        let lower = bnd.lower[if inputs.is_some() { s.dir } else { 0 }];
+        b.net.resolved.push(ResolvedDirection {
+            path: s.path,
+            from,
+            to,
+            mode: p.mode,
+            capacity: s.capacity,
+            abw: s.table.at(1),
+            one_way_delay: one_way,
+            queue: s.queue,
+            queue_derived: inputs.is_some(),
+            lower_bound: lower,
+            upper_bound_total: bnd.upper_total,
+            feasible: limit_bytes(s.queue) >= lower,
+            shared_class,
+        });
+        b.set_route(s.src, s.dst, hops);
+    }
+    Ok(())
+}
+
+fn compile_links<P: PacketMeta + Send + 'static>(b: &mut Builder<'_, P>) -> Result<(), ConfigError> {
+    let cfg = b.cfg;
+    let nodes: Vec<&str> = cfg.hosts.iter().chain(&cfg.routers).map(String::as_str).collect();
+    let node_id = |n: &str| nodes.iter().position(|x| *x == n).expect("validated node");
+    // adjacency: node -> (neighbour, delay, hops of this link direction)
+    let mut adj: Vec<Vec<(usize, Duration, Vec<Hop>)>> = vec![Vec::new(); nodes.len()];
+    for (i, l) in cfg.links.iter().enumerate() {
+        let (a, c) = (node_id(&l.between[0]), node_id(&l.between[1]));
+        if a == c {
+            return Err(ConfigError::invalid(format!("link[{i}].between"), "a link needs two different nodes"));
+        }
+        for d in 0..2 {
+            let (from, to) = if d == 0 { (a, c) } else { (c, a) };
+            let hops = link_direction(b, l, d, nodes[from], nodes[to]);
+            adj[from].push((to, l.delay, hops));
+        }
+    }
+    let n_hosts = cfg.hosts.len();
+    for src in 0..n_hosts {
+        let prev = dijkstra(&adj, src, n_hosts);
+        for dst in 0..n_hosts {
+            if dst == src {
+                continue;
+            }
+            let mut chain: Vec<Vec<Hop>> = Vec::new();
+            let mut at = dst;
+            let mut reachable = true;
+            while at != src {
+                match prev[at] {
+                    Some((from, edge)) => {
+                        chain.push(adj[from][edge].2.clone());
+                        at = from;
+                    }
+                    None => {
+                        reachable = false;
+                        break;
+                    }
+                }
+            }
+            if reachable {
+                chain.reverse();
+                b.set_route(src, dst, chain.concat());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn link_direction<P: PacketMeta + Send + 'static>(b: &mut Builder<'_, P>, l: &LinkConfig, d: usize, from: &str, to: &str) -> Vec<Hop> {
+    let rate = l.rate.get(d);
+    let limit = l.queue.map(|q| q.get(d)).unwrap_or(DEFAULT_LINK_QUEUE);
+    let q = new_queue(rate, rate, limit, b.rng());
+    let mut hops = vec![Hop { element: b.add(format!("{from}->{to}"), "queue", Element::Queue(q)), slot: 0 }];
+    hops.push(Hop { element: b.add(format!("{from}->{to} delay"), "delay", Element::Delay(DelayLine::new(l.delay))), slot: 0 });
+    if let Some(loss) = l.loss.map(|x| x.get(d)).filter(|x| x.get() > 0.0) {
+        let rng = b.rng();
+        hops.push(Hop { element: b.add(format!("{from}->{to} loss"), "loss", Element::Loss(RandomLoss::new(loss, rng))), slot: 0 });
+    }
+    hops
+}
+
+/// Lowest total delay, then fewest hops, then lowest node index: deterministic routes.
+/// Routes never pass through a host other than their ends (hosts do not forward).
+fn dijkstra<T>(adj: &[Vec<(usize, Duration, T)>], src: usize, n_hosts: usize) -> Vec<Option<(usize, usize)>> {
+    let n = adj.len();
+    let mut best: Vec<Option<(Duration, u32)>> = vec![None; n];
+    let mut prev: Vec<Option<(usize, usize)>> = vec![None; n];
+    let mut heap = BinaryHeap::new();
+    best[src] = Some((Duration::ZERO, 0));
+    heap.push(std::cmp::Reverse((Duration::ZERO, 0u32, src)));
+    while let Some(std::cmp::Reverse((dist, hops, u))) = heap.pop() {
+        if best[u] != Some((dist, hops)) {
+            continue;
+        }
+        if u != src && u < n_hosts {
+            continue;
+        }
+        for (e, (v, delay, _)) in adj[u].iter().enumerate() {
+            let cand = (dist + *delay, hops + 1);
+            if best[*v].is_none_or(|b| cand < b) {
+                best[*v] = Some(cand);
+                prev[*v] = Some((u, e));
+                heap.push(std::cmp::Reverse((cand.0, cand.1, *v)));
+            }
+        }
+    }
+    prev
+}

@@ -1,0 +1,495 @@
+//! The real-time loop: reads datagrams from the hosts' devices, pushes them through their
+//! route's elements on model time, and writes each one to its destination when the last
+//! element releases it.
+//!
+//! One thread, one epoll set: every host device plus a `timerfd` armed (absolutely) at the
+//! earliest `next_wakeup()` of any element. Each wake-up runs, in order:
+//! 1. reads — every readable device is drained (bounded per device, so one busy host cannot
+//!    starve the others); a datagram's arrival time is the real clock at its read;
+//! 2. the model — due elements are polled in departure-time order (a heap keyed by
+//!    `next_wakeup`), so a shared queue sees its inputs in model-time order even when they come
+//!    from different upstream elements; an output is pushed into the next hop *at its model
+//!    departure time*, not at the (later) real time, so lateness in the loop never becomes
+//!    extra delay in the model;
+//! 3. writes — a packet leaving its last hop at model time t is written at once (t ≤ now);
+//!    `now − t` is its release lateness, recorded in a histogram.
+//!
+//! The engine knows nothing about namespaces or configs: it is given devices, elements and
+//! routes (see `model` for building those from a topology).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use pathtwin_core::element::Element;
+use pathtwin_core::packet::{FlowKey, Mark, PacketMeta, TcpFlags};
+use pathtwin_core::time::{Duration, Instant};
+use serde::Serialize;
+
+use crate::clock::{mono_ns, set_min_timer_slack, DeadlineTimer, RealClock};
+use crate::device::PacketIo;
+use crate::lateness::Histogram;
+use crate::packet::{FiveTuple, IpPacket};
+
+/// Largest datagram read from a device; devices are configured with a 1500-byte MTU, the
+/// slack covers a user raising it to jumbo frames.
+const READ_BUF: usize = 9216;
+/// Datagrams read from one device before turning to the others.
+const READ_BATCH: usize = 64;
+/// Longest single sleep, so that `run_until` returns to its caller (signal checks, stop
+/// requests, statistics) at least this often.
+const MAX_SLEEP_NS: u64 = 20_000_000;
+
+/// A packet inside the model: the datagram plus where it is on its route.
+#[derive(Debug)]
+pub struct EmuPacket {
+    pub ip: IpPacket,
+    route: u32,
+    hop: u16,
+}
+
+impl PacketMeta for EmuPacket {
+    fn wire_len(&self) -> u32 {
+        self.ip.wire_len()
+    }
+    fn payload_len(&self) -> u32 {
+        self.ip.payload_len()
+    }
+    fn flow_key(&self) -> FlowKey {
+        self.ip.flow_key()
+    }
+    fn tcp_flags(&self) -> Option<TcpFlags> {
+        self.ip.tcp_flags()
+    }
+    fn mark(&self) -> Mark {
+        self.ip.mark()
+    }
+    fn set_mark(&mut self, mark: Mark) {
+        self.ip.set_mark(mark)
+    }
+}
+
+/// One element on a route, and the path slot it should account the packet to (non-zero only
+/// for a bandwidth queue shared by several paths).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hop {
+    pub element: usize,
+    pub slot: u16,
+}
+
+/// Everything from host `src` to host `dst` crosses `hops` in order.
+#[derive(Clone, Debug)]
+pub struct Route {
+    pub src: usize,
+    pub dst: usize,
+    pub hops: Vec<Hop>,
+}
+
+/// A host as the engine sees it: its device and its addresses.
+pub struct HostPort<D> {
+    pub name: String,
+    pub device: D,
+    pub addrs: Vec<IpAddr>,
+}
+
+/// Counters of one route.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct RouteCounters {
+    pub packets_in: u64,
+    pub bytes_in: u64,
+    pub packets_out: u64,
+    pub bytes_out: u64,
+    /// Packets whose write to the destination failed (device full or down).
+    pub write_drops: u64,
+}
+
+/// Counters of one host's device.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct HostCounters {
+    pub packets_read: u64,
+    pub malformed: u64,
+    /// Datagrams to an address no route leads to (e.g. IPv6 multicast the host's kernel
+    /// sends by itself); dropped.
+    pub unrouted: u64,
+}
+
+/// Per-flow (one direction) totals.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct FlowCounters {
+    pub route: u32,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub packets_in: u64,
+    pub bytes_in: u64,
+    pub payload_bytes_in: u64,
+    pub packets_out: u64,
+    pub bytes_out: u64,
+    pub payload_bytes_out: u64,
+}
+
+/// A sample of one bandwidth queue.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct QueueSample {
+    pub t_ns: u64,
+    pub element: usize,
+    pub packets: u64,
+    pub bytes: u64,
+    pub placeholder_packets: u64,
+    pub placeholder_bytes: u64,
+    pub abw_bps: u64,
+    pub drops: u64,
+    pub placeholder_drops: u64,
+    pub active_flows: u32,
+}
+
+/// How the loop waits for deadlines.
+#[derive(Clone, Copy, Debug)]
+pub struct TimingOptions {
+    /// Poll instead of sleeping when the next deadline is closer than this (0: never spin).
+    pub spin: Duration,
+    /// Interval between queue samples (0: no time series).
+    pub sample_every: Duration,
+}
+
+impl Default for TimingOptions {
+    fn default() -> Self {
+        TimingOptions { spin: Duration::ZERO, sample_every: Duration::from_millis(10) }
+    }
+}
+
+/// Errors that stop the loop (a device vanished, epoll failed): the emulation cannot go on.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("{what}: {source}")]
+    Os { what: &'static str, source: io::Error },
+    /// Two routes for the same address pair, or a route naming a missing host or element.
+    #[error("invalid route table: {0}")]
+    Routes(String),
+}
+
+fn os(what: &'static str) -> impl FnOnce(io::Error) -> EngineError {
+    move |source| EngineError::Os { what, source }
+}
+
+pub struct Engine<D> {
+    clock: RealClock,
+    hosts: Vec<HostPort<D>>,
+    elements: Vec<Element<EmuPacket>>,
+    routes: Vec<Route>,
+    by_addrs: HashMap<(IpAddr, IpAddr), u32>,
+    epoll: OwnedFd,
+    timer: DeadlineTimer,
+    timing: TimingOptions,
+    due: BinaryHeap<Reverse<(Instant, usize)>>,
+    buf: Vec<u8>,
+    /// Release lateness of every delivered packet.
+    pub lateness: Histogram,
+    /// How late the loop woke for a timer deadline (the timer's own contribution).
+    pub wake_lateness: Histogram,
+    pub route_counters: Vec<RouteCounters>,
+    pub host_counters: Vec<HostCounters>,
+    pub flows: HashMap<FiveTuple, FlowCounters>,
+    pub samples: Vec<QueueSample>,
+    next_sample: Instant,
+    /// Deadline the timer was last armed for, to measure wake lateness.
+    armed_for: Option<Instant>,
+}
+
+const TIMER_TOKEN: u64 = u64::MAX;
+
+impl<D: PacketIo> Engine<D> {
+    /// Builds the engine; model time zero is now. Routes are indexed by every (source
+    /// address, destination address) pair of their two hosts.
+    pub fn new(
+        hosts: Vec<HostPort<D>>,
+        elements: Vec<Element<EmuPacket>>,
+        routes: Vec<Route>,
+        timing: TimingOptions,
+    ) -> Result<Engine<D>, EngineError> {
+        let mut by_addrs = HashMap::new();
+        for (i, r) in routes.iter().enumerate() {
+            let (Some(s), Some(d)) = (hosts.get(r.src), hosts.get(r.dst)) else {
+                return Err(EngineError::Routes(format!("route {i} names host {} or {} that does not exist", r.src, r.dst)));
+            };
+            if let Some(h) = r.hops.iter().find(|h| h.element >= elements.len()) {
+                return Err(EngineError::Routes(format!("route {i} crosses element {} that does not exist", h.element)));
+            }
+            if r.hops.len() >= u16::MAX as usize {
+                return Err(EngineError::Routes(format!("route {i} is too long")));
+            }
+            for a in &s.addrs {
+                for b in d.addrs.iter().filter(|b| b.is_ipv4() == a.is_ipv4()) {
+                    if by_addrs.insert((*a, *b), i as u32).is_some() {
+                        return Err(EngineError::Routes(format!("two routes from {a} to {b}")));
+                    }
+                }
+            }
+        }
+        // Best effort: without it (e.g. a seccomp filter) the loop still works, only later.
+        let _ = set_min_timer_slack();
+        // SAFETY: epoll_create1 returns a new descriptor or -1.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(EngineError::Os { what: "epoll_create1", source: io::Error::last_os_error() });
+        }
+        // SAFETY: ep is fresh and ours.
+        let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
+        let timer = DeadlineTimer::new().map_err(os("timerfd_create"))?;
+        let register = |fd: i32, token: u64| -> io::Result<()> {
+            let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+            // SAFETY: registers a valid fd with a valid epoll instance.
+            if unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        };
+        for (i, h) in hosts.iter().enumerate() {
+            register(h.device.raw_fd(), i as u64).map_err(os("epoll_ctl(device)"))?;
+        }
+        register(timer.raw_fd(), TIMER_TOKEN).map_err(os("epoll_ctl(timer)"))?;
+        let n_routes = routes.len();
+        let n_hosts = hosts.len();
+        Ok(Engine {
+            clock: RealClock::start(),
+            hosts,
+            elements,
+            routes,
+            by_addrs,
+            epoll,
+            timer,
+            timing,
+            due: BinaryHeap::new(),
+            buf: vec![0; READ_BUF],
+            lateness: Histogram::default(),
+            wake_lateness: Histogram::default(),
+            route_counters: vec![RouteCounters::default(); n_routes],
+            host_counters: vec![HostCounters::default(); n_hosts],
+            flows: HashMap::new(),
+            samples: Vec::new(),
+            next_sample: Instant::ZERO,
+            armed_for: None,
+        })
+    }
+
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+    pub fn hosts(&self) -> &[HostPort<D>] {
+        &self.hosts
+    }
+    pub fn routes(&self) -> &[Route] {
+        &self.routes
+    }
+    pub fn elements(&self) -> &[Element<EmuPacket>] {
+        &self.elements
+    }
+
+    /// Runs the loop until model time `until` (or `should_stop` returns true, checked at
+    /// least every 20 ms).
+    pub fn run_until(&mut self, until: Instant, mut should_stop: impl FnMut() -> bool) -> Result<(), EngineError> {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
+        let mut ready: Vec<usize> = Vec::with_capacity(self.hosts.len());
+        loop {
+            let now = self.clock.now();
+            for &h in &ready {
+                self.read_host(h);
+            }
+            ready.clear();
+            let now = self.clock.now().max(now);
+            self.run_model(now);
+            self.maybe_sample(now);
+            if now >= until || should_stop() {
+                return Ok(());
+            }
+            let next = self.next_wakeup();
+            let timeout_ms = match next {
+                Some(t) if t.saturating_since(now) <= self.timing.spin => {
+                    self.timer.set(None).map_err(os("timerfd_settime"))?;
+                    self.armed_for = None;
+                    0
+                }
+                Some(t) if t < until => {
+                    self.timer.set(Some(self.clock.to_mono_ns(t))).map_err(os("timerfd_settime"))?;
+                    self.armed_for = Some(t);
+                    (MAX_SLEEP_NS / 1_000_000) as i32
+                }
+                _ => {
+                    self.timer.set(None).map_err(os("timerfd_settime"))?;
+                    self.armed_for = None;
+                    let left = until.saturating_since(now).as_nanos().min(MAX_SLEEP_NS);
+                    left.div_ceil(1_000_000) as i32
+                }
+            };
+            // SAFETY: epoll_wait fills at most `events.len()` entries of a buffer we own.
+            let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, timeout_ms) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(EngineError::Os { what: "epoll_wait", source: e });
+            }
+            for ev in &events[..n as usize] {
+                if ev.u64 == TIMER_TOKEN {
+                    self.timer.acknowledge();
+                    if let Some(t) = self.armed_for.take() {
+                        self.wake_lateness.record(mono_ns().saturating_sub(self.clock.to_mono_ns(t)));
+                    }
+                } else {
+                    ready.push(ev.u64 as usize);
+                }
+            }
+        }
+    }
+
+    /// Earliest time any element has a packet to release.
+    pub fn next_wakeup(&self) -> Option<Instant> {
+        self.elements.iter().filter_map(|e| e.next_wakeup()).min()
+    }
+
+    fn read_host(&mut self, h: usize) {
+        for _ in 0..READ_BATCH {
+            let n = match self.hosts[h].device.recv(&mut self.buf) {
+                Ok(Some(n)) => n,
+                // A read error on a device we own means it is gone (the namespace was
+                // deleted under us); stop reading it, the run's owner reports the end.
+                Ok(None) | Err(_) => return,
+            };
+            let at = self.clock.now();
+            self.host_counters[h].packets_read += 1;
+            let ip = match IpPacket::parse(self.buf[..n].to_vec()) {
+                Ok(p) => p,
+                Err(_) => {
+                    self.host_counters[h].malformed += 1;
+                    continue;
+                }
+            };
+            let Some(&route) = self.by_addrs.get(&(ip.src(), ip.dst())) else {
+                self.host_counters[h].unrouted += 1;
+                continue;
+            };
+            let rc = &mut self.route_counters[route as usize];
+            rc.packets_in += 1;
+            rc.bytes_in += n as u64;
+            let tuple = ip.five_tuple();
+            let payload = ip.payload_len() as u64;
+            let f = self.flows.entry(tuple).or_insert(FlowCounters {
+                route,
+                first_ns: at.as_nanos(),
+                last_ns: 0,
+                packets_in: 0,
+                bytes_in: 0,
+                payload_bytes_in: 0,
+                packets_out: 0,
+                bytes_out: 0,
+                payload_bytes_out: 0,
+            });
+            f.last_ns = at.as_nanos();
+            f.packets_in += 1;
+            f.bytes_in += n as u64;
+            f.payload_bytes_in += payload;
+            self.forward(at, EmuPacket { ip, route, hop: 0 }, at);
+        }
+    }
+
+    /// Sends `pkt` (now at model time `at`) to its next hop, or delivers it after the last.
+    fn forward(&mut self, at: Instant, pkt: EmuPacket, now: Instant) {
+        let route = &self.routes[pkt.route as usize];
+        match route.hops.get(pkt.hop as usize) {
+            Some(&Hop { element, slot }) => {
+                self.elements[element].push(at, pkt, slot);
+                if let Some(w) = self.elements[element].next_wakeup() {
+                    if w <= now {
+                        self.due.push(Reverse((w, element)));
+                    }
+                }
+            }
+            None => self.deliver(at, pkt),
+        }
+    }
+
+    fn deliver(&mut self, departure: Instant, pkt: EmuPacket) {
+        let route = pkt.route as usize;
+        let dst = self.routes[route].dst;
+        let len = pkt.ip.wire_len() as u64;
+        let payload = pkt.ip.payload_len() as u64;
+        let tuple = pkt.ip.five_tuple();
+        let ok = self.hosts[dst].device.send(pkt.ip.bytes()).unwrap_or(false);
+        let written = self.clock.now();
+        self.lateness.record(written.saturating_since(departure).as_nanos());
+        let rc = &mut self.route_counters[route];
+        if ok {
+            rc.packets_out += 1;
+            rc.bytes_out += len;
+            if let Some(f) = self.flows.get_mut(&tuple) {
+                f.packets_out += 1;
+                f.bytes_out += len;
+                f.payload_bytes_out += payload;
+            }
+        } else {
+            rc.write_drops += 1;
+        }
+    }
+
+    /// Releases everything due by `now`, earliest model departure first.
+    fn run_model(&mut self, now: Instant) {
+        for (i, e) in self.elements.iter().enumerate() {
+            if let Some(w) = e.next_wakeup() {
+                if w <= now {
+                    self.due.push(Reverse((w, i)));
+                }
+            }
+        }
+        while let Some(Reverse((w, i))) = self.due.pop() {
+            // Entries go stale when an element released or received packets after being
+            // queued here; re-check against its current wake-up.
+            match self.elements[i].next_wakeup() {
+                Some(cur) if cur == w => {}
+                Some(cur) if cur <= now => {
+                    self.due.push(Reverse((cur, i)));
+                    continue;
+                }
+                _ => continue,
+            }
+            if let Some((t, mut pkt)) = self.elements[i].poll_output(now) {
+                pkt.hop += 1;
+                self.forward(t, pkt, now);
+            }
+            if let Some(cur) = self.elements[i].next_wakeup() {
+                if cur <= now {
+                    self.due.push(Reverse((cur, i)));
+                }
+            }
+        }
+    }
+
+    fn maybe_sample(&mut self, now: Instant) {
+        if self.timing.sample_every == Duration::ZERO || now < self.next_sample {
+            return;
+        }
+        let t = self.next_sample.max(Instant::ZERO);
+        self.next_sample = now + self.timing.sample_every;
+        for (i, e) in self.elements.iter_mut().enumerate() {
+            if let Some(q) = e.as_queue_mut() {
+                // Bring placeholders up to date before reading occupancy.
+                q.advance(now);
+                let occ = q.occupancy();
+                let st = q.stats();
+                self.samples.push(QueueSample {
+                    t_ns: now.as_nanos().max(t.as_nanos()),
+                    element: i,
+                    packets: occ.packets,
+                    bytes: occ.bytes,
+                    placeholder_packets: occ.placeholder_packets,
+                    placeholder_bytes: occ.placeholder_bytes,
+                    abw_bps: q.abw().bps(),
+                    drops: st.drops,
+                    placeholder_drops: st.placeholder_drops,
+                    active_flows: q.active_flows().map_or(0, |a| a.iter().sum()),
+                });
+            }
+        }
+    }
+}

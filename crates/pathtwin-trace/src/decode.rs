@@ -1,0 +1,311 @@
+//! Frame decoding: link layer, IPv4/IPv6 and the TCP, UDP or ICMP header above it.
+//!
+//! Owns the walk from a link-layer frame to a [`Packet`], the few fields the analyses need.
+//! The link layers (Ethernet with up to two VLAN tags, Linux cooked SLL and SLL2, BSD
+//! loopback, raw IP) are stripped here because each is a fixed-size header; IP and transport
+//! headers are etherparse's, in its lax mode so that a frame cut by the snap length still
+//! yields its headers. Lengths come from the IP header, never from the captured byte count:
+//! a truncated packet keeps its true payload length. Options are parsed by hand because the
+//! analyses need only five of them and this runs once per packet.
+
+use std::net::IpAddr;
+
+use etherparse::{IpNumber, LaxIpSlice, TcpSlice};
+
+/// The link layers this reader understands, from the pcap LINKTYPE_ registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkType {
+    /// LINKTYPE_ETHERNET (1), with optional 802.1Q/802.1ad tags.
+    Ethernet,
+    /// LINKTYPE_NULL (0): a 4-byte address family in the capturing host's byte order.
+    BsdLoopback,
+    /// LINKTYPE_LOOP (108): the same, in network byte order.
+    OpenBsdLoopback,
+    /// LINKTYPE_RAW (101; DLT 12 and 14 on some systems) and LINKTYPE_IPV4/IPV6 (228, 229).
+    RawIp,
+    /// LINKTYPE_LINUX_SLL (113): 16-byte cooked header, protocol in bytes 14..16.
+    LinuxSll,
+    /// LINKTYPE_LINUX_SLL2 (276): 20-byte cooked header, protocol in bytes 0..2.
+    LinuxSll2,
+}
+
+impl LinkType {
+    /// Maps a LINKTYPE_ number to a supported link type.
+    pub fn from_linktype(n: i32) -> Option<LinkType> {
+        Some(match n {
+            1 => LinkType::Ethernet,
+            0 => LinkType::BsdLoopback,
+            108 => LinkType::OpenBsdLoopback,
+            12 | 14 | 101 | 228 | 229 => LinkType::RawIp,
+            113 => LinkType::LinuxSll,
+            276 => LinkType::LinuxSll2,
+            _ => return None,
+        })
+    }
+}
+
+/// TCP flag bits as on the wire.
+pub mod flags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+}
+
+/// The TCP options the analyses use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpOptions {
+    pub mss: Option<u16>,
+    pub wscale: Option<u8>,
+    pub sack_permitted: bool,
+    /// TSval, TSecr.
+    pub timestamp: Option<(u32, u32)>,
+    /// Up to four SACK blocks (left, right); `sack_len` of them are valid.
+    pub sack: [(u32, u32); 4],
+    pub sack_len: u8,
+}
+
+/// A TCP segment's header fields.
+#[derive(Debug, Clone, Copy)]
+pub struct TcpHeader {
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u8,
+    pub window: u16,
+    pub options: TcpOptions,
+    /// Payload length from the IP header (true length, even if the capture cut it).
+    pub payload_len: u32,
+}
+
+impl TcpHeader {
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+/// Transport-layer content of a packet.
+#[derive(Debug, Clone, Copy)]
+pub enum Transport<'a> {
+    /// A TCP segment and the captured part of its payload.
+    Tcp(TcpHeader, &'a [u8]),
+    /// A UDP datagram: source and destination port.
+    Udp { src_port: u16, dst_port: u16 },
+    /// ICMP or ICMPv6: type, code, and the bytes after the 4-byte ICMP header (the echo
+    /// identifier and sequence, or the quoted original datagram of an error).
+    Icmp { icmp_type: u8, code: u8, rest: &'a [u8] },
+    /// Any other IP protocol, or a transport header cut short.
+    Other,
+}
+
+/// The decoded fields of one IP packet.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<'a> {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// IPv4 identification (0 for IPv6, which has none outside fragments).
+    pub ip_id: u16,
+    /// IP total length from the header.
+    pub ip_len: u32,
+    pub transport: Transport<'a>,
+}
+
+/// Why a frame yielded no packet; counted per kind, never fatal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// Not IP (ARP, LLDP, ...): ignored silently.
+    NotIp,
+    /// The link or IP header is cut short or invalid.
+    BadHeader,
+    /// A non-first IP fragment: carries no transport header.
+    Fragment,
+}
+
+/// Decodes a frame of the given link type.
+pub fn decode(link: LinkType, frame: &[u8]) -> Result<Packet<'_>, Skip> {
+    let ip = match link {
+        LinkType::Ethernet => strip_ethernet(frame)?,
+        LinkType::RawIp => frame,
+        LinkType::BsdLoopback | LinkType::OpenBsdLoopback => {
+            let fam = frame.get(..4).ok_or(Skip::BadHeader)?;
+            // The family's byte order is the capturing host's; IPv4 is 2 and IPv6 is 24, 28
+            // or 30 depending on the BSD, so both orders can be recognised without knowing it.
+            let fam = u32::from_le_bytes([fam[0], fam[1], fam[2], fam[3]])
+                .min(u32::from_be_bytes([fam[0], fam[1], fam[2], fam[3]]));
+            match fam {
+                2 | 24 | 28 | 30 => &frame[4..],
+                _ => return Err(Skip::NotIp),
+            }
+        }
+        LinkType::LinuxSll => {
+            let proto = frame.get(14..16).ok_or(Skip::BadHeader)?;
+            ip_ethertype(u16::from_be_bytes([proto[0], proto[1]]), &frame[16..])?
+        }
+        LinkType::LinuxSll2 => {
+            let proto = frame.get(0..2).ok_or(Skip::BadHeader)?;
+            let body = frame.get(20..).ok_or(Skip::BadHeader)?;
+            ip_ethertype(u16::from_be_bytes([proto[0], proto[1]]), body)?
+        }
+    };
+    decode_ip(ip)
+}
+
+/// Skips the Ethernet header and any VLAN tags; returns the IP header onwards.
+fn strip_ethernet(frame: &[u8]) -> Result<&[u8], Skip> {
+    let mut at = 12;
+    loop {
+        let t = frame.get(at..at + 2).ok_or(Skip::BadHeader)?;
+        let ethertype = u16::from_be_bytes([t[0], t[1]]);
+        match ethertype {
+            // 802.1Q, 802.1ad and the pre-standard QinQ tag.
+            0x8100 | 0x88a8 | 0x9100 if at < 12 + 4 * 4 => at += 4,
+            _ => return ip_ethertype(ethertype, frame.get(at + 2..).ok_or(Skip::BadHeader)?),
+        }
+    }
+}
+
+fn ip_ethertype(ethertype: u16, body: &[u8]) -> Result<&[u8], Skip> {
+    match ethertype {
+        0x0800 | 0x86dd => Ok(body),
+        _ => Err(Skip::NotIp),
+    }
+}
+
+/// Decodes an IP packet starting at `ip`.
+pub fn decode_ip(ip: &[u8]) -> Result<Packet<'_>, Skip> {
+    let sliced = LaxIpSlice::from_slice(ip).map_err(|_| Skip::BadHeader)?.0;
+    let (src, dst, ip_id, ip_len, declared_payload) = match &sliced {
+        LaxIpSlice::Ipv4(v4) => {
+            let h = v4.header();
+            let total = h.total_len() as u32;
+            let hl = h.ihl() as u32 * 4;
+            (IpAddr::V4(h.source_addr()), IpAddr::V4(h.destination_addr()), h.identification(), total, total.saturating_sub(hl))
+        }
+        LaxIpSlice::Ipv6(v6) => {
+            let h = v6.header();
+            let ext = v6.extensions().slice().len() as u32;
+            let plen = h.payload_length() as u32;
+            (IpAddr::V6(h.source_addr()), IpAddr::V6(h.destination_addr()), 0, plen + 40, plen.saturating_sub(ext))
+        }
+    };
+    let payload = sliced.payload();
+    if payload.fragmented {
+        return Err(Skip::Fragment);
+    }
+    let body = payload.payload;
+    let transport = match payload.ip_number {
+        IpNumber::TCP => match TcpSlice::from_slice(body) {
+            Ok(tcp) => {
+                let header_len = tcp.data_offset() as u32 * 4;
+                let header = TcpHeader {
+                    src_port: tcp.source_port(),
+                    dst_port: tcp.destination_port(),
+                    seq: tcp.sequence_number(),
+                    ack: tcp.acknowledgment_number(),
+                    flags: body[13] & 0x3f,
+                    window: tcp.window_size(),
+                    options: parse_options(tcp.options()),
+                    payload_len: declared_payload.saturating_sub(header_len),
+                };
+                Transport::Tcp(header, tcp.payload())
+            }
+            Err(_) => return Err(Skip::BadHeader),
+        },
+        IpNumber::UDP => match body.get(..4) {
+            Some(p) => Transport::Udp {
+                src_port: u16::from_be_bytes([p[0], p[1]]),
+                dst_port: u16::from_be_bytes([p[2], p[3]]),
+            },
+            None => return Err(Skip::BadHeader),
+        },
+        IpNumber::ICMP | IpNumber::IPV6_ICMP => match body.get(..4) {
+            Some(p) => Transport::Icmp { icmp_type: p[0], code: p[1], rest: &body[4..] },
+            None => return Err(Skip::BadHeader),
+        },
+        _ => Transport::Other,
+    };
+    Ok(Packet { src, dst, ip_id, ip_len, transport })
+}
+
+/// Parses MSS, window scale, SACK-permitted, timestamps and SACK blocks (RFC 9293, 7323,
+/// 2018). A malformed option ends parsing; options already read are kept.
+pub fn parse_options(mut opts: &[u8]) -> TcpOptions {
+    let mut out = TcpOptions::default();
+    while let Some(&kind) = opts.first() {
+        match kind {
+            0 => break,
+            1 => {
+                opts = &opts[1..];
+                continue;
+            }
+            _ => {}
+        }
+        let Some(&len) = opts.get(1) else { break };
+        let len = len as usize;
+        if len < 2 || len > opts.len() {
+            break;
+        }
+        let body = &opts[2..len];
+        match (kind, body.len()) {
+            (2, 2) => out.mss = Some(u16::from_be_bytes([body[0], body[1]])),
+            (3, 1) => out.wscale = Some(body[0]),
+            (4, 0) => out.sack_permitted = true,
+            (5, n) if n % 8 == 0 => {
+                for block in body.chunks_exact(8).take(4) {
+                    let l = u32::from_be_bytes([block[0], block[1], block[2], block[3]]);
+                    let r = u32::from_be_bytes([block[4], block[5], block[6], block[7]]);
+                    out.sack[out.sack_len as usize] = (l, r);
+                    out.sack_len += 1;
+                }
+            }
+            (8, 8) => {
+                out.timestamp = Some((
+                    u32::from_be_bytes([body[0], body[1], body[2], body[3]]),
+                    u32::from_be_bytes([body[4], body[5], body[6], body[7]]),
+                ))
+            }
+            _ => {}
+        }
+        opts = &opts[len..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_round_trip_known_bytes() {
+        // MSS 1460, NOP, WS 7, SACK-permitted, TS (1, 2): a Linux SYN's option block.
+        let opts = [2, 4, 5, 180, 1, 3, 3, 7, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+        let o = parse_options(&opts);
+        assert_eq!(o.mss, Some(1460));
+        assert_eq!(o.wscale, Some(7));
+        assert!(o.sack_permitted);
+        assert_eq!(o.timestamp, Some((1, 2)));
+    }
+
+    #[test]
+    fn malformed_options_stop_without_panic() {
+        for opts in [&[2u8][..], &[2, 0], &[2, 40, 1], &[5, 9, 0, 0, 0, 0, 0, 0, 0], &[3, 3]] {
+            let _ = parse_options(opts);
+        }
+        let o = parse_options(&[5, 10, 0, 0, 0, 1, 0, 0, 0, 2]);
+        assert_eq!((o.sack_len, o.sack[0]), (1, (1, 2)));
+    }
+
+    #[test]
+    fn loopback_family_in_either_byte_order() {
+        let mut v4 = vec![2, 0, 0, 0];
+        v4.extend_from_slice(&[0x45, 0, 0, 20, 0, 1, 0, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        assert!(matches!(decode(LinkType::BsdLoopback, &v4), Err(Skip::BadHeader)));
+        let mut be = v4.clone();
+        be[..4].copy_from_slice(&[0, 0, 0, 2]);
+        assert_eq!(decode(LinkType::BsdLoopback, &v4).err(), decode(LinkType::BsdLoopback, &be).err());
+        be[..4].copy_from_slice(&[0, 0, 0, 9]);
+        assert_eq!(decode(LinkType::BsdLoopback, &be).err(), Some(Skip::NotIp));
+    }
+}
