@@ -1,6 +1,7 @@
 // pathtwin bench: ns-3 side of the dumbbell benchmark (see README.md for every choice).
 //
 //   dumbbell-ns3 --duration=60 --flows=10 [--queue=100] [--maxWindow=1000000] [--stagger=0.1]
+//                [--sack=0]
 //
 // Prints one JSON line on stdout. Built by run.py:
 //   g++ -O2 -std=c++17 -I/usr/include dumbbell.cc -o ../out/sim/dumbbell-ns3 \
@@ -45,6 +46,7 @@ main(int argc, char* argv[])
     uint32_t maxWindow = 1000000;  // bytes: receiver buffer = largest advertised window
     double stagger = 0.1;          // flow i starts at i*stagger seconds
     uint32_t mss = 1460;
+    bool sack = false;             // true: SACK (RFC 6675 recovery) as a cross-check, see README
 
     CommandLine cmd(__FILE__);
     cmd.AddValue("duration", "simulated seconds", duration);
@@ -53,6 +55,7 @@ main(int argc, char* argv[])
     cmd.AddValue("accessQueue", "access-link packets waiting", accessQueue);
     cmd.AddValue("maxWindow", "receiver window in bytes", maxWindow);
     cmd.AddValue("stagger", "start of flow i is i*stagger seconds", stagger);
+    cmd.AddValue("sack", "enable SACK", sack);
     cmd.Parse(argc, argv);
 
     // TCP: NewReno with classic (RFC 6582) recovery, not ns-3's default PRR.
@@ -70,7 +73,7 @@ main(int argc, char* argv[])
     Config::SetDefault("ns3::TcpSocket::TcpNoDelay", BooleanValue(true));
     Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(200)));  // default 1 s
     Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(MilliSeconds(1)));
-    Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(false));
+    Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(sack));
     Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(false));  // 12 B/segment
     Config::SetDefault("ns3::TcpSocketBase::WindowScaling", BooleanValue(true));
     Config::SetDefault("ns3::TcpSocketBase::LimitedTransmit", BooleanValue(true));
@@ -169,11 +172,12 @@ main(int argc, char* argv[])
     const QueueDisc::Stats& st = bQd.Get(0)->GetStats();
     Ptr<PointToPointNetDevice> bd = DynamicCast<PointToPointNetDevice>(bDev.Get(0));
     uint64_t devDrops = bd->GetQueue()->GetTotalDroppedPackets();
-    std::printf("{\"peer\": \"ns-3\", \"duration_s\": %g, \"flows\": %u, \"engine_wall_s\": %.4f, "
+    std::printf("{\"peer\": \"ns-3\", \"duration_s\": %g, \"flows\": %u, \"sack\": %s, "
+                "\"engine_wall_s\": %.4f, "
                 "\"bottleneck_departures\": %llu, \"bottleneck_arrivals\": %llu, "
                 "\"bottleneck_drops\": %llu, \"bytes_delivered\": %llu, \"goodput_bps\": %.1f, "
                 "\"per_flow_bytes\": [%s]}\n",
-                duration, flows, engine, (unsigned long long)g_bottleneckTx,
+                duration, flows, sack ? "true" : "false", engine, (unsigned long long)g_bottleneckTx,
                 (unsigned long long)st.nTotalReceivedPackets,
                 (unsigned long long)(st.nTotalDroppedPackets + devDrops),
                 (unsigned long long)delivered, delivered * 8.0 / duration, per.c_str());

@@ -1,12 +1,16 @@
 # pathtwin bench: ns-2 side of the dumbbell benchmark (see README.md for every choice).
 #
-#   ns dumbbell.tcl DURATION_S FLOWS [QUEUE_PKTS] [MAX_WINDOW_PKTS] [STAGGER_S]
+#   ns dumbbell.tcl DURATION_S FLOWS [QUEUE_PKTS] [MAX_WINDOW_PKTS] [STAGGER_S] [SACK]
+#
+# QUEUE_PKTS: packets waiting at the bottleneck besides the one being serialised (pathtwin's
+# "100p"); MAX_WINDOW_PKTS: receiver window in segments; SACK: 0 = NewReno (default),
+# 1 = Agent/TCP/Sack1 with Agent/TCPSink/Sack1 (a cross-check, see README.md).
 #
 # Prints one JSON line on stdout.  No trace files are written: the bottleneck is counted
 # with a QueueMonitor (pdepartures_) and goodput from each sender's cumulative ACK (ack_).
 
 if {$argc < 2} {
-    puts stderr "usage: ns dumbbell.tcl DURATION_S FLOWS \[QUEUE_PKTS\] \[MAX_WINDOW_PKTS\] \[STAGGER_S\]"
+    puts stderr "usage: ns dumbbell.tcl DURATION_S FLOWS \[QUEUE_PKTS\] \[MAX_WINDOW_PKTS\] \[STAGGER_S\] \[SACK\]"
     exit 2
 }
 set duration [lindex $argv 0]
@@ -14,6 +18,14 @@ set nflows   [lindex $argv 1]
 set queue    [expr {$argc > 2 ? [lindex $argv 2] : 100}]
 set maxwnd   [expr {$argc > 3 ? [lindex $argv 3] : 684}]
 set stagger  [expr {$argc > 4 ? [lindex $argv 4] : 0.1}]
+set sack     [expr {$argc > 5 ? [lindex $argv 5] : 0}]
+if {$sack} {
+    set tcpclass Agent/TCP/Sack1
+    set sinkclass Agent/TCPSink/Sack1
+} else {
+    set tcpclass Agent/TCP/Newreno
+    set sinkclass Agent/TCPSink
+}
 
 # Segment: 1460 payload + 40 bytes TCP/IP = 1500 bytes on the wire.  ns-2's one-way TCP
 # puts packetSize_ bytes on the wire (headers included), so 1500, not 1460.
@@ -64,9 +76,9 @@ for {set i 0} {$i < $nflows} {incr i} {
     $ns duplex-link $s($i) $r1 100Mb 2.5ms DropTail
     $ns duplex-link $r2 $d($i) 100Mb 2.5ms DropTail
     foreach {a b} [list $s($i) $r1 $r1 $s($i) $r2 $d($i) $d($i) $r2] { $ns queue-limit $a $b 1000 }
-    set tcp($i) [new Agent/TCP/Newreno]
+    set tcp($i) [new $tcpclass]
     $tcp($i) set fid_ $i
-    set sink($i) [new Agent/TCPSink]
+    set sink($i) [new $sinkclass]
     $ns attach-agent $s($i) $tcp($i)
     $ns attach-agent $d($i) $sink($i)
     $ns connect $tcp($i) $sink($i)
@@ -89,7 +101,7 @@ proc snapshot {} {
 }
 
 proc finish {} {
-    global ns nflows tcp duration mss snap t0
+    global ns nflows tcp duration mss snap t0 sack
     set engine [expr {([clock clicks -microseconds] - $t0) / 1e6}]
     set delivered 0
     set per {}
@@ -105,8 +117,8 @@ proc finish {} {
         incr retx [$tcp($i) set nrexmitpack_]
         incr tos  [$tcp($i) set nrexmit_]
     }
-    puts [format {{"peer": "ns-2", "duration_s": %s, "flows": %d, "engine_wall_s": %.4f, "bottleneck_departures": %d, "bottleneck_arrivals": %d, "bottleneck_drops": %d, "bytes_delivered": %s, "goodput_bps": %.1f, "retransmitted_packets": %d, "timeouts": %d, "per_flow_bytes": [%s]}} \
-        $duration $nflows $snap(engine) $snap(pdepartures_) $snap(parrivals_) $snap(pdrops_) \
+    puts [format {{"peer": "ns-2", "duration_s": %s, "flows": %d, "sack": %s, "engine_wall_s": %.4f, "bottleneck_departures": %d, "bottleneck_arrivals": %d, "bottleneck_drops": %d, "bytes_delivered": %s, "goodput_bps": %.1f, "retransmitted_packets": %d, "timeouts": %d, "per_flow_bytes": [%s]}} \
+        $duration $nflows [expr {$sack ? "true" : "false"}] $snap(engine) $snap(pdepartures_) $snap(parrivals_) $snap(pdrops_) \
         $delivered [expr {$delivered * 8.0 / $duration}] $retx $tos [join $per ", "]]
     exit 0
 }

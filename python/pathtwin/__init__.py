@@ -4,7 +4,20 @@ One network model, run two ways: simulated on a virtual clock (``simulate``) and
 with real applications and the Linux TCP in network namespaces (``Emulation``).
 """
 
-from .errors import PathtwinError
-
-__all__ = ["PathtwinError"]
 __version__ = "0.1.0"
+
+from .errors import PathtwinError  # noqa: E402
+from .results import Result, read_result_dir  # noqa: E402
+from .sim import simulate  # noqa: E402
+
+
+def __getattr__(name):
+    # The emulator pulls in Linux-only machinery; import it on first use.
+    if name == "Emulation":
+        from .emulation import Emulation
+
+        return Emulation
+    raise AttributeError(name)
+
+
+__all__ = ["PathtwinError", "Result", "read_result_dir", "simulate", "Emulation", "__version__"]

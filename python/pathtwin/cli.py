@@ -1,12 +1,16 @@
 """The `pathtwin` command line: one entry point for every engine and tool.
 
-Sub-commands live beside their engine (``trace_cli``, ``emu_cli``); this module wires them
-together and owns the rule that user errors print one line and exit with status 2.
+Sub-commands of other engines live beside them (``trace_cli``, ``emu_cli``); this module
+wires them together, owns the simulator's commands (``sim``, ``plot``, ``bounds``,
+``reproduce``) and the rule that a user error prints one line and exits with status 2.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
+from typing import List, Optional
 
 import typer
 
@@ -25,15 +29,203 @@ app.add_typer(emu_cli.app, name="emu")
 emu_cli.register_top_level(app)
 
 
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+@app.command()
+def sim(
+    scenario: Path = typer.Argument(..., help="Scenario TOML (topology + [[flow]] workload)."),
+    out: Path = typer.Option(..., "-o", "--out", help="Result directory to write."),
+    seed: Optional[int] = typer.Option(None, help="Override [run] seed."),
+    duration: Optional[str] = typer.Option(None, help="Override [run] duration, e.g. 600s."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots into the result directory."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="Print nothing but errors."),
+):
+    """Simulate SCENARIO and write run.json, Parquet tables and plots to OUT."""
+    from . import _native
+    from .config import config_text, native_call
+    from .plot import plot_result
+    from .sim import simulate
+
+    text, fmt, origin = config_text(scenario)
+    source: object = scenario
+    if seed is not None or duration is not None:
+        import tomllib
+
+        native_call(_native.validate_config, text, fmt, origin)
+        cfg = tomllib.loads(text)
+        run = cfg.setdefault("run", {})
+        if seed is not None:
+            run["seed"] = seed
+        if duration is not None:
+            run["duration"] = duration
+        source = cfg
+    err = _console(stderr=True)
+    res = simulate(source, out=out, progress=not quiet,
+                   on_warning=lambda w: err.print(f"pathtwin: warning: {w}"))
+    if plots:
+        plot_result(res)
+    if not quiet:
+        _print_flows(res)
+    if res.run.get("interrupted"):
+        err.print(f"interrupted at {res.run['simulated_s']:.2f} s simulated; kept what was measured in {out}")
+        raise typer.Exit(130)
+
+
+def _print_flows(res) -> None:
+    from rich.table import Table
+
+    c = _console()
+    f = res.flows
+    t = Table(title=f"{len(f)} flows, {res.run['simulated_s']:.1f} s simulated in {res.run['wall_time_s']:.2f} s")
+    for col in ("flow", "from→to", "cc", "goodput (Mbit/s)", "retx", "timeouts", "min RTT (ms)", "mean RTT (ms)"):
+        t.add_column(col, justify="right")
+    for _, r in f.head(50).iterrows():
+        t.add_row(r.label, f"{r.src}→{r.dst}", r.cc, f"{r.goodput_bps/1e6:.3f}", str(r.retransmits),
+                  str(r.timeouts), f"{r.rtt_min_ms:.2f}", f"{r.rtt_mean_ms:.2f}")
+    c.print(t)
+    if res.path is not None:
+        c.print(f"results in {res.path}")
+
+
+@app.command()
+def plot(result_dir: Path = typer.Argument(..., help="A result directory (with run.json).")):
+    """Draw throughput, cwnd/RTT and queue plots (PNG) from a result directory."""
+    from .plot import plot_result
+
+    for p in plot_result(result_dir):
+        print(p)
+
+
+def _split_pair(text: str, kind: str, what: str) -> tuple[float, float]:
+    from .config import parse_quantity
+
+    parts = text.split("/")
+    if len(parts) > 2:
+        raise PathtwinError(f"{what}: expected one value or 'forward/reverse', got {text!r}")
+    vals = [parse_quantity(kind, p, what) for p in parts]
+    return (vals[0], vals[-1])
+
+
+@app.command()
+def bounds(
+    abw: str = typer.Option(..., help="Available bandwidth, or forward/reverse (e.g. 10mbit or 4.3mbit/409kbit)."),
+    rtt: str = typer.Option(..., help="Base RTT, e.g. 20ms."),
+    wmax: str = typer.Option("65535B", help="Maximum TCP window w_max, e.g. 65KB."),
+    flows: int = typer.Option(1, help="Foreground flows per direction (Eq. 2 sums over them)."),
+    capacity: str = typer.Option("100mbit", help="Bottleneck capacity C."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write NSDI'09 Figure 1 (bounds against capacity) to this PNG."),
+):
+    """Print the NSDI'09 Eq. 2 lower and Eq. 4 upper queue bounds and the feasible range."""
+    from . import _native
+    from .config import parse_quantity
+
+    if flows < 1:
+        raise PathtwinError(f"--flows: must be at least 1, got {flows}")
+    a_f, a_r = _split_pair(abw, "rate", "--abw")
+    if min(a_f, a_r) <= 0:
+        raise PathtwinError("--abw: must be positive")
+    rtt_s = parse_quantity("time", rtt, "--rtt")
+    w = parse_quantity("size", wmax, "--wmax")
+    c = parse_quantity("rate", capacity, "--capacity")
+    if c < max(a_f, a_r):
+        raise PathtwinError(f"--capacity: {capacity} is below the ABW")
+    b = _native.queue_bounds(int(a_f), int(a_r), rtt_s, int(w), int(c), flows)
+    fwd = b["forward"]
+    lines = [
+        f"path: ABW {a_f/1e6:g}/{a_r/1e6:g} Mbit/s, base RTT {rtt_s*1e3:g} ms, w_max {w:.0f} B, C {c/1e6:g} Mbit/s, {flows} flow(s) per direction",
+        f"Eq. 2 lower bound: {b['lower'][0]:,} B (a→b), {b['lower'][1]:,} B (b→a)",
+        f"Eq. 4 upper bound: q_a→b + q_b→a ≤ {max(b['upper_total'], 0):,.0f} B"
+        f" (forward = {'a→b' if fwd == 0 else 'b→a'}, tolerable RTT w_max/ABW_f = {w*8/max(a_f, a_r)*1e3:.1f} ms)",
+    ]
+    if b["upper_total"] >= b["lower"][0] + b["lower"][1]:
+        lines.append(f"feasible: per direction {b['lower'][0]:,}–{b['upper_total'] - b['lower'][1]:,.0f} B (a→b) and "
+                     f"{b['lower'][1]:,}–{b['upper_total'] - b['lower'][0]:,.0f} B (b→a), summing to at most {b['upper_total']:,.0f} B")
+        lines.append(f"chosen (equal split{', capped at 1 MB' if b['capped'] else ''}): {b['queue'][0]:,} B / {b['queue'][1]:,} B")
+    else:
+        need = (b["lower"][0] + b["lower"][1]) * 8 / (w * 8 / max(a_f, a_r) - rtt_s) if w * 8 / max(a_f, a_r) > rtt_s else float("inf")
+        why = ("even an empty queue makes the RTT exceed w_max/ABW" if b["upper_total"] <= 0 else
+               f"the upper bound is below the sum of the lower bounds ({b['lower'][0] + b['lower'][1]:,} B)")
+        lines.append(f"no feasible queue size: {why}; capacity must be at least {need/1e6:.2f} Mbit/s" if need != float("inf")
+                     else f"no feasible queue size: {why}; raise w_max or lower the RTT")
+        lines.append(f"best compromise: {b['queue'][0]:,} B / {b['queue'][1]:,} B")
+    print("\n".join(lines))
+    if plot is not None:
+        from .plot import plot_bounds_figure1
+
+        print(plot_bounds_figure1(max(a_f, a_r), rtt_s, int(w), flows, plot))
+
+
+@app.command()
+def reproduce(
+    name: str = typer.Argument(..., help="nsdi09-table2 or nsdi09-figure5"),
+    engine: str = typer.Option("sim", help="sim or emu"),
+    seeds: int = typer.Option(5, help="Seeds to average over (Table 2)."),
+    duration: Optional[str] = typer.Option(None, help="Override the run duration, e.g. 10s."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Keep each run's result directory here."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable results."),
+):
+    """Reproduce a paper's experiment and print it in the paper's layout."""
+    from . import reproduce as rp
+
+    if engine not in ("sim", "emu"):
+        raise PathtwinError(f"--engine: expected sim or emu, got {engine!r}")
+    if seeds < 1:
+        raise PathtwinError("--seeds: must be at least 1")
+    if name == "nsdi09-table2":
+        err = _console(stderr=True)
+        rows = rp.table2(engine=engine, seeds=seeds, duration=duration, out=out,
+                         progress=None if as_json else (lambda m, s: err.print(f"  {m} mode, seed {s} done")))
+        if as_json:
+            print(json.dumps([{"row": r.index, "abw": r.abw, "rtt_ms": r.rtt_ms, "queue": r.queue,
+                               "achieved": r.achieved,
+                               "error": {m: [r.error(m, 0), r.error(m, 1)] for m in ("link", "path")}} for r in rows], indent=2))
+        else:
+            rp.print_table2(rows, title=f"NSDI'09 Table 2 ({'simulation' if engine == 'sim' else 'emulation'}, {seeds} seeds)")
+    elif name == "nsdi09-figure5":
+        if engine == "emu":
+            from .emulation import reproduce_figure5_emu
+
+            f5 = reproduce_figure5_emu(out=out)
+        else:
+            f5 = rp.figure5(out=out)
+        if as_json:
+            print(json.dumps(f5.__dict__, indent=2))
+        else:
+            print(f"NSDI'09 Figure 5 ({engine}): base RTT {f5.base_rtt_ms:g} ms")
+            for m in ("path", "link"):
+                print(f"  {m:4} mode: mean RTT {f5.mean_rtt_ms[m]:8.1f} ms, goodput {f5.goodput_bps[m]/1e3:7.1f} kbit/s")
+            print(f"  link/path RTT ratio: {f5.mean_rtt_ms['link']/f5.mean_rtt_ms['path']:.1f}x (paper: 629 ms vs 53.2 ms)")
+    else:
+        raise PathtwinError(f"unknown reproduction {name!r}: expected nsdi09-table2 or nsdi09-figure5")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the CLI; a ``PathtwinError`` becomes one line on stderr and exit status 2."""
     try:
-        app(args=argv, prog_name="pathtwin", standalone_mode=True)
+        app(args=argv, prog_name="pathtwin", standalone_mode=False)
     except PathtwinError as e:
         print(f"pathtwin: error: {e}", file=sys.stderr)
         return e.exit_code
+    except KeyboardInterrupt:
+        print("pathtwin: interrupted", file=sys.stderr)
+        return 130
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    except Exception as e:  # click's usage errors and aborts
+        import click
+
+        if isinstance(e, click.exceptions.Exit):
+            return e.exit_code
+        if isinstance(e, click.ClickException):
+            print(f"pathtwin: error: {e.format_message()}", file=sys.stderr)
+            return 2
+        if isinstance(e, click.exceptions.Abort):
+            return 130
+        raise
     return 0
 
 

@@ -1,5 +1,177 @@
-"""`pathtwin trace ...` (owned by the trace-analysis work)."""
+"""`pathtwin trace ...`: analyze captures (Monkey See), diagnose probes (Monarch), and turn
+the inferences into a paths topology for replay.
+
+Each command prints a short readable summary; tables go to Parquet (or CSV with ``--csv``).
+Large captures show a progress bar on stderr. Mistakes raise ``PathtwinError`` (one line,
+exit status 2, handled by ``pathtwin.cli``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+from rich.table import Table
+
+from . import trace as tr
 
 app = typer.Typer(help="Analyze packet captures (Monkey See) and diagnose probes (Monarch).", no_args_is_help=True)
+
+# Captures smaller than this finish before a bar would be worth drawing.
+_PROGRESS_MIN_BYTES = 32 << 20
+
+
+def _run_with_progress(capture: Path, fn):
+    """Calls ``fn(progress_callback)``, drawing a byte progress bar for large captures."""
+    size = capture.stat().st_size if capture.exists() else 0
+    if size < _PROGRESS_MIN_BYTES:
+        return fn(None)
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(capture.name, total=size)
+        return fn(lambda done: bar.update(task, completed=done))
+
+
+def _fmt(x, unit="", digits=1):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.{digits}f}{unit}"
+
+
+def _rate(bps):
+    if bps is None or (isinstance(bps, float) and math.isnan(bps)):
+        return "-"
+    for div, unit in ((1e9, "Gb/s"), (1e6, "Mb/s"), (1e3, "kb/s")):
+        if bps >= div:
+            return f"{bps / div:.2f} {unit}"
+    return f"{bps:.0f} b/s"
+
+
+@app.command()
+def analyze(
+    capture: Path = typer.Argument(..., help="pcap or pcapng file"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="write one row per connection (Parquet, or CSV with --csv)"),
+    server: Optional[str] = typer.Option(None, "--server", help="server as IP or IP:PORT; other traffic is ignored"),
+    csv: bool = typer.Option(False, "--csv", help="write CSV instead of Parquet"),
+    rows: int = typer.Option(20, "--rows", help="connections listed in the summary"),
+) -> None:
+    """Per-connection path and endpoint parameters (Monkey See)."""
+    conns, stats = _run_with_progress(capture, lambda cb: tr.analyze(capture, server=server, progress=cb))
+    if output is not None:
+        tr.write_table(conns, output, csv=csv)
+    out = Console()
+    kept = int(conns["kept"].sum()) if len(conns) else 0
+    span = max(stats["last_s"] - stats["first_s"], 0.0)
+    out.print(
+        f"[bold]{capture}[/]: {stats['frames']:,} frames over {span:.1f} s, {stats['tcp_packets']:,} TCP packets, "
+        f"{len(conns):,} connections ({kept:,} kept for replay)"
+    )
+    warnings = []
+    if stats["bad_headers"]:
+        warnings.append(f"{stats['bad_headers']:,} undecodable frames skipped")
+    if stats["truncated_tail"]:
+        warnings.append("the capture ends inside a record (last packet dropped)")
+    if stats["snapped"]:
+        warnings.append(f"{stats['snapped']:,} segments cut by the snap length (headers used)")
+    for w in warnings:
+        out.print(f"[yellow]warning:[/] {w}")
+    if len(conns):
+        pruned = conns.loc[~conns["kept"], "prune_reason"].value_counts()
+        if len(pruned):
+            out.print("pruned: " + ", ".join(f"{n} {reason}" for reason, n in pruned.items()))
+        t = Table(show_lines=False)
+        for col in ("client", "server", "end", "min RTT", "bandwidth", "loss", "ACKs", "resp delay", "query delay", "bytes s→c"):
+            t.add_column(col, justify="right" if col not in ("client", "server", "end") else "left")
+        for _, r in conns.head(rows).iterrows():
+            t.add_row(
+                f"{r.client_ip}:{r.client_port}",
+                f"{r.server_ip}:{r.server_port}",
+                str(r.termination),
+                _fmt(r.min_rtt_ms, " ms", 2),
+                _rate(r.bottleneck_bps),
+                _fmt(None if r.loss_rate is None else 100 * r.loss_rate, " %", 2),
+                "-" if r.delayed_ack is None else str(r.delayed_ack),
+                _fmt(r.server_delay_ms, " ms"),
+                _fmt(r.query_delay_ms, " ms"),
+                f"{int(r.bytes_s2c):,}",
+            )
+        out.print(t)
+        if len(conns) > rows:
+            out.print(f"... {len(conns) - rows:,} more in the output table")
+    if output is not None:
+        out.print(f"wrote {output}")
+
+
+@app.command()
+def diagnose(
+    capture: Path = typer.Argument(..., help="pcap or pcapng file taken at the Monarch host"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="write one row per flow (Parquet, or CSV with --csv)"),
+    csv: bool = typer.Option(False, "--csv", help="write CSV instead of Parquet"),
+) -> None:
+    """Monarch's self-diagnosis of probe flows: IP-ID usability, upstream vs downstream loss, reordering."""
+    flows, stats = _run_with_progress(capture, lambda cb: tr.diagnose(capture, progress=cb))
+    if output is not None:
+        tr.write_table(flows, output, csv=csv)
+    out = Console()
+    out.print(f"[bold]{capture}[/]: {stats['frames']:,} frames, {len(flows):,} probe flows")
+    if stats["bad_headers"]:
+        out.print(f"[yellow]warning:[/] {stats['bad_headers']:,} undecodable frames skipped")
+    if len(flows):
+        t = Table(title="flows")
+        for col in ("local", "remote", "probe", "probes", "answers", "IP IDs", "lost down", "lost up", "unclass.", "reorder up", "verdict"):
+            t.add_column(col)
+        for _, r in flows.iterrows():
+            t.add_row(
+                r.local_ip, r.remote_ip, r.probe, str(r.probes), str(r.responses),
+                "usable" if r.ipid_usable else "unusable",
+                str(r.lost_downstream), str(r.lost_upstream), str(r.lost_unclassified),
+                f"{r.reordered_upstream_harmful}+{r.reordered_upstream_minor}",
+                r.verdict,
+            )
+        out.print(t)
+    summary = tr.verdict_table(flows)
+    t = Table(title="self-diagnosis (Monarch, Table 5 layout)")
+    t.add_column("result")
+    t.add_column("flows", justify="right")
+    t.add_column("share", justify="right")
+    for _, r in summary.iterrows():
+        t.add_row(r.result, f"{r.flows:,}", _fmt(r.percent, " %"))
+    out.print(t)
+    if output is not None:
+        out.print(f"wrote {output}")
+
+
+@app.command("to-paths")
+def to_paths(
+    conns: Path = typer.Argument(..., help="table written by `pathtwin trace analyze -o`"),
+    output: Path = typer.Option(..., "-o", "--output", help="paths topology to write (TOML)"),
+    server_name: str = typer.Option("server", "--server-name", help="host name of the server in the topology"),
+    include_pruned: bool = typer.Option(False, "--include-pruned", help="also use connections Monkey would prune"),
+) -> None:
+    """Turn per-connection inferences into a paths topology for `pathtwin sim` / `pathtwin emu`."""
+    df = tr.read_table(conns)
+    topo = tr.to_paths(df, server_name=server_name, include_pruned=include_pruned)
+    text = tr.paths_toml(topo, source=str(conns))
+    # The one config schema lives in Rust; check the file against it before writing.
+    from . import _native
+    from .errors import PathtwinError
+
+    validate = getattr(_native, "validate_config", None)
+    if validate is not None:
+        try:
+            validate(text, "toml", str(output))
+        except ValueError as e:
+            raise PathtwinError(f"the inferred topology does not validate: {e}") from None
+    output.write_text(text)
+    Console().print(f"wrote {output}: {len(topo['path'])} path(s) from {conns}")

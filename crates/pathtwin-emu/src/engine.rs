@@ -26,6 +26,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use pathtwin_core::element::Element;
 use pathtwin_core::packet::{FlowKey, Mark, PacketMeta, TcpFlags};
 use pathtwin_core::time::{Duration, Instant};
+pub use pathtwin_core::topology::Hop;
 use serde::Serialize;
 
 use crate::clock::{mono_ns, set_min_timer_slack, DeadlineTimer, RealClock};
@@ -69,14 +70,6 @@ impl PacketMeta for EmuPacket {
     fn set_mark(&mut self, mark: Mark) {
         self.ip.set_mark(mark)
     }
-}
-
-/// One element on a route, and the path slot it should account the packet to (non-zero only
-/// for a bandwidth queue shared by several paths).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Hop {
-    pub element: usize,
-    pub slot: u16,
 }
 
 /// Everything from host `src` to host `dst` crosses `hops` in order.

@@ -1,7 +1,170 @@
-//! Python bindings for pathtwin-emu.
+//! Python bindings for pathtwin-emu: `EmuRun`, one running emulation, and two helpers for
+//! runs left behind (`emu_cleanup_stale`, `emu_live_runs`).
+//!
+//! The emulator's loop runs on its own native thread, never under the GIL: a Python thread
+//! would stall the packet loop whenever the interpreter is busy (up to the 5 ms switch
+//! interval), which would show up as release lateness. Python talks to it through a stop
+//! flag and a snapshot the thread refreshes every 250 ms. Results and snapshots cross as
+//! JSON text; `pathtwin.emulation` turns them into `run.json` and Parquet. Every error
+//! becomes a `pathtwin.errors.PathtwinError` with a one-line message.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use pathtwin_core::config::Config;
+use pathtwin_core::time::Duration;
+use pathtwin_emu::netns::{cleanup_stale, live_runs, RunId};
+use pathtwin_emu::{Emulator, EmulatorOptions};
 use pyo3::prelude::*;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+/// Interval at which the loop thread refreshes the snapshot (memory and `stats.json`).
+const SNAPSHOT_EVERY: Duration = Duration::from_millis(250);
+
+fn pathtwin_error(py: Python<'_>, msg: impl std::fmt::Display) -> PyErr {
+    match py.import("pathtwin.errors").and_then(|m| m.getattr("PathtwinError")) {
+        Ok(cls) => PyErr::from_value(cls.call1((msg.to_string(),)).unwrap_or_else(|e| e.into_value(py).into_bound(py).into_any())),
+        Err(e) => e,
+    }
+}
+
+struct Running {
+    stop: Arc<AtomicBool>,
+    snapshot: Arc<Mutex<String>>,
+    thread: JoinHandle<Result<String, String>>,
+}
+
+/// One running emulation: the hosts exist and packets flow from construction until `stop()`.
+#[pyclass(module = "pathtwin._native")]
+struct EmuRun {
+    running: Option<Running>,
+    #[pyo3(get)]
+    run_id: String,
+    #[pyo3(get)]
+    state_dir: String,
+    hosts_json: String,
+    #[pyo3(get)]
+    warnings: Vec<String>,
+}
+
+#[pymethods]
+impl EmuRun {
+    /// Starts an emulation of `config_text` (TOML, or JSON when `json` is true, as Python
+    /// dicts are passed; `origin` names the file in errors).
+    #[new]
+    #[pyo3(signature = (config_text, origin = "", json = false, run_id = None, cc = None, spin_us = 0.0))]
+    fn new(
+        py: Python<'_>,
+        config_text: &str,
+        origin: &str,
+        json: bool,
+        run_id: Option<&str>,
+        cc: Option<String>,
+        spin_us: f64,
+    ) -> PyResult<Self> {
+        let config = if json { Config::from_json(config_text) } else { Config::from_toml(config_text, origin) };
+        let config = config.map_err(|e| pathtwin_error(py, e))?;
+        let run_id = run_id.map(RunId::parse).transpose().map_err(|e| pathtwin_error(py, e))?;
+        if !(0.0..=1e6).contains(&spin_us) {
+            return Err(pathtwin_error(py, format!("spin {spin_us} µs must be between 0 and 1 s")));
+        }
+        let opts = EmulatorOptions { run_id, cc, spin: Duration::from_secs_f64(spin_us * 1e-6) };
+        let emu = py.allow_threads(|| Emulator::start(config, &opts)).map_err(|e| pathtwin_error(py, e))?;
+        let hosts_json = serde_json::to_string(emu.hosts()).expect("host info serializes");
+        let run_id = emu.run_id().to_string();
+        let state_dir = emu.lab().state_dir().display().to_string();
+        let warnings = emu.warnings().to_vec();
+        let stop = Arc::new(AtomicBool::new(false));
+        let snapshot = Arc::new(Mutex::new(serde_json::to_string(&emu.snapshot()).expect("snapshot serializes")));
+        let thread = {
+            let (stop, snapshot) = (stop.clone(), snapshot.clone());
+            std::thread::Builder::new()
+                .name(format!("pathtwin-emu-{run_id}"))
+                .spawn(move || loop_thread(emu, &stop, &snapshot))
+                .map_err(|e| pathtwin_error(py, format!("starting the emulator thread: {e}")))?
+        };
+        Ok(EmuRun { running: Some(Running { stop, snapshot, thread }), run_id, state_dir, hosts_json, warnings })
+    }
+
+    /// The hosts as a list of dicts: name, netns, ipv4, ipv6.
+    #[getter]
+    fn hosts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        py.import("json")?.call_method1("loads", (&self.hosts_json,))
+    }
+
+    /// Live counters as JSON text (refreshed every 250 ms).
+    fn snapshot(&self, py: Python<'_>) -> PyResult<String> {
+        match &self.running {
+            Some(r) => Ok(r.snapshot.lock().expect("snapshot lock").clone()),
+            None => Err(pathtwin_error(py, "the emulation has stopped")),
+        }
+    }
+
+    /// Whether the loop is still running (it stops on its own only after an error).
+    fn is_running(&self) -> bool {
+        self.running.as_ref().is_some_and(|r| !r.thread.is_finished())
+    }
+
+    /// Stops the loop, removes every host, and returns the results as JSON text.
+    fn stop(&mut self, py: Python<'_>) -> PyResult<String> {
+        let Some(r) = self.running.take() else {
+            return Err(pathtwin_error(py, "the emulation was already stopped"));
+        };
+        r.stop.store(true, Ordering::Relaxed);
+        match py.allow_threads(|| r.thread.join()) {
+            Ok(Ok(results)) => Ok(results),
+            Ok(Err(msg)) => Err(pathtwin_error(py, msg)),
+            Err(_) => Err(pathtwin_error(py, "the emulator thread panicked")),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("EmuRun(run_id={:?}, running={})", self.run_id, self.is_running())
+    }
+}
+
+impl Drop for EmuRun {
+    /// A run dropped without `stop()` (an exception unwinding past it) still cleans up.
+    fn drop(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop.store(true, Ordering::Relaxed);
+            let _ = r.thread.join();
+        }
+    }
+}
+
+fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>) -> Result<String, String> {
+    let outcome = (|| {
+        while !stop.load(Ordering::Relaxed) {
+            emu.run_for(SNAPSHOT_EVERY, || stop.load(Ordering::Relaxed)).map_err(|e| e.to_string())?;
+            let snap = emu.snapshot();
+            let json = serde_json::to_string(&snap).map_err(|e| e.to_string())?;
+            // Readers of the file (`pathtwin emu stats`) are optional; a full /run is not fatal.
+            let _ = emu.publish_snapshot();
+            *snapshot.lock().expect("snapshot lock") = json;
+        }
+        serde_json::to_string(&emu.results()).map_err(|e| e.to_string())
+    })();
+    // `emu` drops here: devices close, namespaces and the state directory are removed.
+    drop(emu);
+    outcome
+}
+
+/// Removes namespaces and state of runs whose owner died; returns the namespaces removed.
+#[pyfunction]
+fn emu_cleanup_stale(py: Python<'_>) -> Vec<String> {
+    py.allow_threads(cleanup_stale).namespaces
+}
+
+/// Run ids of emulations whose owner process is alive.
+#[pyfunction]
+fn emu_live_runs() -> Vec<String> {
+    live_runs().into_iter().map(|r| r.to_string()).collect()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<EmuRun>()?;
+    m.add_function(wrap_pyfunction!(emu_cleanup_stale, m)?)?;
+    m.add_function(wrap_pyfunction!(emu_live_runs, m)?)?;
     Ok(())
 }

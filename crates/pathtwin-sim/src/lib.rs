@@ -1,1 +1,18 @@
-//! placeholder crate root, replaced below
+//! pathtwin-sim: the discrete-event simulator.
+//!
+//! It compiles a config with `pathtwin-core`'s topology compiler, runs simulated TCP
+//! connections (`pathtwin-tcp`) between the hosts, and drives every element and endpoint
+//! from one [`event::EventQueue`] on a virtual clock. Identical config and seed give identical
+//! tables, bit for bit. Results are columnar [`table::Table`]s: per-flow summary, per-flow
+//! time series, per-queue summary and per-queue time series.
+//!
+//! Drive it with [`Simulation::advance`] in chunks (so a front end can show progress and stop
+//! on Ctrl-C keeping what was measured) or with [`Simulation::run`] to the end.
+
+pub mod app;
+pub mod event;
+pub mod packet;
+mod sim;
+pub mod table;
+
+pub use sim::{Results, SimError, Simulation};

@@ -1,1 +1,71 @@
-//! placeholder crate root, replaced below
+//! pathtwin-tcp: a sans-IO TCP endpoint and its congestion controllers.
+//!
+//! This crate owns the TCP state machine the simulator runs on its virtual clock: the
+//! three-way handshake with MSS and SACK-permitted negotiation, cumulative and SACK
+//! acknowledgments, delayed ACKs, the RFC 6298 retransmission timer, loss recovery (Reno,
+//! NewReno, RFC 6675 SACK), the peer's receive window, a maximum window, and congestion
+//! control behind the [`CongestionControl`] trait. It does not own packets on a wire, queues,
+//! links, applications or a clock: segments are header fields plus a payload byte count, and
+//! time is always an argument.
+//!
+//! # Driving an [`Endpoint`]
+//!
+//! An endpoint never reads a clock and never blocks. The driver (the simulator's event loop)
+//! calls it in this order:
+//!
+//! 1. Create it with [`Endpoint::connect`] (active open) or [`Endpoint::listen`].
+//! 2. Whenever something happens at time `now` — a segment arrives
+//!    ([`Endpoint::handle_segment`]), the deadline from [`Endpoint::poll_timeout`] is reached
+//!    ([`Endpoint::handle_timeout`]), or the application calls [`Endpoint::send`] /
+//!    [`Endpoint::close`] — make that one call, then
+//! 3. call [`Endpoint::poll_transmit`] until it returns `None`, putting each segment on the
+//!    wire, then
+//! 4. call [`Endpoint::poll_event`] until it returns `None`, then
+//! 5. re-read [`Endpoint::poll_timeout`] and (re)schedule the endpoint's single timer.
+//!
+//! Step 3 must follow *every* input: the endpoint answers each out-of-order segment with its
+//! own ACK, and duplicate ACKs only count if each one reaches the wire.
+//!
+//! ```
+//! use pathtwin_core::time::{Duration, Instant};
+//! use pathtwin_tcp::{Endpoint, Event, TcpConfig};
+//!
+//! let t0 = Instant::ZERO;
+//! let mut client = Endpoint::connect(TcpConfig::default(), t0, 0);
+//! let mut server = Endpoint::listen(TcpConfig::default(), 1_000);
+//! let syn = client.poll_transmit(t0).unwrap();
+//! let t1 = t0 + Duration::from_millis(10);
+//! server.handle_segment(t1, &syn);
+//! let syn_ack = server.poll_transmit(t1).unwrap();
+//! let t2 = t1 + Duration::from_millis(10);
+//! client.handle_segment(t2, &syn_ack);
+//! assert_eq!(client.poll_event(), Some(Event::Connected));
+//! ```
+//!
+//! # Module map
+//!
+//! - [`segment`]: the segment header model and its size on the wire.
+//! - [`config`]: [`TcpConfig`] and the choice of congestion controller.
+//! - [`rtt`]: RFC 6298 round-trip estimation and the retransmission timeout.
+//! - [`cc`]: the congestion-control trait and Reno (RFC 5681).
+//! - `recovery`: which loss-recovery flavour runs and its state (RFC 5681, 6582, 6675).
+//! - `scoreboard`: the sender's record of segments in flight (RFC 6675 scoreboard).
+//! - `reassembly`: the receiver's out-of-order ranges and SACK blocks (RFC 2018).
+//! - [`endpoint`]: the state machine tying these together.
+
+pub mod cc;
+pub mod config;
+pub mod endpoint;
+mod ranges;
+mod reassembly;
+mod recovery;
+pub mod rtt;
+mod scoreboard;
+pub mod segment;
+mod stats;
+
+pub use cc::{AckEvent, CcParams, CongestionControl, Reno, SentEvent};
+pub use config::{CcAlgorithm, ConfigError, TcpConfig};
+pub use endpoint::{Endpoint, State};
+pub use segment::{Flags, SackBlocks, Segment};
+pub use stats::{Event, Stats};

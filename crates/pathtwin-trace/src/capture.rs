@@ -65,11 +65,12 @@ struct Interface {
 }
 
 /// Reads every frame of a capture, calling `on_frame` for each and `on_progress` with the
-/// number of bytes consumed so far (about every megabyte).
+/// number of bytes consumed so far (about every megabyte); `on_progress` returning `false`
+/// stops the reading with [`TraceError::Cancelled`].
 pub fn read_frames<R: Read>(
     mut input: R,
     mut on_frame: impl FnMut(&Frame<'_>),
-    mut on_progress: impl FnMut(u64),
+    mut on_progress: impl FnMut(u64) -> bool,
 ) -> Result<ReadSummary, TraceError> {
     // Peek at the magic ourselves so that an empty file, a short file and a foreign file each
     // get their own one-line error rather than pcap-parser's generic one.
@@ -168,7 +169,9 @@ pub fn read_frames<R: Read>(
                 reader.consume(len);
                 summary.bytes = reader.consumed() as u64;
                 if summary.bytes >= next_progress {
-                    on_progress(summary.bytes);
+                    if !on_progress(summary.bytes) {
+                        return Err(TraceError::Cancelled);
+                    }
                     next_progress = summary.bytes + (1 << 20);
                 }
             }

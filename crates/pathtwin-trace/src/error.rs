@@ -52,4 +52,7 @@ pub enum TraceError {
         /// The interface id in the block.
         interface: u32,
     },
+    /// The caller asked to stop (Ctrl-C).
+    #[error("analysis interrupted")]
+    Cancelled,
 }

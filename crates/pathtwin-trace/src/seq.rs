@@ -79,7 +79,7 @@ impl SeenRanges {
         let (mut s, mut e) = (start.max(self.floor), end);
         if s < e {
             // Merge with every range it touches, counting the bytes it shares with them.
-            let mut i = self.ranges.partition_point(|&(_, re)| re < s);
+            let i = self.ranges.partition_point(|&(_, re)| re < s);
             while i < self.ranges.len() && self.ranges[i].0 <= e {
                 let (rs, re) = self.ranges.remove(i);
                 overlap += e.min(re).saturating_sub(s.max(rs));

@@ -2,7 +2,13 @@
 //! placeholder cross traffic at C − ABW (NSDI'09 §2.2.3, §3.2).
 //!
 //! Placeholder packets are constant-bit-rate, full-size items that take queue space and link
-//! time exactly like real packets (and can be dropped like them), but never exist as bytes.
+//! time exactly like real packets, but never exist as bytes. A placeholder that finds the
+//! queue full is not dropped: it waits at the entrance and takes the next slot that frees up,
+//! ahead of later real arrivals. The cross traffic's long-run rate is therefore exactly
+//! C − ABW and foreground traffic gets exactly the ABW — the paper's "precise available
+//! bandwidth at every point in time" (§2.2.1). Dropping it instead (a proposal we rejected
+//! after measuring it) hands the placeholders' share to whichever stream wins the freed slots,
+//! so a phase-locked foreground flow could take twice its ABW.
 //! They are processed lazily: [`BandwidthQueue::advance`] replays every placeholder arrival
 //! and service completion up to `now` in time order, so a driver wakes the queue only when a
 //! real packet can leave ([`BandwidthQueue::next_wakeup`]) — not once per placeholder.
@@ -36,6 +42,8 @@ pub struct QueueStats {
     pub placeholder_departures: u64,
     pub placeholder_departure_bytes: u64,
     pub placeholder_drops: u64,
+    /// Placeholders that found the queue full and waited for a free slot.
+    pub placeholder_deferrals: u64,
     /// How often reactivity changed the placeholder rate.
     pub rate_changes: u64,
 }
@@ -47,6 +55,8 @@ pub struct Occupancy {
     pub bytes: u64,
     pub placeholder_packets: u64,
     pub placeholder_bytes: u64,
+    /// Placeholders waiting outside a full queue.
+    pub deferred_placeholders: u64,
 }
 
 /// The constant-bit-rate placeholder source. Arrival k (from the epoch) is at
@@ -85,6 +95,8 @@ pub struct BandwidthQueue<P> {
     /// The item on the link and the time its last bit leaves.
     in_service: Option<(Queued<P>, Instant)>,
     placeholder: PlaceholderSource,
+    /// Placeholders waiting at the entrance of a full queue.
+    deferred_placeholders: u64,
     /// Departed real packets not yet polled, with their departure times.
     output: VecDeque<(Instant, P)>,
     /// Real packets in the discipline (placeholders excluded).
@@ -104,6 +116,7 @@ impl<P: PacketMeta + Send + 'static> BandwidthQueue<P> {
             qdisc,
             in_service: None,
             placeholder: PlaceholderSource::new(capacity.saturating_sub(abw), Instant::ZERO),
+            deferred_placeholders: 0,
             output: VecDeque::new(),
             real_backlog: Backlog::default(),
             stats: QueueStats::default(),
@@ -170,6 +183,7 @@ impl<P: PacketMeta + Send + 'static> BandwidthQueue<P> {
             bytes: self.real_backlog.bytes + self.output.iter().map(|(_, p)| p.wire_len() as u64).sum::<u64>(),
             placeholder_packets: total.packets - self.real_backlog.packets,
             placeholder_bytes: total.bytes - self.real_backlog.bytes,
+            deferred_placeholders: self.deferred_placeholders,
         };
         if let Some((item, _)) = &self.in_service {
             if item.is_placeholder() {
@@ -269,6 +283,14 @@ impl<P: PacketMeta + Send + 'static> BandwidthQueue<P> {
     fn placeholder_arrival(&mut self, at: Instant) {
         self.placeholder.advance();
         self.stats.placeholder_arrivals += 1;
+        if self.deferred_placeholders > 0 || !self.enqueue_placeholder(at) {
+            self.deferred_placeholders += 1;
+            self.stats.placeholder_deferrals += 1;
+        }
+        self.start_service_if_idle(at);
+    }
+
+    fn enqueue_placeholder(&mut self, at: Instant) -> bool {
         let item = Queued {
             packet: None,
             wire_len: PLACEHOLDER_LEN,
@@ -277,10 +299,7 @@ impl<P: PacketMeta + Send + 'static> BandwidthQueue<P> {
             priority: 1,
             enqueued_at: at,
         };
-        match self.qdisc.enqueue(at, item, &mut self.rng) {
-            Ok(()) => self.start_service_if_idle(at),
-            Err(_) => self.stats.placeholder_drops += 1,
-        }
+        self.qdisc.enqueue(at, item, &mut self.rng).is_ok()
     }
 
     fn complete_service(&mut self) {
@@ -306,6 +325,10 @@ impl<P: PacketMeta + Send + 'static> BandwidthQueue<P> {
         if let Some(item) = self.qdisc.dequeue(at) {
             if !item.is_placeholder() {
                 self.real_backlog.remove(item.wire_len);
+            }
+            // The dequeue freed a slot: waiting placeholders enter first.
+            while self.deferred_placeholders > 0 && self.enqueue_placeholder(at) {
+                self.deferred_placeholders -= 1;
             }
             let done = at + self.capacity.transmit_time(item.wire_len as u64);
             self.in_service = Some((item, done));

@@ -1,0 +1,147 @@
+//! Virtual-time tests of the bandwidth queue: conservation (property test), placeholder
+//! cross traffic leaving exactly C − ABW to foreground traffic, and serialization timing.
+
+use pathtwin_core::element::{BandwidthQueue, Element, PLACEHOLDER_LEN};
+use pathtwin_core::packet::{FlowKey, PacketMeta, TcpFlags};
+use pathtwin_core::qdisc::DropTail;
+use pathtwin_core::time::{Duration, Instant};
+use pathtwin_core::units::{QueueLimit, Rate};
+use pathtwin_core::rng_for;
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+struct Pkt {
+    len: u32,
+    flow: u64,
+}
+
+impl PacketMeta for Pkt {
+    fn wire_len(&self) -> u32 {
+        self.len
+    }
+    fn payload_len(&self) -> u32 {
+        self.len.saturating_sub(40)
+    }
+    fn flow_key(&self) -> FlowKey {
+        self.flow
+    }
+    fn tcp_flags(&self) -> Option<TcpFlags> {
+        None
+    }
+}
+
+fn queue(capacity: Rate, abw: Rate, limit: QueueLimit) -> BandwidthQueue<Pkt> {
+    BandwidthQueue::new(capacity, abw, Box::new(DropTail::new(limit)), rng_for(1, 1))
+}
+
+/// Drains everything due by `now`, returning (departure time, packet).
+fn drain(q: &mut BandwidthQueue<Pkt>, now: Instant, out: &mut Vec<(Instant, Pkt)>) {
+    while let Some(x) = q.poll_output(now) {
+        out.push(x);
+    }
+}
+
+#[test]
+fn a_packet_leaves_after_its_serialization_time() {
+    let mut q = queue(Rate::from_mbps(10), Rate::from_mbps(10), QueueLimit::Packets(10));
+    q.push(Instant::ZERO, Pkt { len: 1500, flow: 1 }, 0);
+    q.push(Instant::ZERO, Pkt { len: 1500, flow: 1 }, 0);
+    // 1500 B at 10 Mbit/s = 1.2 ms each, back to back.
+    assert_eq!(q.next_wakeup(), Some(Instant::ZERO + Duration::from_micros(1200)));
+    let mut out = Vec::new();
+    drain(&mut q, Instant::ZERO + Duration::from_millis(5), &mut out);
+    let times: Vec<_> = out.iter().map(|(t, _)| t.as_nanos()).collect();
+    assert_eq!(times, vec![1_200_000, 2_400_000]);
+}
+
+#[test]
+fn placeholders_leave_foreground_exactly_the_abw() {
+    // C = 100 Mbit/s, ABW = 10 Mbit/s. A saturating foreground source (always a packet
+    // queued) must get 10 Mbit/s: FIFO shares departures in proportion to arrivals, and the
+    // placeholders arrive at 90 Mbit/s. Offer 20 Mbit/s and check the departed rate.
+    let c = Rate::from_mbps(100);
+    let mut q = queue(c, Rate::from_mbps(10), QueueLimit::Bytes(200_000));
+    let mut out = Vec::new();
+    let gap = Rate::from_mbps(20).transmit_time(1500);
+    let mut t = Instant::ZERO;
+    let end = Instant::ZERO + Duration::from_secs(10);
+    while t < end {
+        q.push(t, Pkt { len: 1500, flow: 1 }, 0);
+        drain(&mut q, t, &mut out);
+        t += gap;
+    }
+    // Count what left during the last 5 s (after the queue filled).
+    let from = Instant::ZERO + Duration::from_secs(5);
+    let bytes: u64 = out.iter().filter(|(d, _)| *d >= from).map(|(_, p)| p.len as u64).sum();
+    let rate = bytes as f64 * 8.0 / 5.0;
+    assert!((rate - 10e6).abs() / 10e6 < 0.02, "foreground got {rate} bit/s, expected 10 Mbit/s");
+    let s = q.stats();
+    let share = s.placeholder_departure_bytes as f64 / (s.placeholder_departure_bytes + s.departure_bytes) as f64;
+    assert!((share - 0.9).abs() < 0.02, "placeholder share {share}");
+}
+
+#[test]
+fn idle_placeholder_stream_has_the_configured_rate() {
+    let mut q = queue(Rate::from_mbps(100), Rate::from_mbps(40), QueueLimit::Packets(100));
+    q.advance(Instant::ZERO + Duration::from_secs(1));
+    // 60 Mbit/s of 1500 B placeholders for 1 s: 5000 packets (the one at t = 1 s included).
+    let s = q.stats();
+    assert!((s.placeholder_arrivals as i64 - 5_000).abs() <= 1, "{}", s.placeholder_arrivals);
+    assert_eq!(s.placeholder_drops, 0, "an idle 100 Mbit/s link never queues 60 Mbit/s");
+    assert_eq!(PLACEHOLDER_LEN, 1500);
+}
+
+#[test]
+fn changing_abw_at_run_time_changes_the_placeholder_rate() {
+    let mut q = queue(Rate::from_mbps(100), Rate::from_mbps(40), QueueLimit::Packets(100));
+    q.advance(Instant::ZERO + Duration::from_secs(1));
+    let before = q.stats().placeholder_arrivals;
+    q.set_abw(Instant::ZERO + Duration::from_secs(1), Rate::from_mbps(70));
+    q.advance(Instant::ZERO + Duration::from_secs(2));
+    let during = q.stats().placeholder_arrivals - before;
+    // 30 Mbit/s for 1 s = 2500 packets.
+    assert!((during as i64 - 2_500).abs() <= 2, "{during}");
+    assert_eq!(q.abw(), Rate::from_mbps(70));
+}
+
+proptest! {
+    /// For every queue: arrivals = departures + drops + occupancy, at every point in time,
+    /// whatever the traffic, capacity, ABW and limit.
+    #[test]
+    fn conservation(
+        capacity_mbps in 1u64..200,
+        abw_percent in 1u64..=100,
+        limit_pkts in 1u64..50,
+        byte_limit in any::<bool>(),
+        arrivals in proptest::collection::vec((0u64..2_000_000, 40u32..1500), 1..300),
+    ) {
+        let c = Rate::from_mbps(capacity_mbps);
+        let abw = Rate::from_bps(c.bps() * abw_percent / 100);
+        let limit = if byte_limit { QueueLimit::Bytes(limit_pkts * 1000) } else { QueueLimit::Packets(limit_pkts) };
+        let mut e = Element::Queue(queue(c, abw, limit));
+        let mut t = Instant::ZERO;
+        let mut out = 0u64;
+        for (gap, len) in arrivals {
+            t += Duration::from_nanos(gap);
+            e.push(t, Pkt { len, flow: 1 }, 0);
+            while e.poll_output(t).is_some() {
+                out += 1;
+            }
+            let q = e.as_queue().unwrap();
+            let s = *q.stats();
+            prop_assert_eq!(s.departures, out);
+            prop_assert_eq!(s.arrivals, s.departures + s.drops + q.occupancy().packets);
+            prop_assert_eq!(
+                s.placeholder_arrivals,
+                s.placeholder_departures + s.placeholder_drops + q.occupancy().placeholder_packets + q.occupancy().deferred_placeholders
+            );
+        }
+        // Drain completely: everything admitted eventually leaves.
+        let end = t + Duration::from_secs(100);
+        while e.poll_output(end).is_some() {
+            out += 1;
+        }
+        let q = e.as_queue().unwrap();
+        prop_assert_eq!(q.stats().arrivals, out + q.stats().drops);
+    }
+}

@@ -1,0 +1,368 @@
+//! One emulation from config to results: compiles the topology with `pathtwin-core`, creates
+//! the hosts ([`Lab`]), runs the [`Engine`] on them, and reports live statistics and final
+//! results as serde structures (the Python side turns them into `run.json` and Parquet).
+//!
+//! The `[tcp]` section maps onto the hosts' kernels: `cc` selects the kernel congestion
+//! control (any name the kernel has, e.g. `cubic` or `bbr`, can also be given directly with
+//! [`EmulatorOptions::cc`]), `sack` the `tcp_sack` sysctl, `initial_window`, `min_rto`, `mss`
+//! and `delayed_ack = false` become route attributes (`initcwnd`, `rto_min`, `advmss`,
+//! `quickack`), and `rcv_window`/`max_window` cap the socket buffers (`tcp_rmem`/`tcp_wmem`
+//! maxima). `[[flow]]` entries are the simulator's workload and are ignored here.
+
+use std::net::IpAddr;
+
+use pathtwin_core::config::{Config, ConfigError};
+use pathtwin_core::element::Element;
+use pathtwin_core::time::{Duration, Instant};
+use pathtwin_core::topology::{self, ElementInfo, ResolvedDirection};
+use serde::Serialize;
+
+use crate::device::Tun;
+use crate::engine::{Engine, EngineError, FlowCounters, HostCounters, QueueSample, Route, RouteCounters, TimingOptions};
+use crate::lab::{HostInfo, Lab, DEVICE};
+use crate::lateness::Histogram;
+use crate::netns::{cleanup_stale, NetnsError, RunId};
+
+/// Everything that can stop an emulation from starting or running.
+#[derive(Debug, thiserror::Error)]
+pub enum EmuError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The process lacks the privileges namespaces and TUN devices need.
+    #[error("the emulator needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN); run it with sudo")]
+    NotRoot,
+}
+
+/// Knobs of the driver that are not part of the network model.
+#[derive(Clone, Debug, Default)]
+pub struct EmulatorOptions {
+    /// Use this run id instead of a fresh one.
+    pub run_id: Option<RunId>,
+    /// Kernel congestion control for every host, overriding `[tcp] cc`.
+    pub cc: Option<String>,
+    /// Spin instead of sleeping for deadlines closer than this.
+    pub spin: Duration,
+}
+
+/// A running emulation. Dropping it stops the loop and removes every host.
+pub struct Emulator {
+    // Field order is drop order: the devices (inside the engine) close before the
+    // namespaces holding them are deleted.
+    engine: Engine<Tun>,
+    lab: Lab,
+    element_info: Vec<ElementInfo>,
+    resolved: Vec<ResolvedDirection>,
+    warnings: Vec<String>,
+    config: Config,
+}
+
+/// Live counters, cheap to take while running.
+#[derive(Clone, Debug, Serialize)]
+pub struct Snapshot {
+    pub run_id: String,
+    pub t_s: f64,
+    pub routes: Vec<RouteSnapshot>,
+    pub queues: Vec<QueueSnapshot>,
+    pub hosts: Vec<HostSnapshot>,
+    pub lateness: LatenessSummary,
+    pub wake_lateness: LatenessSummary,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RouteSnapshot {
+    pub src: String,
+    pub dst: String,
+    pub elements: Vec<usize>,
+    #[serde(flatten)]
+    pub counters: RouteCounters,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct QueueSnapshot {
+    pub element: usize,
+    pub name: String,
+    pub capacity_bps: u64,
+    pub abw_bps: u64,
+    pub limit: String,
+    pub packets: u64,
+    pub bytes: u64,
+    pub placeholder_packets: u64,
+    pub placeholder_bytes: u64,
+    pub arrivals: u64,
+    pub departures: u64,
+    pub departure_bytes: u64,
+    pub drops: u64,
+    pub drop_bytes: u64,
+    pub placeholder_arrivals: u64,
+    pub placeholder_departures: u64,
+    pub placeholder_drops: u64,
+    /// Placeholder share of the link's transmitted bytes.
+    pub placeholder_share: f64,
+    pub rate_changes: u64,
+    pub active_flows: Vec<u32>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HostSnapshot {
+    pub name: String,
+    #[serde(flatten)]
+    pub counters: HostCounters,
+}
+
+/// Quantiles of a lateness histogram, in nanoseconds.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct LatenessSummary {
+    pub count: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+impl From<&Histogram> for LatenessSummary {
+    fn from(h: &Histogram) -> Self {
+        LatenessSummary {
+            count: h.count(),
+            mean_ns: h.mean(),
+            p50_ns: h.quantile(0.5),
+            p99_ns: h.quantile(0.99),
+            p999_ns: h.quantile(0.999),
+            max_ns: h.max(),
+        }
+    }
+}
+
+/// Final results: the snapshot plus the tables kept over the run.
+#[derive(Debug, Serialize)]
+pub struct Results<'a> {
+    pub snapshot: Snapshot,
+    pub hosts: &'a [HostInfo],
+    pub elements: &'a [ElementInfo],
+    pub resolved: &'a [ResolvedDirection],
+    pub warnings: &'a [String],
+    pub config: &'a Config,
+    pub flows: Vec<FlowRow>,
+    pub queue_samples: &'a [QueueSample],
+}
+
+#[derive(Debug, Serialize)]
+pub struct FlowRow {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub proto: u8,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub route_src: String,
+    pub route_dst: String,
+    #[serde(flatten)]
+    pub counters: FlowCounters,
+}
+
+fn kernel_settings(cfg: &Config, opts: &EmulatorOptions) -> (Vec<(String, String)>, Vec<String>) {
+    let t = &cfg.tcp;
+    let mut sysctls = Vec::new();
+    let cc = opts.cc.clone().or_else(|| {
+        t.cc.map(|c| serde_json::to_value(c).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())
+            // Linux has no separate NewReno: its "reno" is NewReno (RFC 6582).
+            .map(|c| if c == "newreno" { "reno".to_string() } else { c })
+    });
+    if let Some(cc) = cc {
+        sysctls.push(("net.ipv4.tcp_congestion_control".to_string(), cc));
+    }
+    if let Some(sack) = t.sack {
+        sysctls.push(("net.ipv4.tcp_sack".to_string(), if sack { "1" } else { "0" }.to_string()));
+    }
+    if let Some(w) = t.rcv_window {
+        sysctls.push(("net.ipv4.tcp_rmem".to_string(), format!("4096 {} {}", w.bytes().min(131072), w.bytes())));
+    }
+    if let Some(w) = t.max_window {
+        sysctls.push(("net.ipv4.tcp_wmem".to_string(), format!("4096 {} {}", w.bytes().min(16384), w.bytes())));
+    }
+    let mut route_attrs = Vec::new();
+    if let Some(iw) = t.initial_window {
+        route_attrs.extend(["initcwnd".to_string(), iw.to_string()]);
+    }
+    if let Some(rto) = t.min_rto {
+        route_attrs.extend(["rto_min".to_string(), format!("{}ms", rto.as_nanos().div_ceil(1_000_000))]);
+    }
+    if let Some(mss) = t.mss {
+        route_attrs.extend(["advmss".to_string(), mss.to_string()]);
+    }
+    if t.delayed_ack == Some(false) {
+        route_attrs.extend(["quickack".to_string(), "1".to_string()]);
+    }
+    (sysctls, route_attrs)
+}
+
+impl Emulator {
+    /// Removes what dead runs left, builds the model and the hosts, and starts the clock.
+    pub fn start(config: Config, opts: &EmulatorOptions) -> Result<Emulator, EmuError> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(EmuError::NotRoot);
+        }
+        cleanup_stale();
+        let net = topology::compile::<crate::engine::EmuPacket>(&config)?;
+        let run = opts.run_id.clone().unwrap_or_else(RunId::generate);
+        let (sysctls, route_attrs) = kernel_settings(&config, opts);
+        let (lab, ports) = Lab::create(&run, &net.hosts, &sysctls)?;
+        if !route_attrs.is_empty() {
+            for h in lab.hosts() {
+                let o = h.ipv4.octets();
+                let v4net = format!("{}.{}.{}.0/24", o[0], o[1], o[2]);
+                let mut args: Vec<&str> = vec!["-n", &h.netns, "route", "replace", &v4net, "dev", DEVICE];
+                args.extend(route_attrs.iter().map(String::as_str));
+                crate::netns::ip(&args)?;
+            }
+        }
+        let n = net.hosts.len();
+        let mut routes = Vec::new();
+        for src in 0..n {
+            for dst in 0..n {
+                if let Some(hops) = net.route(src, dst) {
+                    routes.push(Route { src, dst, hops: hops.to_vec() });
+                }
+            }
+        }
+        let timing = TimingOptions { spin: opts.spin, sample_every: config.run.sample_interval };
+        let element_info = net.element_info.clone();
+        let resolved = net.resolved.clone();
+        let warnings = net.warnings.clone();
+        let elements: Vec<Element<_>> = net.elements;
+        let engine = Engine::new(ports, elements, routes, timing)?;
+        Ok(Emulator { engine, lab, element_info, resolved, warnings, config })
+    }
+
+    pub fn run_id(&self) -> &RunId {
+        self.lab.run_id()
+    }
+    pub fn hosts(&self) -> &[HostInfo] {
+        self.lab.hosts()
+    }
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+    pub fn lab(&self) -> &Lab {
+        &self.lab
+    }
+    pub fn now(&self) -> Instant {
+        self.engine.now()
+    }
+
+    /// Runs for `d` of real time, or until `stop` returns true (checked every ≤ 20 ms).
+    pub fn run_for(&mut self, d: Duration, stop: impl FnMut() -> bool) -> Result<(), EmuError> {
+        let until = self.engine.now() + d;
+        self.engine.run_until(until, stop)?;
+        Ok(())
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let names = self.lab.hosts();
+        let routes = self
+            .engine
+            .routes()
+            .iter()
+            .zip(&self.engine.route_counters)
+            .map(|(r, c)| RouteSnapshot {
+                src: names[r.src].name.clone(),
+                dst: names[r.dst].name.clone(),
+                elements: r.hops.iter().map(|h| h.element).collect(),
+                counters: *c,
+            })
+            .collect();
+        let queues = self
+            .engine
+            .elements()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.as_queue().map(|q| (i, q)))
+            .map(|(i, q)| {
+                let occ = q.occupancy();
+                let st = q.stats();
+                let sent = st.departure_bytes + st.placeholder_departure_bytes;
+                QueueSnapshot {
+                    element: i,
+                    name: self.element_info[i].name.clone(),
+                    capacity_bps: q.capacity().bps(),
+                    abw_bps: q.abw().bps(),
+                    limit: q.limit().to_string(),
+                    packets: occ.packets,
+                    bytes: occ.bytes,
+                    placeholder_packets: occ.placeholder_packets,
+                    placeholder_bytes: occ.placeholder_bytes,
+                    arrivals: st.arrivals,
+                    departures: st.departures,
+                    departure_bytes: st.departure_bytes,
+                    drops: st.drops,
+                    drop_bytes: st.drop_bytes,
+                    placeholder_arrivals: st.placeholder_arrivals,
+                    placeholder_departures: st.placeholder_departures,
+                    placeholder_drops: st.placeholder_drops,
+                    placeholder_share: if sent == 0 { 0.0 } else { st.placeholder_departure_bytes as f64 / sent as f64 },
+                    rate_changes: st.rate_changes,
+                    active_flows: q.active_flows().map(<[u32]>::to_vec).unwrap_or_default(),
+                }
+            })
+            .collect();
+        let hosts = names
+            .iter()
+            .zip(&self.engine.host_counters)
+            .map(|(h, c)| HostSnapshot { name: h.name.clone(), counters: *c })
+            .collect();
+        Snapshot {
+            run_id: self.run_id().to_string(),
+            t_s: self.engine.now().as_secs_f64(),
+            routes,
+            queues,
+            hosts,
+            lateness: (&self.engine.lateness).into(),
+            wake_lateness: (&self.engine.wake_lateness).into(),
+        }
+    }
+
+    /// Writes the snapshot to `stats.json` in the run's state directory (read by
+    /// `pathtwin emu stats`).
+    pub fn publish_snapshot(&self) -> std::io::Result<()> {
+        let json = serde_json::to_string(&self.snapshot()).map_err(std::io::Error::other)?;
+        self.lab.write_state_file("stats.json", &json)
+    }
+
+    /// Brings every queue's placeholder state up to now and gathers the results.
+    pub fn results(&self) -> Results<'_> {
+        let names = self.lab.hosts();
+        let mut flows: Vec<FlowRow> = self
+            .engine
+            .flows
+            .iter()
+            .map(|(t, c)| {
+                let r = &self.engine.routes()[c.route as usize];
+                FlowRow {
+                    src: t.src,
+                    dst: t.dst,
+                    proto: t.proto,
+                    src_port: t.src_port,
+                    dst_port: t.dst_port,
+                    route_src: names[r.src].name.clone(),
+                    route_dst: names[r.dst].name.clone(),
+                    counters: *c,
+                }
+            })
+            .collect();
+        flows.sort_by_key(|f| (f.counters.first_ns, f.src, f.dst, f.src_port, f.dst_port));
+        Results {
+            snapshot: self.snapshot(),
+            hosts: names,
+            elements: &self.element_info,
+            resolved: &self.resolved,
+            warnings: &self.warnings,
+            config: &self.config,
+            flows,
+            queue_samples: &self.engine.samples,
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The event queue: a min-heap ordered by (time, insertion sequence), so simultaneous events
+//! run in the order they were scheduled and a run is deterministic. Time never moves backward:
+//! popping asserts it.
+
+use pathtwin_core::time::Instant;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// What happens at an event. Indices refer to the simulation's tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Event {
+    /// An element may have packets to release.
+    Element(u32),
+    /// A TCP endpoint's timer (connection, side: 0 client, 1 server).
+    Timer(u32, u8),
+    /// An application step of a connection (start, stop, on/off switch, think time over,
+    /// server delay over).
+    App(u32, AppStep),
+    /// Take a sample of every time series.
+    Sample,
+}
+
+/// Application steps, see [`crate::app`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum AppStep {
+    Start,
+    Stop,
+    Toggle,
+    NextRequest,
+    Respond,
+}
+
+pub struct EventQueue {
+    heap: BinaryHeap<Reverse<(Instant, u64, Event)>>,
+    seq: u64,
+    now: Instant,
+    processed: u64,
+}
+
+impl Default for EventQueue {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventQueue {
+    pub fn new() -> Self {
+        EventQueue { heap: BinaryHeap::with_capacity(1024), seq: 0, now: Instant::ZERO, processed: 0 }
+    }
+
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Schedules `ev` at `at`; an `at` in the past is a bug in the caller.
+    pub fn schedule(&mut self, at: Instant, ev: Event) {
+        assert!(at >= self.now, "event {ev:?} scheduled at {at:?}, before now {:?}", self.now);
+        self.heap.push(Reverse((at, self.seq, ev)));
+        self.seq += 1;
+    }
+
+    /// Time of the next event.
+    pub fn peek_time(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    /// Removes the next event and advances the clock to it.
+    pub fn pop(&mut self) -> Option<(Instant, Event)> {
+        let Reverse((t, _, ev)) = self.heap.pop()?;
+        assert!(t >= self.now, "time went backward: {t:?} < {:?}", self.now);
+        self.now = t;
+        self.processed += 1;
+        Some((t, ev))
+    }
+
+    /// Events processed so far.
+    pub fn processed(&self) -> u64 {
+        self.processed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pathtwin_core::time::Duration;
+
+    #[test]
+    fn ties_run_in_insertion_order() {
+        let mut q = EventQueue::new();
+        let t = Instant::ZERO + Duration::from_millis(1);
+        q.schedule(t, Event::Sample);
+        q.schedule(t, Event::Element(7));
+        q.schedule(Instant::ZERO, Event::Element(9));
+        assert_eq!(q.pop().unwrap().1, Event::Element(9));
+        assert_eq!(q.pop().unwrap().1, Event::Sample);
+        assert_eq!(q.pop().unwrap().1, Event::Element(7));
+    }
+
+    #[test]
+    #[should_panic(expected = "before now")]
+    fn scheduling_in_the_past_is_refused() {
+        let mut q = EventQueue::new();
+        q.schedule(Instant::ZERO + Duration::from_secs(1), Event::Sample);
+        q.pop();
+        q.schedule(Instant::ZERO, Event::Sample);
+    }
+}

@@ -1,0 +1,653 @@
+//! The simulation: connections, the event loop, and metric collection.
+
+use crate::app::App;
+use crate::event::{AppStep, Event, EventQueue};
+use crate::packet::SimPacket;
+use crate::table::{Cell, Table};
+use pathtwin_core::config::{CcName, Config, ConfigError, TcpSettings};
+use pathtwin_core::element::Element;
+use pathtwin_core::time::{Duration, Instant};
+use pathtwin_core::topology::{self, Network};
+use pathtwin_core::units::Rate;
+use pathtwin_tcp::{CcAlgorithm, Endpoint, Event as TcpEvent, TcpConfig};
+use rand::Rng as _;
+
+/// Why a simulation could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The config is invalid (its message names the key).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+const CLIENT: usize = 0;
+const SERVER: usize = 1;
+
+/// One simulated TCP connection and its application.
+struct Connection {
+    /// Index of the `[[flow]]` entry it comes from, and its copy number within `count`.
+    flow_entry: usize,
+    copy: u32,
+    label: String,
+    hosts: [u32; 2],
+    endpoints: [Endpoint; 2],
+    timers: [Option<Instant>; 2],
+    app: App,
+    start: Instant,
+    stop: Option<Instant>,
+    cc: &'static str,
+    /// Bytes the server had read when the flow's measuring window closed (stop or run end).
+    delivered_at_stop: Option<u64>,
+    /// When a sized bulk transfer was completely read by the server.
+    completed_at: Option<Instant>,
+    /// Bytes read at the previous sample (for per-interval goodput).
+    delivered_at_last_sample: u64,
+    started: bool,
+}
+
+impl Connection {
+    /// Bytes read by the applications at both ends (request/response counts both ways).
+    fn delivered(&self) -> u64 {
+        self.endpoints[SERVER].stats().bytes_delivered
+            + match self.app {
+                App::ReqResp(_) => self.endpoints[CLIENT].stats().bytes_delivered,
+                _ => 0,
+            }
+    }
+}
+
+/// The tables of a finished (or interrupted) run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Results {
+    pub flows: Table,
+    pub flow_series: Table,
+    pub queues: Table,
+    pub queue_series: Table,
+    /// Simulated seconds covered.
+    pub simulated_s: f64,
+    /// Events processed.
+    pub events: u64,
+    /// Whether the run reached its configured duration.
+    pub complete: bool,
+}
+
+pub struct Simulation {
+    cfg: Config,
+    net: Network<SimPacket>,
+    events: EventQueue,
+    element_wakeup: Vec<Option<Instant>>,
+    conns: Vec<Connection>,
+    end: Instant,
+    sample_interval: Duration,
+    flow_series: Table,
+    queue_series: Table,
+    scratch: Vec<(Instant, SimPacket)>,
+    /// Drops at the previous sample, per element (for per-interval drop counts).
+    drops_at_last_sample: Vec<u64>,
+}
+
+fn tcp_config(s: &TcpSettings) -> TcpConfig {
+    let mut c = TcpConfig::default();
+    if let Some(v) = s.mss {
+        c.mss = v;
+    }
+    if let Some(v) = s.sack {
+        c.sack = v;
+    }
+    if let Some(v) = s.delayed_ack {
+        c.delayed_ack = v;
+    }
+    if let Some(v) = s.delayed_ack_timeout {
+        c.delayed_ack_timeout = v;
+    }
+    if let Some(v) = s.min_rto {
+        c.min_rto = v;
+    }
+    if let Some(v) = s.initial_window {
+        c.initial_window = v;
+    }
+    if let Some(v) = s.max_window {
+        c.max_window = v.bytes();
+    }
+    if let Some(v) = s.rcv_window {
+        c.rcv_buffer = v.bytes();
+    }
+    if let Some(cc) = s.cc {
+        c.cc = match cc {
+            CcName::Reno => CcAlgorithm::Reno,
+            CcName::Newreno => CcAlgorithm::NewReno,
+        };
+    }
+    c
+}
+
+fn cc_name(c: CcAlgorithm) -> &'static str {
+    match c {
+        CcAlgorithm::Reno => "reno",
+        CcAlgorithm::NewReno => "newreno",
+    }
+}
+
+impl Simulation {
+    /// Builds a simulation from a validated config.
+    pub fn new(cfg: Config) -> Result<Simulation, SimError> {
+        let net: Network<SimPacket> = topology::compile(&cfg)?;
+        let mut events = EventQueue::new();
+        let mut conns = Vec::new();
+        let mut isn_rng = pathtwin_core::rng_for(cfg.run.seed, u64::MAX);
+        for (i, f) in cfg.flows.iter().enumerate() {
+            let (a, b) = (net.host_id(&f.from).expect("validated"), net.host_id(&f.to).expect("validated"));
+            if net.route(a, b).is_none() || net.route(b, a).is_none() {
+                return Err(ConfigError::invalid(format!("flow[{i}]"), format!("no route between {} and {}", f.from, f.to)).into());
+            }
+            let mut settings = cfg.tcp.overridden_by(&f.tcp);
+            if f.cc.is_some() {
+                settings.cc = f.cc;
+            }
+            let tcp = tcp_config(&settings);
+            if tcp.mss < 64 || tcp.mss > 65_000 {
+                return Err(ConfigError::invalid(format!("flow[{i}].tcp.mss"), format!("{} is outside 64..65000 bytes", tcp.mss)).into());
+            }
+            for copy in 0..f.count {
+                let id = conns.len() as u32;
+                let start = Instant::ZERO + f.start;
+                let label = match (&f.label, f.count) {
+                    (Some(l), 1) => l.clone(),
+                    (Some(l), _) => format!("{l}#{copy}"),
+                    (None, 1) => format!("{}->{}", f.from, f.to),
+                    (None, _) => format!("{}->{}#{copy}", f.from, f.to),
+                };
+                let isn_c: u64 = isn_rng.gen::<u32>() as u64;
+                let isn_s: u64 = isn_rng.gen::<u32>() as u64;
+                conns.push(Connection {
+                    flow_entry: i,
+                    copy,
+                    label,
+                    hosts: [a as u32, b as u32],
+                    endpoints: [Endpoint::connect(tcp.clone(), start, isn_c), Endpoint::listen(tcp.clone(), isn_s)],
+                    timers: [None, None],
+                    app: App::from_config(f),
+                    start,
+                    stop: f.stop.map(|s| Instant::ZERO + s),
+                    cc: cc_name(tcp.cc),
+                    delivered_at_stop: None,
+                    completed_at: None,
+                    delivered_at_last_sample: 0,
+                    started: false,
+                });
+                events.schedule(start, Event::App(id, AppStep::Start));
+                if let Some(s) = f.stop {
+                    events.schedule(Instant::ZERO + s, Event::App(id, AppStep::Stop));
+                }
+            }
+        }
+        events.schedule(Instant::ZERO, Event::Sample);
+        let n_elements = net.elements.len();
+        Ok(Simulation {
+            end: Instant::ZERO + cfg.run.duration,
+            sample_interval: cfg.run.sample_interval,
+            cfg,
+            net,
+            events,
+            element_wakeup: vec![None; n_elements],
+            conns,
+            flow_series: Table::with_schema(&[
+                ("time_s", "f64"),
+                ("flow", "i64"),
+                ("label", "str"),
+                ("cwnd_bytes", "i64"),
+                ("ssthresh_bytes", "i64"),
+                ("srtt_ms", "f64"),
+                ("goodput_bps", "f64"),
+                ("delivered_bytes", "i64"),
+                ("retransmits", "i64"),
+            ]),
+            queue_series: Table::with_schema(&[
+                ("time_s", "f64"),
+                ("queue", "str"),
+                ("packets", "i64"),
+                ("bytes", "i64"),
+                ("placeholder_packets", "i64"),
+                ("placeholder_bytes", "i64"),
+                ("drops", "i64"),
+                ("abw_bps", "f64"),
+                ("active_flows", "i64"),
+            ]),
+            scratch: Vec::new(),
+            drops_at_last_sample: vec![0; n_elements],
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn network(&self) -> &Network<SimPacket> {
+        &self.net
+    }
+
+    /// Current simulated time.
+    pub fn now(&self) -> Instant {
+        self.events.now()
+    }
+
+    /// The configured end of the run.
+    pub fn end(&self) -> Instant {
+        self.end
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.events.peek_time().is_none_or(|t| t > self.end)
+    }
+
+    /// Runs every event up to and including `until` (capped at the run's end); returns true
+    /// when the run has reached its end.
+    pub fn advance(&mut self, until: Instant) -> bool {
+        let until = until.min(self.end);
+        while let Some(t) = self.events.peek_time() {
+            if t > until {
+                break;
+            }
+            let (now, ev) = self.events.pop().expect("peeked");
+            self.dispatch(now, ev);
+        }
+        self.is_finished()
+    }
+
+    /// Runs to the end and returns the results.
+    pub fn run(mut self) -> Results {
+        self.advance(self.end);
+        self.results()
+    }
+
+    fn dispatch(&mut self, now: Instant, ev: Event) {
+        match ev {
+            Event::Element(e) => self.on_element(now, e as usize),
+            Event::Timer(c, side) => {
+                let (c, side) = (c as usize, side as usize);
+                if self.conns[c].timers[side] != Some(now) {
+                    return;
+                }
+                self.conns[c].timers[side] = None;
+                self.conns[c].endpoints[side].handle_timeout(now);
+                self.service(now, c, side);
+            }
+            Event::App(c, step) => self.on_app(now, c as usize, step),
+            Event::Sample => {
+                self.sample(now);
+                let next = now + self.sample_interval;
+                if next <= self.end {
+                    self.events.schedule(next, Event::Sample);
+                }
+            }
+        }
+    }
+
+    fn on_element(&mut self, now: Instant, e: usize) {
+        if self.element_wakeup[e] != Some(now) {
+            return;
+        }
+        self.element_wakeup[e] = None;
+        let mut out = std::mem::take(&mut self.scratch);
+        while let Some(item) = self.net.elements[e].poll_output(now) {
+            out.push(item);
+        }
+        self.schedule_element(e);
+        for (t, pkt) in out.drain(..) {
+            self.forward(t, pkt);
+        }
+        self.scratch = out;
+    }
+
+    fn schedule_element(&mut self, e: usize) {
+        if let Some(w) = self.net.elements[e].next_wakeup() {
+            let w = w.max(self.events.now());
+            match self.element_wakeup[e] {
+                Some(s) if s <= w => {}
+                _ => {
+                    self.element_wakeup[e] = Some(w);
+                    self.events.schedule(w, Event::Element(e as u32));
+                }
+            }
+        }
+    }
+
+    /// Moves a packet that left hop `pkt.hop` at `t` to its next hop, or delivers it.
+    fn forward(&mut self, t: Instant, mut pkt: SimPacket) {
+        pkt.hop += 1;
+        let next = self.net.route(pkt.src as usize, pkt.dst as usize).and_then(|r| r.get(pkt.hop as usize)).copied();
+        match next {
+            Some(hop) => {
+                self.net.elements[hop.element].push(t, pkt, hop.slot);
+                self.schedule_element(hop.element);
+            }
+            None => {
+                let c = pkt.conn as usize;
+                let side = if pkt.from_client { SERVER } else { CLIENT };
+                self.conns[c].endpoints[side].handle_segment(t, &pkt.seg);
+                self.service(t, c, side);
+            }
+        }
+    }
+
+    /// Sends a segment from a connection's `side` into the first hop of its route.
+    fn transmit(&mut self, now: Instant, c: usize, side: usize, seg: pathtwin_tcp::Segment) {
+        let conn = &self.conns[c];
+        let (src, dst) = (conn.hosts[side], conn.hosts[1 - side]);
+        let pkt = SimPacket::new(src, dst, c as u32, side == CLIENT, seg);
+        let first = self.net.route(src as usize, dst as usize).and_then(|r| r.first()).copied().expect("routes checked at build");
+        self.net.elements[first.element].push(now, pkt, first.slot);
+        self.schedule_element(first.element);
+    }
+
+    /// After any input to an endpoint: let the application react, send what TCP wants to
+    /// send, and re-arm its timer.
+    fn service(&mut self, now: Instant, c: usize, side: usize) {
+        while let Some(ev) = self.conns[c].endpoints[side].poll_event() {
+            self.on_tcp_event(now, c, side, ev);
+        }
+        self.top_up(c);
+        while let Some(seg) = self.conns[c].endpoints[side].poll_transmit(now) {
+            self.transmit(now, c, side, seg);
+        }
+        let conn = &mut self.conns[c];
+        if let Some(t) = conn.endpoints[side].poll_timeout() {
+            let t = t.max(now);
+            match conn.timers[side] {
+                Some(s) if s <= t && s >= now => {}
+                _ => {
+                    conn.timers[side] = Some(t);
+                    self.events.schedule(t, Event::Timer(c as u32, side as u8));
+                }
+            }
+        }
+    }
+
+    fn top_up(&mut self, c: usize) {
+        let conn = &mut self.conns[c];
+        let ep = &conn.endpoints[CLIENT];
+        let more = conn.app.top_up(ep.stats().bytes_acked, ep.cwnd());
+        if more > 0 {
+            conn.endpoints[CLIENT].send(more);
+            if let App::Bulk { limit: Some(l), written, .. } = conn.app {
+                if written >= l {
+                    conn.endpoints[CLIENT].close();
+                }
+            }
+        }
+    }
+
+    fn on_tcp_event(&mut self, now: Instant, c: usize, side: usize, ev: TcpEvent) {
+        let conn = &mut self.conns[c];
+        match ev {
+            TcpEvent::Connected if side == CLIENT => match &mut conn.app {
+                App::Bulk { writing, .. } | App::OnOff { writing, .. } => *writing = true,
+                App::ReqResp(r) => {
+                    r.request_sent_at = now;
+                    let req = r.request;
+                    conn.endpoints[CLIENT].send(req);
+                }
+            },
+            TcpEvent::Received { .. } => {
+                let delivered = conn.endpoints[side].stats().bytes_delivered;
+                match &mut conn.app {
+                    App::Bulk { limit: Some(l), .. } if side == SERVER && delivered >= *l && conn.completed_at.is_none() => {
+                        conn.completed_at = Some(now);
+                    }
+                    App::ReqResp(r) if side == SERVER => {
+                        while delivered >= (r.requests_read + 1) * r.request {
+                            r.requests_read += 1;
+                            let at = now + r.server_delay;
+                            self.events.schedule(at, Event::App(c as u32, AppStep::Respond));
+                        }
+                    }
+                    App::ReqResp(r) if side == CLIENT => {
+                        while delivered >= (r.responses_read + 1) * r.response {
+                            r.responses_read += 1;
+                            r.response_times.push((now - r.request_sent_at).as_secs_f64());
+                            let more = match &mut r.remaining {
+                                None => true,
+                                Some(0) => false,
+                                Some(n) => {
+                                    *n -= 1;
+                                    true
+                                }
+                            };
+                            let stopped = conn.stop.is_some_and(|s| now >= s);
+                            if more && !stopped {
+                                let at = now + r.think;
+                                self.events.schedule(at, Event::App(c as u32, AppStep::NextRequest));
+                            } else {
+                                conn.endpoints[CLIENT].close();
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            TcpEvent::PeerClosed if side == SERVER => conn.endpoints[SERVER].close(),
+            _ => {}
+        }
+    }
+
+    fn on_app(&mut self, now: Instant, c: usize, step: AppStep) {
+        let conn = &mut self.conns[c];
+        match step {
+            AppStep::Start => {
+                conn.started = true;
+                if let App::OnOff { on, .. } = conn.app {
+                    self.events.schedule(now + on, Event::App(c as u32, AppStep::Toggle));
+                }
+                self.service(now, c, CLIENT);
+            }
+            AppStep::Stop => {
+                conn.delivered_at_stop = Some(conn.delivered());
+                match &mut conn.app {
+                    App::Bulk { writing, .. } | App::OnOff { writing, .. } => {
+                        *writing = false;
+                        conn.endpoints[CLIENT].close();
+                    }
+                    App::ReqResp(r) => r.remaining = Some(0),
+                }
+                self.service(now, c, CLIENT);
+            }
+            AppStep::Toggle => {
+                let stopped = conn.stop.is_some_and(|s| now >= s);
+                if let App::OnOff { on, off, writing, .. } = &mut conn.app {
+                    if stopped {
+                        return;
+                    }
+                    *writing = !*writing;
+                    let next = if *writing { *on } else { *off };
+                    self.events.schedule(now + next, Event::App(c as u32, AppStep::Toggle));
+                }
+                self.service(now, c, CLIENT);
+            }
+            AppStep::NextRequest => {
+                if let App::ReqResp(r) = &mut conn.app {
+                    r.request_sent_at = now;
+                    let req = r.request;
+                    conn.endpoints[CLIENT].send(req);
+                }
+                self.service(now, c, CLIENT);
+            }
+            AppStep::Respond => {
+                if let App::ReqResp(r) = &conn.app {
+                    let resp = r.response;
+                    conn.endpoints[SERVER].send(resp);
+                }
+                self.service(now, c, SERVER);
+            }
+        }
+    }
+
+    fn sample(&mut self, now: Instant) {
+        let t = now.as_secs_f64();
+        let interval = self.sample_interval.as_secs_f64();
+        for (i, conn) in self.conns.iter_mut().enumerate() {
+            if !conn.started {
+                continue;
+            }
+            let ep = &conn.endpoints[CLIENT];
+            let delivered = conn.endpoints[SERVER].stats().bytes_delivered
+                + match conn.app {
+                    App::ReqResp(_) => ep.stats().bytes_delivered,
+                    _ => 0,
+                };
+            let goodput = (delivered - conn.delivered_at_last_sample) as f64 * 8.0 / interval;
+            conn.delivered_at_last_sample = delivered;
+            self.flow_series.push(vec![
+                Cell::F(t),
+                Cell::I(i as i64),
+                Cell::S(conn.label.clone()),
+                Cell::I(ep.cwnd() as i64),
+                Cell::I(ep.ssthresh().min(i64::MAX as u64) as i64),
+                Cell::F(ep.srtt().map_or(f64::NAN, |d| d.as_millis_f64())),
+                Cell::F(goodput),
+                Cell::I(delivered as i64),
+                Cell::I(ep.stats().retransmits as i64),
+            ]);
+        }
+        for e in self.net.queue_ids().collect::<Vec<_>>() {
+            let Element::Queue(q) = &mut self.net.elements[e] else { continue };
+            q.advance(now);
+            let occ = q.occupancy();
+            let drops = q.stats().drops;
+            let d_drops = drops - self.drops_at_last_sample[e];
+            self.drops_at_last_sample[e] = drops;
+            self.queue_series.push(vec![
+                Cell::F(t),
+                Cell::S(self.net.element_info[e].name.clone()),
+                Cell::I(occ.packets as i64),
+                Cell::I(occ.bytes as i64),
+                Cell::I(occ.placeholder_packets as i64),
+                Cell::I(occ.placeholder_bytes as i64),
+                Cell::I(d_drops as i64),
+                Cell::F(q.abw().as_f64()),
+                Cell::I(q.active_flows().map_or(0, |a| a.iter().sum::<u32>()) as i64),
+            ]);
+            // Advancing may have moved departures into the output buffer.
+            self.schedule_element(e);
+        }
+    }
+
+    /// The tables as of now; callable at any time (an interrupted run keeps what it measured).
+    pub fn results(&self) -> Results {
+        let now = self.events.now().min(self.end);
+        let mut flows = Table::with_schema(&[
+            ("flow", "i64"),
+            ("label", "str"),
+            ("entry", "i64"),
+            ("copy", "i64"),
+            ("src", "str"),
+            ("dst", "str"),
+            ("app", "str"),
+            ("cc", "str"),
+            ("start_s", "f64"),
+            ("end_s", "f64"),
+            ("bytes_delivered", "i64"),
+            ("goodput_bps", "f64"),
+            ("bytes_sent", "i64"),
+            ("segments_sent", "i64"),
+            ("retransmits", "i64"),
+            ("fast_retransmits", "i64"),
+            ("timeouts", "i64"),
+            ("rtt_min_ms", "f64"),
+            ("rtt_mean_ms", "f64"),
+            ("completion_s", "f64"),
+            ("responses", "i64"),
+            ("response_time_mean_s", "f64"),
+        ]);
+        for (i, conn) in self.conns.iter().enumerate() {
+            let f = &self.cfg.flows[conn.flow_entry];
+            let ep = conn.endpoints[CLIENT].stats();
+            let end = conn.stop.map_or(now, |s| s.min(now));
+            let delivered = conn.delivered_at_stop.unwrap_or_else(|| conn.delivered());
+            let active = end.saturating_since(conn.start).as_secs_f64();
+            let goodput = if active > 0.0 { delivered as f64 * 8.0 / active } else { 0.0 };
+            let (responses, resp_mean) = match &conn.app {
+                App::ReqResp(r) if !r.response_times.is_empty() => {
+                    (r.response_times.len() as i64, r.response_times.iter().sum::<f64>() / r.response_times.len() as f64)
+                }
+                _ => (0, f64::NAN),
+            };
+            let rtt_mean = if ep.rtt_count > 0 { ep.rtt_sum.as_millis_f64() / ep.rtt_count as f64 } else { f64::NAN };
+            flows.push(vec![
+                Cell::I(i as i64),
+                Cell::S(conn.label.clone()),
+                Cell::I(conn.flow_entry as i64),
+                Cell::I(conn.copy as i64),
+                Cell::S(f.from.clone()),
+                Cell::S(f.to.clone()),
+                Cell::S(format!("{:?}", f.app).to_lowercase()),
+                Cell::S(conn.cc.to_string()),
+                Cell::F(conn.start.as_secs_f64()),
+                Cell::F(end.as_secs_f64()),
+                Cell::I(delivered as i64),
+                Cell::F(goodput),
+                Cell::I(ep.bytes_sent as i64),
+                Cell::I(ep.segments_sent as i64),
+                Cell::I(ep.retransmits as i64),
+                Cell::I(ep.fast_retransmits as i64),
+                Cell::I(ep.timeouts as i64),
+                Cell::F(ep.rtt_min.map_or(f64::NAN, |d| d.as_millis_f64())),
+                Cell::F(rtt_mean),
+                Cell::F(conn.completed_at.map_or(f64::NAN, |t| (t - conn.start).as_secs_f64())),
+                Cell::I(responses),
+                Cell::F(resp_mean),
+            ]);
+        }
+        let mut queues = Table::with_schema(&[
+            ("queue", "str"),
+            ("qdisc", "str"),
+            ("capacity_bps", "f64"),
+            ("abw_bps", "f64"),
+            ("limit", "str"),
+            ("arrivals", "i64"),
+            ("departures", "i64"),
+            ("drops", "i64"),
+            ("arrival_bytes", "i64"),
+            ("departure_bytes", "i64"),
+            ("final_packets", "i64"),
+            ("placeholder_arrivals", "i64"),
+            ("placeholder_departures", "i64"),
+            ("placeholder_drops", "i64"),
+            ("placeholder_share", "f64"),
+            ("utilization", "f64"),
+        ]);
+        for e in self.net.queue_ids() {
+            let q = self.net.elements[e].as_queue().expect("queue id");
+            let s = q.stats();
+            let ph_bytes = s.placeholder_departure_bytes as f64;
+            let total = ph_bytes + s.departure_bytes as f64;
+            let capacity_bytes = Rate::bytes_in(q.capacity(), now - Instant::ZERO) as f64;
+            queues.push(vec![
+                Cell::S(self.net.element_info[e].name.clone()),
+                Cell::S(q.qdisc_name().to_string()),
+                Cell::F(q.capacity().as_f64()),
+                Cell::F(q.abw().as_f64()),
+                Cell::S(q.limit().to_string()),
+                Cell::I(s.arrivals as i64),
+                Cell::I(s.departures as i64),
+                Cell::I(s.drops as i64),
+                Cell::I(s.arrival_bytes as i64),
+                Cell::I(s.departure_bytes as i64),
+                Cell::I(q.occupancy().packets as i64),
+                Cell::I(s.placeholder_arrivals as i64),
+                Cell::I(s.placeholder_departures as i64),
+                Cell::I(s.placeholder_drops as i64),
+                Cell::F(if total > 0.0 { ph_bytes / total } else { 0.0 }),
+                Cell::F(if capacity_bytes > 0.0 { s.departure_bytes as f64 / capacity_bytes } else { 0.0 }),
+            ]);
+        }
+        Results {
+            flows,
+            flow_series: self.flow_series.clone(),
+            queues,
+            queue_series: self.queue_series.clone(),
+            simulated_s: now.as_secs_f64(),
+            events: self.events.processed(),
+            complete: self.is_finished(),
+        }
+    }
+}

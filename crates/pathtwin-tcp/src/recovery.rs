@@ -1,0 +1,191 @@
+//! Loss-recovery state: duplicate-ACK counting, the recovery point, and — without SACK —
+//! the fast-recovery window inflation.
+//!
+//! Three flavours, chosen once the handshake has said whether SACK is in use:
+//!
+//! - **Reno** (RFC 5681 §3.2): on the DupThresh-th duplicate ACK, retransmit and inflate
+//!   cwnd to ssthresh + DupThresh·SMSS, add one SMSS per further duplicate ACK, and leave
+//!   recovery on the first ACK of new data, even one that leaves holes (a partial ACK).
+//!   Re-entry is not gated, so several losses in one window cost several halvings.
+//! - **NewReno** (RFC 6582 §3.2): as Reno, but a partial ACK (below `recover`, the highest
+//!   sequence number sent when recovery began) retransmits the next hole, deflates the
+//!   window by the bytes it acknowledged and adds one SMSS back if that was at least one
+//!   SMSS (step 5); recovery ends on a full ACK. Fast retransmit is only entered when the
+//!   cumulative ACK has passed the last `recover` (step 1), which also stops the dupACKs
+//!   of a go-back-N after a timeout from halving again (§4.1 of RFC 6582 calls `recover`
+//!   being set on a timeout the careful variant).
+//! - **SACK** (RFC 6675 §5): a duplicate ACK is one that SACKs new data; recovery starts
+//!   when DupThresh of them arrived or the first unacknowledged segment is deemed lost by
+//!   IsLost, ends when RecoveryPoint is acknowledged, and the window is the controller's
+//!   cwnd measured against pipe — no inflation. The scoreboard does the rest.
+//!
+//! The variant of RFC 6582 implemented resets the retransmission timer on every partial ACK
+//! (the "Slow-but-Steady" variant of RFC 6582 §4.2's discussion), because the endpoint
+//! restarts the timer on every ACK of new data as RFC 6298 (5.3) asks.
+
+/// The loss-recovery algorithm in use on a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flavour {
+    Reno,
+    NewReno,
+    Sack,
+}
+
+/// What an ACK of new data means for a recovery in progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AckOutcome {
+    /// Not in recovery, or still in recovery with nothing special to do (SACK partial ACK).
+    Continue,
+    /// The recovery episode ends with this ACK.
+    Exit,
+    /// NewReno partial ACK: retransmit the first unacknowledged segment now.
+    RetransmitFront,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Recovery {
+    flavour: Flavour,
+    in_recovery: bool,
+    /// RFC 6582 `recover` / RFC 6675 RecoveryPoint, as the sequence number one past the
+    /// highest byte sent (so "covers recover" is `ack >= recover`).
+    recover: u64,
+    dupacks: u32,
+    /// Reno/NewReno: the inflated window during fast recovery.
+    inflated: u64,
+}
+
+impl Recovery {
+    pub fn new(flavour: Flavour) -> Self {
+        Recovery { flavour, in_recovery: false, recover: 0, dupacks: 0, inflated: 0 }
+    }
+
+    pub fn flavour(&self) -> Flavour {
+        self.flavour
+    }
+
+    pub fn in_recovery(&self) -> bool {
+        self.in_recovery
+    }
+
+    pub fn dupacks(&self) -> u32 {
+        self.dupacks
+    }
+
+    /// The window the sender may fill: the inflated one during Reno/NewReno fast recovery,
+    /// the controller's `cwnd` otherwise.
+    pub fn window(&self, cc_cwnd: u64) -> u64 {
+        if self.in_recovery && self.flavour != Flavour::Sack {
+            self.inflated
+        } else {
+            cc_cwnd
+        }
+    }
+
+    /// An ACK advanced the cumulative point to `ack`, acknowledging `acked` new bytes.
+    pub fn on_cumulative_ack(&mut self, ack: u64, acked: u64, smss: u64) -> AckOutcome {
+        self.dupacks = 0;
+        if !self.in_recovery {
+            return AckOutcome::Continue;
+        }
+        if ack >= self.recover {
+            self.in_recovery = false;
+            return AckOutcome::Exit;
+        }
+        match self.flavour {
+            Flavour::Reno => {
+                self.in_recovery = false;
+                AckOutcome::Exit
+            }
+            Flavour::NewReno => {
+                self.inflated = self.inflated.saturating_sub(acked);
+                if acked >= smss {
+                    self.inflated += smss;
+                }
+                AckOutcome::RetransmitFront
+            }
+            Flavour::Sack => AckOutcome::Continue,
+        }
+    }
+
+    /// A duplicate ACK arrived; returns how many in a row. During Reno/NewReno recovery
+    /// each one means a segment left the network, so the window inflates by one SMSS.
+    pub fn on_dupack(&mut self, smss: u64) -> u32 {
+        self.dupacks += 1;
+        if self.in_recovery && self.flavour != Flavour::Sack {
+            self.inflated += smss;
+        }
+        self.dupacks
+    }
+
+    /// Whether fast retransmit may start now, with the cumulative ACK at `una`.
+    pub fn may_enter(&self, una: u64) -> bool {
+        !self.in_recovery && (self.flavour == Flavour::Reno || una >= self.recover)
+    }
+
+    /// Starts an episode. `snd_max` is one past the highest sequence number sent;
+    /// `cwnd` is the controller's window after its reduction.
+    pub fn enter(&mut self, snd_max: u64, cwnd: u64, dupthresh: u32, smss: u64) {
+        self.in_recovery = true;
+        self.recover = snd_max;
+        // RFC 5681 §3.2 step 4: the DupThresh segments that left the network.
+        self.inflated = cwnd + dupthresh as u64 * smss;
+    }
+
+    /// The retransmission timer expired: recovery is abandoned and no fast retransmit
+    /// may start until everything sent so far is acknowledged (RFC 6582 §3.2 step 4,
+    /// RFC 6675 §5.1).
+    pub fn on_rto(&mut self, snd_max: u64) {
+        self.in_recovery = false;
+        self.recover = snd_max;
+        self.dupacks = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MSS: u64 = 1000;
+
+    #[test]
+    fn newreno_partial_ack_deflates_and_adds_back_one_smss() {
+        let mut r = Recovery::new(Flavour::NewReno);
+        r.enter(100_000, 10 * MSS, 3, MSS);
+        assert_eq!(r.window(10 * MSS), 13 * MSS);
+        r.on_dupack(MSS);
+        assert_eq!(r.window(10 * MSS), 14 * MSS);
+        // Partial ACK of 3 segments: 14 - 3 + 1 = 12.
+        assert_eq!(r.on_cumulative_ack(50_000, 3 * MSS, MSS), AckOutcome::RetransmitFront);
+        assert_eq!(r.window(10 * MSS), 12 * MSS);
+        // Less than one SMSS: no add-back.
+        r.on_cumulative_ack(50_500, 500, MSS);
+        assert_eq!(r.window(10 * MSS), 11 * MSS + 500);
+        assert_eq!(r.on_cumulative_ack(100_000, 1, MSS), AckOutcome::Exit);
+        assert!(!r.in_recovery());
+        assert_eq!(r.window(10 * MSS), 10 * MSS);
+    }
+
+    #[test]
+    fn reno_exits_on_partial_ack_and_may_reenter() {
+        let mut r = Recovery::new(Flavour::Reno);
+        r.enter(100_000, 10 * MSS, 3, MSS);
+        assert_eq!(r.on_cumulative_ack(50_000, MSS, MSS), AckOutcome::Exit);
+        assert!(r.may_enter(50_000));
+        let mut n = Recovery::new(Flavour::NewReno);
+        n.enter(100_000, 10 * MSS, 3, MSS);
+        n.on_cumulative_ack(100_000, MSS, MSS);
+        assert!(n.may_enter(100_000));
+        n.on_rto(200_000);
+        assert!(!n.may_enter(150_000));
+    }
+
+    #[test]
+    fn sack_window_is_never_inflated() {
+        let mut r = Recovery::new(Flavour::Sack);
+        r.enter(100_000, 10 * MSS, 3, MSS);
+        r.on_dupack(MSS);
+        assert_eq!(r.window(10 * MSS), 10 * MSS);
+        assert_eq!(r.on_cumulative_ack(50_000, MSS, MSS), AckOutcome::Continue);
+        assert!(r.in_recovery());
+    }
+}

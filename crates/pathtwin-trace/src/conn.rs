@@ -1,0 +1,712 @@
+//! One TCP connection seen from the capture point, and the Monkey See inferences on it.
+//!
+//! Owns the per-connection state machine (handshake, data, termination) and the online
+//! inferences of Cheng et al., "Monkey See, Monkey Do", USENIX ATC 2004, §3.2, with the
+//! details of `ALGORITHMS.md` §5. Everything is computed packet by packet in capture order,
+//! with memory bounded by the data in flight, so a connection's cost does not grow with its
+//! length. Finding the connection a packet belongs to is `tracker`'s job; turning the state
+//! into an output row is `record`'s.
+//!
+//! Vocabulary: the *server* is the passive opener (or `--server`); *downstream* is server to
+//! client, the direction whose path Monkey models (its assumption 3: all loss and queueing
+//! happen there); the capture point sits next to the server.
+//!
+//! Definitions, with their sources:
+//! - **Retransmission** (tcptrace `rexmit.c`): a segment any of whose sequence space (SYN and
+//!   FIN count one each) was seen before; zero-window probes excepted.
+//! - **Min RTT** (Monkey): SYN-ACK to the client's ACK of it; used only if the SYN-ACK was
+//!   sent once (Karn). RTT samples: server segment to the ACK ending exactly at its end,
+//!   never for retransmitted segments (Karn's rule).
+//! - **Spurious retransmissions**: D-SACK blocks (RFC 2883) when SACK is in use; otherwise
+//!   Monkey's heuristic, a duplicate ACK answering a retransmission, where the answering ACK
+//!   is the one echoing the retransmission's TSval if timestamps are on (as Eifel does,
+//!   RFC 3522), else the first ACK at least one min RTT after it.
+//! - **Loss rate** (Monkey): (retransmissions − spurious) / server data packets.
+//! - **Bottleneck bandwidth** (Monkey, ACK pairs): bytes newly acknowledged by an ACK over
+//!   its gap to the previous ACK, when the segments it acknowledges were sent back to back
+//!   with those of the previous ACK (same burst: no client packet and at most
+//!   [`BURST_GAP_NS`] between them) or — a proposal [P] for long flows, where Linux's
+//!   delayed ACKs make every ACK close a burst — were sent at least one min RTT before the
+//!   previous ACK arrived, so they were queued at the bottleneck behind its data. Pairs over
+//!   a retransmission or closer than [`MIN_ACK_GAP_NS`] are discarded; the estimate is the
+//!   mode of a log-binned histogram, the median below three samples.
+//! - **Delayed-ACK policy** (Monkey): data packets per ACK before the first retransmission;
+//!   timeout: median over lone segments of (ACK time − send time − min RTT).
+//! - **Receiver window** (Monkey): the window of the first client data packet, scaled.
+//! - **Response time** (Monkey §5.1): first byte of the request to the last byte of the
+//!   response; **response delay**: last request packet to first response packet; **query
+//!   delay**: Monkey's walk over the response's segments (gap with the previous segment
+//!   acknowledged, or previous segment shorter than the MSS), [`QUERY_GAP_NS`] being [P].
+//! - **Timeouts** [R]: a retransmission starting at the cumulative ACK with fewer than three
+//!   duplicate ACKs and no SACK since the ACK last advanced.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+use crate::decode::{flags, TcpHeader};
+use crate::seq::{SeenRanges, Unwrapper};
+use crate::stats::Summary;
+
+/// Two server segments more than this apart were not sent back to back [P]: above the
+/// scheduling jitter of a busy server, below the packet time of a 10 Mb/s bottleneck.
+pub const BURST_GAP_NS: u64 = 1_000_000;
+/// ACK pairs closer than this are discarded (ALGORITHMS.md §5: timer granularity).
+pub const MIN_ACK_GAP_NS: u64 = 100_000;
+/// An idle gap this long in a response may separate header and results (ALGORITHMS.md §5 [P]).
+pub const QUERY_GAP_NS: u64 = 10_000_000;
+/// Histogram resolution for the bandwidth mode: 20 bins per decade (12 % wide).
+const BW_BINS_PER_DECADE: f64 = 20.0;
+/// Duplicate ACKs that start fast retransmit (RFC 5681).
+const DUPTHRESH: u32 = 3;
+
+/// Index of the client-to-server direction in per-direction arrays.
+pub const UP: usize = 0;
+/// Index of the server-to-client direction.
+pub const DOWN: usize = 1;
+
+/// How a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Termination {
+    /// Both sides sent a FIN.
+    Fin,
+    /// Either side sent a RST.
+    Rst,
+    /// Neither: the capture ended first, or a FIN went one way only.
+    Incomplete,
+}
+
+/// One direction's sender-side state.
+#[derive(Debug, Clone)]
+pub struct Half {
+    seq: Option<Unwrapper>,
+    seen: SeenRanges,
+    pub packets: u64,
+    pub data_packets: u64,
+    pub payload_bytes: u64,
+    pub unique_bytes: u64,
+    pub retrans_packets: u64,
+    pub retrans_bytes: u64,
+    pub syn_count: u32,
+    pub fin_count: u32,
+    pub rst_count: u32,
+    pub zero_window_probes: u64,
+    /// Options of this side's SYN.
+    pub mss: Option<u16>,
+    pub wscale: Option<u8>,
+    pub sack_permitted: bool,
+    pub timestamps: bool,
+    /// Last advertised window (unscaled field).
+    pub last_window: u16,
+    /// Highest cumulative ACK this side sent, in the other side's stream; 0 before any.
+    pub ack_high: u64,
+    /// Stream position of this side's FIN.
+    pub fin_pos: Option<u64>,
+    pub first_data_ns: Option<u64>,
+    pub last_data_ns: Option<u64>,
+}
+
+impl Half {
+    fn new() -> Self {
+        Half {
+            seq: None,
+            seen: SeenRanges::default(),
+            packets: 0,
+            data_packets: 0,
+            payload_bytes: 0,
+            unique_bytes: 0,
+            retrans_packets: 0,
+            retrans_bytes: 0,
+            syn_count: 0,
+            fin_count: 0,
+            rst_count: 0,
+            zero_window_probes: 0,
+            mss: None,
+            wscale: None,
+            sack_permitted: false,
+            timestamps: false,
+            last_window: u16::MAX,
+            ack_high: 0,
+            fin_pos: None,
+            first_data_ns: None,
+            last_data_ns: None,
+        }
+    }
+
+    /// Unwraps a sequence number of this direction, anchoring the stream at the first one.
+    fn unwrap(&mut self, seq: u32) -> u64 {
+        self.seq.get_or_insert_with(|| Unwrapper::new(seq)).unwrap(seq)
+    }
+
+    fn peek(&self, seq: u32) -> Option<u64> {
+        self.seq.map(|u| u.peek(seq))
+    }
+
+    /// Whether a SYN was seen and the stream has no holes left.
+    pub fn sequence_complete(&self) -> bool {
+        self.syn_count > 0 && self.seen.holes() <= 1
+    }
+}
+
+/// A server segment not yet cumulatively acknowledged.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    start: u64,
+    end: u64,
+    sent_ns: u64,
+    retransmitted: bool,
+    burst: u64,
+    /// IP length of the segment: ACK-pair samples count IP bytes, as a link's rate does.
+    wire: u64,
+}
+
+/// A retransmission waiting for the ACK that answers it (Monkey's spurious test).
+#[derive(Debug, Clone, Copy)]
+struct PendingRetrans {
+    sent_ns: u64,
+    tsval: Option<u32>,
+}
+
+/// One request/response exchange, delimited by the direction of new data.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Exchange {
+    pub request_start_ns: u64,
+    pub request_end_ns: u64,
+    pub response_start_ns: Option<u64>,
+    pub response_end_ns: Option<u64>,
+    pub query_delay_ns: Option<u64>,
+}
+
+/// State of Monkey's query-delay walk over the first response.
+#[derive(Debug, Clone, Copy)]
+struct QueryWalk {
+    first_ns: u64,
+    prev_ns: u64,
+    prev_end: u64,
+    prev_len: u32,
+    done: bool,
+}
+
+/// The inference state of the downstream (server-to-client) path.
+#[derive(Debug, Clone)]
+pub struct Downstream {
+    in_flight: VecDeque<InFlight>,
+    burst: u64,
+    last_send_ns: Option<u64>,
+    client_spoke_since_send: bool,
+    /// Previous ACK that advanced: time, and burst and send time of its last segment.
+    prev_ack: Option<(u64, u64, u64)>,
+    pub rtt: Summary,
+    pub bandwidth: Summary,
+    pub dupacks_since_advance: u32,
+    sack_since_advance: bool,
+    pub dsack_blocks: u64,
+    pub dupack_spurious: u64,
+    pending: VecDeque<PendingRetrans>,
+    pub timeouts: u64,
+    pub timeout_min_ns: Option<u64>,
+    /// Before the first retransmission: new data packets and ACKs that advanced.
+    pub pre_loss_data: u64,
+    pub pre_loss_acks: u64,
+    loss_seen: bool,
+    pub delack: Summary,
+}
+
+/// A connection and everything inferred about it so far.
+#[derive(Debug, Clone)]
+pub struct Conn {
+    pub index: u64,
+    pub client: (IpAddr, u16),
+    pub server: (IpAddr, u16),
+    /// Whether the roles come from a SYN or `--server`, not from the port heuristic.
+    pub roles_known: bool,
+    pub half: [Half; 2],
+    pub first_ns: u64,
+    pub last_ns: u64,
+    syn_ns: Option<u64>,
+    synack_ns: Option<u64>,
+    /// SYN to SYN-ACK at the capture point (the capture-to-server part of the RTT).
+    pub syn_rtt_ns: Option<u64>,
+    /// SYN-ACK to the client's ACK: Monkey's min-RTT estimate.
+    pub handshake_rtt_ns: Option<u64>,
+    pub handshake_complete: bool,
+    pub rst_ns: Option<u64>,
+    pub down: Downstream,
+    /// Client window of the first request packet, scaled.
+    pub request_rwin: Option<u64>,
+    pub exchanges: Vec<Exchange>,
+    /// Which side sent the last new data: `UP`, `DOWN` or none yet.
+    data_turn: Option<usize>,
+    query: Option<QueryWalk>,
+    pub http_method: Option<String>,
+    pub http_status: Option<u16>,
+}
+
+impl Conn {
+    pub fn new(index: u64, client: (IpAddr, u16), server: (IpAddr, u16), roles_known: bool, now: u64) -> Self {
+        Conn {
+            index,
+            client,
+            server,
+            roles_known,
+            half: [Half::new(), Half::new()],
+            first_ns: now,
+            last_ns: now,
+            syn_ns: None,
+            synack_ns: None,
+            syn_rtt_ns: None,
+            handshake_rtt_ns: None,
+            handshake_complete: false,
+            rst_ns: None,
+            down: Downstream {
+                in_flight: VecDeque::new(),
+                burst: 0,
+                last_send_ns: None,
+                client_spoke_since_send: false,
+                prev_ack: None,
+                rtt: Summary::new(index.wrapping_mul(2) + 1),
+                bandwidth: Summary::new(index.wrapping_mul(2) + 2),
+                dupacks_since_advance: 0,
+                sack_since_advance: false,
+                dsack_blocks: 0,
+                dupack_spurious: 0,
+                pending: VecDeque::new(),
+                timeouts: 0,
+                timeout_min_ns: None,
+                pre_loss_data: 0,
+                pre_loss_acks: 0,
+                loss_seen: false,
+                delack: Summary::new(index.wrapping_mul(3) + 1),
+            },
+            request_rwin: None,
+            exchanges: Vec::new(),
+            data_turn: None,
+            query: None,
+            http_method: None,
+            http_status: None,
+        }
+    }
+
+    /// How the connection ended so far.
+    pub fn termination(&self) -> Termination {
+        if self.half[UP].rst_count + self.half[DOWN].rst_count > 0 {
+            Termination::Rst
+        } else if self.half[UP].fin_count > 0 && self.half[DOWN].fin_count > 0 {
+            Termination::Fin
+        } else {
+            Termination::Incomplete
+        }
+    }
+
+    /// Whether a new SYN on this 4-tuple starts a new connection rather than repeating ours.
+    pub fn is_reused_by(&self, syn_seq: u32) -> bool {
+        match self.half[UP].peek(syn_seq) {
+            _ if self.half[UP].syn_count == 0 => true,
+            Some(pos) => self.termination() != Termination::Incomplete || pos != crate::seq::ORIGIN,
+            None => true,
+        }
+    }
+
+    /// The effective window scale of `dir`'s advertisements (RFC 7323: only if both SYNs
+    /// carried the option).
+    fn wscale(&self, dir: usize) -> u8 {
+        match (self.half[dir].wscale, self.half[1 - dir].wscale) {
+            (Some(s), Some(_)) => s.min(14),
+            _ => 0,
+        }
+    }
+
+    /// The payload of a full-sized downstream segment: the client's MSS less the timestamp
+    /// option when both sides use it; 536 (RFC 9293) without an MSS option.
+    pub fn downstream_mss(&self) -> u32 {
+        let mss = self.half[UP].mss.unwrap_or(536) as u32;
+        if self.half[UP].timestamps && self.half[DOWN].timestamps {
+            mss.saturating_sub(12)
+        } else {
+            mss
+        }
+    }
+
+    /// Min RTT: the handshake's if known, else the smallest Karn sample.
+    pub fn min_rtt_ns(&self) -> Option<u64> {
+        let karn = self.down.rtt.min().map(|x| x as u64);
+        match (self.handshake_rtt_ns, karn) {
+            (Some(h), Some(k)) => Some(h.min(k)),
+            (h, k) => h.or(k),
+        }
+    }
+
+    /// Processes one segment travelling in direction `dir` at time `now` (ns).
+    pub fn on_segment(&mut self, dir: usize, now: u64, tcp: &TcpHeader, payload: &[u8], wire_len: u32) {
+        self.last_ns = self.last_ns.max(now);
+        self.first_ns = self.first_ns.min(now);
+        let syn = tcp.has(flags::SYN);
+        let fin = tcp.has(flags::FIN);
+        let len = tcp.payload_len as u64;
+        {
+            let h = &mut self.half[dir];
+            h.packets += 1;
+            if syn {
+                h.syn_count += 1;
+                h.mss = tcp.options.mss.or(h.mss);
+                h.wscale = tcp.options.wscale.or(h.wscale);
+                h.sack_permitted |= tcp.options.sack_permitted;
+                h.timestamps |= tcp.options.timestamp.is_some();
+            }
+            if fin {
+                h.fin_count += 1;
+            }
+            if tcp.has(flags::RST) {
+                h.rst_count += 1;
+                self.rst_ns.get_or_insert(now);
+            }
+        }
+        self.on_handshake(dir, now, tcp);
+
+        // Sequence space: SYN and FIN occupy one number each (tcptrace counts them too).
+        let start = self.half[dir].unwrap(tcp.seq);
+        let span = len + syn as u64 + fin as u64;
+        let mut retrans_bytes = 0;
+        let other_window_zero = self.half[1 - dir].last_window == 0 && self.half[1 - dir].packets > 0;
+        if span > 0 {
+            let h = &mut self.half[dir];
+            if other_window_zero && len > 0 {
+                // A zero-window probe: not a retransmission, whatever its sequence number.
+                h.zero_window_probes += 1;
+            } else {
+                retrans_bytes = h.seen.insert(start, start + span);
+            }
+            if fin {
+                h.fin_pos = Some(start + len);
+            }
+        }
+        let is_retrans = retrans_bytes > 0;
+        if len > 0 {
+            let h = &mut self.half[dir];
+            h.data_packets += 1;
+            h.payload_bytes += len;
+            h.first_data_ns.get_or_insert(now);
+            h.last_data_ns = Some(now);
+            // Unique bytes exclude the SYN and FIN sequence numbers (tcptrace).
+            let overlap_data = retrans_bytes.min(len);
+            h.unique_bytes += len - overlap_data;
+        }
+        if is_retrans {
+            self.half[dir].retrans_packets += 1;
+            self.half[dir].retrans_bytes += retrans_bytes;
+        }
+        self.half[dir].last_window = tcp.window;
+
+        if len > 0 && !is_retrans {
+            self.on_new_data(dir, now, tcp, payload);
+        }
+        if dir == DOWN {
+            if len > 0 || fin {
+                self.on_server_send(now, start, start + span, is_retrans, tcp, wire_len as u64);
+            }
+        } else {
+            self.down.client_spoke_since_send = true;
+            if tcp.has(flags::ACK) {
+                self.on_client_ack(now, tcp, len > 0 || syn || fin);
+            }
+        }
+        if dir == DOWN && tcp.has(flags::ACK) {
+            let ack = self.half[UP].peek(tcp.ack);
+            if let Some(a) = ack {
+                let h = &mut self.half[DOWN];
+                h.ack_high = h.ack_high.max(a);
+            }
+        }
+    }
+
+    fn on_handshake(&mut self, dir: usize, now: u64, tcp: &TcpHeader) {
+        let syn = tcp.has(flags::SYN);
+        let ack = tcp.has(flags::ACK);
+        if dir == UP && syn && !ack {
+            self.syn_ns = Some(now);
+        } else if dir == DOWN && syn && ack {
+            if let (Some(s), 1) = (self.syn_ns, self.half[UP].syn_count) {
+                // Karn: only a SYN sent once gives an unambiguous sample.
+                if self.half[DOWN].syn_count == 1 {
+                    self.syn_rtt_ns = Some(now.saturating_sub(s));
+                }
+            }
+            self.synack_ns = Some(now);
+        } else if dir == UP && ack && !syn && !self.handshake_complete {
+            if let Some(sa) = self.synack_ns {
+                let acks_synack = self.half[DOWN].peek(tcp.ack) == Some(crate::seq::ORIGIN + 1);
+                if acks_synack {
+                    self.handshake_complete = self.half[UP].syn_count > 0;
+                    if self.half[DOWN].syn_count == 1 {
+                        self.handshake_rtt_ns = Some(now.saturating_sub(sa));
+                    }
+                }
+            }
+        }
+    }
+
+    /// New (not retransmitted) payload: request/response exchanges and HTTP.
+    fn on_new_data(&mut self, dir: usize, now: u64, tcp: &TcpHeader, payload: &[u8]) {
+        if dir == UP {
+            if self.request_rwin.is_none() {
+                self.request_rwin = Some((tcp.window as u64) << self.wscale(UP));
+            }
+            if self.data_turn != Some(UP) {
+                self.exchanges.push(Exchange { request_start_ns: now, request_end_ns: now, ..Default::default() });
+                if self.http_method.is_none() {
+                    self.http_method = http_method(payload).map(str::to_string);
+                }
+            } else if let Some(x) = self.exchanges.last_mut() {
+                x.request_end_ns = now;
+            }
+            self.data_turn = Some(UP);
+        } else {
+            let first_of_response = self.data_turn != Some(DOWN);
+            if first_of_response && self.http_status.is_none() {
+                self.http_status = http_status(payload);
+            }
+            let start = self.half[DOWN].peek(tcp.seq).unwrap_or(0);
+            let end = start + tcp.payload_len as u64;
+            if let Some(x) = self.exchanges.last_mut() {
+                if x.response_start_ns.is_none() {
+                    x.response_start_ns = Some(now);
+                }
+                x.response_end_ns = Some(now);
+            }
+            let n_exchanges = self.exchanges.len();
+            let mss = self.downstream_mss();
+            if first_of_response && n_exchanges == 1 {
+                self.query = Some(QueryWalk { first_ns: now, prev_ns: now, prev_end: end, prev_len: tcp.payload_len, done: false });
+            } else if let Some(q) = self.query.as_mut().filter(|q| !q.done && n_exchanges == 1) {
+                // Monkey's test on the pair (previous, current).
+                let acked_before = self.half[UP].ack_high >= q.prev_end;
+                let window_open = self.half[UP].last_window > 0;
+                let idle = now.saturating_sub(q.prev_ns) > QUERY_GAP_NS && acked_before && window_open;
+                if idle || q.prev_len < mss {
+                    q.done = true;
+                    if let Some(x) = self.exchanges.first_mut() {
+                        x.query_delay_ns = Some(now - q.first_ns);
+                    }
+                } else {
+                    q.prev_ns = now;
+                    q.prev_end = end;
+                    q.prev_len = tcp.payload_len;
+                }
+            }
+            self.data_turn = Some(DOWN);
+        }
+    }
+
+    fn on_server_send(&mut self, now: u64, start: u64, end: u64, is_retrans: bool, tcp: &TcpHeader, wire: u64) {
+        let d = &mut self.down;
+        let new_burst = match d.last_send_ns {
+            None => true,
+            Some(t) => d.client_spoke_since_send || now.saturating_sub(t) > BURST_GAP_NS,
+        };
+        if new_burst {
+            d.burst += 1;
+        }
+        d.last_send_ns = Some(now);
+        d.client_spoke_since_send = false;
+        let tsval = tcp.options.timestamp.map(|t| t.0);
+        if is_retrans {
+            d.loss_seen = true;
+            // Mark every in-flight segment this one overlaps: Karn and pair filtering.
+            let mut at_una = false;
+            for seg in d.in_flight.iter_mut().filter(|s| s.start < end && start < s.end) {
+                seg.retransmitted = true;
+            }
+            if let Some(first) = d.in_flight.front() {
+                at_una = start <= first.start;
+            }
+            let una = self.half[UP].ack_high;
+            if (at_una || start <= una) && d.dupacks_since_advance < DUPTHRESH && !d.sack_since_advance {
+                d.timeouts += 1;
+                let last = d.in_flight.iter().filter(|s| s.start < end && start < s.end).map(|s| s.sent_ns).max();
+                if let Some(t) = last {
+                    let wait = now.saturating_sub(t);
+                    d.timeout_min_ns = Some(d.timeout_min_ns.map_or(wait, |m: u64| m.min(wait)));
+                }
+            }
+            d.pending.push_back(PendingRetrans { sent_ns: now, tsval });
+            // Re-sent data keeps its place in the queue; refresh its send time.
+            for seg in d.in_flight.iter_mut().filter(|s| s.start < end && start < s.end) {
+                seg.sent_ns = now;
+                seg.burst = d.burst;
+            }
+            let covered = d.in_flight.iter().any(|s| s.start <= start && end <= s.end);
+            if !covered && end > start.max(una) {
+                insert_sorted(&mut d.in_flight, InFlight { start, end, sent_ns: now, retransmitted: true, burst: d.burst, wire });
+            }
+        } else {
+            if !d.loss_seen && tcp.payload_len > 0 {
+                d.pre_loss_data += 1;
+            }
+            insert_sorted(&mut d.in_flight, InFlight { start, end, sent_ns: now, retransmitted: false, burst: d.burst, wire });
+        }
+    }
+
+    /// A client ACK (with or without data) at `now`.
+    fn on_client_ack(&mut self, now: u64, tcp: &TcpHeader, carries_sequence: bool) {
+        let Some(ack) = self.half[DOWN].peek(tcp.ack) else { return };
+        let prev_high = self.half[UP].ack_high;
+        let min_rtt = self.min_rtt_ns();
+        let sack_on = self.half[UP].sack_permitted && self.half[DOWN].sack_permitted;
+        let d = &mut self.down;
+
+        // D-SACK (RFC 2883): a first SACK block below the cumulative ACK, or inside the second.
+        if tcp.options.sack_len > 0 {
+            let blocks: Vec<(u64, u64)> = (0..tcp.options.sack_len as usize)
+                .filter_map(|i| {
+                    let (l, r) = tcp.options.sack[i];
+                    Some((self.half[DOWN].peek(l)?, self.half[DOWN].peek(r)?))
+                })
+                .collect();
+            if let Some(&(l, r)) = blocks.first() {
+                let inside_second = blocks.get(1).is_some_and(|&(l2, r2)| l2 <= l && r <= r2);
+                if r <= ack || inside_second {
+                    d.dsack_blocks += 1;
+                } else {
+                    d.sack_since_advance = true;
+                }
+            }
+        }
+
+        let advanced = ack > prev_high;
+        let is_dup = !advanced && ack == prev_high && !carries_sequence;
+        if is_dup {
+            d.dupacks_since_advance += 1;
+        }
+
+        // Monkey's spurious-retransmission heuristic, used only without SACK (with SACK the
+        // D-SACK count above is exact).
+        if !sack_on {
+            while let Some(p) = d.pending.front().copied() {
+                let answers = match (p.tsval, tcp.options.timestamp) {
+                    (Some(v), Some((_, ecr))) => ecr.wrapping_sub(v) as i32 >= 0,
+                    _ => min_rtt.is_some_and(|m| now >= p.sent_ns + m),
+                };
+                if !answers {
+                    break;
+                }
+                d.pending.pop_front();
+                if is_dup {
+                    d.dupack_spurious += 1;
+                }
+            }
+        }
+
+        if !advanced {
+            return;
+        }
+        self.half[UP].ack_high = ack;
+        d.dupacks_since_advance = 0;
+        d.sack_since_advance = false;
+
+        // Segments this ACK completes.
+        let mut newly = 0u64;
+        let mut any_retrans = false;
+        let mut last: Option<InFlight> = None;
+        let mut bursts_ok = true;
+        let mut count = 0;
+        while let Some(seg) = d.in_flight.front().copied() {
+            if seg.end > ack {
+                break;
+            }
+            d.in_flight.pop_front();
+            // Whole segments count with their headers; a partly acknowledged one (split by
+            // the receiver or by TSO at the capture point) with its remaining bytes only.
+            let fresh = seg.end - seg.start.max(prev_high.min(seg.end));
+            newly += if fresh == seg.end - seg.start { seg.wire.max(fresh) } else { fresh };
+            any_retrans |= seg.retransmitted;
+            if let Some(l) = last {
+                bursts_ok &= l.burst == seg.burst;
+            }
+            last = Some(seg);
+            count += 1;
+        }
+        // A partially acknowledged segment (the receiver split it, or TSO at capture).
+        if let Some(front) = d.in_flight.front_mut() {
+            if front.start < ack {
+                front.start = ack;
+            }
+        }
+        let Some(last) = last else { return };
+        if !d.loss_seen {
+            d.pre_loss_acks += 1;
+        }
+
+        // Karn's rule: sample only segments never retransmitted, acked exactly at their end.
+        if !last.retransmitted && last.end == ack {
+            let sample = now.saturating_sub(last.sent_ns) as f64;
+            d.rtt.add(sample);
+            // A lone segment: the only one acknowledged and nothing sent after it.
+            if count == 1 && d.in_flight.is_empty() {
+                if let Some(m) = min_rtt {
+                    d.delack.add((sample - m as f64).max(0.0));
+                }
+            }
+        }
+
+        // ACK-pair bandwidth sample against the previous advancing ACK.
+        if let Some((prev_ns, prev_burst, prev_sent)) = d.prev_ack {
+            let gap = now.saturating_sub(prev_ns);
+            let first_sent = last.sent_ns;
+            let same_burst = bursts_ok && last.burst == prev_burst;
+            let queued_behind = min_rtt.is_some_and(|m| first_sent + m <= prev_ns) && first_sent >= prev_sent;
+            if !any_retrans && gap >= MIN_ACK_GAP_NS && (same_burst || queued_behind) && newly > 0 {
+                d.bandwidth.add(newly as f64 * 8.0 * 1e9 / gap as f64);
+            }
+        }
+        d.prev_ack = if any_retrans { None } else { Some((now, last.burst, last.sent_ns)) };
+    }
+
+    /// The bottleneck bandwidth estimate in bits per second, and its sample count.
+    pub fn bandwidth(&self) -> (Option<f64>, u64) {
+        let n = self.down.bandwidth.count();
+        let est = if n >= 3 { self.down.bandwidth.log_mode(BW_BINS_PER_DECADE) } else { self.down.bandwidth.median() };
+        (est, n)
+    }
+
+    /// Stream positions of each side's data, for `sequence_complete` checks.
+    pub fn stream_end(&self, dir: usize) -> u64 {
+        self.half[dir].seen.high()
+    }
+}
+
+/// Inserts keeping the queue sorted by start (retransmissions and reordering insert early).
+fn insert_sorted(q: &mut VecDeque<InFlight>, seg: InFlight) {
+    if q.back().is_none_or(|b| b.start <= seg.start) {
+        q.push_back(seg);
+    } else {
+        let i = q.partition_point(|s| s.start <= seg.start);
+        q.insert(i, seg);
+    }
+}
+
+/// The HTTP/1.x method a request payload starts with.
+fn http_method(payload: &[u8]) -> Option<&'static str> {
+    const METHODS: [&str; 9] = ["GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE"];
+    METHODS.into_iter().find(|m| payload.len() > m.len() && payload.starts_with(m.as_bytes()) && payload[m.len()] == b' ')
+}
+
+/// The status code of an HTTP/1.x status line ("HTTP/1.1 200 OK").
+fn http_status(payload: &[u8]) -> Option<u16> {
+    if payload.len() < 12 || !payload.starts_with(b"HTTP/1.") || payload[8] != b' ' {
+        return None;
+    }
+    std::str::from_utf8(&payload[9..12]).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_lines() {
+        assert_eq!(http_method(b"GET /x HTTP/1.1\r\n"), Some("GET"));
+        assert_eq!(http_method(b"GETX /"), None);
+        assert_eq!(http_status(b"HTTP/1.1 404 Not Found\r\n"), Some(404));
+        assert_eq!(http_status(b"HTTP/1.1 4x4 "), None);
+        assert_eq!(http_status(b"HTTP/1."), None);
+    }
+}

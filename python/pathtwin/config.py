@@ -1,0 +1,59 @@
+"""Turning what a user hands us (a path, a TOML string, a dict) into text for the Rust schema.
+
+Python never restates the schema: it only decides how to pass the config to
+``pathtwin._native`` (TOML text as is, dicts as JSON) and turns schema errors into
+``PathtwinError`` with the same one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping, Union
+
+from .errors import PathtwinError
+
+ConfigSource = Union[str, os.PathLike, Mapping[str, Any]]
+
+
+def config_text(source: ConfigSource) -> tuple[str, str, str]:
+    """Returns ``(text, format, origin)`` for a file path, a TOML string or a dict."""
+    if isinstance(source, Mapping):
+        return json.dumps(source), "json", ""
+    if isinstance(source, (str, os.PathLike)):
+        text = str(source)
+        if isinstance(source, os.PathLike) or ("\n" not in text and "=" not in text):
+            path = Path(source)
+            try:
+                return path.read_text(), "toml", str(path)
+            except FileNotFoundError:
+                raise PathtwinError(f"{path}: no such file") from None
+            except IsADirectoryError:
+                raise PathtwinError(f"{path}: is a directory, expected a TOML file") from None
+            except UnicodeDecodeError:
+                raise PathtwinError(f"{path}: not a text file") from None
+            except OSError as e:
+                raise PathtwinError(f"{path}: {e.strerror}") from None
+        return text, "toml", ""
+    raise PathtwinError(f"config must be a path, TOML text or a dict, not {type(source).__name__}")
+
+
+def native_call(fn, *args, **kwargs):
+    """Calls into the native module, turning its ConfigError into PathtwinError."""
+    from . import _native
+
+    try:
+        return fn(*args, **kwargs)
+    except _native.ConfigError as e:
+        raise PathtwinError(str(e)) from None
+
+
+def parse_quantity(kind: str, text: str, what: str) -> float:
+    """Parses a unit string ("10mbit", "50ms", ...) with the Rust parser; errors name ``what``."""
+    from . import _native
+
+    try:
+        return _native.parse_quantity(kind, text)
+    except _native.ConfigError as e:
+        raise PathtwinError(f"{what}: {e}") from None

@@ -1,0 +1,402 @@
+"""Emulations from Python, in the style of Mininet: ``Emulation`` and its ``Host``s.
+
+    with pathtwin.Emulation("topo.toml", out="results/") as net:
+        server = net["b"].popen(["iperf3", "-s", "-1"])
+        print(net["a"].run(["iperf3", "-c", "b", "-t", "10"]).stdout)
+        print(net.stats()["queues"])
+
+The packet loop runs on a native thread of ``pathtwin._native.EmuRun`` (never under the
+GIL); this module owns what is Python's: starting and stopping the hosts' processes,
+captures (tcpdump in each namespace), the run's ``state.json`` that ``pathtwin emu exec``
+and ``stats`` read, and the result directory (``run.json`` + Parquet, same layout as the
+simulator's). Cleanup is layered: ``stop()`` on leaving the ``with`` block (also on an
+exception), an ``atexit`` hook, SIGTERM turned into ``SystemExit`` so that the same path
+runs, and — for a run killed with SIGKILL — the next start removes what it left.
+
+The module is also the daemon behind ``pathtwin emu up``: ``python -m pathtwin.emulation``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from .config import ConfigSource, config_text
+from .errors import PathtwinError
+
+#: Name of the emulator's device inside each host (pathtwin-emu's ``lab::DEVICE``).
+DEVICE = "pt0"
+#: Where runs record themselves (pathtwin-emu's ``netns::STATE_ROOT``).
+STATE_ROOT = Path("/run/pathtwin")
+
+
+def new_run_id() -> str:
+    """Six random hex digits (the same form as pathtwin-emu's run ids)."""
+    return secrets.token_hex(3)
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise PathtwinError("the emulator needs root (network namespaces and TUN devices); run it with sudo")
+
+
+class Host:
+    """One emulated host: a network namespace whose only way out is the emulated network."""
+
+    def __init__(self, net: "Emulation", info: Mapping[str, str]):
+        self._net = net
+        self.name: str = info["name"]
+        self.netns: str = info["netns"]
+        self.ipv4: str = info["ipv4"]
+        self.ipv6: str = info["ipv6"]
+
+    @property
+    def ip(self) -> str:
+        return self.ipv4
+
+    def command(self, args: Sequence[str]) -> list[str]:
+        """``args`` prefixed so that they run inside this host."""
+        if isinstance(args, (str, bytes)):
+            raise PathtwinError(f"host {self.name}: give the command as a list of arguments, not a string")
+        return ["ip", "netns", "exec", self.netns, *map(str, args)]
+
+    def popen(self, args: Sequence[str], **kwargs) -> subprocess.Popen:
+        """Starts ``args`` in this host; the process is stopped when the emulation stops."""
+        kwargs.setdefault("env", self._net.env_for(self))
+        try:
+            p = subprocess.Popen(self.command(args), **kwargs)
+        except FileNotFoundError as e:
+            raise PathtwinError(f"host {self.name}: cannot run {args[0]!r} ({e.strerror})") from None
+        self._net._processes.append(p)
+        return p
+
+    def run(self, args: Sequence[str], check: bool = False, timeout: Optional[float] = None, **kwargs) -> subprocess.CompletedProcess:
+        """Runs ``args`` in this host to completion; output is captured as text by default."""
+        kwargs.setdefault("capture_output", "stdout" not in kwargs and "stderr" not in kwargs)
+        kwargs.setdefault("text", True)
+        kwargs.setdefault("env", self._net.env_for(self))
+        try:
+            done = subprocess.run(self.command(args), timeout=timeout, **kwargs)
+        except FileNotFoundError as e:
+            raise PathtwinError(f"host {self.name}: cannot run {args[0]!r} ({e.strerror})") from None
+        if check and done.returncode != 0:
+            err = (done.stderr or "").strip().splitlines()
+            raise PathtwinError(f"host {self.name}: {' '.join(map(str, args))} exited with {done.returncode}"
+                                + (f": {err[-1]}" if err else ""))
+        return done
+
+    def __repr__(self) -> str:
+        return f"Host({self.name!r}, {self.ipv4}, {self.ipv6})"
+
+
+class Emulation:
+    """Real hosts in network namespaces joined by the emulated network of a topology.
+
+    ``topology`` is a TOML file path, TOML text or a dict in the config schema. ``out``
+    names a result directory written on stop; ``pcap`` a directory for one capture per host;
+    ``cc`` sets every host's kernel congestion control (default: ``[tcp] cc`` or the
+    kernel's); ``spin_us`` makes the loop poll instead of sleep that close to a deadline.
+    """
+
+    def __init__(self, topology: ConfigSource, out=None, pcap=None, cc: Optional[str] = None,
+                 spin_us: float = 0.0, run_id: Optional[str] = None):
+        self._text, self._fmt, self._origin = config_text(topology)
+        self.out = Path(out) if out is not None else None
+        self.pcap = Path(pcap) if pcap is not None else None
+        self.cc = cc
+        self.spin_us = spin_us
+        self.run_id = run_id or new_run_id()
+        self._native = None
+        self._hosts: dict[str, Host] = {}
+        self._processes: list[subprocess.Popen] = []
+        self._captures: list[subprocess.Popen] = []
+        self._started_at = 0.0
+        self._t0 = 0.0
+        self.result_path: Optional[Path] = None
+        self.results: Optional[dict] = None
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> "Emulation":
+        require_root()
+        from . import _native
+
+        _install_sigterm()
+        self._started_at = time.time()
+        self._t0 = time.perf_counter()
+        self._native = _native.EmuRun(self._text, self._origin, self._fmt == "json",
+                                      self.run_id, self.cc, float(self.spin_us))
+        self._hosts = {h["name"]: Host(self, h) for h in self._native.hosts}
+        _live.add(self)
+        try:
+            self._write_state()
+            if self.pcap is not None:
+                self._start_captures()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> Optional[Path]:
+        """Stops every process and capture, removes the hosts, writes the results."""
+        if self._native is None:
+            return self.result_path
+        native, self._native = self._native, None
+        _live.discard(self)
+        _terminate(self._processes)
+        _terminate(self._captures, grace=2.0)
+        wall = time.perf_counter() - self._t0
+        raw = json.loads(native.stop())
+        self.results = raw
+        if self.out is not None:
+            self.result_path = write_emu_results(self.out, raw, wall_time_s=wall, started_at=self._started_at,
+                                                 warnings=list(native.warnings), source=self._origin or None)
+        return self.result_path
+
+    def __enter__(self) -> "Emulation":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- access ----------------------------------------------------------------------
+    def __getitem__(self, name: str) -> Host:
+        try:
+            return self._hosts[name]
+        except KeyError:
+            raise PathtwinError(f"no host {name!r}; hosts are {', '.join(self._hosts)}") from None
+
+    @property
+    def hosts(self) -> list[Host]:
+        return list(self._hosts.values())
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self._native.warnings) if self._native is not None else []
+
+    @property
+    def state_dir(self) -> Path:
+        return STATE_ROOT / self.run_id
+
+    def stats(self) -> dict:
+        """Live counters: per route, per queue, per host, and release lateness."""
+        if self._native is None:
+            raise PathtwinError("the emulation is not running")
+        return json.loads(self._native.snapshot())
+
+    def env_for(self, host: Host) -> dict:
+        """Environment of processes in ``host``: the caller's plus the run's names."""
+        env = dict(os.environ)
+        env["PATHTWIN_RUN"] = self.run_id
+        env["PATHTWIN_HOST"] = host.name
+        for h in self._hosts.values():
+            key = "PATHTWIN_ADDR_" + "".join(c if c.isalnum() else "_" for c in h.name).upper()
+            env[key] = h.ipv4
+        return env
+
+    # -- internals -------------------------------------------------------------------
+    def _write_state(self) -> None:
+        state = {
+            "run_id": self.run_id,
+            "pid": os.getpid(),
+            "started_at": self._started_at,
+            "source": self._origin or None,
+            "out": str(self.out.resolve()) if self.out else None,
+            "pcap": str(self.pcap.resolve()) if self.pcap else None,
+            "hosts": [vars_of(h) for h in self._hosts.values()],
+        }
+        tmp = self.state_dir / ".state.json.tmp"
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.rename(self.state_dir / "state.json")
+
+    def _start_captures(self) -> None:
+        try:
+            self.pcap.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise PathtwinError(f"{self.pcap}: cannot create capture directory ({e.strerror})") from None
+        for h in self._hosts.values():
+            f = self.pcap / f"{h.name}.pcap"
+            f.unlink(missing_ok=True)
+            try:
+                p = subprocess.Popen(h.command(["tcpdump", "-i", DEVICE, "-n", "-U", "-s", "0", "-w", str(f)]),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            except FileNotFoundError:
+                raise PathtwinError("--pcap needs tcpdump (apt-get install tcpdump)") from None
+            self._captures.append(p)
+        # tcpdump creates its file once the device is open: wait for all, so that no packet
+        # sent after start() is missed.
+        deadline = time.monotonic() + 5.0
+        for p, h in zip(self._captures, self._hosts.values()):
+            f = self.pcap / f"{h.name}.pcap"
+            while not f.exists():
+                if p.poll() is not None:
+                    err = (p.stderr.read() or b"").decode(errors="replace").strip().splitlines()
+                    raise PathtwinError(f"tcpdump in {h.name} failed: {err[-1] if err else 'no message'}")
+                if time.monotonic() > deadline:
+                    raise PathtwinError(f"tcpdump in {h.name} did not start within 5 s")
+                time.sleep(0.02)
+
+
+def vars_of(h: Host) -> dict:
+    return {"name": h.name, "netns": h.netns, "ipv4": h.ipv4, "ipv6": h.ipv6}
+
+
+def _terminate(procs: list, grace: float = 1.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds, for every process still running."""
+    for p in procs:
+        if p.poll() is None:
+            try:
+                p.terminate()
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    procs.clear()
+
+
+# Emulations still running, stopped at interpreter exit whatever else happened.
+_live: set = set()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for net in list(_live):
+        try:
+            net.stop()
+        except Exception:  # noqa: BLE001 - exiting anyway; the next start cleans up the rest
+            pass
+
+
+def _sigterm_to_exit(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _install_sigterm() -> None:
+    """SIGTERM normally kills Python without unwinding; make it unwind so that ``with``
+    blocks and atexit run. Only from the main thread, and only if nobody installed one."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _sigterm_to_exit)
+
+
+# -- results ---------------------------------------------------------------------------
+
+def _summary_rows(snapshot: dict) -> dict:
+    rows: dict[str, list] = {k: [] for k in ("kind", "count", "mean_ns", "p50_ns", "p99_ns", "p999_ns", "max_ns")}
+    for kind, key in (("release", "lateness"), ("timer_wake", "wake_lateness")):
+        s = snapshot[key]
+        rows["kind"].append(kind)
+        for k in ("count", "mean_ns", "p50_ns", "p99_ns", "p999_ns", "max_ns"):
+            rows[k].append(s[k])
+    return rows
+
+
+def _columns(rows: list[dict], keys: Sequence[str]) -> dict:
+    return {k: [r.get(k) for r in rows] for k in keys}
+
+
+def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, warnings: list, source) -> Path:
+    """Writes an emulation's ``run.json`` and Parquet tables (layout of ``results.py``).
+
+    Tables: ``queues`` (per queue totals, incl. placeholder share), ``queue_series``
+    (occupancy, placeholder bytes, ABW, drops and active flows over time), ``flows`` (bytes
+    per flow and direction, in and out of the network), ``routes`` (per host pair) and
+    ``timing`` (release and timer lateness quantiles).
+    """
+    from . import __version__
+    from .results import git_revision, write_result_dir
+
+    snap = raw["snapshot"]
+    names = {q["element"]: q["name"] for q in snap["queues"]}
+    samples = raw["queue_samples"]
+    series = _columns(samples, ("t_ns", "element", "packets", "bytes", "placeholder_packets", "placeholder_bytes",
+                                "abw_bps", "drops", "placeholder_drops", "active_flows"))
+    series["t_s"] = [t * 1e-9 for t in series.pop("t_ns")]
+    series["queue"] = [names.get(e, str(e)) for e in series["element"]]
+    queue_keys = ("element", "name", "capacity_bps", "abw_bps", "limit", "arrivals", "departures", "departure_bytes",
+                  "drops", "drop_bytes", "placeholder_arrivals", "placeholder_departures", "placeholder_drops",
+                  "placeholder_share", "rate_changes")
+    flows = raw["flows"]
+    flow_keys = ("src", "dst", "proto", "src_port", "dst_port", "route_src", "route_dst", "first_ns", "last_ns",
+                 "packets_in", "bytes_in", "payload_bytes_in", "packets_out", "bytes_out", "payload_bytes_out")
+    route_keys = ("src", "dst", "packets_in", "bytes_in", "packets_out", "bytes_out", "write_drops")
+    tables = {
+        "queues": _columns(snap["queues"], queue_keys),
+        "queue_series": series,
+        "flows": _columns(flows, flow_keys),
+        "routes": _columns(snap["routes"], route_keys),
+        "timing": _summary_rows(snap),
+    }
+    cfg = raw["config"]
+    run = {
+        "pathtwin_version": __version__,
+        "git_revision": git_revision(),
+        "engine": "emu",
+        "run_id": snap["run_id"],
+        "seed": cfg.get("run", {}).get("seed"),
+        "config": cfg,
+        "resolved_paths": raw["resolved"],
+        "elements": raw["elements"],
+        "hosts": raw["hosts"],
+        "started_at": started_at,
+        "wall_time_s": wall_time_s,
+        "emulated_s": snap["t_s"],
+        "complete": True,
+        "timing": {"release_lateness": snap["lateness"], "timer_wake_lateness": snap["wake_lateness"]},
+        "host_counters": snap["hosts"],
+        "warnings": warnings,
+        "source": source,
+    }
+    return write_result_dir(Path(out), run, tables)
+
+
+# -- daemon for `pathtwin emu up` ------------------------------------------------------
+
+def serve(argv: Sequence[str]) -> int:
+    """Runs one emulation until SIGTERM/SIGINT. Prints one JSON line when the hosts are up
+    (or ``{"error": ...}``), then detaches from its stdout."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m pathtwin.emulation")
+    ap.add_argument("topology")
+    ap.add_argument("--run-id")
+    ap.add_argument("--out")
+    ap.add_argument("--pcap")
+    ap.add_argument("--cc")
+    ap.add_argument("--spin-us", type=float, default=0.0)
+    a = ap.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        net = Emulation(a.topology, out=a.out, pcap=a.pcap, cc=a.cc, spin_us=a.spin_us, run_id=a.run_id).start()
+    except PathtwinError as e:
+        print(json.dumps({"error": str(e)}), flush=True)
+        return 2
+    try:
+        print(json.dumps({"run_id": net.run_id, "hosts": [vars_of(h) for h in net.hosts], "warnings": net.warnings}),
+              flush=True)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        while not stop.wait(0.5):
+            if not net._native.is_running():
+                break
+    finally:
+        net.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.argv[1:]))

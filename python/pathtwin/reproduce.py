@@ -1,0 +1,168 @@
+"""Reproductions of the papers' experiments, from the topologies in ``examples/``.
+
+``nsdi09-table2``: every row of NSDI'09 Table 2 in path mode and in link mode, over several
+seeds, printed in the paper's layout (configured ABW, achieved throughput, error %).
+``nsdi09-figure5``: one forward flow on the Harvard–WUSTL path; mean RTT in both modes.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import native_call
+from .errors import PathtwinError
+from .sim import simulate
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def example_path(name: str) -> Path:
+    path = EXAMPLES / f"{name}.toml"
+    if not path.is_file():
+        raise PathtwinError(f"example {name!r} not found at {path}")
+    return path
+
+
+def load_example(name: str) -> dict:
+    """The example as a dict, validated by the Rust schema first (errors keep line numbers)."""
+    from . import _native
+
+    path = example_path(name)
+    text = path.read_text()
+    native_call(_native.validate_config, text, "toml", str(path))
+    return tomllib.loads(text)
+
+
+def with_mode(cfg: dict, mode: str) -> dict:
+    out = copy.deepcopy(cfg)
+    for p in out.get("path", []):
+        p["mode"] = mode
+        if mode == "link":
+            p.pop("capacity", None)
+    return out
+
+
+@dataclass
+class Table2Row:
+    index: int
+    kind: str
+    abw: tuple[float, float]
+    rtt_ms: float
+    queue: dict           # mode -> "q_f/q_r" as configured
+    achieved: dict        # mode -> (forward_bps, reverse_bps), mean over seeds
+
+    def error(self, mode: str, direction: int) -> float:
+        a = self.achieved[mode][direction]
+        return abs(a - self.abw[direction]) / self.abw[direction] * 100.0
+
+
+def table2(engine: str = "sim", seeds: int = 5, duration: str | None = None, out: Path | None = None,
+           progress=None) -> list[Table2Row]:
+    """Runs Table 2 in path and link mode; returns one row per path."""
+    if engine != "sim":
+        from .emulation import reproduce_table2_emu  # the emulator's implementation
+
+        return reproduce_table2_emu(seeds=seeds, duration=duration, out=out, progress=progress)
+    base = load_example("nsdi09-table2")
+    if duration:
+        base.setdefault("run", {})["duration"] = duration
+    kinds = ["measured"] * 4 + ["synthetic"] * 3
+    sums: dict = {}
+    queues: dict = {}
+    for mode in ("link", "path"):
+        for seed in range(1, seeds + 1):
+            cfg = with_mode(base, mode)
+            cfg["run"]["seed"] = seed
+            res = simulate(cfg, out=(Path(out) / f"{mode}-seed{seed}") if out else None)
+            flows = res.flows
+            resolved = res.run["resolved_paths"]
+            for i, p in enumerate(cfg["path"]):
+                a, b = p["between"]
+                fwd = flows[(flows.src == a) & (flows.dst == b)].goodput_bps.sum()
+                rev = flows[(flows.src == b) & (flows.dst == a)].goodput_bps.sum()
+                s = sums.setdefault((i, mode), [0.0, 0.0])
+                s[0] += fwd
+                s[1] += rev
+                dirs = [r for r in resolved if r["path"] == i]
+                queues[(i, mode)] = "/".join(_fmt_queue(r["queue"]) for r in dirs)
+            if progress:
+                progress(mode, seed)
+    rows = []
+    for i, p in enumerate(base["path"]):
+        abw = p["abw"]
+        f, r = (abw.split("/") + [abw])[:2] if isinstance(abw, str) else abw
+        fwd = native_call(_parse_rate, f)
+        rev = native_call(_parse_rate, r)
+        rtt = native_call(_parse_time, p["rtt"]) * 1e3
+        achieved = {m: (sums[(i, m)][0] / seeds, sums[(i, m)][1] / seeds) for m in ("link", "path")}
+        rows.append(Table2Row(i + 1, kinds[i] if i < len(kinds) else "", (fwd, rev), rtt,
+                              {m: queues[(i, m)] for m in ("link", "path")}, achieved))
+    return rows
+
+
+def _parse_rate(text: str) -> float:
+    from . import _native
+
+    return _native.parse_quantity("rate", text)
+
+
+def _parse_time(text: str) -> float:
+    from . import _native
+
+    return _native.parse_quantity("time", text)
+
+
+def _fmt_queue(q: str) -> str:
+    return q
+
+
+def print_table2(rows: list[Table2Row], console=None, title="NSDI'09 Table 2 (simulation)") -> None:
+    """Prints rows in the paper's layout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    t = Table(title=title)
+    for col in ("Row", "Type", "ABW fwd (Kbps)", "ABW rev (Kbps)", "Base RTT (ms)", "Emulator", "Queue",
+                "Tput fwd (Kbps)", "Tput rev (Kbps)", "Err fwd %", "Err rev %"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        for mode in ("link", "path"):
+            a = r.achieved[mode]
+            t.add_row(
+                str(r.index) if mode == "link" else "", r.kind if mode == "link" else "",
+                f"{r.abw[0]/1e3:,.0f}" if mode == "link" else "", f"{r.abw[1]/1e3:,.0f}" if mode == "link" else "",
+                f"{r.rtt_ms:g}" if mode == "link" else "", mode, r.queue[mode],
+                f"{a[0]/1e3:,.0f}", f"{a[1]/1e3:,.0f}", f"{r.error(mode, 0):.1f}", f"{r.error(mode, 1):.1f}",
+                end_section=(mode == "path"),
+            )
+    console.print(t)
+    worst = max(max(r.error("path", 0), r.error("path", 1)) for r in rows)
+    console.print(f"path mode: worst error {worst:.1f} % (paper: within ~10 %)")
+
+
+@dataclass
+class Figure5:
+    mean_rtt_ms: dict     # mode -> mean RTT
+    goodput_bps: dict     # mode -> forward goodput
+    base_rtt_ms: float
+
+
+def figure5(seed: int = 1, out: Path | None = None) -> Figure5:
+    base = load_example("nsdi09-figure5")
+    base["run"]["seed"] = seed
+    rtts, goodputs = {}, {}
+    for mode in ("path", "link"):
+        res = simulate(with_mode(base, mode), out=(Path(out) / mode) if out else None)
+        f = res.flows.iloc[0]
+        rtts[mode] = float(f.rtt_mean_ms)
+        goodputs[mode] = float(f.goodput_bps)
+    return Figure5(rtts, goodputs, native_call(_parse_time, base["path"][0]["rtt"]) * 1e3)
+
+
+def dump_json(obj) -> str:
+    return json.dumps(obj, indent=2, default=lambda o: o.__dict__)

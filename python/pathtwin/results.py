@@ -1,0 +1,130 @@
+"""Result directories: ``run.json`` plus Parquet tables, written and read back.
+
+Every run (simulated or emulated) writes a self-describing directory; plots and reports read
+only these files, so any run can be re-plotted or compared later.
+
+``run.json`` holds: ``format_version``, ``pathtwin_version``, ``git_revision``, ``engine``,
+``seed``, ``config`` (fully resolved), ``wall_time_s``, ``complete`` (false when interrupted),
+``warnings`` and engine-specific fields; each table is ``<name>.parquet``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import PathtwinError
+
+FORMAT_VERSION = 1
+TABLES = ("flows", "flow_series", "queues", "queue_series")
+
+
+def git_revision() -> str:
+    """The source tree's git revision, or "unknown" outside a checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True, text=True, timeout=5,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    if out.returncode != 0:
+        return "unknown"
+    dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, timeout=5)
+    return out.stdout.strip() + ("-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+
+
+@dataclass
+class Result:
+    """A run's tables as pandas DataFrames, and its ``run.json`` as a dict."""
+
+    run: dict
+    tables: dict = field(default_factory=dict)
+    path: Path | None = None
+
+    def __getattr__(self, name: str):
+        tables = self.__dict__.get("tables", {})
+        if name in tables:
+            return tables[name]
+        raise AttributeError(name)
+
+    @property
+    def flows(self):
+        return self.tables["flows"]
+
+    @property
+    def flow_series(self):
+        return self.tables["flow_series"]
+
+    @property
+    def queues(self):
+        return self.tables["queues"]
+
+    @property
+    def queue_series(self):
+        return self.tables["queue_series"]
+
+
+def columns_to_frame(columns: Mapping[str, list]):
+    import pandas as pd
+
+    return pd.DataFrame({k: v for k, v in columns.items()})
+
+
+def write_result_dir(out: Path, run: dict, tables: Mapping[str, Any]) -> Path:
+    """Writes ``run.json`` and one Parquet file per table (DataFrame or column dict)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PathtwinError(f"{out}: cannot create result directory ({e.strerror})") from None
+    for name, table in tables.items():
+        if isinstance(table, Mapping):
+            arrow = pa.table(dict(table))
+        else:
+            arrow = pa.Table.from_pandas(table, preserve_index=False)
+        pq.write_table(arrow, out / f"{name}.parquet")
+    meta = {"format_version": FORMAT_VERSION, **run, "tables": sorted(tables)}
+    (out / "run.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    return out
+
+
+def read_result_dir(path) -> Result:
+    """Reads a result directory written by any engine."""
+    import pandas as pd
+
+    path = Path(path)
+    run_file = path / "run.json"
+    if not run_file.is_file():
+        raise PathtwinError(f"{path}: not a result directory (no run.json)")
+    try:
+        run = json.loads(run_file.read_text())
+    except json.JSONDecodeError as e:
+        raise PathtwinError(f"{run_file}: invalid JSON at line {e.lineno}") from None
+    if run.get("format_version") != FORMAT_VERSION:
+        raise PathtwinError(f"{run_file}: format_version {run.get('format_version')!r} is not {FORMAT_VERSION}")
+    tables = {}
+    for name in run.get("tables", []):
+        f = path / f"{name}.parquet"
+        if f.is_file():
+            tables[name] = pd.read_parquet(f)
+    return Result(run=run, tables=tables, path=path)
+
+
+class Stopwatch:
+    """Wall-clock time of a run, for ``run.json``."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start

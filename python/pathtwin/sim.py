@@ -1,0 +1,109 @@
+"""Running the simulator from Python: ``simulate(config) -> Result``.
+
+The run advances in chunks of simulated time with the GIL released, so a progress bar can
+follow it and Ctrl-C stops it between chunks; an interrupted run still returns (and writes)
+everything measured so far, marked ``complete: false``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from . import __version__
+from .config import ConfigSource, config_text, native_call
+from .results import Result, Stopwatch, columns_to_frame, git_revision, write_result_dir
+
+#: Aim for this much wall time per chunk, so that progress and Ctrl-C stay responsive.
+CHUNK_WALL_S = 0.1
+
+
+def _run_chunks(sim, on_progress=None) -> bool:
+    """Advances to the end; returns False if interrupted by Ctrl-C."""
+    step = max(sim.duration_s / 1000.0, 1e-3)
+    try:
+        while not sim.finished:
+            t0 = time.perf_counter()
+            sim.advance(min(sim.now_s + step, sim.duration_s))
+            dt = time.perf_counter() - t0
+            if dt > 0:
+                step = min(max(step * CHUNK_WALL_S / dt, step / 4), step * 4)
+            if on_progress:
+                on_progress(sim.now_s, sim.duration_s)
+        return True
+    except KeyboardInterrupt:
+        return False
+
+
+def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=None) -> Result:
+    """Simulates ``config`` (a TOML path or text, or a dict); writes ``out`` if given.
+
+    Returns a ``Result`` whose ``flows``, ``flow_series``, ``queues`` and ``queue_series``
+    are pandas DataFrames and whose ``run`` is the ``run.json`` content.
+    """
+    from . import _native
+
+    text, fmt, origin = config_text(config)
+    sim = native_call(_native.Simulation, text, fmt, origin)
+    for w in sim.warnings:
+        if on_warning:
+            on_warning(w)
+    watch = Stopwatch()
+    if progress:
+        completed = _run_with_progress(sim)
+    else:
+        completed = _run_chunks(sim)
+    wall = watch.elapsed()
+    raw = sim.results()
+    resolved = json.loads(sim.resolved_json())
+    run = {
+        "pathtwin_version": __version__,
+        "git_revision": git_revision(),
+        "engine": "sim",
+        "seed": resolved["config"]["run"]["seed"],
+        "config": resolved["config"],
+        "resolved_paths": resolved["paths"],
+        "elements": resolved["elements"],
+        "wall_time_s": wall,
+        "simulated_s": raw["meta"]["simulated_s"],
+        "events": raw["meta"]["events"],
+        "complete": bool(raw["meta"]["complete"]) and completed,
+        "interrupted": not completed,
+        "warnings": list(sim.warnings),
+        "source": origin or None,
+    }
+    tables = {name: raw[name] for name in ("flows", "flow_series", "queues", "queue_series")}
+    path = None
+    if out is not None:
+        path = write_result_dir(Path(out), run, tables)
+    frames = {name: columns_to_frame(cols) for name, cols in tables.items()}
+    result = Result(run=run, tables=frames, path=path)
+    if not completed:
+        result.run["interrupted"] = True
+    return result
+
+
+def _run_with_progress(sim) -> bool:
+    """Runs with a rich progress bar, shown only when the run takes more than a second."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    start = time.perf_counter()
+    bar = None
+    task = None
+
+    def on_progress(now_s: float, total_s: float) -> None:
+        nonlocal bar, task
+        if bar is None and time.perf_counter() - start > 1.0:
+            bar = Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.completed:.1f}/{task.total:.0f} s"),
+                           TimeElapsedColumn(), transient=True)
+            bar.start()
+            task = bar.add_task("sim", total=total_s)
+        if bar is not None:
+            bar.update(task, completed=now_s)
+
+    try:
+        return _run_chunks(sim, on_progress)
+    finally:
+        if bar is not None:
+            bar.stop()

@@ -1,0 +1,177 @@
+"""Trace analysis from Python: captures to DataFrames, and inferences to a paths topology.
+
+``analyze(capture)`` runs Monkey See's per-connection inference (one row per TCP
+connection: endpoints, termination, kept or pruned and why, MSS and options, RTTs, bytes,
+retransmissions, loss, bottleneck bandwidth, delayed-ACK policy, receiver window, HTTP
+timings, server and query delays, timeouts). ``diagnose(capture)`` runs Monarch's
+self-diagnosis over probe flows (one row per flow with its verdict) and ``verdict_table``
+summarizes it like the paper's Table 5. ``to_paths(conns)`` turns the kept connections into
+a ``paths`` topology (a path from the server to each client) that ``pathtwin sim`` and
+``pathtwin emu`` accept.
+
+The analyses are the Rust crate ``pathtwin-trace``; this module only wraps columns into
+pandas and writes files. Capture problems raise ``PathtwinError`` with one line.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+import pandas as pd
+
+from .errors import PathtwinError
+
+PathLike = Union[str, "os.PathLike[str]"]
+Progress = Optional[Callable[[int], None]]
+
+__all__ = ["analyze", "diagnose", "verdict_table", "to_paths", "paths_toml", "write_table", "read_table"]
+
+
+def _native():
+    from . import _native
+
+    return _native
+
+
+def _check_file(capture: PathLike) -> Path:
+    p = Path(capture)
+    if not p.exists():
+        raise PathtwinError(f"{p}: no such capture file")
+    if p.is_dir():
+        raise PathtwinError(f"{p}: is a directory, not a capture file")
+    return p
+
+
+def analyze(capture: PathLike, server: Optional[str] = None, progress: Progress = None) -> tuple[pd.DataFrame, dict]:
+    """Analyzes a pcap/pcapng capture; returns (one row per connection, capture counts).
+
+    ``server`` ("IP" or "IP:PORT") fixes which side is the server and ignores other traffic;
+    by default the receiver of each SYN is the server. ``progress(bytes_read)`` is called
+    about every megabyte.
+    """
+    p = _check_file(capture)
+    cols, stats = _native().trace_analyze(str(p), server, progress)
+    return pd.DataFrame(cols), dict(stats)
+
+
+def diagnose(capture: PathLike, progress: Progress = None) -> tuple[pd.DataFrame, dict]:
+    """Monarch's self-diagnosis of every probe flow in a capture: (one row per flow, counts)."""
+    p = _check_file(capture)
+    cols, stats = _native().trace_diagnose(str(p), progress)
+    return pd.DataFrame(cols), dict(stats)
+
+
+VERDICTS = ("Confirmed", "Inaccurate", "Indeterminate")
+
+
+def verdict_table(flows: pd.DataFrame) -> pd.DataFrame:
+    """Counts and shares of each verdict, with a total row (the layout of Monarch's Table 5)."""
+    total = len(flows)
+    counts = [int((flows["verdict"] == v).sum()) if total else 0 for v in VERDICTS]
+    rows = [(v, n, 100.0 * n / total if total else math.nan) for v, n in zip(VERDICTS, counts)]
+    rows.append(("Traces total", total, 100.0 if total else math.nan))
+    return pd.DataFrame(rows, columns=["result", "flows", "percent"])
+
+
+def write_table(df: pd.DataFrame, path: PathLike, csv: bool = False) -> None:
+    """Writes a result table as Parquet (default) or CSV."""
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        raise PathtwinError(f"{path}: directory {path.parent} does not exist")
+    if csv:
+        df.to_csv(path, index=False)
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+
+
+def read_table(path: PathLike) -> pd.DataFrame:
+    """Reads a table written by ``write_table`` (Parquet, or CSV by extension)."""
+    path = Path(path)
+    if not path.exists():
+        raise PathtwinError(f"{path}: no such file")
+    try:
+        if path.suffix.lower() == ".csv":
+            return pd.read_csv(path)
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pandas()
+    except PathtwinError:
+        raise
+    except Exception as e:  # pyarrow and pandas raise many types for a foreign file
+        raise PathtwinError(f"{path}: not a connection table ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+
+
+def _queue_packets(bps: float) -> tuple[int, int]:
+    """Monkey Do's pipe queues (§3.3.1, after Rizzo): (downstream, upstream) in packets."""
+    if bps < 56e3:
+        return 5, 5
+    if bps <= 6e6:
+        return 30, 10
+    return 40, 40
+
+
+def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: bool = False) -> dict:
+    """Turns connection rows into a ``paths`` topology: one path from the server to each client.
+
+    A client seen in several connections gets one path: the smallest min RTT (Monkey's
+    propagation-delay estimate), the median bottleneck bandwidth, and the pooled loss rate
+    (retransmissions less spurious ones over data packets). ABW is the bottleneck estimate in
+    both directions (Monkey's assumption 3: the upstream is never the bottleneck); loss is
+    downstream only; queues follow Monkey Do's rule by rate. Only kept connections are used
+    unless ``include_pruned``; those lacking an RTT or a bandwidth estimate are skipped.
+    """
+    required = {"client_ip", "server_ip", "min_rtt_ms", "bottleneck_bps", "kept", "loss_rate", "data_packets_s2c"}
+    missing = required - set(conns.columns)
+    if missing:
+        raise PathtwinError(f"not a connection table: missing columns {', '.join(sorted(missing))}")
+    df = conns if include_pruned else conns[conns["kept"].astype(bool)]
+    df = df[df["min_rtt_ms"].notna() & df["bottleneck_bps"].notna() & (df["min_rtt_ms"] > 0)]
+    if df.empty:
+        raise PathtwinError("no connection has both a min RTT and a bandwidth estimate (nothing to turn into paths)")
+    hosts = [server_name]
+    paths = []
+    for i, (client, g) in enumerate(sorted(df.groupby("client_ip"), key=lambda kv: str(kv[0]))):
+        name = f"c{i}"
+        hosts.append(name)
+        rtt_ms = float(g["min_rtt_ms"].min())
+        bps = float(g["bottleneck_bps"].median())
+        data = float(g["data_packets_s2c"].sum())
+        lost = float((g["loss_rate"].fillna(0.0) * g["data_packets_s2c"]).sum())
+        loss = min(max(lost / data, 0.0), 1.0) if data > 0 else 0.0
+        q_down, q_up = _queue_packets(bps)
+        paths.append(
+            {
+                "between": [server_name, name],
+                "rtt": f"{rtt_ms:.3f}ms",
+                "abw": f"{bps / 1e3:.1f}kbit",
+                "loss": [round(loss, 6), 0.0],
+                "queue": [f"{q_down}p", f"{q_up}p"],
+                "_client_ip": str(client),
+                "_connections": int(len(g)),
+            }
+        )
+    return {"hosts": hosts, "path": paths}
+
+
+def paths_toml(topology: dict, source: str = "") -> str:
+    """Renders ``to_paths`` output as TOML, with each client's address as a comment."""
+    lines = []
+    if source:
+        lines.append(f"# paths inferred by `pathtwin trace to-paths` from {source}")
+    lines.append("hosts = [" + ", ".join(f'"{h}"' for h in topology["hosts"]) + "]")
+    for p in topology["path"]:
+        lines.append("")
+        lines.append(f"# client {p['_client_ip']} ({p['_connections']} connection(s))")
+        lines.append("[[path]]")
+        lines.append("between = [" + ", ".join(f'"{h}"' for h in p["between"]) + "]")
+        lines.append(f'rtt = "{p["rtt"]}"')
+        lines.append(f'abw = "{p["abw"]}"')
+        lines.append(f"loss = [{p['loss'][0]}, {p['loss'][1]}]")
+        lines.append("queue = [" + ", ".join(f'"{q}"' for q in p["queue"]) + "]")
+    return "\n".join(lines) + "\n"
