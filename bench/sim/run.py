@@ -203,7 +203,8 @@ def run_pathtwin(cmd0: list[str], duration: float, sack: bool, out: Path) -> dic
     result_dir = out / tag
     if result_dir.exists():
         shutil.rmtree(result_dir)
-    cmd = cmd0 + ["sim", str(scenario), "-o", str(result_dir)]
+    # -q: no progress display or summary table (the ns-2/ns-3 programs print one line too).
+    cmd = cmd0 + ["sim", str(scenario), "-o", str(result_dir), "-q"]
     _, wall, cpu = run_measured(cmd)
 
     run = json.loads((result_dir / "run.json").read_text())

@@ -210,6 +210,7 @@ impl Simulation {
                 ("placeholder_packets", "i64"),
                 ("placeholder_bytes", "i64"),
                 ("drops", "i64"),
+                ("departed_bytes", "i64"),
                 ("abw_bps", "f64"),
                 ("active_flows", "i64"),
             ]),
@@ -523,6 +524,7 @@ impl Simulation {
                 Cell::I(occ.placeholder_packets as i64),
                 Cell::I(occ.placeholder_bytes as i64),
                 Cell::I(d_drops as i64),
+                Cell::I(q.stats().departure_bytes as i64),
                 Cell::F(q.abw().as_f64()),
                 Cell::I(q.active_flows().map_or(0, |a| a.iter().sum::<u32>()) as i64),
             ]);

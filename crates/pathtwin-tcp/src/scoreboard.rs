@@ -67,6 +67,24 @@ impl Retransmit {
     }
 }
 
+/// A segment NextSeg could return, by index into the scoreboard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Candidate {
+    /// Deemed lost and not yet retransmitted: rule (1), before any new data.
+    Lost(usize),
+    /// Not deemed lost, but SACKed data lies above it: rule (3), only when no new data
+    /// can be sent.
+    Rule3(usize),
+}
+
+impl Candidate {
+    pub fn index(self) -> usize {
+        match self {
+            Candidate::Lost(i) | Candidate::Rule3(i) => i,
+        }
+    }
+}
+
 /// Result of a cumulative ACK.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct CumAck {
@@ -296,19 +314,20 @@ impl Scoreboard {
         }
     }
 
-    /// RFC 6675 NextSeg rules (1) and (3): the first unSACKed segment at or above HighRxt if
-    /// it is lost (rule 1), or, with `rule3`, if SACKed data lies above it. Returns its
-    /// index and whether it is lost. Skipping SACKed segments advances HighRxt past them, so
-    /// repeated calls stay cheap.
-    pub fn next_retransmission(&mut self, rule3: bool) -> Option<usize> {
+    /// RFC 6675 NextSeg rules (1) and (3): the first unSACKed segment at or above HighRxt,
+    /// if it is lost (rule 1) or SACKed data lies above it (a rule-3 candidate). Skipping
+    /// SACKed segments advances HighRxt past them, so repeated calls stay cheap.
+    pub fn next_retransmission(&mut self) -> Option<Candidate> {
         let mut i = self.segs.partition_point(|s| s.start < self.high_rxt);
         while i < self.segs.len() && self.segs[i].has(SACKED) {
             i += 1;
         }
         let s = self.segs.get(i)?;
         self.high_rxt = self.high_rxt.max(s.start);
-        if s.end <= self.lost_upto || (rule3 && s.start < self.high_sacked) {
-            Some(i)
+        if s.end <= self.lost_upto {
+            Some(Candidate::Lost(i))
+        } else if s.start < self.high_sacked {
+            Some(Candidate::Rule3(i))
         } else {
             None
         }
@@ -396,11 +415,11 @@ mod tests {
         assert!(sb.front_is_lost());
         // 10 outstanding - 3 SACKed - 1 lost
         assert_eq!(sb.pipe(), 6 * MSS);
-        let i = sb.next_retransmission(false).unwrap();
+        let Some(Candidate::Lost(i)) = sb.next_retransmission() else { panic!("front not lost") };
         assert_eq!(sb.retransmitted(i, T0).start, 1);
         // lost and retransmitted counts once
         assert_eq!(sb.pipe(), 7 * MSS);
-        assert_eq!(sb.next_retransmission(false), None);
+        assert_eq!(sb.next_retransmission(), None);
         sb.check_counters();
     }
 
@@ -416,10 +435,10 @@ mod tests {
         assert!(sb.front_is_lost());
         // Segments 3 and 4 have only one SACKed segment above: not lost yet, but rule 3
         // may resend the first of them.
-        let i = sb.next_retransmission(false).unwrap();
+        let Some(Candidate::Lost(i)) = sb.next_retransmission() else { panic!("front not lost") };
         sb.retransmitted(i, T0);
-        assert_eq!(sb.next_retransmission(false), None);
-        assert_eq!(sb.next_retransmission(true).map(|i| sb.get(i).start), Some(seg(3).0));
+        let Some(Candidate::Rule3(i)) = sb.next_retransmission() else { panic!("no rule-3 candidate") };
+        assert_eq!(sb.get(i).start, seg(3).0);
         sb.check_counters();
     }
 
@@ -430,7 +449,7 @@ mod tests {
         assert_eq!(a.acked, 2 * MSS);
         assert_eq!(a.rtt_sent_at, Some(Instant::from_nanos(1)));
         sb.mark_front_lost();
-        let i = sb.next_retransmission(false).unwrap();
+        let i = sb.next_retransmission().unwrap().index();
         sb.retransmitted(i, T0);
         let a = sb.ack(seg(3).1);
         assert_eq!(a.acked, 2 * MSS);
@@ -456,7 +475,7 @@ mod tests {
         sb.on_rto();
         assert_eq!(sb.pipe(), 0);
         let mut order = Vec::new();
-        while let Some(i) = sb.next_retransmission(false) {
+        while let Some(Candidate::Lost(i)) = sb.next_retransmission() {
             order.push(sb.retransmitted(i, T0).start);
         }
         assert_eq!(order, [seg(0).0, seg(1).0, seg(4).0, seg(5).0]);
@@ -468,7 +487,7 @@ mod tests {
     fn sacking_a_retransmission_in_flight_removes_it_from_pipe() {
         let mut sb = board(5);
         sb.mark_front_lost();
-        let i = sb.next_retransmission(false).unwrap();
+        let i = sb.next_retransmission().unwrap().index();
         sb.retransmitted(i, T0);
         assert_eq!(sb.pipe(), 5 * MSS);
         sb.sack(&blocks(&[(seg(0).0, seg(0).1)]), 1, 1 + 5 * MSS, 3, MSS);

@@ -1,0 +1,36 @@
+# pathtwin — the two commands the README promises:
+#   make demo   builds everything and runs the NSDI'09 Table 2 reproduction (simulation)
+#   make test   builds everything and runs every test (Rust and Python)
+# Both work on a fresh machine: `make setup` installs what they need first.
+
+PYTHON ?= python3
+PIP ?= $(PYTHON) -m pip
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: setup build demo test test-rust test-python bench clean
+
+# System packages the tests use as peers and tools (iperf3, tcpdump, tshark, tcptrace), and
+# the Python build/runtime dependencies. Idempotent and quick when already installed.
+setup:
+	./scripts/setup.sh
+
+build: setup
+	$(PIP) install --no-build-isolation -q -e .
+
+demo: build
+	pathtwin reproduce nsdi09-table2
+
+test-rust: setup
+	cargo test --workspace --exclude pathtwin-py
+
+test-python: build
+	$(PYTHON) -m pytest -q
+
+test: test-rust test-python
+
+bench: build
+	$(PYTHON) bench/sim/run.py
+
+clean:
+	cargo clean
+	rm -rf python/pathtwin/_native*.so

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what building and testing pathtwin needs on a fresh Debian machine: system tools
+# (as root, via apt) and Python packages (via pip). Safe to run repeatedly.
+set -euo pipefail
+
+apt_pkgs=(iperf3 tcpdump tshark tcptrace iproute2)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "setup: need root to install: ${missing[*]}" >&2
+        exit 2
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+py=${PYTHON:-python3}
+need_pip=0
+$py - <<'PY' || need_pip=1
+import importlib.util, sys
+mods = ["maturin", "pyarrow", "pandas", "matplotlib", "rich", "typer", "numpy", "pytest"]
+sys.exit(1 if any(importlib.util.find_spec(m) is None for m in mods) else 0)
+PY
+if [ "$need_pip" = 1 ]; then
+    $py -m pip install -q "maturin>=1.5,<2" "pyarrow>=14" "pandas>=2" "matplotlib>=3.7" "rich>=13" "typer>=0.12" "numpy>=1.24" "pytest>=7"
+fi
+command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust with rustup)" >&2; exit 2; }

@@ -1,0 +1,142 @@
+"""The simulator as a user drives it: `pathtwin sim`, `pathtwin plot`, `pathtwin bounds`,
+bad input, Ctrl-C, and the result directory's contents."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from conftest import EXAMPLES, run_cli
+
+SMALL = """
+hosts = ["a", "b"]
+[run]
+duration = "5s"
+sample_interval = "100ms"
+[[path]]
+between = ["a", "b"]
+rtt = "40ms"
+abw = "5mbit/2mbit"
+[[flow]]
+from = "a"
+to = "b"
+"""
+
+
+def test_sim_writes_run_json_tables_and_plots(tmp_path):
+    scen = tmp_path / "s.toml"
+    scen.write_text(SMALL)
+    out = tmp_path / "out"
+    r = run_cli("sim", scen, "-o", out)
+    assert r.returncode == 0, r.stderr
+    run = json.loads((out / "run.json").read_text())
+    for key in ("format_version", "pathtwin_version", "git_revision", "seed", "config", "engine", "wall_time_s"):
+        assert key in run, key
+    assert run["engine"] == "sim" and run["complete"] is True
+    assert run["config"]["path"][0]["abw"] == ["5mbit", "2mbit"], "resolved config is stored"
+    flows = pd.read_parquet(out / "flows.parquet")
+    assert list(flows.label) == ["a->b"]
+    series = pd.read_parquet(out / "flow_series.parquet")
+    # 100 ms samples over 5 s.
+    assert 45 <= len(series) <= 51
+    assert {"cwnd_bytes", "srtt_ms", "goodput_bps"} <= set(series.columns)
+    qs = pd.read_parquet(out / "queue_series.parquet")
+    assert {"packets", "bytes", "placeholder_packets", "drops"} <= set(qs.columns)
+    queues = pd.read_parquet(out / "queues.parquet")
+    assert set(queues.queue) >= {"a->b", "b->a"}
+    for png in ("throughput.png", "cwnd_rtt.png", "queues.png"):
+        assert (out / png).stat().st_size > 5000, png
+    # Re-plotting from the files alone works.
+    for png in out.glob("*.png"):
+        png.unlink()
+    r = run_cli("plot", out)
+    assert r.returncode == 0, r.stderr
+    assert (out / "throughput.png").exists()
+
+
+BAD = [
+    ("unknown key", 'hosts = ["a","b"]\n[[path]]\nbetween = ["a","b"]\nrtt = "40ms"\nabww = "1mbit"\n', "path[0].abww"),
+    ("bad unit", 'hosts = ["a","b"]\n[[path]]\nbetween = ["a","b"]\nrtt = "40ms"\nabw = "5mbt"\n', "path[0].abw"),
+    ("negative rate", 'hosts = ["a","b"]\n[[path]]\nbetween = ["a","b"]\nrtt = "40ms"\nabw = "-5mbit"\n', "path[0].abw"),
+    ("unknown host", 'hosts = ["a","b"]\n[[path]]\nbetween = ["a","c"]\nrtt = "40ms"\nabw = "5mbit"\n', "path[0].between[1]"),
+    ("infeasible explicit queue",
+     'hosts = ["a","b"]\n[[path]]\nbetween = ["a","b"]\nrtt = "40ms"\nabw = "10mbit"\nqueue = "2MB"\n', "path[0].queue"),
+    ("queue below Eq. 2",
+     'hosts = ["a","b"]\n[[path]]\nbetween = ["a","b"]\nrtt = "40ms"\nabw = "10mbit"\nqueue = "3KB"\n', "path[0].queue"),
+    ("unknown flow host", 'hosts = ["a","b"]\n[[flow]]\nfrom = "a"\nto = "zz"\n', "flow[0].to"),
+    ("not toml", 'hosts = ["a",\n', "config"),
+]
+
+
+@pytest.mark.parametrize("name,text,key", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_is_one_line_naming_the_key(tmp_path, name, text, key):
+    scen = tmp_path / "bad.toml"
+    scen.write_text(text)
+    r = run_cli("sim", scen, "-o", tmp_path / "out")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("pathtwin: error: ") and key in err, err
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "out" / "run.json").exists()
+
+
+def test_missing_file_and_bad_arguments(tmp_path):
+    r = run_cli("sim", tmp_path / "nope.toml", "-o", tmp_path / "o")
+    assert r.returncode == 2 and "nope.toml: no such file" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("bounds", "--abw", "10mbt", "--rtt", "20ms")
+    assert r.returncode == 2 and r.stderr.startswith("pathtwin: error: --abw") and "Traceback" not in r.stderr
+    r = run_cli("reproduce", "nsdi99")
+    assert r.returncode == 2 and "unknown reproduction" in r.stderr
+
+
+def test_bounds_prints_figure1_numbers_and_plot(tmp_path):
+    # Figure 1's path: ABW 10 Mbit/s, RTT 20 ms, w_max 65 KB. By hand: lower bound = BDP =
+    # 10e6/8 · 0.020 = 25 000 B; upper total at C = 100 Mbit/s = 12.5e6 · (0.052 − 0.020) = 400 000 B.
+    png = tmp_path / "fig1.png"
+    r = run_cli("bounds", "--abw", "10mbit", "--rtt", "20ms", "--wmax", "65KB", "--plot", png)
+    assert r.returncode == 0, r.stderr
+    assert "25,000 B (a→b)" in r.stdout and "400,000 B" in r.stdout
+    assert png.stat().st_size > 10000
+    # Near C = ABW no queue fits (the figure's left edge); the message says why.
+    r = run_cli("bounds", "--abw", "10mbit", "--rtt", "20ms", "--wmax", "65KB", "--capacity", "11mbit")
+    assert r.returncode == 0 and "no feasible queue size" in r.stdout and "12.50 Mbit/s" in r.stdout
+
+
+def test_ctrl_c_keeps_what_was_measured(tmp_path):
+    scen = tmp_path / "long.toml"
+    scen.write_text(SMALL.replace('duration = "5s"', 'duration = "100000s"'))
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-m", "pathtwin.cli", "sim", scen, "-o", out, "--no-plots"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3.0)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    run = json.loads((out / "run.json").read_text())
+    assert run["complete"] is False and run["interrupted"] is True
+    assert 0 < run["simulated_s"] < 100000
+    flows = pd.read_parquet(out / "flows.parquet")
+    assert flows.bytes_delivered.iloc[0] > 0
+    assert "Traceback" not in err
+
+
+def test_python_api_returns_dataframes():
+    import pathtwin
+
+    res = pathtwin.simulate({
+        "hosts": ["a", "b"],
+        "run": {"duration": "3s"},
+        "path": [{"between": ["a", "b"], "rtt": "20ms", "abw": "4mbit"}],
+        "flow": [{"from": "a", "to": "b"}],
+    })
+    assert isinstance(res.flows, pd.DataFrame) and len(res.flows) == 1
+    assert isinstance(res.queue_series, pd.DataFrame)
+    with pytest.raises(pathtwin.PathtwinError, match=r"path\[0\]\.rtt"):
+        pathtwin.simulate({"hosts": ["a", "b"], "path": [{"between": ["a", "b"], "rtt": 20, "abw": "4mbit"}]})
