@@ -121,13 +121,6 @@ fn tcp_config(s: &TcpSettings) -> TcpConfig {
     c
 }
 
-fn cc_name(c: CcAlgorithm) -> &'static str {
-    match c {
-        CcAlgorithm::Reno => "reno",
-        CcAlgorithm::NewReno => "newreno",
-    }
-}
-
 impl Simulation {
     /// Builds a simulation from a validated config.
     pub fn new(cfg: Config) -> Result<Simulation, SimError> {
@@ -169,7 +162,7 @@ impl Simulation {
                     app: App::from_config(f),
                     start,
                     stop: f.stop.map(|s| Instant::ZERO + s),
-                    cc: cc_name(tcp.cc),
+                    cc: tcp.cc.name(),
                     delivered_at_stop: None,
                     completed_at: None,
                     delivered_at_last_sample: 0,

@@ -1,0 +1,136 @@
+//! Compiling both views into routes: which elements a packet crosses, and the queue sizes
+//! the paths view derives.
+
+use pathtwin_core::config::Config;
+use pathtwin_core::packet::{FlowKey, PacketMeta, TcpFlags};
+use pathtwin_core::topology::{compile, Network};
+use pathtwin_core::units::QueueLimit;
+
+struct P;
+impl PacketMeta for P {
+    fn wire_len(&self) -> u32 {
+        1500
+    }
+    fn payload_len(&self) -> u32 {
+        1460
+    }
+    fn flow_key(&self) -> FlowKey {
+        0
+    }
+    fn tcp_flags(&self) -> Option<TcpFlags> {
+        None
+    }
+}
+
+fn names(net: &Network<P>, src: &str, dst: &str) -> Vec<String> {
+    let r = net.route(net.host_id(src).unwrap(), net.host_id(dst).unwrap()).expect("route");
+    r.iter().map(|h| net.element_info[h.element].name.clone()).collect()
+}
+
+#[test]
+fn dumbbell_routes_cross_the_bottleneck_in_order() {
+    let cfg = Config::from_toml(
+        r#"
+hosts = ["s0", "s1", "d0", "d1"]
+routers = ["r1", "r2"]
+[[link]]
+between = ["s0", "r1"]
+rate = "100mbit"
+delay = "2.5ms"
+[[link]]
+between = ["s1", "r1"]
+rate = "100mbit"
+delay = "2.5ms"
+[[link]]
+between = ["r1", "r2"]
+rate = "10mbit"
+delay = "45ms"
+[[link]]
+between = ["r2", "d0"]
+rate = "100mbit"
+delay = "2.5ms"
+[[link]]
+between = ["r2", "d1"]
+rate = "100mbit"
+delay = "2.5ms"
+"#,
+        "dumbbell.toml",
+    )
+    .unwrap();
+    let net: Network<P> = compile(&cfg).unwrap();
+    assert_eq!(
+        names(&net, "s0", "d1"),
+        ["s0->r1", "s0->r1 delay", "r1->r2", "r1->r2 delay", "r2->d1", "r2->d1 delay"]
+    );
+    assert_eq!(names(&net, "d0", "s1")[2], "r2->r1");
+    // Both sources share the one bottleneck element.
+    let a = net.route(net.host_id("s0").unwrap(), net.host_id("d0").unwrap()).unwrap()[2].element;
+    let b = net.route(net.host_id("s1").unwrap(), net.host_id("d1").unwrap()).unwrap()[2].element;
+    assert_eq!(a, b);
+    // Hosts do not forward: s0 -> s1 goes through r1, not through any other host.
+    assert_eq!(names(&net, "s0", "s1"), ["s0->r1", "s0->r1 delay", "r1->s1", "r1->s1 delay"]);
+}
+
+#[test]
+fn paths_view_derives_queues_from_eq4_and_shares_classes() {
+    let cfg = Config::from_toml(
+        r#"
+hosts = ["s", "d1", "d2"]
+[[path]]
+between = ["s", "d1"]
+rtt = "30ms"
+abw = "10mbit/3mbit"
+[[path]]
+between = ["s", "d2"]
+rtt = "50ms"
+abw = "4mbit"
+[[shared]]
+source = "s"
+destinations = ["d1", "d2"]
+"#,
+        "shared.toml",
+    )
+    .unwrap();
+    let net: Network<P> = compile(&cfg).unwrap();
+    // Eq. 4 for s<->d1 by hand: 100e6/8 · (65535·8/10e6 − 0.030) = 280 350 B in total,
+    // split equally.
+    let d = net.resolved.iter().find(|r| r.from == "d1" && r.to == "s").unwrap();
+    assert_eq!(d.queue, QueueLimit::Bytes(140_175));
+    assert!(d.feasible && d.queue_derived);
+    let s1 = net.route(net.host_id("s").unwrap(), net.host_id("d1").unwrap()).unwrap()[0];
+    let s2 = net.route(net.host_id("s").unwrap(), net.host_id("d2").unwrap()).unwrap()[0];
+    assert_eq!(s1.element, s2.element, "one shared queue");
+    assert_eq!((s1.slot, s2.slot), (0, 1));
+    // The return directions keep their own queues.
+    let r1 = net.route(net.host_id("d1").unwrap(), net.host_id("s").unwrap()).unwrap()[0];
+    let r2 = net.route(net.host_id("d2").unwrap(), net.host_id("s").unwrap()).unwrap()[0];
+    assert_ne!(r1.element, r2.element);
+    // Delay lines keep each path's own base RTT.
+    assert_eq!(net.element_info[net.route(net.host_id("s").unwrap(), net.host_id("d2").unwrap()).unwrap()[1].element].name, "s->d2 delay");
+}
+
+#[test]
+fn link_mode_uses_abw_as_capacity_and_73kb() {
+    let cfg = Config::from_toml(
+        "hosts = [\"a\", \"b\"]\n[[path]]\nbetween = [\"a\", \"b\"]\nrtt = \"64ms\"\nabw = \"2251kbit/2202kbit\"\nmode = \"link\"\n",
+        "",
+    )
+    .unwrap();
+    let net: Network<P> = compile(&cfg).unwrap();
+    let r = &net.resolved[0];
+    assert_eq!(r.capacity, r.abw);
+    assert_eq!(r.queue, QueueLimit::Bytes(73_000));
+}
+
+#[test]
+fn derived_infeasible_queue_warns_and_compromises() {
+    // C = ABW = 10 Mbit/s at 20 ms: Figure 1's infeasible left edge.
+    let cfg = Config::from_toml(
+        "hosts = [\"a\", \"b\"]\n[[path]]\nbetween = [\"a\", \"b\"]\nrtt = \"20ms\"\nabw = \"10mbit\"\ncapacity = \"10mbit\"\nwmax = \"65KB\"\n",
+        "",
+    )
+    .unwrap();
+    let net: Network<P> = compile(&cfg).unwrap();
+    assert_eq!(net.warnings.len(), 1);
+    assert!(net.warnings[0].contains("no queue size satisfies"), "{}", net.warnings[0]);
+}
