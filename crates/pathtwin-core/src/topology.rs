@@ -101,7 +101,7 @@ struct Builder<'a, P> {
     net: Network<P>,
 }
 
-impl<'a, P: PacketMeta + Send + 'static> Builder<'a, P> {
+impl<'a, P: PacketMeta + Send + Sync + 'static> Builder<'a, P> {
     fn add(&mut self, name: String, kind: &'static str, element: Element<P>) -> usize {
         self.net.elements.push(element);
         self.net.element_info.push(ElementInfo { name, kind });
@@ -119,7 +119,7 @@ impl<'a, P: PacketMeta + Send + 'static> Builder<'a, P> {
 }
 
 /// Compiles `cfg`; a config that parsed but cannot be built yields a keyed [`ConfigError`].
-pub fn compile<P: PacketMeta + Send + 'static>(cfg: &Config) -> Result<Network<P>, ConfigError> {
+pub fn compile<P: PacketMeta + Send + Sync + 'static>(cfg: &Config) -> Result<Network<P>, ConfigError> {
     cfg.validate()?;
     let n = cfg.hosts.len();
     let net = Network {
@@ -271,11 +271,11 @@ fn hosts_of(p: &PathConfig, d: usize) -> (&str, &str) {
     (&p.between[d], &p.between[1 - d])
 }
 
-fn new_queue<P: PacketMeta + Send + 'static>(capacity: Rate, abw: Rate, limit: QueueLimit, rng: Rng) -> BandwidthQueue<P> {
+fn new_queue<P: PacketMeta + Send + Sync + 'static>(capacity: Rate, abw: Rate, limit: QueueLimit, rng: Rng) -> BandwidthQueue<P> {
     BandwidthQueue::new(capacity, abw, Box::new(DropTail::new(limit)), rng)
 }
 
-fn compile_paths<P: PacketMeta + Send + 'static>(b: &mut Builder<'_, P>) -> Result<(), ConfigError> {
+fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) -> Result<(), ConfigError> {
     let cfg = b.cfg;
     let mut specs: Vec<DirSpec> = Vec::new();
     for (i, p) in cfg.paths.iter().enumerate() {
@@ -381,7 +381,7 @@ fn compile_paths<P: PacketMeta + Send + 'static>(b: &mut Builder<'_, P>) -> Resu
     Ok(())
 }
 
-fn compile_links<P: PacketMeta + Send + 'static>(b: &mut Builder<'_, P>) -> Result<(), ConfigError> {
+fn compile_links<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) -> Result<(), ConfigError> {
     let cfg = b.cfg;
     let nodes: Vec<&str> = cfg.hosts.iter().chain(&cfg.routers).map(String::as_str).collect();
     let node_id = |n: &str| nodes.iter().position(|x| *x == n).expect("validated node");
@@ -429,7 +429,7 @@ fn compile_links<P: PacketMeta + Send + 'static>(b: &mut Builder<'_, P>) -> Resu
     Ok(())
 }
 
-fn link_direction<P: PacketMeta + Send + 'static>(b: &mut Builder<'_, P>, l: &LinkConfig, d: usize, from: &str, to: &str) -> Vec<Hop> {
+fn link_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>, l: &LinkConfig, d: usize, from: &str, to: &str) -> Vec<Hop> {
     let rate = l.rate.get(d);
     let limit = l.queue.map(|q| q.get(d)).unwrap_or(DEFAULT_LINK_QUEUE);
     let q = new_queue(rate, rate, limit, b.rng());

@@ -25,7 +25,7 @@ pub enum Element<P> {
     Loss(RandomLoss<P>),
 }
 
-impl<P: PacketMeta + Send + 'static> Element<P> {
+impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
     pub fn push(&mut self, at: Instant, pkt: P, slot: u16) {
         match self {
             Element::Delay(e) => e.push(at, pkt),

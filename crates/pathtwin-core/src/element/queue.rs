@@ -108,7 +108,7 @@ pub struct BandwidthQueue<P> {
     now: Instant,
 }
 
-impl<P: PacketMeta + Send + 'static> BandwidthQueue<P> {
+impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
     /// A queue draining at `capacity`; `abw` below capacity adds placeholders at C − ABW.
     pub fn new(capacity: Rate, abw: Rate, qdisc: Box<dyn Qdisc<P>>, rng: Rng) -> Self {
         BandwidthQueue {

@@ -19,7 +19,7 @@ impl<P> DropTail<P> {
     }
 }
 
-impl<P: Send> Qdisc<P> for DropTail<P> {
+impl<P: Send + Sync> Qdisc<P> for DropTail<P> {
     fn enqueue(&mut self, _now: Instant, item: Queued<P>, _rng: &mut Rng) -> Result<(), Queued<P>> {
         if self.backlog.would_exceed(self.limit, item.wire_len) {
             return Err(item);

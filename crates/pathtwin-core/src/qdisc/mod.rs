@@ -63,7 +63,7 @@ impl Backlog {
 
 /// A queue discipline. Call order: `enqueue` for each arrival at its arrival time, `dequeue`
 /// whenever the link becomes free; `now` never decreases between calls.
-pub trait Qdisc<P>: Send {
+pub trait Qdisc<P>: Send + Sync {
     /// Offers an item; returns it back as `Err` if the discipline drops it.
     fn enqueue(&mut self, now: Instant, item: Queued<P>, rng: &mut Rng) -> Result<(), Queued<P>>;
     /// Takes the next item to transmit, if any.
