@@ -206,7 +206,9 @@ def reproduce(
 def main(argv: list[str] | None = None) -> int:
     """Runs the CLI; a ``PathtwinError`` becomes one line on stderr and exit status 2."""
     try:
-        app(args=argv, prog_name="pathtwin", standalone_mode=False)
+        rc = app(args=argv, prog_name="pathtwin", standalone_mode=False)
+        if isinstance(rc, int):
+            return rc
     except PathtwinError as e:
         print(f"pathtwin: error: {e}", file=sys.stderr)
         return e.exit_code

@@ -1,10 +1,11 @@
 //! Compiles a [`Config`] into a [`Network`]: elements, and for every ordered host pair the
 //! route of element hops a packet crosses. Both views end here, and both engines start here.
 //!
-//! Paths view (NSDI'09 Fig. 2/4): each direction of a path is
-//! `bandwidth queue → delay line (RTT/2) → loss`; a `[[shared]]` class replaces the member
-//! directions' queues by one queue whose reactivity weighs the members' ABW by their flows.
-//! Links view: each direction of a link is `queue → delay → loss`, and a route is the
+//! Paths view (NSDI'09 Fig. 2/4): each direction of a path is a bandwidth queue followed by
+//! the direction's half of the base RTT, then loss; a `[[shared]]` class replaces the member
+//! directions' queues by one queue whose reactivity weighs the members' ABW by their flows,
+//! and each member keeps its own delay line after it. Links view: each direction of a link is
+//! a queue with the link's propagation delay, then loss, and a route is the
 //! concatenation along the lowest-delay node path (ties: fewer hops, then names), computed
 //! with Dijkstra.
 
@@ -330,21 +331,24 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
         let (from, to) = (b.net.hosts[s.src].clone(), b.net.hosts[s.dst].clone());
         let mut hops = Vec::new();
         let shared_class = membership.get(&k).map(|&(c, _)| c);
+        // Base RTT split evenly; an odd nanosecond goes to the first direction.
+        let rtt = p.rtt.as_nanos();
+        let one_way = Duration::from_nanos(if s.dir == 0 { rtt - rtt / 2 } else { rtt / 2 });
         match membership.get(&k) {
-            Some(&(c, slot)) => hops.push(Hop { element: class_queue[c], slot }),
+            Some(&(c, slot)) => {
+                hops.push(Hop { element: class_queue[c], slot });
+                let delay = Element::Delay(DelayLine::new(one_way));
+                hops.push(Hop { element: b.add(format!("{from}->{to} delay"), "delay", delay), slot: 0 });
+            }
             None => {
                 let abw = s.table.at(1);
-                let mut q = new_queue(s.capacity, abw, s.queue, b.rng());
+                let mut q = new_queue(s.capacity, abw, s.queue, b.rng()).with_propagation(one_way);
                 if !s.table.is_constant() {
                     q = q.with_reactivity(Reactivity::new(vec![s.table.clone()], s.rule.clone(), cfg.run.flow_idle_timeout));
                 }
                 hops.push(Hop { element: b.add(format!("{from}->{to}"), "queue", Element::Queue(q)), slot: 0 });
             }
         }
-        // Base RTT split evenly; an odd nanosecond goes to the first direction.
-        let rtt = p.rtt.as_nanos();
-        let one_way = Duration::from_nanos(if s.dir == 0 { rtt - rtt / 2 } else { rtt / 2 });
-        hops.push(Hop { element: b.add(format!("{from}->{to} delay"), "delay", Element::Delay(DelayLine::new(one_way))), slot: 0 });
         if let Some(loss) = p.loss.map(|l| l.get(s.dir)).filter(|l| l.get() > 0.0) {
             let rng = b.rng();
             hops.push(Hop { element: b.add(format!("{from}->{to} loss"), "loss", Element::Loss(RandomLoss::new(loss, rng))), slot: 0 });
@@ -432,9 +436,8 @@ fn compile_links<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
 fn link_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>, l: &LinkConfig, d: usize, from: &str, to: &str) -> Vec<Hop> {
     let rate = l.rate.get(d);
     let limit = l.queue.map(|q| q.get(d)).unwrap_or(DEFAULT_LINK_QUEUE);
-    let q = new_queue(rate, rate, limit, b.rng());
+    let q = new_queue(rate, rate, limit, b.rng()).with_propagation(l.delay);
     let mut hops = vec![Hop { element: b.add(format!("{from}->{to}"), "queue", Element::Queue(q)), slot: 0 }];
-    hops.push(Hop { element: b.add(format!("{from}->{to} delay"), "delay", Element::Delay(DelayLine::new(l.delay))), slot: 0 });
     if let Some(loss) = l.loss.map(|x| x.get(d)).filter(|x| x.get() > 0.0) {
         let rng = b.rng();
         hops.push(Hop { element: b.add(format!("{from}->{to} loss"), "loss", Element::Loss(RandomLoss::new(loss, rng))), slot: 0 });

@@ -85,6 +85,10 @@ impl Rate {
         if self.0 == 0 {
             return Duration::MAX;
         }
+        // Packet sizes take the fast 64-bit path; u128 only for huge byte counts.
+        if bytes < 1 << 31 {
+            return Duration::from_nanos((bytes * 8_000_000_000).div_ceil(self.0));
+        }
         let bits = bytes as u128 * 8 * 1_000_000_000;
         Duration::from_nanos(bits.div_ceil(self.0 as u128).min(u64::MAX as u128) as u64)
     }

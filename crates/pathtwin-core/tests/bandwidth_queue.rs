@@ -145,3 +145,15 @@ proptest! {
         prop_assert_eq!(q.stats().arrivals, out + q.stats().drops);
     }
 }
+
+#[test]
+fn propagation_delay_is_added_after_serialization() {
+    let mut q = queue(Rate::from_mbps(10), Rate::from_mbps(10), QueueLimit::Packets(10)).with_propagation(Duration::from_millis(45));
+    q.push(Instant::ZERO, Pkt { len: 1500, flow: 1 }, 0);
+    q.push(Instant::ZERO, Pkt { len: 1500, flow: 1 }, 0);
+    assert_eq!(q.next_wakeup(), Some(Instant::ZERO + Duration::from_micros(46_200)));
+    let mut out = Vec::new();
+    drain(&mut q, Instant::ZERO + Duration::from_millis(100), &mut out);
+    let times: Vec<_> = out.iter().map(|(t, _)| t.as_nanos()).collect();
+    assert_eq!(times, vec![46_200_000, 47_400_000]);
+}

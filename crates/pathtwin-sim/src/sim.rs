@@ -2,7 +2,7 @@
 
 use crate::app::App;
 use crate::event::{AppStep, Event, EventQueue};
-use crate::packet::SimPacket;
+use crate::packet::{SegmentSlab, SimPacket};
 use crate::table::{Cell, Table};
 use pathtwin_core::config::{CcName, Config, ConfigError, TcpSettings};
 use pathtwin_core::element::Element;
@@ -77,11 +77,11 @@ pub struct Simulation {
     events: EventQueue,
     element_wakeup: Vec<Option<Instant>>,
     conns: Vec<Connection>,
+    segments: SegmentSlab,
     end: Instant,
     sample_interval: Duration,
     flow_series: Table,
     queue_series: Table,
-    scratch: Vec<(Instant, SimPacket)>,
     /// Drops at the previous sample, per element (for per-interval drop counts).
     drops_at_last_sample: Vec<u64>,
 }
@@ -184,6 +184,7 @@ impl Simulation {
             events,
             element_wakeup: vec![None; n_elements],
             conns,
+            segments: SegmentSlab::default(),
             flow_series: Table::with_schema(&[
                 ("time_s", "f64"),
                 ("flow", "i64"),
@@ -207,7 +208,6 @@ impl Simulation {
                 ("abw_bps", "f64"),
                 ("active_flows", "i64"),
             ]),
-            scratch: Vec::new(),
             drops_at_last_sample: vec![0; n_elements],
         })
     }
@@ -282,15 +282,15 @@ impl Simulation {
             return;
         }
         self.element_wakeup[e] = None;
-        let mut out = std::mem::take(&mut self.scratch);
-        while let Some(item) = self.net.elements[e].poll_output(now) {
-            out.push(item);
-        }
-        self.schedule_element(e);
-        for (t, pkt) in out.drain(..) {
+        self.release(now, e);
+    }
+
+    /// Forwards everything element `e` releases by `now`, then re-arms its wakeup.
+    fn release(&mut self, now: Instant, e: usize) {
+        while let Some((t, pkt)) = self.net.elements[e].poll_output(now) {
             self.forward(t, pkt);
         }
-        self.scratch = out;
+        self.schedule_element(e);
     }
 
     fn schedule_element(&mut self, e: usize) {
@@ -312,13 +312,16 @@ impl Simulation {
         let next = self.net.route(pkt.src as usize, pkt.dst as usize).and_then(|r| r.get(pkt.hop as usize)).copied();
         match next {
             Some(hop) => {
-                self.net.elements[hop.element].push(t, pkt, hop.slot);
-                self.schedule_element(hop.element);
+                if let Some(dropped) = self.net.elements[hop.element].push(t, pkt, hop.slot) {
+                    self.segments.release(&dropped);
+                }
+                self.after_push(t, hop.element);
             }
             None => {
                 let c = pkt.conn as usize;
                 let side = if pkt.from_client { SERVER } else { CLIENT };
-                self.conns[c].endpoints[side].handle_segment(t, &pkt.seg);
+                let seg = self.segments.take(&pkt);
+                self.conns[c].endpoints[side].handle_segment(t, seg);
                 self.service(t, c, side);
             }
         }
@@ -328,10 +331,21 @@ impl Simulation {
     fn transmit(&mut self, now: Instant, c: usize, side: usize, seg: pathtwin_tcp::Segment) {
         let conn = &self.conns[c];
         let (src, dst) = (conn.hosts[side], conn.hosts[1 - side]);
-        let pkt = SimPacket::new(src, dst, c as u32, side == CLIENT, seg);
+        let pkt = self.segments.packet(src, dst, c as u32, side == CLIENT, seg);
         let first = self.net.route(src as usize, dst as usize).and_then(|r| r.first()).copied().expect("routes checked at build");
-        self.net.elements[first.element].push(now, pkt, first.slot);
-        self.schedule_element(first.element);
+        if let Some(dropped) = self.net.elements[first.element].push(now, pkt, first.slot) {
+            self.segments.release(&dropped);
+        }
+        self.after_push(now, first.element);
+    }
+
+    /// After a push: a zero-delay element (loss) releases at once, without an event.
+    fn after_push(&mut self, now: Instant, e: usize) {
+        if self.net.elements[e].next_wakeup() == Some(now) && self.element_wakeup[e] != Some(now) {
+            self.release(now, e);
+        } else {
+            self.schedule_element(e);
+        }
     }
 
     /// After any input to an endpoint: let the application react, send what TCP wants to

@@ -21,12 +21,15 @@ impl<P> RandomLoss<P> {
         RandomLoss { probability: probability.get(), rng, pending: VecDeque::new(), arrivals: 0, drops: 0 }
     }
 
-    pub fn push(&mut self, at: Instant, pkt: P) {
+    /// Returns the packet if it was lost.
+    pub fn push(&mut self, at: Instant, pkt: P) -> Option<P> {
         self.arrivals += 1;
         if self.probability > 0.0 && self.rng.gen::<f64>() < self.probability {
             self.drops += 1;
+            Some(pkt)
         } else {
             self.pending.push_back((at, pkt));
+            None
         }
     }
 

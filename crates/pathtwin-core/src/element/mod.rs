@@ -26,9 +26,14 @@ pub enum Element<P> {
 }
 
 impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
-    pub fn push(&mut self, at: Instant, pkt: P, slot: u16) {
+    /// Offers a packet; returns it if the element dropped it on arrival (the only time any
+    /// element drops a real packet), so a driver can count it and recycle its buffer.
+    pub fn push(&mut self, at: Instant, pkt: P, slot: u16) -> Option<P> {
         match self {
-            Element::Delay(e) => e.push(at, pkt),
+            Element::Delay(e) => {
+                e.push(at, pkt);
+                None
+            }
             Element::Queue(e) => e.push(at, pkt, slot),
             Element::Loss(e) => e.push(at, pkt),
         }
