@@ -40,6 +40,27 @@ def git_revision() -> str:
     return out.stdout.strip() + ("-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
 
 
+class LazyFrames(dict):
+    """Tables kept as columns until first read, then as pandas DataFrames (importing pandas
+    only when someone looks: a quiet CLI run writes Parquet straight from the columns)."""
+
+    def __getitem__(self, name):
+        value = super().__getitem__(name)
+        if isinstance(value, Mapping):
+            value = columns_to_frame(value)
+            super().__setitem__(name, value)
+        return value
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def items(self):
+        return [(k, self[k]) for k in self.keys()]
+
+    def values(self):
+        return [self[k] for k in self.keys()]
+
+
 @dataclass
 class Result:
     """A run's tables as pandas DataFrames, and its ``run.json`` as a dict."""
@@ -47,6 +68,10 @@ class Result:
     run: dict
     tables: dict = field(default_factory=dict)
     path: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tables, LazyFrames):
+            self.tables = LazyFrames(self.tables)
 
     def __getattr__(self, name: str):
         tables = self.__dict__.get("tables", {})

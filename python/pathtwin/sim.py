@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import __version__
 from .config import ConfigSource, config_text, native_call
-from .results import Result, Stopwatch, columns_to_frame, git_revision, write_result_dir
+from .results import Result, Stopwatch, git_revision, write_result_dir
 
 #: Aim for this much wall time per chunk, so that progress and Ctrl-C stay responsive.
 CHUNK_WALL_S = 0.1
@@ -77,8 +77,7 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
     path = None
     if out is not None:
         path = write_result_dir(Path(out), run, tables)
-    frames = {name: columns_to_frame(cols) for name, cols in tables.items()}
-    result = Result(run=run, tables=frames, path=path)
+    result = Result(run=run, tables=tables, path=path)
     if not completed:
         result.run["interrupted"] = True
     return result

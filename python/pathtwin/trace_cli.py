@@ -17,7 +17,19 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
-from . import trace as tr
+
+
+class _LazyTrace:
+    """`pathtwin.trace` imported on first use: it pulls in pandas, which would otherwise
+    cost every `pathtwin` command ~0.4 s of start-up."""
+
+    def __getattr__(self, name):
+        from . import trace
+
+        return getattr(trace, name)
+
+
+tr = _LazyTrace()
 
 app = typer.Typer(help="Analyze packet captures (Monkey See) and diagnose probes (Monarch).", no_args_is_help=True)
 
@@ -75,7 +87,8 @@ def analyze(
     span = max(stats["last_s"] - stats["first_s"], 0.0)
     out.print(
         f"[bold]{capture}[/]: {stats['frames']:,} frames over {span:.1f} s, {stats['tcp_packets']:,} TCP packets, "
-        f"{len(conns):,} connections ({kept:,} kept for replay)"
+        f"{len(conns):,} connections ({kept:,} kept for replay)",
+        soft_wrap=True,
     )
     warnings = []
     if stats["bad_headers"]:

@@ -30,8 +30,11 @@ pub enum AppStep {
     Respond,
 }
 
+/// Events are stored compactly: the key packs (time, sequence) into one `u128` and the event
+/// into a `u64`, so a heap comparison is a single integer comparison (profiling showed the
+/// heap at a fifth of the simulator's time with tuple entries).
 pub struct EventQueue {
-    heap: BinaryHeap<Reverse<(Instant, u64, Event)>>,
+    heap: BinaryHeap<Reverse<(u128, u64)>>,
     seq: u64,
     now: Instant,
     processed: u64,
@@ -55,18 +58,19 @@ impl EventQueue {
     /// Schedules `ev` at `at`; an `at` in the past is a bug in the caller.
     pub fn schedule(&mut self, at: Instant, ev: Event) {
         assert!(at >= self.now, "event {ev:?} scheduled at {at:?}, before now {:?}", self.now);
-        self.heap.push(Reverse((at, self.seq, ev)));
+        self.heap.push(Reverse(((at.as_nanos() as u128) << 64 | self.seq as u128, encode(ev))));
         self.seq += 1;
     }
 
     /// Time of the next event.
     pub fn peek_time(&self) -> Option<Instant> {
-        self.heap.peek().map(|Reverse((t, _, _))| *t)
+        self.heap.peek().map(|Reverse((k, _))| Instant::from_nanos((k >> 64) as u64))
     }
 
     /// Removes the next event and advances the clock to it.
     pub fn pop(&mut self) -> Option<(Instant, Event)> {
-        let Reverse((t, _, ev)) = self.heap.pop()?;
+        let Reverse((key, code)) = self.heap.pop()?;
+        let (t, ev) = (Instant::from_nanos((key >> 64) as u64), decode(code));
         assert!(t >= self.now, "time went backward: {t:?} < {:?}", self.now);
         self.now = t;
         self.processed += 1;
@@ -76,6 +80,35 @@ impl EventQueue {
     /// Events processed so far.
     pub fn processed(&self) -> u64 {
         self.processed
+    }
+}
+
+fn encode(ev: Event) -> u64 {
+    match ev {
+        Event::Element(e) => e as u64,
+        Event::Timer(c, side) => 1 << 32 | (side as u64) << 40 | c as u64,
+        Event::App(c, step) => 2 << 32 | (step as u64) << 40 | c as u64,
+        Event::Sample => 3 << 32,
+    }
+}
+
+fn decode(code: u64) -> Event {
+    let low = code as u32;
+    let arg = (code >> 40) as u8;
+    match (code >> 32) as u8 {
+        0 => Event::Element(low),
+        1 => Event::Timer(low, arg),
+        2 => Event::App(
+            low,
+            match arg {
+                0 => AppStep::Start,
+                1 => AppStep::Stop,
+                2 => AppStep::Toggle,
+                3 => AppStep::NextRequest,
+                _ => AppStep::Respond,
+            },
+        ),
+        _ => Event::Sample,
     }
 }
 
@@ -94,6 +127,22 @@ mod tests {
         assert_eq!(q.pop().unwrap().1, Event::Element(9));
         assert_eq!(q.pop().unwrap().1, Event::Sample);
         assert_eq!(q.pop().unwrap().1, Event::Element(7));
+    }
+
+    #[test]
+    fn every_event_survives_encoding() {
+        for ev in [
+            Event::Element(u32::MAX),
+            Event::Timer(7, 1),
+            Event::App(3, AppStep::Start),
+            Event::App(3, AppStep::Stop),
+            Event::App(3, AppStep::Toggle),
+            Event::App(3, AppStep::NextRequest),
+            Event::App(u32::MAX, AppStep::Respond),
+            Event::Sample,
+        ] {
+            assert_eq!(decode(encode(ev)), ev);
+        }
     }
 
     #[test]
