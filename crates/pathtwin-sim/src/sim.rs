@@ -295,13 +295,17 @@ impl Simulation {
 
     fn schedule_element(&mut self, e: usize) {
         if let Some(w) = self.net.elements[e].next_wakeup() {
-            let w = w.max(self.events.now());
-            match self.element_wakeup[e] {
-                Some(s) if s <= w => {}
-                _ => {
-                    self.element_wakeup[e] = Some(w);
-                    self.events.schedule(w, Event::Element(e as u32));
-                }
+            self.arm_element(e, w.max(self.events.now()));
+        }
+    }
+
+    /// Makes sure element `e` is woken at `w` (an earlier pending wakeup will re-arm it).
+    fn arm_element(&mut self, e: usize, w: Instant) {
+        match self.element_wakeup[e] {
+            Some(s) if s <= w => {}
+            _ => {
+                self.element_wakeup[e] = Some(w);
+                self.events.schedule(w, Event::Element(e as u32));
             }
         }
     }
@@ -341,10 +345,10 @@ impl Simulation {
 
     /// After a push: a zero-delay element (loss) releases at once, without an event.
     fn after_push(&mut self, now: Instant, e: usize) {
-        if self.net.elements[e].next_wakeup() == Some(now) && self.element_wakeup[e] != Some(now) {
-            self.release(now, e);
-        } else {
-            self.schedule_element(e);
+        match self.net.elements[e].next_wakeup() {
+            Some(w) if w <= now && self.element_wakeup[e] != Some(now) => self.release(now, e),
+            Some(w) => self.arm_element(e, w.max(now)),
+            None => {}
         }
     }
 

@@ -28,6 +28,7 @@ pub enum Element<P> {
 impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
     /// Offers a packet; returns it if the element dropped it on arrival (the only time any
     /// element drops a real packet), so a driver can count it and recycle its buffer.
+    #[inline]
     pub fn push(&mut self, at: Instant, pkt: P, slot: u16) -> Option<P> {
         match self {
             Element::Delay(e) => {
@@ -39,6 +40,7 @@ impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
         }
     }
 
+    #[inline]
     pub fn next_wakeup(&self) -> Option<Instant> {
         match self {
             Element::Delay(e) => e.next_wakeup(),
@@ -47,6 +49,7 @@ impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
         }
     }
 
+    #[inline]
     pub fn poll_output(&mut self, now: Instant) -> Option<(Instant, P)> {
         match self {
             Element::Delay(e) => e.poll_output(now),

@@ -235,6 +235,21 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
             enqueued_at: at,
             packet: Some(pkt),
         };
+        if self.in_service.is_none() && self.deferred_placeholders == 0 && self.qdisc.backlog().packets == 0 {
+            // Idle link: straight onto the wire if the discipline admits it.
+            return match self.qdisc.pass_through(at, item, &mut self.rng) {
+                Ok(item) => {
+                    let done = at + self.capacity.transmit_time(len as u64);
+                    self.in_service = Some((item, done));
+                    None
+                }
+                Err(item) => {
+                    self.stats.drops += 1;
+                    self.stats.drop_bytes += len as u64;
+                    item.packet
+                }
+            };
+        }
         match self.qdisc.enqueue(at, item, &mut self.rng) {
             Ok(()) => {
                 self.real_backlog.add(len);
@@ -277,7 +292,9 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
     /// Replays placeholder arrivals and service completions up to `now`, in time order
     /// (a completion before an arrival at the same instant, so the arrival sees the free slot).
     pub fn advance(&mut self, now: Instant) {
-        if now < self.now {
+        // Everything due at `self.now` was replayed already, and what was pushed since then
+        // completes later: a second call at the same instant has nothing to do.
+        if now <= self.now && now != Instant::ZERO {
             return;
         }
         self.now = now;

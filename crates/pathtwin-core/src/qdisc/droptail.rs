@@ -35,6 +35,14 @@ impl<P: Send + Sync> Qdisc<P> for DropTail<P> {
         Some(item)
     }
 
+    fn pass_through(&mut self, _now: Instant, item: Queued<P>, _rng: &mut Rng) -> Result<Queued<P>, Queued<P>> {
+        if Backlog::default().would_exceed(self.limit, item.wire_len) {
+            Err(item)
+        } else {
+            Ok(item)
+        }
+    }
+
     fn backlog(&self) -> Backlog {
         self.backlog
     }

@@ -68,6 +68,14 @@ pub trait Qdisc<P>: Send + Sync {
     fn enqueue(&mut self, now: Instant, item: Queued<P>, rng: &mut Rng) -> Result<(), Queued<P>>;
     /// Takes the next item to transmit, if any.
     fn dequeue(&mut self, now: Instant) -> Option<Queued<P>>;
+    /// Offers an item while the link is idle and the discipline holds nothing: returns it to
+    /// transmit at once, or as `Err` if dropped. The default is `enqueue` then `dequeue`;
+    /// disciplines override it to skip the round trip (the common case on lightly loaded
+    /// links).
+    fn pass_through(&mut self, now: Instant, item: Queued<P>, rng: &mut Rng) -> Result<Queued<P>, Queued<P>> {
+        self.enqueue(now, item, rng)?;
+        Ok(self.dequeue(now).expect("an empty discipline returns what it just admitted"))
+    }
     /// Items currently held.
     fn backlog(&self) -> Backlog;
     /// Changes the capacity at run time (reactivity re-derives queue sizes). Items already
