@@ -84,6 +84,8 @@ pub struct Simulation {
     queue_series: Table,
     /// Drops at the previous sample, per element (for per-interval drop counts).
     drops_at_last_sample: Vec<u64>,
+    /// Whether no event is left before the end (updated by `advance`).
+    finished: bool,
 }
 
 fn tcp_config(s: &TcpSettings) -> TcpConfig {
@@ -209,6 +211,7 @@ impl Simulation {
                 ("active_flows", "i64"),
             ]),
             drops_at_last_sample: vec![0; n_elements],
+            finished: false,
         })
     }
 
@@ -231,7 +234,7 @@ impl Simulation {
     }
 
     pub fn is_finished(&self) -> bool {
-        self.events.peek_time().is_none_or(|t| t > self.end)
+        self.finished
     }
 
     /// Runs every event up to and including `until` (capped at the run's end); returns true
@@ -245,7 +248,9 @@ impl Simulation {
             let (now, ev) = self.events.pop().expect("peeked");
             self.dispatch(now, ev);
         }
-        self.is_finished()
+        let end = self.end;
+        self.finished = self.events.peek_time().is_none_or(|t| t > end);
+        self.finished
     }
 
     /// Runs to the end and returns the results.
