@@ -203,8 +203,9 @@ def run_pathtwin(cmd0: list[str], duration: float, sack: bool, out: Path) -> dic
     result_dir = out / tag
     if result_dir.exists():
         shutil.rmtree(result_dir)
-    # -q: no progress display or summary table (the ns-2/ns-3 programs print one line too).
-    cmd = cmd0 + ["sim", str(scenario), "-o", str(result_dir), "-q"]
+    # --no-plots -q: no PNG rendering (matplotlib costs ~2-4 s per run), no progress display,
+    # no summary table -- the ns-2/ns-3 programs print one line and draw nothing either.
+    cmd = cmd0 + ["sim", str(scenario), "-o", str(result_dir), "--no-plots", "-q"]
     _, wall, cpu = run_measured(cmd)
 
     run = json.loads((result_dir / "run.json").read_text())
@@ -270,6 +271,7 @@ def ratios(results: list[dict]) -> list[dict]:
                 row.update(
                     pps_ratio_wall=pps(pt) / pps(p),
                     pps_ratio_engine=pps(pt, "engine_wall_s") / pps(p, "engine_wall_s"),
+                    pps_ratio_cpu=pps(pt, "cpu_s") / pps(p, "cpu_s"),
                     goodput_diff_pct=(pt["goodput_bps"] - p["goodput_bps"]) / p["goodput_bps"] * 100,
                     goal_pps=goal,
                 )
@@ -281,12 +283,13 @@ def ratios(results: list[dict]) -> list[dict]:
             out.append({"duration_s": d, "peer": "ns-3 vs ns-2",
                         "pps_ratio_wall": pps(b) / pps(a),
                         "pps_ratio_engine": pps(b, "engine_wall_s") / pps(a, "engine_wall_s"),
+                        "pps_ratio_cpu": pps(b, "cpu_s") / pps(a, "cpu_s"),
                         "goodput_diff_pct": (b["goodput_bps"] - a["goodput_bps"]) / a["goodput_bps"] * 100})
     return out
 
 
 def fmt_ratios(rows: list[dict]) -> str:
-    head = (f"{'sim s':>6}  {'comparison':<22}{'pkts/s x (wall)':>16}{'pkts/s x (engine)':>19}"
+    head = (f"{'sim s':>6}  {'comparison':<22}{'pkts/s x (wall)':>16}{'pkts/s x (engine)':>19}{'pkts/s x (cpu)':>16}"
             f"{'goodput diff':>14}  goals")
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -304,7 +307,8 @@ def fmt_ratios(rows: list[dict]) -> str:
                      f"goodput within {GOAL_GOODPUT_PCT:g}%: {'met' if r['goodput_goal_met'] else 'MISSED'}")
         lines.append(
             f"{r['duration_s']:>6g}  {label:<22}{r['pps_ratio_wall']:>15.2f}x"
-            f"{(f'{eng:.2f}x' if eng is not None else '-'):>19}{r['goodput_diff_pct']:>+13.2f}%  {goals}")
+            f"{(f'{eng:.2f}x' if eng is not None else '-'):>19}{r['pps_ratio_cpu']:>15.2f}x"
+            f"{r['goodput_diff_pct']:>+13.2f}%  {goals}")
     return "\n".join(lines)
 
 

@@ -47,6 +47,8 @@ pub struct ReadSummary {
 const BUFFER: usize = 1 << 20;
 /// A record larger than this is taken as a corrupt length field, not a real frame.
 const MAX_BUFFER: usize = 1 << 26;
+/// Bytes read before handing the input to pcap-parser (any file header fits).
+const PEEK: usize = 1 << 16;
 
 /// Classic pcap magic numbers as read little-endian: µs and ns resolution, both byte orders,
 /// and Kuznetsov's modified format.
@@ -73,16 +75,19 @@ pub fn read_frames<R: Read>(
     mut on_progress: impl FnMut(u64) -> bool,
 ) -> Result<ReadSummary, TraceError> {
     // Peek at the magic ourselves so that an empty file, a short file and a foreign file each
-    // get their own one-line error rather than pcap-parser's generic one.
-    let mut head = [0u8; 4];
+    // get their own one-line error rather than pcap-parser's generic one. The peek is large
+    // because pcap-parser probes the file header with a single `read`, which must return it
+    // whole.
+    let mut head = vec![0u8; PEEK];
     let got = read_up_to(&mut input, &mut head)?;
+    head.truncate(got);
     if got == 0 {
         return Err(TraceError::Empty);
     }
     if got < 4 {
         return Err(TraceError::TruncatedHeader { len: got as u64 });
     }
-    let magic = u32::from_le_bytes(head);
+    let magic = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
     if magic != PCAPNG_MAGIC && !PCAP_MAGICS.contains(&magic) {
         return Err(TraceError::BadMagic { magic });
     }
@@ -177,6 +182,11 @@ pub fn read_frames<R: Read>(
             }
             Err(PcapError::Eof) => break,
             Err(PcapError::UnexpectedEof) => {
+                // A cut-off last record is a warning; a record claiming an impossible length
+                // is corruption, whether or not the file happens to end after it.
+                if implausible_length(reader.data(), magic) {
+                    return Err(malformed(offset, "record length beyond any plausible frame"));
+                }
                 summary.truncated_tail = true;
                 break;
             }
@@ -211,6 +221,19 @@ fn ng_timestamp(raw: u64, iface: Interface) -> u64 {
     let frac_ns = (frac as u128 * 1_000_000_000 / iface.resolution as u128) as u64;
     let secs = (secs as i64).saturating_add(iface.offset_s).max(0) as u64;
     secs.saturating_mul(1_000_000_000).saturating_add(frac_ns)
+}
+
+/// Whether the record starting `data` declares a length no capture tool writes: a classic
+/// pcap caplen above 256 KiB (libpcap's maximum snap length), or a pcapng block above
+/// [`MAX_BUFFER`] in either byte order.
+fn implausible_length(data: &[u8], magic: u32) -> bool {
+    const MAX_SNAPLEN: u32 = 262_144;
+    let word = |at: usize| data.get(at..at + 4).map(|b| [b[0], b[1], b[2], b[3]]);
+    if magic == PCAPNG_MAGIC {
+        return word(4).is_some_and(|b| u32::from_le_bytes(b).min(u32::from_be_bytes(b)) as usize > MAX_BUFFER);
+    }
+    let big_endian = matches!(magic, 0xd4c3_b2a1 | 0x4d3c_b2a1);
+    word(8).is_some_and(|b| if big_endian { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) } > MAX_SNAPLEN)
 }
 
 fn malformed(offset: u64, what: &str) -> TraceError {

@@ -484,7 +484,7 @@ impl Conn {
                 if idle || q.prev_len < mss {
                     q.done = true;
                     if let Some(x) = self.exchanges.first_mut() {
-                        x.query_delay_ns = Some(now - q.first_ns);
+                        x.query_delay_ns = Some(now.saturating_sub(q.first_ns));
                     }
                 } else {
                     q.prev_ns = now;
@@ -575,6 +575,11 @@ impl Conn {
         let is_dup = !advanced && ack == prev_high && !carries_sequence;
         if is_dup {
             d.dupacks_since_advance += 1;
+            // A duplicate ACK still answers one data packet: counting it keeps the ratio of a
+            // quick-ACK receiver at 1 when the first loss is followed by more data.
+            if !d.loss_seen && !d.in_flight.is_empty() {
+                d.pre_loss_acks += 1;
+            }
         }
 
         // Monkey's spurious-retransmission heuristic, used only without SACK (with SACK the
@@ -675,7 +680,7 @@ impl Conn {
 
 /// Inserts keeping the queue sorted by start (retransmissions and reordering insert early).
 fn insert_sorted(q: &mut VecDeque<InFlight>, seg: InFlight) {
-    if q.back().is_none_or(|b| b.start <= seg.start) {
+    if q.back().map_or(true, |b| b.start <= seg.start) {
         q.push_back(seg);
     } else {
         let i = q.partition_point(|s| s.start <= seg.start);

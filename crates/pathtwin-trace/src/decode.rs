@@ -175,6 +175,9 @@ fn ip_ethertype(ethertype: u16, body: &[u8]) -> Result<&[u8], Skip> {
 
 /// Decodes an IP packet starting at `ip`.
 pub fn decode_ip(ip: &[u8]) -> Result<Packet<'_>, Skip> {
+    if let Some(pkt) = decode_plain_ipv4_tcp(ip) {
+        return pkt;
+    }
     let sliced = LaxIpSlice::from_slice(ip).map_err(|_| Skip::BadHeader)?.0;
     let (src, dst, ip_id, ip_len, declared_payload) = match &sliced {
         LaxIpSlice::Ipv4(v4) => {
@@ -227,6 +230,42 @@ pub fn decode_ip(ip: &[u8]) -> Result<Packet<'_>, Skip> {
         _ => Transport::Other,
     };
     Ok(Packet { src, dst, ip_id, ip_len, transport })
+}
+
+/// Fast path for the overwhelmingly common packet, an unfragmented IPv4 TCP segment: read
+/// the few header fields directly instead of building etherparse's full slice (a fifth of
+/// the analysis time on a large capture). Anything else — options-laden oddities aside,
+/// IPv6, fragments, other protocols, short or inconsistent headers — returns `None` and
+/// takes the general path, which validates the same fields.
+fn decode_plain_ipv4_tcp(ip: &[u8]) -> Option<Result<Packet<'_>, Skip>> {
+    let h = ip.get(..20)?;
+    let ihl = (h[0] & 0x0f) as usize * 4;
+    let total = u16::from_be_bytes([h[2], h[3]]) as usize;
+    let frag = u16::from_be_bytes([h[6], h[7]]);
+    // Version 4, TCP, not a fragment (MF clear and offset zero), lengths consistent.
+    if h[0] >> 4 != 4 || h[9] != 6 || frag & 0x3fff != 0 || ihl < 20 || total < ihl {
+        return None;
+    }
+    let body = ip.get(ihl..total.min(ip.len()))?;
+    let tcp = TcpSlice::from_slice(body).ok()?;
+    let header_len = tcp.data_offset() as u32 * 4;
+    let header = TcpHeader {
+        src_port: tcp.source_port(),
+        dst_port: tcp.destination_port(),
+        seq: tcp.sequence_number(),
+        ack: tcp.acknowledgment_number(),
+        flags: body[13] & 0x3f,
+        window: tcp.window_size(),
+        options: parse_options(tcp.options()),
+        payload_len: (total - ihl) as u32 - header_len.min((total - ihl) as u32),
+    };
+    Some(Ok(Packet {
+        src: IpAddr::V4([h[12], h[13], h[14], h[15]].into()),
+        dst: IpAddr::V4([h[16], h[17], h[18], h[19]].into()),
+        ip_id: u16::from_be_bytes([h[4], h[5]]),
+        ip_len: total as u32,
+        transport: Transport::Tcp(header, tcp.payload()),
+    }))
 }
 
 /// Parses MSS, window scale, SACK-permitted, timestamps and SACK blocks (RFC 9293, 7323,

@@ -75,6 +75,13 @@ impl SeenRanges {
             self.ranges.push((start, end));
             return 0;
         }
+        // Fast path, the common case: in-order data extending the highest range.
+        if let Some(last) = self.ranges.last_mut() {
+            if start == last.1 && start >= self.floor {
+                last.1 = end;
+                return 0;
+            }
+        }
         let mut overlap = end.min(self.floor).saturating_sub(start);
         let (mut s, mut e) = (start.max(self.floor), end);
         if s < e {

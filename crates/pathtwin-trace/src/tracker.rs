@@ -7,6 +7,7 @@
 //! turned into its [`ConnRecord`] and forgotten, so memory follows the number of concurrent
 //! connections, not the length of the capture. It also counts what could not be decoded.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
@@ -93,10 +94,35 @@ type Key = (Endpoint, Endpoint);
 /// Sweep closed connections every this many TCP packets.
 const SWEEP_EVERY: u64 = 1 << 16;
 
+/// Creates a connection for a packet that matched none, deciding who is the client.
+fn new_conn(index: u64, opts: &AnalyzeOptions, src: Endpoint, dst: Endpoint, tcp: &TcpHeader, now: u64) -> Conn {
+    let syn = tcp.has(flags::SYN);
+    let ack = tcp.has(flags::ACK);
+    let (client, server, known) = if syn && !ack {
+        (src, dst, true)
+    } else if syn && ack {
+        (dst, src, true)
+    } else if let Some(s) = opts.server {
+        if src.0 == s.0 && s.1.map_or(true, |p| p == src.1) {
+            (dst, src, true)
+        } else {
+            (src, dst, true)
+        }
+    } else if src.1 < dst.1 {
+        // Mid-stream: the lower port is usually the service's.
+        (dst, src, false)
+    } else {
+        (src, dst, false)
+    };
+    Conn::new(index, client, server, known, now)
+}
+
 /// Streams packets into connections; call [`Tracker::finish`] at the end of the capture.
 pub struct Tracker {
     opts: AnalyzeOptions,
-    table: HashMap<Key, Conn, BuildHasherDefault<FxHasher>>,
+    /// Boxed so that the table's buckets stay small: probing then touches one cache line
+    /// per candidate instead of a whole connection.
+    table: HashMap<Key, Box<Conn>, BuildHasherDefault<FxHasher>>,
     done: Vec<ConnRecord>,
     next_index: u64,
     pub stats: CaptureStats,
@@ -140,7 +166,7 @@ impl Tracker {
         let src = (pkt.src, tcp.src_port);
         let dst = (pkt.dst, tcp.dst_port);
         if let Some(server) = self.opts.server {
-            let is = |e: Endpoint| e.0 == server.0 && server.1.is_none_or(|p| p == e.1);
+            let is = |e: Endpoint| e.0 == server.0 && server.1.map_or(true, |p| p == e.1);
             if !is(src) && !is(dst) {
                 self.stats.other_packets += 1;
                 return;
@@ -160,42 +186,22 @@ impl Tracker {
                 }
             }
         }
-        if !self.table.contains_key(&key) {
-            let conn = self.new_conn(src, dst, &tcp, ts_ns);
-            self.table.insert(key, conn);
-        }
-        let conn = self.table.get_mut(&key).expect("entry just inserted");
+        // One hash lookup per packet: this is the hot path of the whole analysis.
+        let conn = match self.table.entry(key) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let index = self.next_index;
+                self.next_index += 1;
+                self.stats.connections += 1;
+                e.insert(Box::new(new_conn(index, &self.opts, src, dst, &tcp, ts_ns)))
+            }
+        };
         let dir = if src == conn.client { UP } else { DOWN };
         conn.on_segment(dir, ts_ns, &tcp, payload, pkt.ip_len);
 
         if self.stats.tcp_packets % SWEEP_EVERY == 0 {
             self.sweep(ts_ns);
         }
-    }
-
-    fn new_conn(&mut self, src: Endpoint, dst: Endpoint, tcp: &TcpHeader, now: u64) -> Conn {
-        let syn = tcp.has(flags::SYN);
-        let ack = tcp.has(flags::ACK);
-        let (client, server, known) = if syn && !ack {
-            (src, dst, true)
-        } else if syn && ack {
-            (dst, src, true)
-        } else if let Some(s) = self.opts.server {
-            if src.0 == s.0 && s.1.is_none_or(|p| p == src.1) {
-                (dst, src, true)
-            } else {
-                (src, dst, true)
-            }
-        } else if src.1 < dst.1 {
-            // Mid-stream: the lower port is usually the service's.
-            (dst, src, false)
-        } else {
-            (src, dst, false)
-        };
-        let index = self.next_index;
-        self.next_index += 1;
-        self.stats.connections += 1;
-        Conn::new(index, client, server, known, now)
     }
 
     /// Finalizes closed connections quiet for longer than the linger time.
