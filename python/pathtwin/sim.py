@@ -49,12 +49,22 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
     for w in sim.warnings:
         if on_warning:
             on_warning(w)
+    pcap_hosts = json.loads(sim.resolved_json())["config"]["run"]["pcap"]
+    captures = []
+    if pcap_hosts:
+        if out is None:
+            if on_warning:
+                on_warning("[run] pcap needs a result directory; no captures written")
+        else:
+            captures = native_call(sim.capture_to, Path(out) / "pcap")
     watch = Stopwatch()
     if progress:
         completed = _run_with_progress(sim)
     else:
         completed = _run_chunks(sim)
     wall = watch.elapsed()
+    if captures:
+        native_call(sim.flush_captures)
     raw = sim.results()
     resolved = json.loads(sim.resolved_json())
     run = {
@@ -72,6 +82,7 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
         "interrupted": not completed,
         "warnings": list(sim.warnings),
         "source": origin or None,
+        "captures": [str(Path(c).relative_to(Path(out))) for c in captures] if captures else [],
     }
     tables = {name: raw[name] for name in ("flows", "flow_series", "queues", "queue_series")}
     path = None

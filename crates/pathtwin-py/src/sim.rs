@@ -65,6 +65,16 @@ impl PySimulation {
         py.allow_threads(move || inner.advance(until))
     }
 
+    /// Writes `<dir>/<host>.pcap` for the hosts in `[run] pcap`; returns the file paths.
+    fn capture_to(&mut self, dir: std::path::PathBuf) -> PyResult<Vec<String>> {
+        let paths = self.inner.capture_to(&dir).map_err(|e| ConfigError::new_err(format!("{}: cannot write captures ({e})", dir.display())))?;
+        Ok(paths.into_iter().map(|p| p.display().to_string()).collect())
+    }
+
+    fn flush_captures(&mut self) -> PyResult<()> {
+        self.inner.flush_captures().map_err(|e| ConfigError::new_err(format!("writing captures: {e}")))
+    }
+
     #[getter]
     fn now_s(&self) -> f64 {
         self.inner.now().as_secs_f64()

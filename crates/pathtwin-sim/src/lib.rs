@@ -6,12 +6,16 @@
 //! tables, bit for bit. Results are columnar [`table::Table`]s: per-flow summary, per-flow
 //! time series, per-queue summary and per-queue time series.
 //!
+//! With `[run] pcap = [hosts]` and [`Simulation::capture_to`], every packet those hosts send
+//! or receive is written to `<host>.pcap` ([`pcap`]).
+//!
 //! Drive it with [`Simulation::advance`] in chunks (so a front end can show progress and stop
 //! on Ctrl-C keeping what was measured) or with [`Simulation::run`] to the end.
 
 pub mod app;
 pub mod event;
 pub mod packet;
+pub mod pcap;
 mod sim;
 pub mod table;
 

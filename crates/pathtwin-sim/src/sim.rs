@@ -3,6 +3,8 @@
 use crate::app::App;
 use crate::event::{AppStep, Event, EventQueue};
 use crate::packet::{SegmentSlab, SimPacket};
+use crate::pcap::{self, PcapWriter};
+use std::path::Path;
 use crate::table::{Cell, Table};
 use pathtwin_core::config::{CcName, Config, ConfigError, TcpSettings};
 use pathtwin_core::element::Element;
@@ -86,6 +88,8 @@ pub struct Simulation {
     drops_at_last_sample: Vec<u64>,
     /// Whether no event is left before the end (updated by `advance`).
     finished: bool,
+    /// Capture writers by host index (hosts listed in `[run] pcap`).
+    captures: Vec<Option<PcapWriter>>,
 }
 
 fn tcp_config(s: &TcpSettings) -> TcpConfig {
@@ -212,7 +216,44 @@ impl Simulation {
             ]),
             drops_at_last_sample: vec![0; n_elements],
             finished: false,
+            captures: Vec::new(),
         })
+    }
+
+    /// Opens `<dir>/<host>.pcap` for every host in `[run] pcap`; packets those hosts send or
+    /// receive from now on are recorded there.
+    pub fn capture_to(&mut self, dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+        std::fs::create_dir_all(dir)?;
+        let mut paths = Vec::new();
+        self.captures = (0..self.net.hosts.len()).map(|_| None).collect();
+        for h in &self.cfg.run.pcap {
+            let id = self.net.host_id(h).expect("validated host");
+            let path = dir.join(format!("{h}.pcap"));
+            self.captures[id] = Some(PcapWriter::create(&path)?);
+            paths.push(path);
+        }
+        Ok(paths)
+    }
+
+    /// Flushes capture files (also done when the simulation is dropped).
+    pub fn flush_captures(&mut self) -> std::io::Result<()> {
+        for w in self.captures.iter_mut().flatten() {
+            w.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Records `pkt` in the capture of `host`, if that host is captured. A write error stops
+    /// that capture rather than the run.
+    fn capture(&mut self, host: u32, now: Instant, pkt: &SimPacket, seg: &pathtwin_tcp::Segment) {
+        let Some(slot) = self.captures.get_mut(host as usize) else { return };
+        let Some(w) = slot else { return };
+        let (client_port, server_port) = pcap::ports(pkt.conn);
+        let (sp, dp) = if pkt.from_client { (client_port, server_port) } else { (server_port, client_port) };
+        let res = w.record(now.as_nanos(), pcap::host_addr(pkt.src), pcap::host_addr(pkt.dst), sp, dp, seg, pkt.wire_len);
+        if res.is_err() {
+            *slot = None;
+        }
     }
 
     pub fn config(&self) -> &Config {
@@ -329,8 +370,11 @@ impl Simulation {
             None => {
                 let c = pkt.conn as usize;
                 let side = if pkt.from_client { SERVER } else { CLIENT };
-                let seg = self.segments.take(&pkt);
-                self.conns[c].endpoints[side].handle_segment(t, seg);
+                let seg = *self.segments.take(&pkt);
+                if !self.captures.is_empty() {
+                    self.capture(pkt.dst, t, &pkt, &seg);
+                }
+                self.conns[c].endpoints[side].handle_segment(t, &seg);
                 self.service(t, c, side);
             }
         }
@@ -341,6 +385,9 @@ impl Simulation {
         let conn = &self.conns[c];
         let (src, dst) = (conn.hosts[side], conn.hosts[1 - side]);
         let pkt = self.segments.packet(src, dst, c as u32, side == CLIENT, seg);
+        if !self.captures.is_empty() {
+            self.capture(src, now, &pkt, &seg);
+        }
         let first = self.net.route(src as usize, dst as usize).and_then(|r| r.first()).copied().expect("routes checked at build");
         if let Some(dropped) = self.net.elements[first.element].push(now, pkt, first.slot) {
             self.segments.release(&dropped);
