@@ -205,6 +205,12 @@ pub struct TcpSettings {
     /// Receive buffer the receiver advertises.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rcv_window: Option<Size>,
+    /// RACK time-based loss detection (RFC 8985), with SACK; default on, as in Linux.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rack: Option<bool>,
+    /// Tail loss probes (RFC 8985 §7), with SACK; default on, as in Linux.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tlp: Option<bool>,
 }
 
 impl TcpSettings {
@@ -220,6 +226,8 @@ impl TcpSettings {
             initial_window: over.initial_window.or(self.initial_window),
             max_window: over.max_window.or(self.max_window),
             rcv_window: over.rcv_window.or(self.rcv_window),
+            rack: over.rack.or(self.rack),
+            tlp: over.tlp.or(self.tlp),
         }
     }
 }

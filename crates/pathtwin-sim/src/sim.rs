@@ -118,6 +118,12 @@ fn tcp_config(s: &TcpSettings) -> TcpConfig {
     if let Some(v) = s.rcv_window {
         c.rcv_buffer = v.bytes();
     }
+    if let Some(v) = s.rack {
+        c.rack = v;
+    }
+    if let Some(v) = s.tlp {
+        c.tlp = v;
+    }
     if let Some(cc) = s.cc {
         c.cc = match cc {
             CcName::Reno => CcAlgorithm::Reno,
@@ -617,6 +623,8 @@ impl Simulation {
             ("retransmits", "i64"),
             ("fast_retransmits", "i64"),
             ("timeouts", "i64"),
+            ("lost_retransmissions", "i64"),
+            ("tail_loss_probes", "i64"),
             ("rtt_min_ms", "f64"),
             ("rtt_mean_ms", "f64"),
             ("completion_s", "f64"),
@@ -655,6 +663,8 @@ impl Simulation {
                 Cell::I(ep.retransmits as i64),
                 Cell::I(ep.fast_retransmits as i64),
                 Cell::I(ep.timeouts as i64),
+                Cell::I(ep.lost_retransmissions as i64),
+                Cell::I(ep.tail_loss_probes as i64),
                 Cell::F(ep.rtt_min.map_or(f64::NAN, |d| d.as_millis_f64())),
                 Cell::F(rtt_mean),
                 Cell::F(conn.completed_at.map_or(f64::NAN, |t| (t - conn.start).as_secs_f64())),

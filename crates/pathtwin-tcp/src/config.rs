@@ -103,6 +103,26 @@ pub struct TcpConfig {
     pub cc: CcAlgorithm,
     /// Duplicate ACKs that trigger fast retransmit (RFC 5681 §3.2: 3).
     pub dupack_threshold: u32,
+    /// Limited transmit (RFC 3042): send one new segment on each of the first two
+    /// duplicate ACKs. On in Linux and in ns-2 (`singledup_`).
+    pub limited_transmit: bool,
+    /// NewReno without SACK: restart the retransmission timer only on the first partial ACK
+    /// of a recovery episode (RFC 6582 §3.2 step 5, the "Impatient" variant), so that a
+    /// window with many losses ends in a timeout instead of one retransmission per RTT.
+    /// Off by default: the timer restarts on every partial ACK ("Slow-but-Steady"), as in
+    /// ns-2's default (`newreno_changes1_ 0`) and Linux.
+    pub newreno_impatient: bool,
+    /// With SACK, detect losses with RACK (RFC 8985 §6) instead of RFC 6675's DupThresh
+    /// rule: a segment is lost once a segment sent after it was delivered and a reordering
+    /// window has passed, which also finds lost retransmissions without waiting for the
+    /// retransmission timer. On by default, as in Linux since 4.18 (`net.ipv4.tcp_recovery
+    /// = 1`); false gives classic RFC 6675 recovery. Without SACK it has no effect.
+    pub rack: bool,
+    /// With RACK, send a tail loss probe (RFC 8985 §7) when no ACK came for about 2·SRTT,
+    /// so that losses at the end of a flight are repaired by fast recovery rather than by a
+    /// retransmission timeout. On by default, as in Linux (`net.ipv4.tcp_early_retrans =
+    /// 3`). Without RACK (or SACK) it has no effect.
+    pub tlp: bool,
     /// How long TIME-WAIT lasts. 60 s is Linux's `TCP_TIMEWAIT_LEN` (RFC 9293's 2·MSL would
     /// be 4 min). [`crate::Event::Closed`] is reported on entering TIME-WAIT, so a driver
     /// need not wait for it.
@@ -125,6 +145,10 @@ impl Default for TcpConfig {
             rcv_buffer: 4 << 20,
             cc: CcAlgorithm::NewReno,
             dupack_threshold: 3,
+            limited_transmit: true,
+            newreno_impatient: false,
+            rack: true,
+            tlp: true,
             time_wait: Duration::from_secs(60),
         }
     }

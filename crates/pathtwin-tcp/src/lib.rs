@@ -3,7 +3,8 @@
 //! This crate owns the TCP state machine the simulator runs on its virtual clock: the
 //! three-way handshake with MSS and SACK-permitted negotiation, cumulative and SACK
 //! acknowledgments, delayed ACKs, the RFC 6298 retransmission timer, loss recovery (Reno,
-//! NewReno, RFC 6675 SACK), the peer's receive window, a maximum window, and congestion
+//! NewReno, RFC 6675 SACK) with RACK-TLP loss detection (RFC 8985) when SACK is in use, the
+//! peer's receive window, a maximum window, and congestion
 //! control behind the [`CongestionControl`] trait. It does not own packets on a wire, queues,
 //! links, applications or a clock: segments are header fields plus a payload byte count, and
 //! time is always an argument.
@@ -15,16 +16,19 @@
 //!
 //! 1. Create it with [`Endpoint::connect`] (active open) or [`Endpoint::listen`].
 //! 2. Whenever something happens at time `now` — a segment arrives
-//!    ([`Endpoint::handle_segment`]), the deadline from [`Endpoint::poll_timeout`] is reached
-//!    ([`Endpoint::handle_timeout`]), or the application calls [`Endpoint::send`] /
-//!    [`Endpoint::close`] — make that one call, then
-//! 3. call [`Endpoint::poll_transmit`] until it returns `None`, putting each segment on the
+//!    ([`Endpoint::handle_segment`]) or the deadline from [`Endpoint::poll_timeout`] is
+//!    reached ([`Endpoint::handle_timeout`]) — make that one call, then
+//! 3. call [`Endpoint::poll_event`] until it returns `None`, letting the application react
+//!    with [`Endpoint::send`] / [`Endpoint::close`], then
+//! 4. call [`Endpoint::poll_transmit`] until it returns `None`, putting each segment on the
 //!    wire, then
-//! 4. call [`Endpoint::poll_event`] until it returns `None`, then
 //! 5. re-read [`Endpoint::poll_timeout`] and (re)schedule the endpoint's single timer.
 //!
-//! Step 3 must follow *every* input: the endpoint answers each out-of-order segment with its
-//! own ACK, and duplicate ACKs only count if each one reaches the wire.
+//! An application call made at any other time (a bulk sender starting, a server's think
+//! time ending) is followed by steps 4 and 5. Step 4 must follow *every* input: the endpoint
+//! answers each out-of-order segment with its own ACK, and duplicate ACKs only count if
+//! each one reaches the wire. `handle_timeout` may be called early or late; it fires what is
+//! due at `now` and nothing else.
 //!
 //! ```
 //! use pathtwin_core::time::{Duration, Instant};
@@ -49,6 +53,8 @@
 //! - [`rtt`]: RFC 6298 round-trip estimation and the retransmission timeout.
 //! - [`cc`]: the congestion-control trait and Reno (RFC 5681).
 //! - `recovery`: which loss-recovery flavour runs and its state (RFC 5681, 6582, 6675).
+//! - `rack`: RACK time-based loss detection (RFC 8985 §6), which finds lost
+//!   retransmissions, and the tail loss probe's state (RFC 8985 §7).
 //! - `scoreboard`: the sender's record of segments in flight (RFC 6675 scoreboard).
 //! - `reassembly`: the receiver's out-of-order ranges and SACK blocks (RFC 2018).
 //! - [`endpoint`]: the state machine tying these together.
@@ -56,6 +62,7 @@
 pub mod cc;
 pub mod config;
 pub mod endpoint;
+mod rack;
 mod ranges;
 mod reassembly;
 mod recovery;

@@ -58,10 +58,12 @@ impl Reassembly {
         self.rcv_nxt
     }
 
+    #[cfg(test)]
     pub fn fin_received(&self) -> bool {
         self.fin_received
     }
 
+    #[cfg(test)]
     pub fn has_out_of_order(&self) -> bool {
         !self.ooo.is_empty()
     }
@@ -140,7 +142,7 @@ impl Reassembly {
         if self.ooo.is_empty() {
             return blocks;
         }
-        let mut add = |r: (u64, u64), blocks: &mut SackBlocks| {
+        let add = |r: (u64, u64), blocks: &mut SackBlocks| {
             if !blocks.iter().any(|b| b == r) {
                 blocks.push(r.0, r.1);
             }

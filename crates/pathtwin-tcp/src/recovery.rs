@@ -16,12 +16,14 @@
 //!   being set on a timeout the careful variant).
 //! - **SACK** (RFC 6675 §5): a duplicate ACK is one that SACKs new data; recovery starts
 //!   when DupThresh of them arrived or the first unacknowledged segment is deemed lost by
-//!   IsLost, ends when RecoveryPoint is acknowledged, and the window is the controller's
-//!   cwnd measured against pipe — no inflation. The scoreboard does the rest.
+//!   IsLost — with RACK (RFC 8985), when RACK deems it lost — ends when RecoveryPoint is
+//!   acknowledged, and the window is the controller's cwnd measured against pipe — no
+//!   inflation. The scoreboard does the rest.
 //!
-//! The variant of RFC 6582 implemented resets the retransmission timer on every partial ACK
-//! (the "Slow-but-Steady" variant of RFC 6582 §4.2's discussion), because the endpoint
-//! restarts the timer on every ACK of new data as RFC 6298 (5.3) asks.
+//! The endpoint restarts the retransmission timer on every ACK of new data, as RFC 6298
+//! (5.3) asks, which makes NewReno the "Slow-but-Steady" variant; with
+//! `TcpConfig::newreno_impatient` only the first partial ACK restarts it (RFC 6582 §3.2
+//! step 5, "Impatient"). [`AckOutcome::RetransmitFront`] says which partial ACK this is.
 
 /// The loss-recovery algorithm in use on a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,8 +40,9 @@ pub(crate) enum AckOutcome {
     Continue,
     /// The recovery episode ends with this ACK.
     Exit,
-    /// NewReno partial ACK: retransmit the first unacknowledged segment now.
-    RetransmitFront,
+    /// NewReno partial ACK: retransmit the first unacknowledged segment now. `first` is
+    /// true for the episode's first partial ACK.
+    RetransmitFront { first: bool },
 }
 
 #[derive(Clone, Debug)]
@@ -50,13 +53,15 @@ pub(crate) struct Recovery {
     /// highest byte sent (so "covers recover" is `ack >= recover`).
     recover: u64,
     dupacks: u32,
+    /// Partial ACKs in the current episode.
+    partial_acks: u32,
     /// Reno/NewReno: the inflated window during fast recovery.
     inflated: u64,
 }
 
 impl Recovery {
     pub fn new(flavour: Flavour) -> Self {
-        Recovery { flavour, in_recovery: false, recover: 0, dupacks: 0, inflated: 0 }
+        Recovery { flavour, in_recovery: false, recover: 0, dupacks: 0, partial_acks: 0, inflated: 0 }
     }
 
     pub fn flavour(&self) -> Flavour {
@@ -67,6 +72,7 @@ impl Recovery {
         self.in_recovery
     }
 
+    /// Duplicate ACKs since the cumulative ACK last advanced.
     pub fn dupacks(&self) -> u32 {
         self.dupacks
     }
@@ -101,7 +107,8 @@ impl Recovery {
                 if acked >= smss {
                     self.inflated += smss;
                 }
-                AckOutcome::RetransmitFront
+                self.partial_acks += 1;
+                AckOutcome::RetransmitFront { first: self.partial_acks == 1 }
             }
             Flavour::Sack => AckOutcome::Continue,
         }
@@ -118,8 +125,21 @@ impl Recovery {
     }
 
     /// Whether fast retransmit may start now, with the cumulative ACK at `una`.
+    ///
+    /// NewReno needs an ACK that "covers more than recover" (RFC 6582 §3.2 step 1), i.e.
+    /// beyond the highest byte sent when recover was set, strictly: duplicate ACKs that a
+    /// go-back-N after a timeout provokes carry exactly that ACK (§4). SACK needs the
+    /// cumulative point to be beyond RecoveryPoint, the highest byte sent (RFC 6675 §5); its
+    /// duplicate ACKs only count when they SACK new data, so the strictness is not needed.
     pub fn may_enter(&self, una: u64) -> bool {
-        !self.in_recovery && (self.flavour == Flavour::Reno || una >= self.recover)
+        if self.in_recovery {
+            return false;
+        }
+        match self.flavour {
+            Flavour::Reno => true,
+            Flavour::NewReno => una > self.recover,
+            Flavour::Sack => una >= self.recover,
+        }
     }
 
     /// Starts an episode. `snd_max` is one past the highest sequence number sent;
@@ -127,6 +147,7 @@ impl Recovery {
     pub fn enter(&mut self, snd_max: u64, cwnd: u64, dupthresh: u32, smss: u64) {
         self.in_recovery = true;
         self.recover = snd_max;
+        self.partial_acks = 0;
         // RFC 5681 §3.2 step 4: the DupThresh segments that left the network.
         self.inflated = cwnd + dupthresh as u64 * smss;
     }
@@ -155,10 +176,10 @@ mod tests {
         r.on_dupack(MSS);
         assert_eq!(r.window(10 * MSS), 14 * MSS);
         // Partial ACK of 3 segments: 14 - 3 + 1 = 12.
-        assert_eq!(r.on_cumulative_ack(50_000, 3 * MSS, MSS), AckOutcome::RetransmitFront);
+        assert_eq!(r.on_cumulative_ack(50_000, 3 * MSS, MSS), AckOutcome::RetransmitFront { first: true });
         assert_eq!(r.window(10 * MSS), 12 * MSS);
         // Less than one SMSS: no add-back.
-        r.on_cumulative_ack(50_500, 500, MSS);
+        assert_eq!(r.on_cumulative_ack(50_500, 500, MSS), AckOutcome::RetransmitFront { first: false });
         assert_eq!(r.window(10 * MSS), 11 * MSS + 500);
         assert_eq!(r.on_cumulative_ack(100_000, 1, MSS), AckOutcome::Exit);
         assert!(!r.in_recovery());
@@ -174,9 +195,14 @@ mod tests {
         let mut n = Recovery::new(Flavour::NewReno);
         n.enter(100_000, 10 * MSS, 3, MSS);
         n.on_cumulative_ack(100_000, MSS, MSS);
-        assert!(n.may_enter(100_000));
+        assert!(!n.may_enter(100_000), "must cover more than recover");
+        assert!(n.may_enter(100_001));
         n.on_rto(200_000);
         assert!(!n.may_enter(150_000));
+        let mut s = Recovery::new(Flavour::Sack);
+        s.on_rto(200_000);
+        assert!(!s.may_enter(199_999));
+        assert!(s.may_enter(200_000));
     }
 
     #[test]

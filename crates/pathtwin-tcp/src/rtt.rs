@@ -35,7 +35,14 @@ pub struct RttEstimator {
 
 impl RttEstimator {
     pub fn new(initial_rto: Duration, min_rto: Duration, max_rto: Duration) -> Self {
-        RttEstimator { srtt: None, rttvar: Duration::ZERO, base: initial_rto.min(max_rto), backoff: 0, min_rto, max_rto }
+        RttEstimator {
+            srtt: None,
+            rttvar: Duration::ZERO,
+            base: initial_rto.min(max_rto),
+            backoff: 0,
+            min_rto,
+            max_rto,
+        }
     }
 
     /// Takes one valid sample (RFC 6298 (2.2)/(2.3)); clears the back-off, since RFC 6298

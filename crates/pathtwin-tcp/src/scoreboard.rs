@@ -16,14 +16,23 @@
 //! retransmitted-in-flight is exactly RFC 6675 §4 SetPipe, and each ACK costs O(log n) plus
 //! work proportional to the segments whose state it changes.
 //!
+//! With RACK (RFC 8985, see `rack`) the DupThresh rule of IsLost is off and RACK's walk
+//! ([`Scoreboard::rack_detect_loss`]) marks segments lost instead. It keeps the prefix form:
+//! segments sent for the first time left in sequence order, so a RACK-lost one implies that
+//! every unSACKed segment below it is lost too; a retransmission judged lost moves
+//! `lost_upto` past itself, loses its "retransmission in flight" mark and lowers HighRxt so
+//! that NextSeg offers it again. Retransmissions are also queued in the order they were
+//! sent, so the walk finds lost ones without scanning the window.
+//!
 //! Retransmissions reuse their original segment boundaries (the MSS is fixed after the
 //! handshake), so SACK blocks, which the receiver builds from whole segments, always cover
 //! whole entries; a block that covers part of an entry leaves it unSACKed, the conservative
 //! reading.
 
+use crate::rack::{sent_after, Delivery};
 use crate::ranges::RangeSet;
 use crate::segment::SackBlocks;
-use pathtwin_core::time::Instant;
+use pathtwin_core::time::{Duration, Instant};
 use std::collections::VecDeque;
 
 const SACKED: u8 = 1;
@@ -40,6 +49,8 @@ struct Sent {
     start: u64,
     end: u64,
     sent_at: Instant,
+    /// Number of the latest transmission (counted over the connection), RACK's send order.
+    order: u64,
     flags: u8,
 }
 
@@ -77,6 +88,7 @@ pub(crate) enum Candidate {
     Rule3(usize),
 }
 
+#[cfg(test)]
 impl Candidate {
     pub fn index(self) -> usize {
         match self {
@@ -93,6 +105,18 @@ pub(crate) struct CumAck {
     /// Send time of the newest acknowledged segment not previously SACKed, when Karn's rule
     /// allows an RTT sample (none of the acknowledged segments was ever retransmitted).
     pub rtt_sent_at: Option<Instant>,
+}
+
+/// Result of [`Scoreboard::rack_detect_loss`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RackScan {
+    /// Some segment was newly deemed lost.
+    pub lost: bool,
+    /// Retransmissions newly deemed lost.
+    pub lost_retransmissions: u64,
+    /// When the latest segment still within its reordering window will be due: the RACK
+    /// timer (RFC 8985 §6.2 step 5 arms it for the largest remaining time).
+    pub deadline: Option<Instant>,
 }
 
 #[derive(Clone, Debug)]
@@ -113,6 +137,15 @@ pub(crate) struct Scoreboard {
     high_rxt: u64,
     /// One past the highest SACKed sequence number.
     high_sacked: u64,
+    /// Segments marked SACKed (RACK.segs_sacked).
+    sacked_segs: u64,
+    /// RACK is on: IsLost's DupThresh rule is off and retransmissions are queued.
+    rack: bool,
+    /// (transmission number, start) of retransmissions in the order they were sent;
+    /// entries whose segment has since been delivered or sent again are dropped lazily.
+    rexmits: VecDeque<(u64, u64)>,
+    /// Transmissions so far, for [`Sent::order`].
+    transmissions: u64,
 }
 
 impl Scoreboard {
@@ -127,7 +160,27 @@ impl Scoreboard {
             lost_upto: 0,
             high_rxt: 0,
             high_sacked: 0,
+            sacked_segs: 0,
+            rack: false,
+            rexmits: VecDeque::new(),
+            transmissions: 0,
         }
+    }
+
+    /// Switches to RACK loss detection; called once SACK is negotiated, before any data.
+    pub fn use_rack(&mut self) {
+        self.rack = true;
+    }
+
+    /// Segments currently SACKed (RACK.segs_sacked).
+    pub fn sacked_segments(&self) -> u64 {
+        self.sacked_segs
+    }
+
+    /// Whether RACK could find anything to mark: only data SACKed, or a retransmission in
+    /// flight, can lie below a delivered segment that was sent later.
+    pub fn rack_has_candidates(&self) -> bool {
+        self.sacked > 0 || !self.rexmits.is_empty()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -144,15 +197,18 @@ impl Scoreboard {
         self.outstanding - self.sacked - self.lost + self.retx
     }
 
-    pub fn sacked(&self) -> u64 {
-        self.sacked
+    /// No loss is known: nothing is deemed lost and no retransmission is in flight. The
+    /// sender is then in RFC 5681's normal state, limited by FlightSize rather than pipe.
+    pub fn is_open(&self) -> bool {
+        self.lost == 0 && self.retx == 0
     }
 
     /// Records a first transmission of `[start, end)`; segments must be pushed in order.
     pub fn push(&mut self, start: u64, end: u64, fin: bool, now: Instant) {
-        debug_assert!(self.segs.back().map_or(true, |s| s.end == start), "scoreboard gap");
+        debug_assert!(self.segs.back().map_or(start, |s| s.end) == start, "scoreboard gap");
         let flags = if fin { FIN } else { 0 };
-        self.segs.push_back(Sent { start, end, sent_at: now, flags });
+        self.transmissions += 1;
+        self.segs.push_back(Sent { start, end, sent_at: now, order: self.transmissions, flags });
         self.outstanding += end - start;
     }
 
@@ -171,8 +227,9 @@ impl Scoreboard {
         }
     }
 
-    /// The cumulative ACK point moved to `ack`.
-    pub fn ack(&mut self, ack: u64) -> CumAck {
+    /// The cumulative ACK point moved to `ack`. Newly delivered segments are noted in
+    /// `delivery` when RACK runs.
+    pub fn ack(&mut self, ack: u64, mut delivery: Option<&mut Delivery>) -> CumAck {
         let mut out = CumAck::default();
         let mut karn_ok = true;
         let mut newest: Option<Instant> = None;
@@ -183,8 +240,12 @@ impl Scoreboard {
             karn_ok &= !s.has(EVER_RETX);
             if !s.has(SACKED) {
                 newest = Some(s.sent_at);
+                if let Some(d) = delivery.as_deref_mut() {
+                    d.note(s.sent_at, s.order, s.end.min(ack), s.has(EVER_RETX));
+                }
             }
             if s.end <= ack {
+                self.sacked_segs -= s.has(SACKED) as u64;
                 self.forget(&s, s.len());
                 out.acked += s.len();
                 self.segs.pop_front();
@@ -206,7 +267,17 @@ impl Scoreboard {
 
     /// Applies the SACK blocks of one ACK and re-evaluates IsLost; returns the sequence
     /// numbers newly SACKed. Blocks outside `(una, snd_max)` are ignored (D-SACK is not used).
-    pub fn sack(&mut self, blocks: &SackBlocks, una: u64, snd_max: u64, dupthresh: u32, smss: u64) -> u64 {
+    /// Newly SACKed segments are noted in `delivery` when RACK runs; IsLost's DupThresh rule
+    /// then stays off.
+    pub fn sack(
+        &mut self,
+        blocks: &SackBlocks,
+        una: u64,
+        snd_max: u64,
+        dupthresh: u32,
+        smss: u64,
+        mut delivery: Option<&mut Delivery>,
+    ) -> u64 {
         let mut newly = 0;
         for (s, e) in blocks.iter() {
             let (s, e) = (s.max(una), e.min(snd_max));
@@ -215,6 +286,8 @@ impl Scoreboard {
             }
             let segs = &mut self.segs;
             let (sacked, lost, retx, high) = (&mut self.sacked, &mut self.lost, &mut self.retx, &mut self.high_sacked);
+            let sacked_segs = &mut self.sacked_segs;
+            let delivery = &mut delivery;
             let lost_upto = self.lost_upto;
             self.sacked_ranges.insert_with(s, e, |a, b| {
                 let mut i = segs.partition_point(|x| x.start < a);
@@ -223,6 +296,10 @@ impl Scoreboard {
                     if !seg.has(SACKED) {
                         let n = seg.len();
                         seg.flags |= SACKED;
+                        *sacked_segs += 1;
+                        if let Some(d) = delivery.as_deref_mut() {
+                            d.note(seg.sent_at, seg.order, seg.end, seg.has(EVER_RETX));
+                        }
                         *sacked += n;
                         newly += n;
                         if seg.end <= lost_upto {
@@ -238,7 +315,7 @@ impl Scoreboard {
                 }
             });
         }
-        if newly > 0 {
+        if newly > 0 && !self.rack {
             self.update_lost(dupthresh, smss);
         }
         newly
@@ -293,14 +370,83 @@ impl Scoreboard {
     pub fn mark_front_lost(&mut self) {
         if let Some(&s) = self.segs.front() {
             self.mark_lost_upto(s.end);
+            if s.has(RETX) {
+                // The retransmission in flight is deemed lost with it.
+                self.segs[0].flags &= !RETX;
+                self.retx -= s.len();
+            }
             self.high_rxt = self.high_rxt.min(s.start);
         }
+    }
+
+    /// RACK_detect_loss (RFC 8985 §6.2 step 5): deems lost every unacknowledged segment
+    /// sent before `latest` (RACK.xmit_ts, RACK.end_seq) whose send time lies `delay`
+    /// (RACK.rtt + RACK.reo_wnd) or more before `now`; `latest` is a (send time,
+    /// transmission number) pair. Retransmissions are judged by their
+    /// latest transmission, from the queue of retransmissions; first transmissions by a walk
+    /// up from `lost_upto` that skips SACKed runs and stops at the first one sent after
+    /// `latest`. A walk costs O(log n) plus the unSACKed segments it passes.
+    pub fn rack_detect_loss(&mut self, now: Instant, latest: (Instant, u64), delay: Duration) -> RackScan {
+        let mut out = RackScan::default();
+        let due = |sent_at: Instant, out: &mut RackScan| {
+            let at = sent_at + delay;
+            if at <= now {
+                out.lost = true;
+                true
+            } else {
+                out.deadline = Some(out.deadline.map_or(at, |d| d.max(at)));
+                false
+            }
+        };
+        let mut k = 0;
+        while let Some(&(order, start)) = self.rexmits.get(k) {
+            let i = self.segs.partition_point(|s| s.start < start);
+            let live = self.segs.get(i).is_some_and(|s| s.start == start && s.order == order && s.has(RETX));
+            if !live {
+                self.rexmits.remove(k);
+                continue;
+            }
+            let s = self.segs[i];
+            if !sent_after(latest, (s.sent_at, order)) {
+                break; // the queue is in send order: the rest were sent later still
+            }
+            if due(s.sent_at, &mut out) {
+                self.mark_lost_upto(s.end);
+                self.segs[i].flags &= !RETX;
+                self.retx -= s.len();
+                self.high_rxt = self.high_rxt.min(s.start);
+                self.rexmits.remove(k);
+                out.lost_retransmissions += 1;
+            } else {
+                k += 1;
+            }
+        }
+        let mut i = self.segs.partition_point(|s| s.end <= self.lost_upto);
+        while let Some(&s) = self.segs.get(i) {
+            if s.has(SACKED) {
+                let end = self.sacked_ranges.containing(s.start).map_or(s.end, |r| r.1);
+                i = self.segs.partition_point(|x| x.start < end);
+                continue;
+            }
+            i += 1;
+            if s.has(RETX) {
+                continue; // judged by its retransmission above
+            }
+            if !sent_after(latest, (s.sent_at, s.order)) {
+                break; // first transmissions left in sequence order
+            }
+            if due(s.sent_at, &mut out) {
+                self.mark_lost_upto(s.end);
+            }
+        }
+        out
     }
 
     /// Retransmission timeout: everything unSACKed is lost and no retransmission is still
     /// believed in flight, so all of it will be sent again, in order. SACK information is
     /// kept (RFC 6675 §5.1 allows it; the simulated receiver never reneges).
     pub fn on_rto(&mut self) {
+        self.rexmits.clear();
         let Some(front) = self.segs.front() else { return };
         self.high_rxt = front.start;
         self.lost_upto = self.segs.back().map_or(0, |s| s.end);
@@ -314,12 +460,14 @@ impl Scoreboard {
         }
     }
 
-    /// RFC 6675 NextSeg rules (1) and (3): the first unSACKed segment at or above HighRxt,
-    /// if it is lost (rule 1) or SACKed data lies above it (a rule-3 candidate). Skipping
-    /// SACKed segments advances HighRxt past them, so repeated calls stay cheap.
+    /// RFC 6675 NextSeg rules (1) and (3): the first unSACKed segment at or above HighRxt
+    /// without a retransmission in flight, if it is lost (rule 1) or SACKed data lies above
+    /// it (a rule-3 candidate). Because lost segments form a prefix, nothing above a segment
+    /// that is not lost is lost. Skipping segments advances HighRxt past them, so repeated
+    /// calls stay cheap.
     pub fn next_retransmission(&mut self) -> Option<Candidate> {
         let mut i = self.segs.partition_point(|s| s.start < self.high_rxt);
-        while i < self.segs.len() && self.segs[i].has(SACKED) {
+        while i < self.segs.len() && self.segs[i].flags & (SACKED | RETX) != 0 {
             i += 1;
         }
         let s = self.segs.get(i)?;
@@ -339,8 +487,21 @@ impl Scoreboard {
         Retransmit { start: s.start, end: s.end, fin: s.has(FIN) }
     }
 
-    /// Records that the segment at `idx` was retransmitted at `now`.
+    /// Records that the segment at `idx` was retransmitted at `now` by NextSeg.
     pub fn retransmitted(&mut self, idx: usize, now: Instant) -> Retransmit {
+        let r = self.record_retransmission(idx, now);
+        self.high_rxt = self.high_rxt.max(r.end);
+        r
+    }
+
+    /// A tail loss probe resends the last segment (RFC 8985 §7.3). HighRxt stays: the
+    /// probe is not NextSeg's, and the holes below it must still be offered.
+    pub fn probe_retransmitted(&mut self, now: Instant) -> Option<Retransmit> {
+        let idx = self.segs.len().checked_sub(1)?;
+        Some(self.record_retransmission(idx, now))
+    }
+
+    fn record_retransmission(&mut self, idx: usize, now: Instant) -> Retransmit {
         let s = &mut self.segs[idx];
         if !s.has(RETX) {
             s.flags |= RETX;
@@ -348,14 +509,20 @@ impl Scoreboard {
         }
         s.flags |= EVER_RETX;
         s.sent_at = now;
-        self.high_rxt = self.high_rxt.max(s.end);
+        self.transmissions += 1;
+        s.order = self.transmissions;
+        if self.rack {
+            self.rexmits.push_back((s.order, s.start));
+        }
         Retransmit { start: s.start, end: s.end, fin: s.has(FIN) }
     }
 
-    /// Recomputes every counter by walking the segments (tests and debug assertions).
-    #[cfg(any(test, debug_assertions))]
+    /// Recomputes every counter by walking the segments.
+    #[cfg(test)]
     pub fn check_counters(&self) {
         let (mut out, mut sacked, mut lost, mut retx) = (0, 0, 0, 0);
+        let sacked_segs = self.segs.iter().filter(|s| s.has(SACKED)).count() as u64;
+        assert_eq!(sacked_segs, self.sacked_segs, "SACKed segment count drifted");
         for s in &self.segs {
             out += s.len();
             if s.has(SACKED) {
@@ -410,7 +577,7 @@ mod tests {
         let mut sb = board(10);
         assert_eq!(sb.pipe(), 10 * MSS);
         // Segment 0 lost; 1, 2, 3 SACKed: IsLost(0) holds (3 segments above).
-        let n = sb.sack(&blocks(&[(seg(1).0, seg(3).1)]), 1, 1 + 10 * MSS, 3, MSS);
+        let n = sb.sack(&blocks(&[(seg(1).0, seg(3).1)]), 1, 1 + 10 * MSS, 3, MSS, None);
         assert_eq!(n, 3 * MSS);
         assert!(sb.front_is_lost());
         // 10 outstanding - 3 SACKed - 1 lost
@@ -429,9 +596,9 @@ mod tests {
         let una = 1;
         let max = 1 + 10 * MSS;
         // Hole at 0 and 4; SACK 1..=2 and 5.
-        assert_eq!(sb.sack(&blocks(&[(seg(1).0, seg(2).1)]), una, max, 3, MSS), 2 * MSS);
+        assert_eq!(sb.sack(&blocks(&[(seg(1).0, seg(2).1)]), una, max, 3, MSS, None), 2 * MSS);
         assert!(!sb.front_is_lost()); // 200 bytes above, not more than 2·MSS
-        assert_eq!(sb.sack(&blocks(&[(seg(5).0, seg(5).1), (seg(1).0, seg(2).1)]), una, max, 3, MSS), MSS);
+        assert_eq!(sb.sack(&blocks(&[(seg(5).0, seg(5).1), (seg(1).0, seg(2).1)]), una, max, 3, MSS, None), MSS);
         assert!(sb.front_is_lost());
         // Segments 3 and 4 have only one SACKed segment above: not lost yet, but rule 3
         // may resend the first of them.
@@ -445,13 +612,13 @@ mod tests {
     #[test]
     fn cumulative_ack_pops_and_applies_karn() {
         let mut sb = board(4);
-        let a = sb.ack(seg(1).1);
+        let a = sb.ack(seg(1).1, None);
         assert_eq!(a.acked, 2 * MSS);
         assert_eq!(a.rtt_sent_at, Some(Instant::from_nanos(1)));
         sb.mark_front_lost();
         let i = sb.next_retransmission().unwrap().index();
         sb.retransmitted(i, T0);
-        let a = sb.ack(seg(3).1);
+        let a = sb.ack(seg(3).1, None);
         assert_eq!(a.acked, 2 * MSS);
         assert_eq!(a.rtt_sent_at, None, "Karn: segment 2 was retransmitted");
         assert!(sb.is_empty());
@@ -461,7 +628,7 @@ mod tests {
     #[test]
     fn partial_segment_ack_trims_the_front() {
         let mut sb = board(2);
-        let a = sb.ack(51);
+        let a = sb.ack(51, None);
         assert_eq!(a.acked, 50);
         assert_eq!(sb.outstanding(), 150);
         assert_eq!(sb.get(0).start, 51);
@@ -471,7 +638,7 @@ mod tests {
     #[test]
     fn rto_marks_everything_unsacked_lost_and_restarts_from_front() {
         let mut sb = board(6);
-        sb.sack(&blocks(&[(seg(2).0, seg(3).1)]), 1, 1 + 6 * MSS, 3, MSS);
+        sb.sack(&blocks(&[(seg(2).0, seg(3).1)]), 1, 1 + 6 * MSS, 3, MSS, None);
         sb.on_rto();
         assert_eq!(sb.pipe(), 0);
         let mut order = Vec::new();
@@ -490,8 +657,149 @@ mod tests {
         let i = sb.next_retransmission().unwrap().index();
         sb.retransmitted(i, T0);
         assert_eq!(sb.pipe(), 5 * MSS);
-        sb.sack(&blocks(&[(seg(0).0, seg(0).1)]), 1, 1 + 5 * MSS, 3, MSS);
+        sb.sack(&blocks(&[(seg(0).0, seg(0).1)]), 1, 1 + 5 * MSS, 3, MSS, None);
         assert_eq!(sb.pipe(), 4 * MSS);
         sb.check_counters();
+    }
+
+    #[test]
+    fn rack_finds_a_lost_retransmission_and_offers_it_again() {
+        let t = |ms: u64| T0 + Duration::from_millis(ms);
+        let mut sb = Scoreboard::new();
+        sb.use_rack();
+        for i in 0..6 {
+            let (a, b) = seg(i);
+            sb.push(a, b, false, t(0));
+        }
+        // Segment 0 is lost and retransmitted at 100 ms; segment 6 is sent after it.
+        sb.mark_front_lost();
+        let Some(Candidate::Lost(i)) = sb.next_retransmission() else { panic!("front not lost") };
+        sb.retransmitted(i, t(100));
+        sb.push(seg(6).0, seg(6).1, false, t(100));
+        // SACKs for 1..=5 do not mark anything by DupThresh any more.
+        sb.sack(&blocks(&[(seg(1).0, seg(5).1)]), 1, seg(6).1, 3, MSS, None);
+        assert_eq!(sb.pipe(), MSS + MSS, "the retransmission and segment 6");
+        // RACK.xmit_ts = segment 1's send time: the retransmission was sent later.
+        let latest_old = (t(0), sb.segs[1].order);
+        assert_eq!(sb.rack_detect_loss(t(150), latest_old, Duration::from_millis(100)), RackScan::default());
+        // Segment 6, sent after the retransmission, is SACKed at 200 ms (RACK.rtt 100 ms).
+        sb.sack(&blocks(&[(seg(1).0, seg(6).1)]), 1, seg(6).1, 3, MSS, None);
+        let latest = (t(100), sb.segs[6].order);
+        // Within the reordering window nothing is lost yet; the timer is set for when it ends.
+        let scan = sb.rack_detect_loss(t(200), latest, Duration::from_millis(110));
+        assert_eq!(scan, RackScan { lost: false, lost_retransmissions: 0, deadline: Some(t(210)) });
+        let scan = sb.rack_detect_loss(t(210), latest, Duration::from_millis(110));
+        assert_eq!((scan.lost, scan.lost_retransmissions, scan.deadline), (true, 1, None));
+        assert_eq!(sb.pipe(), 0);
+        let Some(Candidate::Lost(i)) = sb.next_retransmission() else { panic!("not offered again") };
+        assert_eq!(sb.get(i).start, seg(0).0);
+        sb.retransmitted(i, t(210));
+        assert_eq!(sb.pipe(), MSS);
+        sb.check_counters();
+    }
+
+    #[test]
+    fn rack_marks_first_transmissions_sent_before_the_latest_delivery() {
+        let t = |ms: u64| T0 + Duration::from_millis(ms);
+        let mut sb = Scoreboard::new();
+        sb.use_rack();
+        for i in 0..5 {
+            let (a, b) = seg(i);
+            sb.push(a, b, false, t(i));
+        }
+        // Segment 3 SACKed: 0, 1 and 2 were sent before it, 4 after.
+        sb.sack(&blocks(&[(seg(3).0, seg(3).1)]), 1, seg(4).1, 3, MSS, None);
+        let latest = (t(3), sb.segs[3].order);
+        let scan = sb.rack_detect_loss(t(103), latest, Duration::from_millis(100) + Duration::from_micros(1500));
+        // Segments 0 and 1 are due (sent ≥ 1.5 ms before segment 3); 2 is due at 103.5 ms.
+        assert_eq!(scan.deadline, Some(t(2) + Duration::from_micros(101_500)));
+        assert!(scan.lost);
+        assert_eq!(sb.pipe(), 2 * MSS, "segments 2 and 4");
+        sb.check_counters();
+    }
+
+    /// RFC 6675 §4 IsLost and SetPipe computed from scratch, segment by segment.
+    fn naive_pipe(sb: &Scoreboard, dupthresh: u32, smss: u64) -> u64 {
+        let segs: Vec<Sent> = sb.segs.iter().copied().collect();
+        let mut pipe = 0;
+        for (i, s) in segs.iter().enumerate() {
+            if s.has(SACKED) {
+                continue;
+            }
+            let above = segs[i + 1..].iter().filter(|x| x.has(SACKED));
+            let (count, bytes) = above.fold((0u32, 0u64), |(c, b), x| (c + 1, b + x.len()));
+            let is_lost = count >= dupthresh || bytes > (dupthresh as u64 - 1) * smss;
+            if !is_lost {
+                pipe += s.len();
+            }
+            if s.has(RETX) {
+                pipe += s.len();
+            }
+        }
+        pipe
+    }
+
+    #[test]
+    fn incremental_pipe_matches_rfc6675_setpipe_under_random_sacks() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move |n: u64| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        let (mut saw_lost, mut saw_retx) = (0, 0);
+        for _round in 0..50 {
+            let mut sb = Scoreboard::new();
+            let mut next = 1u64;
+            let mut una = 1u64;
+            // Mixed segment sizes, so that both the byte and the count rule of IsLost bite.
+            let push = |sb: &mut Scoreboard, next: &mut u64, rand: &mut dyn FnMut(u64) -> u64| {
+                let len = if rand(3) == 0 { 1 + rand(MSS) } else { MSS };
+                sb.push(*next, *next + len, false, T0);
+                *next += len;
+            };
+            for _ in 0..40 {
+                push(&mut sb, &mut next, &mut rand);
+            }
+            for _step in 0..200 {
+                match rand(10) {
+                    0..=5 => {
+                        // SACK a run of whole segments above the front.
+                        let n = sb.segs.len();
+                        if n > 1 {
+                            let a = 1 + rand(n as u64 - 1) as usize;
+                            let b = (a + 1 + rand(4) as usize).min(n);
+                            let blk = blocks(&[(sb.segs[a].start, sb.segs[b - 1].end)]);
+                            sb.sack(&blk, una, next, 3, MSS, None);
+                        }
+                    }
+                    6 => {
+                        if let Some(Candidate::Lost(i)) = sb.next_retransmission() {
+                            sb.retransmitted(i, T0);
+                            saw_retx += 1;
+                        }
+                    }
+                    7 => {
+                        // The front arrives: cumulative ACK up to the next hole.
+                        if let Some(front) = sb.segs.front().copied() {
+                            let mut ack = front.end;
+                            for s in sb.segs.iter().skip(1) {
+                                if s.has(SACKED) && s.start == ack {
+                                    ack = s.end;
+                                } else {
+                                    break;
+                                }
+                            }
+                            sb.ack(ack, None);
+                            una = ack;
+                        }
+                    }
+                    _ => push(&mut sb, &mut next, &mut rand),
+                }
+                sb.check_counters();
+                assert_eq!(sb.pipe(), naive_pipe(&sb, 3, MSS));
+                saw_lost += (sb.lost > 0) as u32;
+            }
+        }
+        assert!(saw_lost > 1000 && saw_retx > 100, "the walk must exercise loss: {saw_lost} {saw_retx}");
     }
 }

@@ -49,6 +49,10 @@ pub struct Stats {
     pub fast_retransmits: u64,
     /// Retransmission-timer expiries, SYN and SYN-ACK timeouts included.
     pub timeouts: u64,
+    /// Retransmissions that RACK found lost (RFC 8985 §6) and sent again without a timeout.
+    pub lost_retransmissions: u64,
+    /// Tail loss probes sent (RFC 8985 §7).
+    pub tail_loss_probes: u64,
     /// Duplicate ACKs received (RFC 5681 definition; with SACK, RFC 6675's).
     pub dupacks_received: u64,
     /// Smallest valid RTT sample.

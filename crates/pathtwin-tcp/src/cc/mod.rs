@@ -78,7 +78,7 @@ pub struct SentEvent {
 /// Call order per ACK: [`on_ack`](Self::on_ack) first, then, if the ACK ends recovery,
 /// [`on_exit_recovery`](Self::on_exit_recovery). A duplicate ACK that starts recovery calls
 /// [`on_enter_recovery`](Self::on_enter_recovery) before the fast retransmission is sent.
-pub trait CongestionControl: fmt::Debug {
+pub trait CongestionControl: fmt::Debug + Send + Sync {
     /// Short lowercase name for results, e.g. `"reno"`.
     fn name(&self) -> &'static str;
 

@@ -77,8 +77,13 @@ impl CongestionControl for Reno {
         self.ca_acked = 0;
     }
 
-    fn on_exit_recovery(&mut self, _now: Instant, flight: u64) {
-        self.cwnd = self.ssthresh.min(flight.max(self.smss) + self.smss);
+    /// RFC 6582 §3.2 step 3 offers two deflations; this is option 2, cwnd = ssthresh, as in
+    /// ns-2's NewReno and Linux. Option 1, min(ssthresh, FlightSize + SMSS), collapses cwnd to
+    /// a few segments whenever the flight was capped by the receive window or w_max during
+    /// recovery (no new data may pass snd_una + window), and a window-limited flow then
+    /// slow-starts after every loss — measured at 16 % below ABW on NSDI'09 Table 2 row 5.
+    fn on_exit_recovery(&mut self, _now: Instant, _flight: u64) {
+        self.cwnd = self.ssthresh;
         self.ca_acked = 0;
     }
 

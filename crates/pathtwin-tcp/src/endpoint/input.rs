@@ -1,0 +1,349 @@
+//! Segment arrival: the handshake, ACK processing (RTT samples, SACK, duplicate ACKs, loss
+//! recovery, the retransmission timer) and data/FIN processing with the delayed-ACK policy.
+//!
+//! ACK processing follows RFC 5681 §3.2 and RFC 6582 §3.2 without SACK, RFC 6675 §5 with
+//! it; the timer follows RFC 6298 §5; acknowledgment generation follows RFC 5681 §4.2 and
+//! RFC 1122 §4.2.3.2: in-order data is acknowledged at least every `delayed_ack_every`
+//! full-sized segments (in bytes: more than (every − 1)·SMSS unacknowledged, as Linux
+//! counts) and within `delayed_ack_timeout`; out-of-order data, data filling a hole,
+//! duplicates and FINs are acknowledged at once.
+
+use super::{Endpoint, State};
+use crate::cc::AckEvent;
+use crate::rack::{pto_deadline, TlpOutcome};
+use crate::reassembly::Reassembly;
+use crate::recovery::AckOutcome;
+use crate::segment::{Flags, Segment};
+use crate::stats::Event;
+use pathtwin_core::time::{Duration, Instant};
+
+impl Endpoint {
+    /// A segment from the peer arrived at `now`. Follow with
+    /// [`poll_transmit`](Self::poll_transmit) until `None`.
+    pub fn handle_segment(&mut self, now: Instant, seg: &Segment) {
+        self.stats.segments_received += 1;
+        if seg.flags.rst() {
+            self.on_rst();
+            return;
+        }
+        match self.state {
+            State::Closed => {
+                self.reply_rst(seg);
+                return;
+            }
+            State::Listen => {
+                if seg.flags.syn() && !seg.flags.ack() {
+                    self.peer_isn = seg.seq;
+                    self.rx = Reassembly::new(seg.seq + 1);
+                    self.peer_syn = Some((seg.mss, seg.sack_permitted));
+                    self.peer_wnd = seg.wnd;
+                    self.state = State::SynReceived;
+                    self.syn_pending = true;
+                } else {
+                    self.reply_rst(seg);
+                }
+                return;
+            }
+            State::SynSent => {
+                if seg.flags.syn() && seg.flags.ack() && seg.ack == self.isn + 1 {
+                    self.peer_isn = seg.seq;
+                    self.rx = Reassembly::new(seg.seq + 1);
+                    self.peer_wnd = seg.wnd;
+                    self.establish(now, seg.mss, seg.sack_permitted);
+                    self.ack_now = true;
+                }
+                return;
+            }
+            State::SynReceived => {
+                if seg.flags.syn() {
+                    // The client retransmitted its SYN: our SYN-ACK was lost.
+                    if seg.seq == self.peer_isn {
+                        self.syn_pending = true;
+                        self.syn_retransmitted = true;
+                    }
+                    return;
+                }
+                if !seg.flags.ack() || seg.ack != self.isn + 1 {
+                    return;
+                }
+                let (mss, sack) = self.peer_syn.unwrap_or((None, false));
+                self.establish(now, mss, sack);
+                // The ACK may carry data: fall through.
+            }
+            _ => {}
+        }
+        if seg.flags.syn() {
+            // A retransmitted SYN-ACK: our ACK of it was lost.
+            self.ack_now = true;
+            return;
+        }
+        if seg.flags.ack() {
+            self.process_ack(now, seg);
+        }
+        if seg.len > 0 || seg.flags.fin() {
+            self.process_data(now, seg);
+        }
+    }
+
+    fn on_rst(&mut self) {
+        match self.state {
+            State::Closed | State::Listen => return,
+            State::TimeWait => {}
+            _ => self.push_event(Event::Reset),
+        }
+        self.state = State::Closed;
+        self.rto_at = None;
+        self.rack_at = None;
+        self.pto_at = None;
+        self.tlp_pending = false;
+        self.delack_at = None;
+        self.time_wait_at = None;
+        self.pacing_wakeup = None;
+        self.ack_now = false;
+    }
+
+    /// RFC 9293 §3.10.7.1: answer a segment that belongs to no connection with a reset.
+    fn reply_rst(&mut self, seg: &Segment) {
+        let rst = if seg.flags.ack() {
+            Segment { seq: seg.ack, flags: Flags::RST, ..Segment::default() }
+        } else {
+            Segment { seq: 0, ack: seg.seq_end(), flags: Flags::RST | Flags::ACK, ..Segment::default() }
+        };
+        self.rst_pending = Some(rst);
+    }
+
+    fn process_ack(&mut self, now: Instant, seg: &Segment) {
+        let ack = seg.ack;
+        if ack > self.snd_max {
+            // RFC 9293 §3.10.7.4: it acknowledges something not yet sent.
+            self.ack_now = true;
+            return;
+        }
+        if ack < self.snd_una {
+            return; // older than what we know: reordered, carries nothing new
+        }
+        let smss = self.smss as u64;
+        let dupthresh = self.cfg.dupack_threshold;
+        let old_wnd = self.peer_wnd;
+        self.peer_wnd = seg.wnd;
+        let flight_before = self.sb.outstanding();
+        let pipe_before = self.sb.pipe();
+        let in_recovery = self.recovery.in_recovery();
+        let mut delivery = self.rack.as_ref().map(|r| r.delivery(now, self.stats.rtt_min.unwrap_or(Duration::ZERO)));
+        let newly_sacked = if self.sack_ok && !seg.sack.is_empty() {
+            self.sb.sack(&seg.sack, self.snd_una, self.snd_max, dupthresh, smss, delivery.as_mut())
+        } else {
+            0
+        };
+        let advanced = ack > self.snd_una;
+        if advanced {
+            let cum = self.sb.ack(ack, delivery.as_mut());
+            self.snd_una = ack;
+            self.rto_repeats = 0;
+            self.limited_transmit_bytes = 0;
+            let rtt = cum.rtt_sent_at.map(|t| now.saturating_since(t));
+            if let Some(r) = rtt {
+                self.take_rtt_sample(r);
+            }
+            self.stats.bytes_acked = self.snd_una.min(self.data_end()).saturating_sub(self.data_start);
+            self.cc.on_ack(&AckEvent {
+                now,
+                bytes_acked: cum.acked,
+                rtt,
+                srtt: self.rtt.srtt(),
+                flight_before,
+                pipe_before,
+                in_recovery,
+            });
+            let mut restart_timer = true;
+            match self.recovery.on_cumulative_ack(ack, cum.acked, smss) {
+                AckOutcome::Continue => {}
+                AckOutcome::Exit => self.cc.on_exit_recovery(now, self.sb.outstanding()),
+                AckOutcome::RetransmitFront { first } => {
+                    self.sb.mark_front_lost();
+                    self.force_retx = true;
+                    restart_timer = first || !self.cfg.newreno_impatient;
+                }
+            }
+            // RFC 6298 (5.2)/(5.3).
+            if self.sb.is_empty() {
+                self.rto_at = None;
+            } else if restart_timer {
+                self.rto_at = Some(now + self.rtt.rto());
+            }
+        }
+        let is_dupack = if self.sack_ok {
+            // RFC 6675 §2: an ACK that SACKs data not SACKed before.
+            newly_sacked > 0
+        } else {
+            // RFC 5681 §2: same ACK number, no data, no SYN/FIN, same window, data outstanding.
+            !advanced
+                && seg.len == 0
+                && !seg.flags.intersects(Flags::SYN | Flags::FIN)
+                && seg.wnd == old_wnd
+                && !self.sb.is_empty()
+        };
+        let mut dupacks = 0;
+        if is_dupack {
+            self.stats.dupacks_received += 1;
+            dupacks = self.recovery.on_dupack(smss);
+        }
+        if let (Some(rack), Some(d)) = (self.rack.as_mut(), delivery) {
+            rack.on_delivery(now, &d);
+            self.rack_detect_loss(now);
+        }
+        if let Some(probe) = self.tlp_probe {
+            let pure_dupack = !advanced && newly_sacked == 0 && seg.len == 0 && !seg.flags.fin();
+            match probe.on_ack(ack, pure_dupack) {
+                TlpOutcome::Pending => {}
+                TlpOutcome::Done => self.tlp_probe = None,
+                TlpOutcome::Repaired => {
+                    // RFC 8985 §7.4.2: a loss was repaired by the probe alone; respond to
+                    // it as to one fast recovery episode (Linux: enter and leave CWR).
+                    self.tlp_probe = None;
+                    let flight = self.sb.outstanding();
+                    self.cc.on_enter_recovery(now, flight);
+                    self.cc.on_exit_recovery(now, flight);
+                }
+            }
+        }
+        self.maybe_enter_recovery(now, is_dupack, dupacks);
+        if self.tlp {
+            if advanced {
+                self.arm_pto(now);
+            } else if self.pto_at.is_some() && !self.tlp_allowed() {
+                self.pto_at = None;
+            }
+        }
+        self.after_ack(now);
+    }
+
+    /// RFC 8985 §7.2: a probe may be scheduled with data outstanding, nothing SACKed, no
+    /// loss known (not in recovery) and no probe outstanding.
+    pub(super) fn tlp_allowed(&self) -> bool {
+        !self.sb.is_empty()
+            && self.tlp_probe.is_none()
+            && !self.recovery.in_recovery()
+            && self.sb.is_open()
+            && self.sb.sacked_segments() == 0
+    }
+
+    /// (Re)arms the probe timer from `now`, or stops it when no probe is allowed; called
+    /// after new data is sent and on ACKs that advance SND.UNA (RFC 8985 §7.2).
+    pub(super) fn arm_pto(&mut self, now: Instant) {
+        self.pto_at = self.tlp_allowed().then(|| {
+            let one_segment = self.sb.outstanding() <= self.smss as u64;
+            pto_deadline(now, self.rtt.srtt(), one_segment, self.rto_at)
+        });
+    }
+
+    /// Starts fast recovery when loss is known and RFC 6582/6675 allow a new episode. With
+    /// RACK that is when RACK has deemed the first unacknowledged segment lost (RFC 8985
+    /// §6.2 step 5 leading to RFC 6675 §5 step 4), from an ACK or the RACK timer; without
+    /// it, on the DupThresh-th duplicate ACK or, with SACK, when IsLost holds for it.
+    pub(super) fn maybe_enter_recovery(&mut self, now: Instant, is_dupack: bool, dupacks: u32) {
+        let lost = self.sack_ok && self.sb.front_is_lost();
+        let start =
+            if self.rack.is_some() { lost } else { is_dupack && (dupacks >= self.cfg.dupack_threshold || lost) };
+        if start && self.recovery.may_enter(self.snd_una) {
+            self.enter_recovery(now);
+        }
+    }
+
+    /// Runs RACK's loss detection (RFC 8985 §6.2 steps 4–5) and re-arms its timer. Returns
+    /// whether a segment was newly deemed lost; NextSeg rule (1) then retransmits it as
+    /// pipe allows.
+    pub(super) fn rack_detect_loss(&mut self, now: Instant) -> bool {
+        let Some(rack) = &self.rack else { return false };
+        let Some(latest) = rack.latest() else { return false };
+        if !self.sb.rack_has_candidates() {
+            self.rack_at = None;
+            return false;
+        }
+        // "Fast or RTO recovery": a recovery episode, or segments still deemed lost or being
+        // retransmitted after a timeout.
+        let recovering = self.recovery.in_recovery() || !self.sb.is_open();
+        let reo_wnd = rack.reo_wnd(
+            recovering,
+            self.sb.sacked_segments(),
+            self.cfg.dupack_threshold,
+            self.stats.rtt_min.unwrap_or(Duration::ZERO),
+            self.rtt.srtt().unwrap_or(Duration::MAX),
+        );
+        let scan = self.sb.rack_detect_loss(now, latest, rack.loss_delay(reo_wnd));
+        self.rack_at = scan.deadline;
+        self.stats.lost_retransmissions += scan.lost_retransmissions;
+        scan.lost
+    }
+
+    /// Fast retransmit: RFC 5681 §3.2 steps 2–4, RFC 6582 §3.2 step 2, RFC 6675 §5 step 4.
+    fn enter_recovery(&mut self, now: Instant) {
+        // The episode's window reduction covers any loss a probe outstanding would reveal
+        // (Linux ends the TLP episode here too).
+        self.pto_at = None;
+        self.tlp_probe = None;
+        let smss = self.smss as u64;
+        let flight = self.sb.outstanding() - self.limited_transmit_bytes;
+        self.cc.on_enter_recovery(now, flight);
+        self.recovery.enter(self.snd_max, self.cc.cwnd(), self.cfg.dupack_threshold, smss);
+        self.sb.mark_front_lost();
+        self.force_retx = true;
+        self.stats.fast_retransmits += 1;
+    }
+
+    /// Events and state changes that follow from the cumulative ACK point.
+    fn after_ack(&mut self, now: Instant) {
+        if self.written > self.all_acked_reported && self.snd_una >= self.data_end() {
+            self.all_acked_reported = self.written;
+            self.push_event(Event::AllAcked);
+        }
+        if self.fin_sent && self.snd_una > self.data_end() {
+            match self.state {
+                State::FinWait1 => self.state = State::FinWait2,
+                State::Closing => self.enter_time_wait(now),
+                State::LastAck => {
+                    self.state = State::Closed;
+                    self.rto_at = None;
+                    self.report_closed();
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn process_data(&mut self, now: Instant, seg: &Segment) {
+        if !self.state.may_receive() {
+            return;
+        }
+        let fin = seg.flags.fin();
+        let a = self.rx.on_segment(seg.seq, seg.len as u64, fin, self.cfg.rcv_buffer);
+        if a.delivered > 0 {
+            self.stats.bytes_delivered += a.delivered;
+            self.unreported += a.delivered;
+        }
+        let in_order_only = a.delivered > 0 && !a.filled_gap && !a.out_of_order && !fin;
+        if in_order_only && self.cfg.delayed_ack {
+            self.unacked_bytes += a.delivered;
+            let limit = (self.cfg.delayed_ack_every as u64 - 1) * self.smss as u64;
+            if self.unacked_bytes > limit {
+                self.ack_now = true;
+            } else if self.delack_at.is_none() {
+                self.delack_at = Some(now + self.cfg.delayed_ack_timeout);
+            }
+        } else {
+            self.ack_now = true;
+        }
+        if a.fin {
+            self.push_event(Event::PeerClosed);
+            match self.state {
+                State::Established => self.state = State::CloseWait,
+                State::FinWait1 => self.state = State::Closing,
+                State::FinWait2 => self.enter_time_wait(now),
+                _ => {}
+            }
+        } else if fin && self.state == State::TimeWait {
+            // A retransmitted FIN: our last ACK was lost. RFC 9293 §3.10.7.4 restarts the timer.
+            self.time_wait_at = Some(now + self.cfg.time_wait);
+        }
+    }
+}

@@ -1,0 +1,448 @@
+//! The TCP endpoint: connection state (RFC 9293 §3.3.2), timers, and the glue between the
+//! scoreboard, loss recovery, RACK-TLP, RTT estimation, congestion control and the receive
+//! side.
+//!
+//! Timers: the retransmission timer (RFC 6298), RACK's reordering timer and the tail loss
+//! probe timer (RFC 8985 §6.3, §7.2), the delayed-ACK timer, a pacing wake-up and TIME-WAIT;
+//! [`Endpoint::poll_timeout`] reports the earliest. Unlike Linux, which keeps the first
+//! three in one slot, the retransmission timer keeps running under the other two, so a
+//! fired probe re-arms it explicitly (RFC 8985 §7.3).
+//!
+//! This module owns the public [`Endpoint`] API, the handshake, timers and event reporting;
+//! segment input is in `input`, segment output in `output`. Call order is in the crate
+//! docs: after every input, `poll_event` until `None`, `poll_transmit` until `None`, then
+//! `poll_timeout`.
+//!
+//! Simplifications, each harmless in a simulator whose hosts only talk TCP to each other:
+//! no simultaneous open; no Nagle algorithm (as `TCP_NODELAY`); no persist timer, because
+//! the advertised window never shrinks (applications read instantly) and a window smaller
+//! than one segment is still used when nothing is in flight; RST segments are not validated against the window; SYNs are retried without limit.
+
+mod input;
+mod output;
+
+use crate::cc::{CcParams, CongestionControl};
+use crate::config::TcpConfig;
+use crate::rack::{Rack, TlpProbe};
+use crate::reassembly::Reassembly;
+use crate::recovery::{Flavour, Recovery};
+use crate::rtt::RttEstimator;
+use crate::scoreboard::Scoreboard;
+use crate::segment::Segment;
+use crate::stats::{Event, Stats};
+use pathtwin_core::time::{Duration, Instant};
+use std::collections::VecDeque;
+
+/// RFC 6298 (5.7): RTO once data flows after the SYN or SYN-ACK timed out.
+const RTO_AFTER_SYN_TIMEOUT: Duration = Duration::from_secs(3);
+/// RFC 9293 §3.7.1: the MSS to assume when the peer's SYN has no MSS option.
+const DEFAULT_PEER_MSS: u32 = 536;
+
+/// Connection state, RFC 9293 §3.3.2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum State {
+    Closed,
+    Listen,
+    SynSent,
+    SynReceived,
+    Established,
+    FinWait1,
+    FinWait2,
+    CloseWait,
+    Closing,
+    LastAck,
+    TimeWait,
+}
+
+impl State {
+    /// States in which data (or our FIN) may still be sent or retransmitted.
+    fn may_send(self) -> bool {
+        matches!(self, State::Established | State::CloseWait | State::FinWait1 | State::Closing | State::LastAck)
+    }
+    /// States past the handshake in which arriving data and FINs are processed.
+    fn may_receive(self) -> bool {
+        matches!(
+            self,
+            State::Established
+                | State::FinWait1
+                | State::FinWait2
+                | State::CloseWait
+                | State::Closing
+                | State::LastAck
+                | State::TimeWait
+        )
+    }
+}
+
+/// One end of a TCP connection, sans-IO: see the crate docs for how to drive it.
+#[derive(Debug)]
+pub struct Endpoint {
+    cfg: TcpConfig,
+    state: State,
+    /// Sender MSS after negotiation: min(ours, peer's).
+    smss: u32,
+    isn: u64,
+    /// Both SYNs carried SACK-permitted.
+    sack_ok: bool,
+
+    // Handshake.
+    /// A SYN (or SYN-ACK) must be (re)sent.
+    syn_pending: bool,
+    syn_sent_at: Option<Instant>,
+    /// Our SYN or SYN-ACK was sent more than once: no RTT sample from it (Karn), and the
+    /// initial window is one segment (RFC 5681 §3.1).
+    syn_retransmitted: bool,
+    peer_isn: u64,
+    /// The options of the peer's SYN (MSS, SACK-permitted), kept until the handshake ends.
+    peer_syn: Option<(Option<u16>, bool)>,
+
+    // Send side. Data occupies [data_start, data_start + written); our FIN follows it.
+    snd_una: u64,
+    /// One past the highest sequence number sent.
+    snd_max: u64,
+    data_start: u64,
+    written: u64,
+    close_requested: bool,
+    fin_sent: bool,
+    peer_wnd: u64,
+    sb: Scoreboard,
+    rtt: RttEstimator,
+    rto_at: Option<Instant>,
+    /// Timer expiries since the cumulative ACK last advanced.
+    rto_repeats: u32,
+    cc: Box<dyn CongestionControl>,
+    recovery: Recovery,
+    /// RACK loss detection, when SACK is in use and `TcpConfig::rack` is on.
+    rack: Option<Rack>,
+    /// The RACK reordering timer (RFC 8985 §6.2 step 5).
+    rack_at: Option<Instant>,
+    /// Tail loss probes are in use (RACK and `TcpConfig::tlp`).
+    tlp: bool,
+    /// The probe timeout (RFC 8985 §7.2).
+    pto_at: Option<Instant>,
+    /// The PTO fired: the next transmission is the probe.
+    tlp_pending: bool,
+    /// The probe outstanding (TLP.end_seq, TLP.is_retrans).
+    tlp_probe: Option<TlpProbe>,
+    /// The next transmission is a retransmission of the first lost segment that ignores
+    /// cwnd and pacing (fast retransmit, NewReno partial ACK, timeout).
+    force_retx: bool,
+    next_send_at: Instant,
+    pacing_wakeup: Option<Instant>,
+    /// New data sent by limited transmit since the cumulative ACK last advanced; RFC 5681
+    /// §3.2 step 2 excludes it from the FlightSize that sets ssthresh.
+    limited_transmit_bytes: u64,
+    /// Value of `written` when AllAcked was last reported.
+    all_acked_reported: u64,
+
+    // Receive side.
+    rx: Reassembly,
+    ack_now: bool,
+    /// In-order bytes received since the last ACK we sent.
+    unacked_bytes: u64,
+    delack_at: Option<Instant>,
+    time_wait_at: Option<Instant>,
+    rst_pending: Option<Segment>,
+
+    // Reporting.
+    events: VecDeque<Event>,
+    /// Delivered bytes not yet reported in an [`Event::Received`].
+    unreported: u64,
+    closed_reported: bool,
+    stats: Stats,
+}
+
+impl Endpoint {
+    fn new(cfg: TcpConfig, state: State, isn: u64) -> Self {
+        debug_assert_eq!(cfg.validate(), Ok(()), "TcpConfig must be validated by the caller");
+        let params = CcParams {
+            smss: cfg.mss,
+            initial_cwnd: (cfg.initial_window as u64 * cfg.mss as u64).min(cfg.max_window),
+            max_window: cfg.max_window,
+        };
+        Endpoint {
+            smss: cfg.mss,
+            isn,
+            sack_ok: false,
+            syn_pending: state == State::SynSent,
+            syn_sent_at: None,
+            syn_retransmitted: false,
+            peer_isn: 0,
+            peer_syn: None,
+            snd_una: isn,
+            snd_max: isn,
+            data_start: isn + 1,
+            written: 0,
+            close_requested: false,
+            fin_sent: false,
+            peer_wnd: 0,
+            sb: Scoreboard::new(),
+            rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
+            rto_at: None,
+            rto_repeats: 0,
+            cc: cfg.cc.build(&params),
+            recovery: Recovery::new(cfg.cc.flavour_without_sack()),
+            rack: None,
+            rack_at: None,
+            tlp: false,
+            pto_at: None,
+            tlp_pending: false,
+            tlp_probe: None,
+            force_retx: false,
+            next_send_at: Instant::ZERO,
+            pacing_wakeup: None,
+            limited_transmit_bytes: 0,
+            all_acked_reported: 0,
+            rx: Reassembly::new(0),
+            ack_now: false,
+            unacked_bytes: 0,
+            delack_at: None,
+            time_wait_at: None,
+            rst_pending: None,
+            events: VecDeque::with_capacity(4),
+            unreported: 0,
+            closed_reported: false,
+            stats: Stats::default(),
+            state,
+            cfg,
+        }
+    }
+
+    /// Active open: the first [`poll_transmit`](Self::poll_transmit) yields the SYN.
+    /// `isn` is the initial sequence number; `isn` plus everything ever sent must fit in a
+    /// `u64` (draw it below 2^32, as real stacks do).
+    pub fn connect(cfg: TcpConfig, now: Instant, isn: u64) -> Endpoint {
+        let mut ep = Endpoint::new(cfg, State::SynSent, isn);
+        ep.next_send_at = now;
+        ep
+    }
+
+    /// Passive open: waits for a SYN.
+    pub fn listen(cfg: TcpConfig, isn: u64) -> Endpoint {
+        Endpoint::new(cfg, State::Listen, isn)
+    }
+
+    /// The application writes `bytes` more bytes. The send buffer is unbounded; a huge value
+    /// such as `u64::MAX / 2` models an endless bulk transfer. Writes after
+    /// [`close`](Self::close) are discarded.
+    pub fn send(&mut self, bytes: u64) {
+        if !self.close_requested && !matches!(self.state, State::Closed | State::TimeWait) {
+            self.written = self.written.saturating_add(bytes);
+        }
+    }
+
+    /// The application closes its sending direction: a FIN follows all queued data.
+    pub fn close(&mut self) {
+        match self.state {
+            State::Listen => self.state = State::Closed,
+            State::Closed | State::TimeWait => {}
+            _ => self.close_requested = true,
+        }
+    }
+
+    /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work:
+    /// retransmission, RACK reordering timer, tail loss probe, delayed ACK, pacing or
+    /// TIME-WAIT.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.rto_at, self.delack_at, self.time_wait_at, self.pacing_wakeup, self.rack_at, self.pto_at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Fires every timer due at `now`; calling it early or late is harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.pacing_wakeup.is_some_and(|t| t <= now) {
+            self.pacing_wakeup = None;
+        }
+        if self.delack_at.is_some_and(|t| t <= now) {
+            self.delack_at = None;
+            self.ack_now = true;
+        }
+        if self.rack_at.is_some_and(|t| t <= now) {
+            self.rack_at = None;
+            // RFC 8985 §6.3: the reordering window of a segment ran out.
+            if self.rack_detect_loss(now) {
+                self.maybe_enter_recovery(now, false, 0);
+            }
+        }
+        if self.pto_at.is_some_and(|t| t <= now) {
+            self.pto_at = None;
+            // RFC 8985 §7.3: the probe goes out with the next transmission; the
+            // retransmission timer is re-armed behind it, so a probe that is the same
+            // instant as the RTO takes its place.
+            if self.state.may_send() && !self.sb.is_empty() {
+                self.tlp_pending = true;
+                self.rto_at = Some(now + self.rtt.rto());
+            }
+        }
+        if self.rto_at.is_some_and(|t| t <= now) {
+            self.rto_at = None;
+            self.on_rto(now);
+        }
+        if self.time_wait_at.is_some_and(|t| t <= now) {
+            self.time_wait_at = None;
+            self.state = State::Closed;
+        }
+    }
+
+    /// The next event for the application, in the order things happened.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if let Some(e) = self.events.pop_front() {
+            return Some(e);
+        }
+        if self.unreported > 0 {
+            let bytes = std::mem::take(&mut self.unreported);
+            return Some(Event::Received { bytes });
+        }
+        None
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    /// The window the sender may fill, in bytes: the controller's cwnd, inflated during
+    /// Reno/NewReno fast recovery.
+    pub fn cwnd(&self) -> u64 {
+        self.recovery.window(self.cc.cwnd())
+    }
+    pub fn ssthresh(&self) -> u64 {
+        self.cc.ssthresh()
+    }
+    pub fn srtt(&self) -> Option<Duration> {
+        self.rtt.srtt()
+    }
+    /// The current retransmission timeout, back-off included.
+    pub fn rto(&self) -> Duration {
+        self.rtt.rto()
+    }
+    /// RFC 5681 FlightSize: sequence numbers sent and not cumulatively acknowledged.
+    pub fn flight_size(&self) -> u64 {
+        self.sb.outstanding()
+    }
+    /// RFC 6675 pipe: the sender's estimate of what is in the network.
+    pub fn pipe(&self) -> u64 {
+        self.sb.pipe()
+    }
+    pub fn state(&self) -> State {
+        self.state
+    }
+    /// The negotiated sender MSS (the configured one before the handshake completes).
+    pub fn mss(&self) -> u32 {
+        self.smss
+    }
+    /// Whether both ends agreed to use SACK.
+    pub fn sack_enabled(&self) -> bool {
+        self.sack_ok
+    }
+    pub fn in_recovery(&self) -> bool {
+        self.recovery.in_recovery()
+    }
+    /// The receive window the peer last advertised.
+    pub fn peer_window(&self) -> u64 {
+        self.peer_wnd
+    }
+    /// The congestion controller, for controller-specific state in results.
+    pub fn congestion_control(&self) -> &dyn CongestionControl {
+        &*self.cc
+    }
+    pub fn config(&self) -> &TcpConfig {
+        &self.cfg
+    }
+
+    /// End of the application's data in sequence space (where our FIN goes).
+    fn data_end(&self) -> u64 {
+        self.data_start.saturating_add(self.written)
+    }
+
+    fn push_event(&mut self, e: Event) {
+        if self.unreported > 0 {
+            let bytes = std::mem::take(&mut self.unreported);
+            self.events.push_back(Event::Received { bytes });
+        }
+        self.events.push_back(e);
+    }
+
+    /// The handshake completed (on the SYN-ACK for the client, on the ACK of our SYN-ACK
+    /// for the server): fix the MSS, SACK use and initial window, and take the handshake's
+    /// RTT sample.
+    fn establish(&mut self, now: Instant, peer_mss: Option<u16>, peer_sack: bool) {
+        self.smss = self.cfg.mss.min(peer_mss.map_or(DEFAULT_PEER_MSS, u32::from));
+        self.sack_ok = self.cfg.sack && peer_sack;
+        if self.syn_retransmitted {
+            self.rtt.restart_after_syn_timeout(RTO_AFTER_SYN_TIMEOUT);
+        } else if let Some(sent) = self.syn_sent_at {
+            self.take_rtt_sample(now.saturating_since(sent));
+        }
+        let smss = self.smss as u64;
+        let initial_cwnd = if self.syn_retransmitted {
+            smss
+        } else {
+            (self.cfg.initial_window as u64 * smss).min(self.cfg.max_window)
+        };
+        self.cc = self.cfg.cc.build(&CcParams { smss: self.smss, initial_cwnd, max_window: self.cfg.max_window });
+        let flavour = if self.sack_ok { Flavour::Sack } else { self.cfg.cc.flavour_without_sack() };
+        self.recovery = Recovery::new(flavour);
+        if self.sack_ok && self.cfg.rack {
+            self.rack = Some(Rack::default());
+            self.sb.use_rack();
+            self.tlp = self.cfg.tlp;
+        }
+        self.snd_una = self.isn + 1;
+        self.snd_max = self.isn + 1;
+        self.rto_at = None;
+        self.next_send_at = now;
+        self.state = State::Established;
+        self.push_event(Event::Connected);
+    }
+
+    fn take_rtt_sample(&mut self, r: Duration) {
+        self.rtt.on_sample(r);
+        self.stats.on_rtt_sample(r, self.rtt.srtt());
+    }
+
+    /// The retransmission timer expired (RFC 6298 (5.4)–(5.6)).
+    fn on_rto(&mut self, now: Instant) {
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                self.stats.timeouts += 1;
+                self.rtt.on_timeout();
+                self.syn_pending = true;
+                self.syn_retransmitted = true;
+            }
+            _ if !self.sb.is_empty() => {
+                self.stats.timeouts += 1;
+                let first = self.rto_repeats == 0;
+                self.rto_repeats += 1;
+                self.cc.on_rto(now, self.sb.outstanding(), first);
+                self.rtt.on_timeout();
+                self.recovery.on_rto(self.snd_max);
+                self.sb.on_rto();
+                self.rack_at = None;
+                self.pto_at = None;
+                self.tlp_pending = false;
+                self.tlp_probe = None;
+                self.force_retx = true;
+            }
+            _ => {}
+        }
+    }
+
+    fn enter_time_wait(&mut self, now: Instant) {
+        self.report_closed();
+        self.rto_at = None;
+        if self.cfg.time_wait == Duration::ZERO {
+            self.state = State::Closed;
+        } else {
+            self.state = State::TimeWait;
+            self.time_wait_at = Some(now + self.cfg.time_wait);
+        }
+    }
+
+    fn report_closed(&mut self) {
+        if !self.closed_reported {
+            self.closed_reported = true;
+            self.push_event(Event::Closed);
+        }
+    }
+}
