@@ -184,7 +184,7 @@ def reproduce(
                                "achieved": r.achieved,
                                "error": {m: [r.error(m, 0), r.error(m, 1)] for m in ("link", "path")}} for r in rows], indent=2))
         else:
-            rp.print_table2(rows, title=f"NSDI'09 Table 2 ({'simulation' if engine == 'sim' else 'emulation'}, {seeds} seeds)")
+            rp.print_table2(rows, title=f"NSDI'09 Table 2 ({'simulation' if engine == 'sim' else 'emulation'}, {seeds} seed{'s' if seeds > 1 else ''})")
     elif name == "nsdi09-figure5":
         if engine == "emu":
             from .emulation import reproduce_figure5_emu
