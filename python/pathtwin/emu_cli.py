@@ -54,6 +54,12 @@ def _state(run: str) -> dict:
         raise PathtwinError(f"run {run}: cannot read its state ({e})") from None
 
 
+def _strip_separator(cmd: Optional[List[str]]) -> list[str]:
+    """The command after ``--`` (click keeps the separator when interspersed args are off)."""
+    cmd = list(cmd or [])
+    return cmd[1:] if cmd[:1] == ["--"] else cmd
+
+
 def _print_hosts(run_id: str, hosts: list[dict], warnings: list[str]) -> None:
     for w in warnings:
         typer.echo(f"warning: {w}", err=True)
@@ -108,6 +114,9 @@ def exec_(
 ) -> None:
     """Run a command inside a host (its exit status is returned)."""
     require_root()
+    cmd = _strip_separator(cmd)
+    if not cmd:
+        raise PathtwinError("no command given (usage: pathtwin emu exec HOST -- CMD ...)")
     st = _state(_pick_run(run))
     match = [h for h in st["hosts"] if h["name"] == host]
     if not match:
@@ -287,6 +296,7 @@ def register_top_level(root: typer.Typer) -> None:
         Inside, `peer` resolves to the other end ($PATHTWIN_ADDR_PEER holds its IPv4 address);
         run a server there with `pathtwin emu exec peer -- CMD`.
         """
+        cmd = _strip_separator(cmd)
         if mode not in ("path", "link"):
             raise PathtwinError(f"--mode {mode!r}: expected path or link")
         path: dict = {"between": ["shell", "peer"], "rtt": rtt, "abw": abw, "mode": mode}
@@ -308,4 +318,4 @@ def register_top_level(root: typer.Typer) -> None:
                 code = subprocess.call(here.command(argv), env=env)
             except KeyboardInterrupt:
                 code = 130
-        raise typer.Exit(code)
+        sys.exit(code)

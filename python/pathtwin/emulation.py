@@ -326,8 +326,8 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
     series["t_s"] = [t * 1e-9 for t in series.pop("t_ns")]
     series["queue"] = [names.get(e, str(e)) for e in series["element"]]
     queue_keys = ("element", "name", "capacity_bps", "abw_bps", "limit", "arrivals", "departures", "departure_bytes",
-                  "drops", "drop_bytes", "placeholder_arrivals", "placeholder_departures", "placeholder_drops",
-                  "placeholder_share", "rate_changes")
+                  "drops", "drop_bytes", "placeholder_arrivals", "placeholder_departures", "placeholder_departure_bytes",
+                  "placeholder_drops", "placeholder_deferrals", "placeholder_share", "rate_changes")
     flows = raw["flows"]
     flow_keys = ("src", "dst", "proto", "src_port", "dst_port", "route_src", "route_dst", "first_ns", "last_ns",
                  "packets_in", "bytes_in", "payload_bytes_in", "packets_out", "bytes_out", "payload_bytes_out")
@@ -354,7 +354,8 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
         "wall_time_s": wall_time_s,
         "emulated_s": snap["t_s"],
         "complete": True,
-        "timing": {"release_lateness": snap["lateness"], "timer_wake_lateness": snap["wake_lateness"]},
+        "timing": {"release_lateness": snap["lateness"], "timer_wake_lateness": snap["wake_lateness"],
+                   "reordered_pushes": snap["reordered_pushes"]},
         "host_counters": snap["hosts"],
         "warnings": warnings,
         "source": source,
@@ -400,3 +401,126 @@ def serve(argv: Sequence[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(serve(sys.argv[1:]))
+
+
+# -- reproductions with real TCP (the simulator's are in reproduce.py) ------------------
+
+def _iperf_pair(net: Emulation, a: str, b: str, seconds: float, window: Optional[str], port: int = 5201):
+    """Starts iperf3 flows a->b and b->a at once; returns the clients' Popen objects."""
+    for h in (a, b):
+        net[h].popen(["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    extra = ["-w", window] if window else []
+    return [net[src].popen(["iperf3", "-c", dst, "-p", str(port), "-t", f"{seconds:g}", "-J", *extra],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for src, dst in ((a, b), (b, a))]
+
+
+def _iperf_result(p: subprocess.Popen, what: str) -> dict:
+    out, err = p.communicate()
+    try:
+        d = json.loads(out)
+    except json.JSONDecodeError:
+        raise PathtwinError(f"iperf3 {what} failed: {(err or out).strip().splitlines()[-1:] or 'no output'}") from None
+    if "error" in d:
+        raise PathtwinError(f"iperf3 {what}: {d['error']}")
+    return d
+
+
+def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None, rows: Optional[Sequence[int]] = None,
+                         modes: Sequence[str] = ("link", "path")):
+    """NSDI'09 Table 2 with the kernel's TCP: for each row, iperf3 flows in both directions at
+    once, all rows side by side in one emulation, once per mode (and seed, for symmetry with
+    the simulator; the kernel's TCP is the randomness here). ``rows`` picks rows (1-based).
+
+    The paper's hosts had w_max = 64 KB; iperf3's ``-w`` sets the socket buffers so that the
+    kernel's window is capped the same way (``[tcp] max_window`` of the example).
+    """
+    from .reproduce import Table2Row, _parse_rate, _parse_time, load_example, with_mode
+
+    require_root()
+    if shutil_which("iperf3") is None:
+        raise PathtwinError("the emulated Table 2 needs iperf3 (apt-get install iperf3)")
+    base = load_example("nsdi09-table2")
+    seconds = _parse_time(str(duration)) if duration else min(_parse_time(base["run"]["duration"]), 30.0)
+    if seconds <= 1.0:
+        raise PathtwinError(f"duration {duration}: must be longer than 1 s")
+    wmax = base.get("tcp", {}).get("max_window")
+    window = f"{int(_parse_size_bytes(wmax))}" if wmax else None
+    kinds = ["measured"] * 4 + ["synthetic"] * 3
+    picked = list(rows) if rows else list(range(1, len(base["path"]) + 1))
+    for r in picked:
+        if not 1 <= r <= len(base["path"]):
+            raise PathtwinError(f"row {r}: Table 2 has rows 1-{len(base['path'])}")
+    cfg0 = dict(base)
+    cfg0["path"] = [base["path"][r - 1] for r in picked]
+    cfg0["hosts"] = [h for p in cfg0["path"] for h in p["between"]]
+    cfg0.pop("flow", None)
+    sums: dict = {}
+    queues: dict = {}
+    for mode in modes:
+        for seed in range(1, seeds + 1):
+            cfg = with_mode(cfg0, mode)
+            cfg.setdefault("run", {})["seed"] = seed
+            target = Path(out) / f"emu-{mode}-seed{seed}" if out else None
+            with Emulation(cfg, out=target) as net:
+                clients = []
+                for k, p in enumerate(cfg["path"]):
+                    clients.append(_iperf_pair(net, *p["between"], seconds, window, port=5201))
+                got = [[_iperf_result(c, f"row {picked[k]}")["end"]["sum_received"]["bits_per_second"] for c in pair]
+                       for k, pair in enumerate(clients)]
+            resolved = net.results["resolved"]
+            for k in range(len(picked)):
+                s = sums.setdefault((k, mode), [0.0, 0.0])
+                s[0] += got[k][0]
+                s[1] += got[k][1]
+                queues[(k, mode)] = "/".join(r["queue"] for r in resolved if r["path"] == k)
+            if progress:
+                progress(mode, seed)
+    out_rows = []
+    for k, r in enumerate(picked):
+        p = cfg0["path"][k]
+        abw = p["abw"]
+        f, rv = (abw.split("/") + [abw])[:2] if isinstance(abw, str) else abw
+        achieved = {m: (sums[(k, m)][0] / seeds, sums[(k, m)][1] / seeds) for m in modes}
+        out_rows.append(Table2Row(r, kinds[r - 1] if r - 1 < len(kinds) else "", (_parse_rate(f), _parse_rate(rv)),
+                                  _parse_time(p["rtt"]) * 1e3, {m: queues[(k, m)] for m in modes}, achieved))
+    return out_rows
+
+
+def reproduce_figure5_emu(duration: float = 30.0, out=None) -> dict:
+    """NSDI'09 Figure 5 with the kernel's TCP: one forward iperf3 flow on the Harvard–WUSTL
+    path in each mode; returns {mode: mean RTT in ms} from the sender's TCP_INFO (as
+    iperf3 reports it) and the goodputs."""
+    from .reproduce import load_example, with_mode
+
+    require_root()
+    base = load_example("nsdi09-figure5")
+    base.pop("flow", None)
+    a, b = base["path"][0]["between"]
+    wmax = base.get("tcp", {}).get("max_window")
+    extra = ["-w", str(int(_parse_size_bytes(wmax)))] if wmax else []
+    rtt, goodput = {}, {}
+    for mode in ("path", "link"):
+        cfg = with_mode(base, mode)
+        with Emulation(cfg, out=Path(out) / f"emu-{mode}" if out else None) as net:
+            net[b].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.3)
+            c = net[a].popen(["iperf3", "-c", b, "-t", f"{duration:g}", "-J", *extra],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            d = _iperf_result(c, f"{mode} mode")
+        rtt[mode] = d["end"]["streams"][0]["sender"]["mean_rtt"] / 1e3
+        goodput[mode] = d["end"]["sum_received"]["bits_per_second"]
+    return {"mean_rtt_ms": rtt, "goodput_bps": goodput}
+
+
+def shutil_which(name: str):
+    import shutil
+
+    return shutil.which(name)
+
+
+def _parse_size_bytes(text: str) -> float:
+    from . import _native
+
+    return _native.parse_quantity("size", text)

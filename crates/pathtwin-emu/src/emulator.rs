@@ -6,8 +6,11 @@
 //! control (any name the kernel has, e.g. `cubic` or `bbr`, can also be given directly with
 //! [`EmulatorOptions::cc`]), `sack` the `tcp_sack` sysctl, `initial_window`, `min_rto`, `mss`
 //! and `delayed_ack = false` become route attributes (`initcwnd`, `rto_min`, `advmss`,
-//! `quickack`), and `rcv_window`/`max_window` cap the socket buffers (`tcp_rmem`/`tcp_wmem`
-//! maxima). `[[flow]]` entries are the simulator's workload and are ignored here.
+//! `quickack`) of both the IPv4 and the IPv6 route of every host (host names resolve to
+//! IPv6 first), and `rcv_window`/`max_window` cap the socket buffers (`tcp_rmem`/`tcp_wmem`
+//! maxima) and the advertised window itself (route attribute `window`, the kernel's window
+//! clamp, which holds whatever buffer sizes an application asks for). `[[flow]]` entries are
+//! the simulator's workload and are ignored here.
 
 use std::net::IpAddr;
 
@@ -70,6 +73,8 @@ pub struct Snapshot {
     pub hosts: Vec<HostSnapshot>,
     pub lateness: LatenessSummary,
     pub wake_lateness: LatenessSummary,
+    /// Pushes moved up to their element's time (see `Engine::reordered_pushes`).
+    pub reordered_pushes: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -99,7 +104,12 @@ pub struct QueueSnapshot {
     pub drop_bytes: u64,
     pub placeholder_arrivals: u64,
     pub placeholder_departures: u64,
+    pub placeholder_departure_bytes: u64,
     pub placeholder_drops: u64,
+    /// Placeholders that found the queue full and waited for a slot.
+    pub placeholder_deferrals: u64,
+    /// Placeholders waiting outside the full queue right now.
+    pub deferred_placeholders: u64,
     /// Placeholder share of the link's transmitted bytes.
     pub placeholder_share: f64,
     pub rate_changes: u64,
@@ -177,11 +187,15 @@ fn kernel_settings(cfg: &Config, opts: &EmulatorOptions) -> (Vec<(String, String
     if let Some(sack) = t.sack {
         sysctls.push(("net.ipv4.tcp_sack".to_string(), if sack { "1" } else { "0" }.to_string()));
     }
+    // Linux charges buffers with skb overhead and keeps about half of a buffer for data
+    // (the same convention that doubles SO_SNDBUF/SO_RCVBUF), so a window of w needs 2w.
     if let Some(w) = t.rcv_window {
-        sysctls.push(("net.ipv4.tcp_rmem".to_string(), format!("4096 {} {}", w.bytes().min(131072), w.bytes())));
+        let b = 2 * w.bytes();
+        sysctls.push(("net.ipv4.tcp_rmem".to_string(), format!("4096 {} {b}", b.min(131072))));
     }
     if let Some(w) = t.max_window {
-        sysctls.push(("net.ipv4.tcp_wmem".to_string(), format!("4096 {} {}", w.bytes().min(16384), w.bytes())));
+        let b = 2 * w.bytes();
+        sysctls.push(("net.ipv4.tcp_wmem".to_string(), format!("4096 {} {b}", b.min(16384))));
     }
     let mut route_attrs = Vec::new();
     if let Some(iw) = t.initial_window {
@@ -195,6 +209,11 @@ fn kernel_settings(cfg: &Config, opts: &EmulatorOptions) -> (Vec<(String, String
     }
     if t.delayed_ack == Some(false) {
         route_attrs.extend(["quickack".to_string(), "1".to_string()]);
+    }
+    // Every receiver advertises at most this, so every sender's window stays within w_max
+    // (the paper's hosts: no window scaling, 64 KB).
+    if let Some(w) = [t.rcv_window, t.max_window].into_iter().flatten().map(|w| w.bytes()).min() {
+        route_attrs.extend(["window".to_string(), w.to_string()]);
     }
     (sysctls, route_attrs)
 }
@@ -215,9 +234,17 @@ impl Emulator {
             for h in lab.hosts() {
                 let o = h.ipv4.octets();
                 let v4net = format!("{}.{}.{}.0/24", o[0], o[1], o[2]);
-                let mut args: Vec<&str> = vec!["-n", &h.netns, "route", "replace", &v4net, "dev", DEVICE];
-                args.extend(route_attrs.iter().map(String::as_str));
-                crate::netns::ip(&args)?;
+                let s = h.ipv6.segments();
+                let v6net = format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3]);
+                // Replacing means matching the kernel's connected route, metric included
+                // (0 for IPv4, 256 for IPv6); a route with another metric would be added
+                // beside it and never chosen.
+                let v4: Vec<&str> = vec!["-n", &h.netns, "route", "replace", &v4net, "dev", DEVICE, "metric", "0"];
+                let v6: Vec<&str> = vec!["-n", &h.netns, "-6", "route", "replace", &v6net, "dev", DEVICE, "metric", "256"];
+                for mut args in [v4, v6] {
+                    args.extend(route_attrs.iter().map(String::as_str));
+                    crate::netns::ip(&args)?;
+                }
             }
         }
         let n = net.hosts.len();
@@ -302,7 +329,10 @@ impl Emulator {
                     drop_bytes: st.drop_bytes,
                     placeholder_arrivals: st.placeholder_arrivals,
                     placeholder_departures: st.placeholder_departures,
+                    placeholder_departure_bytes: st.placeholder_departure_bytes,
                     placeholder_drops: st.placeholder_drops,
+                    placeholder_deferrals: st.placeholder_deferrals,
+                    deferred_placeholders: occ.deferred_placeholders,
                     placeholder_share: if sent == 0 { 0.0 } else { st.placeholder_departure_bytes as f64 / sent as f64 },
                     rate_changes: st.rate_changes,
                     active_flows: q.active_flows().map(<[u32]>::to_vec).unwrap_or_default(),
@@ -322,6 +352,7 @@ impl Emulator {
             hosts,
             lateness: (&self.engine.lateness).into(),
             wake_lateness: (&self.engine.wake_lateness).into(),
+            reordered_pushes: self.engine.reordered_pushes,
         }
     }
 

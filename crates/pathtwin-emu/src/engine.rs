@@ -4,13 +4,17 @@
 //!
 //! One thread, one epoll set: every host device plus a `timerfd` armed (absolutely) at the
 //! earliest `next_wakeup()` of any element. Each wake-up runs, in order:
-//! 1. reads — every readable device is drained (bounded per device, so one busy host cannot
-//!    starve the others); a datagram's arrival time is the real clock at its read;
+//! 1. reads — the model is first brought up to the real clock, then every readable device is
+//!    drained (bounded per device, so one busy host cannot starve the others); a datagram's
+//!    arrival time is the real clock at its read;
 //! 2. the model — due elements are polled in departure-time order (a heap keyed by
-//!    `next_wakeup`), so a shared queue sees its inputs in model-time order even when they come
-//!    from different upstream elements; an output is pushed into the next hop *at its model
-//!    departure time*, not at the (later) real time, so lateness in the loop never becomes
-//!    extra delay in the model;
+//!    `next_wakeup`), each *at its own wake-up time*, not at the (later) real time: an element
+//!    is never advanced past a moment at which an upstream element may still hand it a
+//!    packet, so a shared queue sees its inputs in model-time order even when they come from
+//!    different upstream elements. (A bandwidth queue ignores a push earlier than the time it
+//!    was advanced to and would start serving it in the past, on link time its placeholders
+//!    already used.) An output is pushed into the next hop *at its model departure time*, so
+//!    lateness in the loop never becomes extra delay in the model;
 //! 3. writes — a packet leaving its last hop at model time t is written at once (t ≤ now);
 //!    `now − t` is its release lateness, recorded in a histogram.
 //!
@@ -188,6 +192,12 @@ pub struct Engine<D> {
     next_sample: Instant,
     /// Deadline the timer was last armed for, to measure wake lateness.
     armed_for: Option<Instant>,
+    /// Latest model time each element has been pushed, polled or advanced at.
+    element_now: Vec<Instant>,
+    /// Pushes that came earlier than their element's time and were moved up to it (a packet
+    /// read while an upstream output was already due for the same element; at most the
+    /// duration of one read batch). Counted so that the model's ordering can be checked.
+    pub reordered_pushes: u64,
 }
 
 const TIMER_TOKEN: u64 = u64::MAX;
@@ -244,6 +254,7 @@ impl<D: PacketIo> Engine<D> {
         register(timer.raw_fd(), TIMER_TOKEN).map_err(os("epoll_ctl(timer)"))?;
         let n_routes = routes.len();
         let n_hosts = hosts.len();
+        let n_elements = elements.len();
         Ok(Engine {
             clock: RealClock::start(),
             hosts,
@@ -263,6 +274,8 @@ impl<D: PacketIo> Engine<D> {
             samples: Vec::new(),
             next_sample: Instant::ZERO,
             armed_for: None,
+            element_now: vec![Instant::ZERO; n_elements],
+            reordered_pushes: 0,
         })
     }
 
@@ -285,7 +298,10 @@ impl<D: PacketIo> Engine<D> {
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
         let mut ready: Vec<usize> = Vec::with_capacity(self.hosts.len());
         loop {
+            // Everything due before the reads is released first, so a packet read now cannot
+            // reach a shared element ahead of one that left its upstream hop earlier.
             let now = self.clock.now();
+            self.run_model(now);
             for &h in &ready {
                 self.read_host(h);
             }
@@ -392,7 +408,15 @@ impl<D: PacketIo> Engine<D> {
         let route = &self.routes[pkt.route as usize];
         match route.hops.get(pkt.hop as usize) {
             Some(&Hop { element, slot }) => {
-                self.elements[element].push(at, pkt, slot);
+                let at = if at < self.element_now[element] {
+                    self.reordered_pushes += 1;
+                    self.element_now[element]
+                } else {
+                    self.element_now[element] = at;
+                    at
+                };
+                // A dropped packet is counted by the element; its buffer is simply freed.
+                drop(self.elements[element].push(at, pkt, slot));
                 if let Some(w) = self.elements[element].next_wakeup() {
                     if w <= now {
                         self.due.push(Reverse((w, element)));
@@ -426,7 +450,8 @@ impl<D: PacketIo> Engine<D> {
         }
     }
 
-    /// Releases everything due by `now`, earliest model departure first.
+    /// Releases everything due by `now`, earliest model departure first; every element is
+    /// driven only up to the wake-up being handled, so pushes into it never go back in time.
     fn run_model(&mut self, now: Instant) {
         for (i, e) in self.elements.iter().enumerate() {
             if let Some(w) = e.next_wakeup() {
@@ -446,7 +471,10 @@ impl<D: PacketIo> Engine<D> {
                 }
                 _ => continue,
             }
-            if let Some((t, mut pkt)) = self.elements[i].poll_output(now) {
+            // Polled at its wake-up time: advancing it to `now` would replay its placeholders
+            // past packets other elements are still to hand it at earlier model times.
+            self.element_now[i] = self.element_now[i].max(w);
+            if let Some((t, mut pkt)) = self.elements[i].poll_output(w) {
                 pkt.hop += 1;
                 self.forward(t, pkt, now);
             }
@@ -466,8 +494,10 @@ impl<D: PacketIo> Engine<D> {
         self.next_sample = now + self.timing.sample_every;
         for (i, e) in self.elements.iter_mut().enumerate() {
             if let Some(q) = e.as_queue_mut() {
-                // Bring placeholders up to date before reading occupancy.
+                // Bring placeholders up to date before reading occupancy. Safe after
+                // `run_model(now)`: every packet still to arrive anywhere arrives after `now`.
                 q.advance(now);
+                self.element_now[i] = self.element_now[i].max(now);
                 let occ = q.occupancy();
                 let st = q.stats();
                 self.samples.push(QueueSample {
@@ -484,5 +514,91 @@ impl<D: PacketIo> Engine<D> {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pathtwin_core::element::BandwidthQueue;
+    use pathtwin_core::qdisc::DropTail;
+    use pathtwin_core::rng_for;
+    use pathtwin_core::units::{QueueLimit, Rate};
+    use std::cell::RefCell;
+
+    /// A device that records what is written to it; its descriptor (an eventfd) never
+    /// becomes readable.
+    struct Recorder {
+        fd: OwnedFd,
+        sent: RefCell<Vec<Vec<u8>>>,
+    }
+
+    impl Recorder {
+        fn new() -> Recorder {
+            // SAFETY: eventfd returns a new descriptor or -1.
+            let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+            assert!(raw >= 0);
+            // SAFETY: raw is fresh and ours.
+            Recorder { fd: unsafe { OwnedFd::from_raw_fd(raw) }, sent: RefCell::new(Vec::new()) }
+        }
+    }
+
+    impl PacketIo for Recorder {
+        fn recv(&self, _: &mut [u8]) -> io::Result<Option<usize>> {
+            Ok(None)
+        }
+        fn send(&self, pkt: &[u8]) -> io::Result<bool> {
+            self.sent.borrow_mut().push(pkt.to_vec());
+            Ok(true)
+        }
+        fn raw_fd(&self) -> i32 {
+            self.fd.as_raw_fd()
+        }
+    }
+
+    fn udp(src: u8, dst: u8, len: usize, tag: u8) -> IpPacket {
+        let mut out = Vec::new();
+        etherparse::PacketBuilder::ipv4([10, 0, 0, src], [10, 0, 0, dst], 64)
+            .udp(1000, 2000)
+            .write(&mut out, &vec![tag; len - 28])
+            .unwrap();
+        IpPacket::parse(out).unwrap()
+    }
+
+    fn queue(capacity_bps: u64, abw_bps: u64) -> Element<EmuPacket> {
+        let q = DropTail::new(QueueLimit::Packets(100));
+        Element::Queue(BandwidthQueue::new(Rate::from_bps(capacity_bps), Rate::from_bps(abw_bps), Box::new(q), rng_for(1, 0)))
+    }
+
+    /// Two 1500-byte packets cross q1 (8 Mbit/s: 1.5 ms each) and then q2 (12 Mbit/s: 1 ms
+    /// per 1500 bytes, placeholders at 6 Mbit/s: one every 2 ms from t = 0), which a
+    /// 100-byte packet from another host entered at t = 0. The loop runs the model once,
+    /// late, at 5 ms. By hand, on q2: placeholder 0 [0, 1], the 100-byte packet [1, 1.067],
+    /// A (in at 1.5) [1.5, 2.5], placeholder 1 (in at 2) [2.5, 3.5], A2 (in at 3) [3.5, 4.5],
+    /// placeholder 2 (in at 4) from 4.5 — still on the link at 5 ms.
+    #[test]
+    fn a_late_loop_replays_a_shared_queue_in_model_time_order() {
+        let hosts = (1..=3u8)
+            .map(|i| HostPort { name: format!("h{i}"), device: Recorder::new(), addrs: vec![IpAddr::from([10, 0, 0, i])] })
+            .collect();
+        let routes = vec![
+            Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }, Hop { element: 1, slot: 0 }] },
+            Route { src: 2, dst: 1, hops: vec![Hop { element: 1, slot: 0 }] },
+        ];
+        let elements = vec![queue(8_000_000, 8_000_000), queue(12_000_000, 6_000_000)];
+        let mut e = Engine::new(hosts, elements, routes, TimingOptions { spin: Duration::ZERO, sample_every: Duration::ZERO }).unwrap();
+        let t0 = Instant::ZERO;
+        e.forward(t0, EmuPacket { ip: udp(1, 2, 1500, b'A'), route: 0, hop: 0 }, t0);
+        e.forward(t0, EmuPacket { ip: udp(1, 2, 1500, b'Z'), route: 0, hop: 0 }, t0);
+        e.forward(t0, EmuPacket { ip: udp(3, 2, 100, b'B'), route: 1, hop: 0 }, t0);
+        e.run_model(Instant::from_nanos(5_000_000));
+
+        let sent: Vec<(usize, u8)> = e.hosts[1].device.sent.borrow().iter().map(|p| (p.len(), p[28])).collect();
+        assert_eq!(sent, [(100, b'B'), (1500, b'A'), (1500, b'Z')]);
+        let q2 = e.elements[1].as_queue().unwrap();
+        assert_eq!(q2.stats().departures, 3);
+        assert_eq!(q2.stats().placeholder_departures, 2, "placeholder 2 must still be on the link at 5 ms");
+        assert_eq!(q2.occupancy().placeholder_packets, 1);
+        assert_eq!(e.reordered_pushes, 0);
     }
 }

@@ -1,0 +1,274 @@
+"""The emulator as a user drives it: real namespaces, the kernel's TCP, iperf3 (root only).
+
+Expectations come from the configuration and from the paper (NSDI'09 Table 2 and Figure 5),
+never from how fast this machine is. Each test builds its own emulation (own run id, own
+namespaces) and leaves nothing behind; a final check asserts that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root"),
+    pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2"),
+]
+needs_iperf = pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3")
+
+pathtwin = pytest.importorskip("pathtwin")
+from pathtwin.emulation import Emulation  # noqa: E402
+from pathtwin.errors import PathtwinError  # noqa: E402
+
+TWO_HOSTS = """
+hosts = ["a", "b"]
+[[path]]
+between = ["a", "b"]
+rtt = "40ms"
+abw = "10mbit"
+"""
+
+# A UDP echo server and a client that prints RTTs in ms, run inside the hosts: the idle RTT
+# probe of the acceptance criteria, with no dependency beyond Python.
+ECHO_SERVER = """
+import socket
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.bind(("::", 7007))
+print("ready", flush=True)
+while True:
+    data, addr = s.recvfrom(2048)
+    s.sendto(data, addr)
+"""
+ECHO_CLIENT = """
+import socket, sys, time, json
+host, n = sys.argv[1], int(sys.argv[2])
+addr = socket.getaddrinfo(host, 7007, type=socket.SOCK_DGRAM)[0]
+s = socket.socket(addr[0], socket.SOCK_DGRAM)
+s.settimeout(1.0)
+out = []
+for i in range(n):
+    t0 = time.perf_counter()
+    s.sendto(i.to_bytes(4, "big"), addr[4])
+    try:
+        data, _ = s.recvfrom(64)
+        if int.from_bytes(data, "big") == i:
+            out.append((time.perf_counter() - t0) * 1e3)
+    except socket.timeout:
+        pass
+    time.sleep(0.05)
+print(json.dumps(out))
+"""
+
+
+def cli(*args, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pathtwin.cli", *args], capture_output=True, text=True, **kw)
+
+
+def our_namespaces() -> set[str]:
+    return {n for n in os.listdir("/run/netns")} if os.path.isdir("/run/netns") else set()
+
+
+def echo_rtts(net: Emulation, client: str, server: str, target: str, n: int = 20) -> list[float]:
+    srv = net[server].popen([sys.executable, "-c", ECHO_SERVER], stdout=subprocess.PIPE, text=True)
+    assert srv.stdout.readline().strip() == "ready"
+    try:
+        out = net[client].run([sys.executable, "-c", ECHO_CLIENT, target, str(n)], check=True)
+    finally:
+        srv.kill()
+        srv.wait()
+    return json.loads(out.stdout)
+
+
+def iperf(net: Emulation, src: str, dst: str, seconds: int, *extra: str) -> dict:
+    net[dst].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    done = net[src].run(["iperf3", "-c", dst, "-t", str(seconds), "-J", *extra], timeout=seconds + 30)
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(autouse=True)
+def leaves_nothing_behind():
+    before = our_namespaces()
+    yield
+    left = {n for n in our_namespaces() - before if n.startswith("pt-")}
+    assert not left, f"namespaces left behind: {left}"
+
+
+def test_idle_rtt_is_the_configured_rtt_over_ipv4_ipv6_and_by_name():
+    with Emulation(TWO_HOSTS) as net:
+        for target in (net["b"].ipv4, net["b"].ipv6, "b"):
+            rtts = echo_rtts(net, "a", "b", target, n=15)
+            assert len(rtts) == 15, f"lost echoes to {target}: {rtts}"
+            # The model adds exactly 40 ms (+0.05 ms serialization); real time only adds.
+            assert min(rtts) >= 40.0, rtts
+            assert 39.0 <= statistics.median(rtts) <= 41.0, rtts
+
+
+@needs_iperf
+def test_iperf3_over_a_10mbit_40ms_path_gets_the_configured_rate(tmp_path):
+    with Emulation(TWO_HOSTS, out=tmp_path / "run") as net:
+        d = iperf(net, "a", "b", 8)
+    goodput = d["end"]["sum_received"]["bits_per_second"]
+    # Goodput is at most 10 Mbit/s × 1448/1500 (TCP/IP headers); the issue asks 9–10.
+    assert 9e6 <= goodput <= 10e6, f"{goodput / 1e6:.2f} Mbit/s"
+
+
+@needs_iperf
+def test_result_directory_has_run_json_tables_and_lateness(tmp_path):
+    with Emulation(TWO_HOSTS, out=tmp_path / "run") as net:
+        d = iperf(net, "a", "b", 2)
+    import pandas as pd
+
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["engine"] == "emu"
+    assert run["resolved_paths"][0]["one_way_delay"] == "20ms"
+    lat = run["timing"]["release_lateness"]
+    assert lat["count"] > 0 and lat["p50_ns"] <= lat["p99_ns"] <= lat["max_ns"]
+    flows = pd.read_parquet(tmp_path / "run" / "flows.parquet")
+    data = flows[(flows.route_src == "a") & (flows.dst_port == 5201)]
+    # Every byte iperf3 counted went through the emulator (plus its control connection).
+    assert data.payload_bytes_out.sum() >= d["end"]["sum_received"]["bytes"]
+    series = pd.read_parquet(tmp_path / "run" / "queue_series.parquet")
+    assert set(series.queue) == {"a->b", "b->a"}
+    assert (series.placeholder_bytes > 0).any(), "path mode must show placeholder traffic in the queue"
+    queues = pd.read_parquet(tmp_path / "run" / "queues.parquet")
+    assert ((queues.placeholder_share > 0.8) & (queues.placeholder_share < 1.0)).all()
+    timing = pd.read_parquet(tmp_path / "run" / "timing.parquet")
+    assert list(timing.kind) == ["release", "timer_wake"]
+
+
+def test_two_emulations_at_once_have_distinct_names_and_ranges():
+    with Emulation(TWO_HOSTS) as one, Emulation(TWO_HOSTS) as two:
+        assert one.run_id != two.run_id
+        assert {h.netns for h in one.hosts}.isdisjoint({h.netns for h in two.hosts})
+        assert one["a"].ipv4.rsplit(".", 1)[0] != two["a"].ipv4.rsplit(".", 1)[0]
+        assert len(echo_rtts(two, "a", "b", "b", n=3)) == 3
+
+
+def test_sigkilled_emulator_leaves_namespaces_that_the_next_start_removes(tmp_path):
+    topo = tmp_path / "topo.toml"
+    topo.write_text(TWO_HOSTS)
+    p = subprocess.Popen([sys.executable, "-m", "pathtwin.emulation", str(topo)], stdout=subprocess.PIPE, text=True)
+    ready = json.loads(p.stdout.readline())
+    left = {h["netns"] for h in ready["hosts"]}
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert left <= our_namespaces(), "a SIGKILLed run cannot clean up; its namespaces must still be there"
+    with Emulation(TWO_HOSTS):
+        assert not (left & our_namespaces()), "the next start must remove the dead run's namespaces"
+    assert not Path(f"/run/pathtwin/{ready['run_id']}").exists()
+
+
+def test_sigterm_cleans_up_like_an_exit(tmp_path):
+    script = tmp_path / "hold.py"
+    script.write_text(
+        "import time, pathtwin.emulation as E\n"
+        f"net = E.Emulation({TWO_HOSTS!r}).start()\n"
+        "print(net['a'].netns, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    ns = p.stdout.readline().strip()
+    assert ns in our_namespaces()
+    p.terminate()
+    p.wait(timeout=30)
+    assert ns not in our_namespaces()
+
+
+def test_cli_errors_are_one_line_and_exit_2(tmp_path):
+    missing = cli("emu", "up", str(tmp_path / "nope.toml"))
+    assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0, missing.stderr
+    assert "nope.toml" in missing.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text(TWO_HOSTS.replace('"40ms"', '"fast"'))
+    r = cli("emu", "up", str(bad))
+    assert r.returncode == 2 and "path[0].rtt" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = cli("shell", "--rtt", "40ms", "--abw", "lots", "--", "true")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
+    r = cli("emu", "exec", "--run", "abcdef", "a", "--", "true")
+    assert r.returncode == 2 and "abcdef" in r.stderr
+
+
+def test_shell_runs_a_command_behind_the_path_and_returns_its_status(tmp_path):
+    r = cli("shell", "--rtt", "40ms", "--abw", "4.3mbit/409kbit", "--pcap", str(tmp_path / "cap"), "--",
+            sys.executable, "-c", "import socket, os; print(socket.gethostbyname('peer'), os.environ['PATHTWIN_ADDR_PEER'])")
+    assert r.returncode == 0, r.stderr
+    name, env = r.stdout.split()
+    assert name == env
+    for host in ("shell", "peer"):
+        data = (tmp_path / "cap" / f"{host}.pcap").read_bytes()
+        assert data[:4] in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4"), "not a pcap file"
+    assert cli("shell", "--rtt", "1ms", "--abw", "1mbit", "--", "false").returncode == 1
+
+
+def test_up_exec_stats_down(tmp_path):
+    topo = tmp_path / "topo.toml"
+    topo.write_text(TWO_HOSTS)
+    up = cli("emu", "up", str(topo), "--out", str(tmp_path / "res"))
+    assert up.returncode == 0, up.stderr
+    run_id = up.stdout.split()[1]
+    try:
+        r = cli("emu", "exec", "--run", run_id, "a", "--", sys.executable, "-c",
+                "import socket; print(socket.gethostbyname('b'))")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() in up.stdout
+        time.sleep(0.5)
+        s = cli("emu", "stats", "--run", run_id, "--json")
+        assert s.returncode == 0, s.stderr
+        snap = json.loads(s.stdout)
+        assert {(q["name"], q["abw_bps"]) for q in snap["queues"]} == {("a->b", 10_000_000), ("b->a", 10_000_000)}
+    finally:
+        down = cli("emu", "down", "--run", run_id)
+    assert down.returncode == 0, down.stderr
+    assert (tmp_path / "res" / "run.json").is_file()
+    assert run_id not in cli("emu", "list").stdout
+
+
+@needs_iperf
+def test_table2_subset_path_mode_within_about_10_percent_link_mode_degrades():
+    """Rows 1 (2.2/2.2 Mbit/s, 64 ms) and 7 (10/3 Mbit/s, 30 ms) for 30 s each mode.
+
+    Not shorter: until the placeholders' backlog has filled row 1's 1 MB queue, a flow held
+    at w_max = 64 KB gets w_max/RTT, more than the ABW; the link time it borrows is bounded
+    by the queue, so the error shrinks as 1/duration (the simulator on the same model: 25 %
+    at 10 s, 6 % at 30 s, 1 % at 60 s). The paper reports 60-second runs.
+
+    "Within approximately 10 %" (§4.1) is the paper's claim for iperf goodput, and its own
+    worst path-mode cell is 10.3 % (row 7 reverse): goodput is below the ABW even when the
+    queue delivers exactly the ABW on the wire, by the headers (1448 of 1500 bytes) and by
+    the forward flow's ACKs, which share the reverse ABW (there ~7 % together). Hence 12 %.
+    """
+    from pathtwin.emulation import reproduce_table2_emu
+
+    rows = reproduce_table2_emu(duration="30s", rows=[1, 7])
+    for r in rows:
+        for d in (0, 1):
+            assert r.error("path", d) <= 12.0, f"row {r.index} dir {d}: {r.achieved['path'][d] / 1e3:.0f} kbit/s"
+    row7 = rows[1]
+    # Paper: link mode 66.5 % forward error on row 7, path mode 8.5 %.
+    assert row7.error("link", 0) > 2 * row7.error("path", 0) and row7.error("link", 0) > 20.0
+
+
+@needs_iperf
+def test_figure5_real_tcp_rtt_near_base_in_path_mode_and_inflated_in_link_mode():
+    from pathtwin.emulation import reproduce_figure5_emu
+
+    f = reproduce_figure5_emu(duration=10.0)
+    base = 50.0
+    assert abs(f["mean_rtt_ms"]["path"] - base) <= 0.1 * base, f
+    assert f["mean_rtt_ms"]["link"] >= 5 * base, f
+
+
+def test_bad_topology_given_to_the_api_raises_pathtwin_error():
+    with pytest.raises(PathtwinError, match="unknown host"):
+        Emulation('hosts = ["a"]\n[[path]]\nbetween = ["a", "zz"]\nrtt = "1ms"\nabw = "1mbit"\n').start()
