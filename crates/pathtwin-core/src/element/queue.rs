@@ -271,7 +271,13 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
     pub fn next_wakeup(&self) -> Option<Instant> {
         let in_service = match &self.in_service {
             Some((item, done)) if !item.is_placeholder() => Some(*done + self.propagation),
-            Some((_, done)) if self.real_backlog.packets > 0 => Some(*done),
+            Some((_, done)) if self.real_backlog.packets > 0 => Some(match self.qdisc.fifo_head_real() {
+                // FIFO: the oldest real packet leaves once everything ahead of it has been
+                // sent, so skip the placeholder completions in between (per-item rounding
+                // can make this a few nanoseconds early, never late).
+                Some((ahead, len)) => *done + self.capacity.transmit_time(ahead) + self.capacity.transmit_time(len as u64) + self.propagation,
+                None => *done,
+            }),
             _ => None,
         };
         match (self.output.front().map(|&(t, _)| t), in_service) {

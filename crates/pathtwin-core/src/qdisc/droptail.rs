@@ -11,11 +11,24 @@ pub struct DropTail<P> {
     items: VecDeque<Queued<P>>,
     backlog: Backlog,
     limit: QueueLimit,
+    /// Bytes ever enqueued and dequeued, and for each real packet waiting the enqueued-bytes
+    /// count when it arrived: together they give the bytes ahead of the oldest real packet
+    /// in O(1) (`fifo_head_real`).
+    bytes_in: u64,
+    bytes_out: u64,
+    real_marks: VecDeque<(u64, u32)>,
 }
 
 impl<P> DropTail<P> {
     pub fn new(limit: QueueLimit) -> Self {
-        DropTail { items: VecDeque::new(), backlog: Backlog::default(), limit }
+        DropTail {
+            items: VecDeque::new(),
+            backlog: Backlog::default(),
+            limit,
+            bytes_in: 0,
+            bytes_out: 0,
+            real_marks: VecDeque::new(),
+        }
     }
 }
 
@@ -25,6 +38,10 @@ impl<P: Send + Sync> Qdisc<P> for DropTail<P> {
             return Err(item);
         }
         self.backlog.add(item.wire_len);
+        if !item.is_placeholder() {
+            self.real_marks.push_back((self.bytes_in, item.wire_len));
+        }
+        self.bytes_in += item.wire_len as u64;
         self.items.push_back(item);
         Ok(())
     }
@@ -32,7 +49,15 @@ impl<P: Send + Sync> Qdisc<P> for DropTail<P> {
     fn dequeue(&mut self, _now: Instant) -> Option<Queued<P>> {
         let item = self.items.pop_front()?;
         self.backlog.remove(item.wire_len);
+        self.bytes_out += item.wire_len as u64;
+        if !item.is_placeholder() {
+            self.real_marks.pop_front();
+        }
         Some(item)
+    }
+
+    fn fifo_head_real(&self) -> Option<(u64, u32)> {
+        self.real_marks.front().map(|&(mark, len)| (mark - self.bytes_out, len))
     }
 
     fn pass_through(&mut self, _now: Instant, item: Queued<P>, _rng: &mut Rng) -> Result<Queued<P>, Queued<P>> {

@@ -78,6 +78,13 @@ pub trait Qdisc<P>: Send + Sync {
     }
     /// Items currently held.
     fn backlog(&self) -> Backlog;
+    /// For first-in-first-out disciplines: the bytes queued ahead of the oldest real packet
+    /// and that packet's length, which fix when it will leave (later arrivals queue behind
+    /// it). `None` when there is no real packet or the order is not FIFO; the bandwidth queue
+    /// then wakes its driver at every service completion instead.
+    fn fifo_head_real(&self) -> Option<(u64, u32)> {
+        None
+    }
     /// Changes the capacity at run time (reactivity re-derives queue sizes). Items already
     /// queued stay; only later arrivals see the new limit.
     fn set_limit(&mut self, limit: QueueLimit);
