@@ -235,28 +235,24 @@ def test_up_exec_stats_down(tmp_path):
 
 
 @needs_iperf
-def test_table2_subset_path_mode_within_about_10_percent_link_mode_degrades():
-    """Rows 1 (2.2/2.2 Mbit/s, 64 ms) and 7 (10/3 Mbit/s, 30 ms) for 30 s each mode.
+def test_table2_fast_subset_path_mode_within_10_percent_link_mode_degrades():
+    """Rows 2 (4.1/2.8 Mbit/s, 29 ms) and 4 (25.9/17.2 Mbit/s, 4 ms) for 20 s in each mode,
+    real kernel TCP in both directions at once.
 
-    Not shorter: until the placeholders' backlog has filled row 1's 1 MB queue, a flow held
-    at w_max = 64 KB gets w_max/RTT, more than the ABW; the link time it borrows is bounded
-    by the queue, so the error shrinks as 1/duration (the simulator on the same model: 25 %
-    at 10 s, 6 % at 30 s, 1 % at 60 s). The paper reports 60-second runs.
-
-    "Within approximately 10 %" (§4.1) is the paper's claim for iperf goodput, and its own
-    worst path-mode cell is 10.3 % (row 7 reverse): goodput is below the ABW even when the
-    queue delivers exactly the ABW on the wire, by the headers (1448 of 1500 bytes) and by
-    the forward flow's ACKs, which share the reverse ABW (there ~7 % together). Hence 12 %.
+    These rows' derived queues fill within a few seconds. Row 1's 1 MB queue does not: until
+    the placeholders' backlog has filled it, a flow held at w_max = 64 KB gets w_max/RTT, more
+    than the ABW, and the error shrinks only as 1/duration (the simulator on the same model:
+    25 % at 10 s, 6 % at 30 s, 1 % at 60 s — the paper reports 60-second runs). The full
+    table runs with `pathtwin reproduce nsdi09-table2 --engine emu`.
     """
     from pathtwin.emulation import reproduce_table2_emu
 
-    rows = reproduce_table2_emu(duration="30s", rows=[1, 7])
+    rows = reproduce_table2_emu(duration="20s", rows=[2, 4])
     for r in rows:
         for d in (0, 1):
-            assert r.error("path", d) <= 12.0, f"row {r.index} dir {d}: {r.achieved['path'][d] / 1e3:.0f} kbit/s"
-    row7 = rows[1]
-    # Paper: link mode 66.5 % forward error on row 7, path mode 8.5 %.
-    assert row7.error("link", 0) > 2 * row7.error("path", 0) and row7.error("link", 0) > 20.0
+            assert r.error("path", d) <= 10.0, f"row {r.index} dir {d}: {r.achieved['path'][d] / 1e3:.0f} kbit/s"
+        # Paper: link mode 31.7 % and 20.4 % forward error on these rows, path mode 5.8 / 10.2 %.
+        assert r.error("link", 0) > 2 * r.error("path", 0) and r.error("link", 0) > 15.0, (r.index, r.achieved)
 
 
 @needs_iperf
