@@ -94,6 +94,12 @@ def test_missing_file_and_bad_arguments(tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("pathtwin: error: --abw") and "Traceback" not in r.stderr
     r = run_cli("reproduce", "nsdi99")
     assert r.returncode == 2 and "unknown reproduction" in r.stderr
+    # The parser's own errors follow the same rule: one line, status 2, no traceback.
+    for args, needle in ((["sim"], "Missing"), (["bounds", "--abw", "1mbit", "--rtt", "1ms", "--flows", "abc"], "integer"),
+                         (["nosuch"], "No such command")):
+        r = run_cli(*args)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_bounds_prints_figure1_numbers_and_plot(tmp_path):

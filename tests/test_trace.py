@@ -233,3 +233,17 @@ def test_to_paths_rejects_foreign_tables(tmp_path):
     p = tmp_path / "x.csv"
     p.write_text("a,b\n1,2\n")
     assert main(["trace", "to-paths", str(p), "-o", str(tmp_path / "p.toml")]) == 2
+
+
+def test_threads_do_not_change_the_result(tmp_path):
+    pkts = []
+    for k in range(40):
+        pkts += http_exchange(T0 + 0.01 * k, f"198.51.100.{k + 1}", 40000 + k, rtt=0.02 + 0.001 * k)
+    p = tmp_path / "many.pcap"
+    p.write_bytes(pcap(sorted(pkts, key=lambda x: x[0])))
+    one, stats_one = trace.analyze(p, threads=1)
+    three, stats_three = trace.analyze(p, threads=3)
+    assert len(one) == 40 and stats_one == stats_three
+    assert one.equals(three)
+    with pytest.raises(PathtwinError, match="threads"):
+        trace.analyze(p, threads=0)

@@ -217,16 +217,17 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-    except Exception as e:  # click's usage errors and aborts
-        import click
-
-        if isinstance(e, click.exceptions.Exit):
-            return e.exit_code
-        if isinstance(e, click.ClickException):
-            print(f"pathtwin: error: {e.format_message()}", file=sys.stderr)
-            return 2
-        if isinstance(e, click.exceptions.Abort):
+    except Exception as e:  # the command-line parser's own errors
+        # typer vendors click (typer._click), so match its exceptions by shape, not by class.
+        kind = type(e).__name__
+        if kind == "Exit":
+            return getattr(e, "exit_code", 0)
+        if kind == "Abort":
             return 130
+        if hasattr(e, "format_message"):
+            where = f" (in `{e.ctx.command_path}`)" if getattr(e, "ctx", None) is not None else ""
+            print(f"pathtwin: error: {e.format_message()}{where}", file=sys.stderr)
+            return 2
         raise
     return 0
 

@@ -45,16 +45,31 @@ def _check_file(capture: PathLike) -> Path:
     return p
 
 
-def analyze(capture: PathLike, server: Optional[str] = None, progress: Progress = None) -> tuple[pd.DataFrame, dict]:
+def analyze(
+    capture: PathLike, server: Optional[str] = None, progress: Progress = None, threads: Optional[int] = None
+) -> tuple[pd.DataFrame, dict]:
     """Analyzes a pcap/pcapng capture; returns (one row per connection, capture counts).
 
     ``server`` ("IP" or "IP:PORT") fixes which side is the server and ignores other traffic;
     by default the receiver of each SYN is the server. ``progress(bytes_read)`` is called
-    about every megabyte.
+    about every megabyte. ``threads`` splits a large capture file's flows over that many
+    threads (default: by processor count and capture size); the result is the same.
     """
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise PathtwinError(f"threads must be a positive integer, not {threads!r}")
     p = _check_file(capture)
-    cols, stats = _native().trace_analyze(str(p), server, progress)
-    return pd.DataFrame(cols), dict(stats)
+    cols, stats = _native().trace_analyze(str(p), server, progress, threads or 0)
+    return pd.DataFrame({name: _column(c) for name, c in cols.items()}), dict(stats)
+
+
+def _column(c):
+    """A native column: `(dtype, bytes)` of packed numbers, or a list."""
+    if isinstance(c, tuple):
+        import numpy as np
+
+        # A copy: frombuffer's array is read-only and would stay tied to the bytes.
+        return np.frombuffer(c[1], dtype=c[0]).copy()
+    return c
 
 
 def diagnose(capture: PathLike, progress: Progress = None) -> tuple[pd.DataFrame, dict]:

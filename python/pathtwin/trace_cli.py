@@ -77,9 +77,10 @@ def analyze(
     server: Optional[str] = typer.Option(None, "--server", help="server as IP or IP:PORT; other traffic is ignored"),
     csv: bool = typer.Option(False, "--csv", help="write CSV instead of Parquet"),
     rows: int = typer.Option(20, "--rows", help="connections listed in the summary"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="threads for a large capture (default: by processors and size)"),
 ) -> None:
     """Per-connection path and endpoint parameters (Monkey See)."""
-    conns, stats = _run_with_progress(capture, lambda cb: tr.analyze(capture, server=server, progress=cb))
+    conns, stats = _run_with_progress(capture, lambda cb: tr.analyze(capture, server=server, progress=cb, threads=threads))
     if output is not None:
         tr.write_table(conns, output, csv=csv)
     out = Console()

@@ -1,5 +1,6 @@
 //! Analyzes a capture and prints a one-line summary per connection; a small command-line
-//! front end for profiling the crate without Python (`cargo run --release --example analyze FILE`).
+//! front end for profiling the crate without Python
+//! (`cargo run --release --example analyze FILE [THREADS]`).
 
 use std::path::Path;
 
@@ -10,7 +11,15 @@ fn main() {
         eprintln!("usage: analyze CAPTURE");
         std::process::exit(2);
     };
-    match analyze_path(Path::new(&path), &AnalyzeOptions::default(), |_| true) {
+    let threads = match std::env::args().nth(2).map(|t| t.parse::<usize>()) {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(e)) => {
+            eprintln!("analyze: THREADS: {e}");
+            std::process::exit(2);
+        }
+    };
+    match analyze_path(Path::new(&path), &AnalyzeOptions { threads, ..AnalyzeOptions::default() }, |_| true) {
         Ok(a) => {
             println!("{} frames, {} connections", a.stats.frames, a.conns.len());
         }

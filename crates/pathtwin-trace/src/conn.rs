@@ -13,7 +13,12 @@
 //!
 //! Definitions, with their sources:
 //! - **Retransmission** (tcptrace `rexmit.c`): a segment any of whose sequence space (SYN and
-//!   FIN count one each) was seen before; zero-window probes excepted.
+//!   FIN count one each) was seen before; zero-window probes (data sent while the other side
+//!   advertises a zero window) excepted. A probe's bytes are not *unique* either (tcptrace's
+//!   `trace.c`): the sender sends them again once the window opens, and they count then.
+//! - **SYN RTT** (tcptrace's a->b "RTT from 3WHS"): the client's SYN to the server's answer,
+//!   a SYN-ACK or, for a refused connection, the RST-ACK acknowledging the SYN — either
+//!   answer takes one round trip; only if the SYN was sent once (Karn).
 //! - **Min RTT** (Monkey): SYN-ACK to the client's ACK of it; used only if the SYN-ACK was
 //!   sent once (Karn). RTT samples: server segment to the ACK ending exactly at its end,
 //!   never for retransmitted segments (Karn's rule).
@@ -43,7 +48,7 @@
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
-use crate::decode::{flags, TcpHeader};
+use crate::decode::{flags, TcpHeader, TcpOptions};
 use crate::seq::{SeenRanges, Unwrapper};
 use crate::stats::Summary;
 
@@ -336,7 +341,8 @@ impl Conn {
     }
 
     /// Processes one segment travelling in direction `dir` at time `now` (ns).
-    pub fn on_segment(&mut self, dir: usize, now: u64, tcp: &TcpHeader, payload: &[u8], wire_len: u32) {
+    pub fn on_segment(&mut self, dir: usize, now: u64, tcp: &TcpHeader<'_>, payload: &[u8], wire_len: u32) {
+        let opts = tcp.options();
         self.last_ns = self.last_ns.max(now);
         self.first_ns = self.first_ns.min(now);
         let syn = tcp.has(flags::SYN);
@@ -347,10 +353,10 @@ impl Conn {
             h.packets += 1;
             if syn {
                 h.syn_count += 1;
-                h.mss = tcp.options.mss.or(h.mss);
-                h.wscale = tcp.options.wscale.or(h.wscale);
-                h.sack_permitted |= tcp.options.sack_permitted;
-                h.timestamps |= tcp.options.timestamp.is_some();
+                h.mss = opts.mss.or(h.mss);
+                h.wscale = opts.wscale.or(h.wscale);
+                h.sack_permitted |= opts.sack_permitted;
+                h.timestamps |= opts.timestamp.is_some();
             }
             if fin {
                 h.fin_count += 1;
@@ -366,17 +372,31 @@ impl Conn {
         let start = self.half[dir].unwrap(tcp.seq);
         let span = len + syn as u64 + fin as u64;
         let mut retrans_bytes = 0;
+        let mut retrans_data = 0;
         let other_window_zero = self.half[1 - dir].last_window == 0 && self.half[1 - dir].packets > 0;
+        let probe = other_window_zero && len > 0;
         if span > 0 {
             let h = &mut self.half[dir];
-            if other_window_zero && len > 0 {
-                // A zero-window probe: not a retransmission, whatever its sequence number.
+            if probe {
+                // A zero-window probe: not a retransmission, whatever its sequence number,
+                // and not yet delivered data either.
                 h.zero_window_probes += 1;
             } else {
-                retrans_bytes = h.seen.insert(start, start + span);
+                // SYN, data and FIN in turn: the same total as the whole span at once, with
+                // the data's share apart. A FIN sent alone and then again behind the data
+                // before it (tcptrace's single_byte_rexmit.dmp) retransmits no data.
+                let data_start = start + syn as u64;
+                if syn {
+                    retrans_bytes += h.seen.insert(start, data_start);
+                }
+                retrans_data = h.seen.insert(data_start, data_start + len);
+                retrans_bytes += retrans_data;
+                if fin {
+                    retrans_bytes += h.seen.insert(data_start + len, data_start + len + 1);
+                }
             }
             if fin {
-                h.fin_pos = Some(start + len);
+                h.fin_pos = Some(start + syn as u64 + len);
             }
         }
         let is_retrans = retrans_bytes > 0;
@@ -387,8 +407,9 @@ impl Conn {
             h.first_data_ns.get_or_insert(now);
             h.last_data_ns = Some(now);
             // Unique bytes exclude the SYN and FIN sequence numbers (tcptrace).
-            let overlap_data = retrans_bytes.min(len);
-            h.unique_bytes += len - overlap_data;
+            if !probe {
+                h.unique_bytes += len - retrans_data;
+            }
         }
         if is_retrans {
             self.half[dir].retrans_packets += 1;
@@ -396,17 +417,17 @@ impl Conn {
         }
         self.half[dir].last_window = tcp.window;
 
-        if len > 0 && !is_retrans {
+        if len > 0 && !is_retrans && !probe {
             self.on_new_data(dir, now, tcp, payload);
         }
         if dir == DOWN {
-            if len > 0 || fin {
-                self.on_server_send(now, start, start + span, is_retrans, tcp, wire_len as u64);
+            if (len > 0 || fin) && !probe {
+                self.on_server_send(now, start, start + span, is_retrans, tcp, &opts, wire_len as u64);
             }
         } else {
             self.down.client_spoke_since_send = true;
             if tcp.has(flags::ACK) {
-                self.on_client_ack(now, tcp, len > 0 || syn || fin);
+                self.on_client_ack(now, tcp, &opts, len > 0 || syn || fin);
             }
         }
         if dir == DOWN && tcp.has(flags::ACK) {
@@ -418,7 +439,7 @@ impl Conn {
         }
     }
 
-    fn on_handshake(&mut self, dir: usize, now: u64, tcp: &TcpHeader) {
+    fn on_handshake(&mut self, dir: usize, now: u64, tcp: &TcpHeader<'_>) {
         let syn = tcp.has(flags::SYN);
         let ack = tcp.has(flags::ACK);
         if dir == UP && syn && !ack {
@@ -431,6 +452,12 @@ impl Conn {
                 }
             }
             self.synack_ns = Some(now);
+        } else if dir == DOWN && ack && tcp.has(flags::RST) && self.syn_rtt_ns.is_none() {
+            // A refused connection: the RST-ACK answering the SYN is its round trip.
+            let answers_syn = self.half[UP].peek(tcp.ack) == Some(crate::seq::ORIGIN + 1);
+            if let (Some(s), 1, true) = (self.syn_ns, self.half[UP].syn_count, answers_syn) {
+                self.syn_rtt_ns = Some(now.saturating_sub(s));
+            }
         } else if dir == UP && ack && !syn && !self.handshake_complete {
             if let Some(sa) = self.synack_ns {
                 let acks_synack = self.half[DOWN].peek(tcp.ack) == Some(crate::seq::ORIGIN + 1);
@@ -445,7 +472,7 @@ impl Conn {
     }
 
     /// New (not retransmitted) payload: request/response exchanges and HTTP.
-    fn on_new_data(&mut self, dir: usize, now: u64, tcp: &TcpHeader, payload: &[u8]) {
+    fn on_new_data(&mut self, dir: usize, now: u64, tcp: &TcpHeader<'_>, payload: &[u8]) {
         if dir == UP {
             if self.request_rwin.is_none() {
                 self.request_rwin = Some((tcp.window as u64) << self.wscale(UP));
@@ -496,7 +523,8 @@ impl Conn {
         }
     }
 
-    fn on_server_send(&mut self, now: u64, start: u64, end: u64, is_retrans: bool, tcp: &TcpHeader, wire: u64) {
+    #[allow(clippy::too_many_arguments)]
+    fn on_server_send(&mut self, now: u64, start: u64, end: u64, is_retrans: bool, tcp: &TcpHeader<'_>, opts: &TcpOptions, wire: u64) {
         let d = &mut self.down;
         let new_burst = match d.last_send_ns {
             None => true,
@@ -507,7 +535,7 @@ impl Conn {
         }
         d.last_send_ns = Some(now);
         d.client_spoke_since_send = false;
-        let tsval = tcp.options.timestamp.map(|t| t.0);
+        let tsval = opts.timestamp.map(|t| t.0);
         if is_retrans {
             d.loss_seen = true;
             // Mark every in-flight segment this one overlaps: Karn and pair filtering.
@@ -546,7 +574,7 @@ impl Conn {
     }
 
     /// A client ACK (with or without data) at `now`.
-    fn on_client_ack(&mut self, now: u64, tcp: &TcpHeader, carries_sequence: bool) {
+    fn on_client_ack(&mut self, now: u64, tcp: &TcpHeader<'_>, opts: &TcpOptions, carries_sequence: bool) {
         let Some(ack) = self.half[DOWN].peek(tcp.ack) else { return };
         let prev_high = self.half[UP].ack_high;
         let min_rtt = self.min_rtt_ns();
@@ -554,15 +582,14 @@ impl Conn {
         let d = &mut self.down;
 
         // D-SACK (RFC 2883): a first SACK block below the cumulative ACK, or inside the second.
-        if tcp.options.sack_len > 0 {
-            let blocks: Vec<(u64, u64)> = (0..tcp.options.sack_len as usize)
-                .filter_map(|i| {
-                    let (l, r) = tcp.options.sack[i];
-                    Some((self.half[DOWN].peek(l)?, self.half[DOWN].peek(r)?))
-                })
-                .collect();
-            if let Some(&(l, r)) = blocks.first() {
-                let inside_second = blocks.get(1).is_some_and(|&(l2, r2)| l2 <= l && r <= r2);
+        if opts.sack_len > 0 {
+            // Only the first two blocks matter; no allocation on this per-ACK path.
+            let down = &self.half[DOWN];
+            let mut blocks = opts.sack[..opts.sack_len as usize]
+                .iter()
+                .filter_map(|&(l, r)| Some((down.peek(l)?, down.peek(r)?)));
+            if let Some((l, r)) = blocks.next() {
+                let inside_second = blocks.next().is_some_and(|(l2, r2)| l2 <= l && r <= r2);
                 if r <= ack || inside_second {
                     d.dsack_blocks += 1;
                 } else {
@@ -586,7 +613,7 @@ impl Conn {
         // D-SACK count above is exact).
         if !sack_on {
             while let Some(p) = d.pending.front().copied() {
-                let answers = match (p.tsval, tcp.options.timestamp) {
+                let answers = match (p.tsval, opts.timestamp) {
                     (Some(v), Some((_, ecr))) => ecr.wrapping_sub(v) as i32 >= 0,
                     _ => min_rtt.is_some_and(|m| now >= p.sent_ns + m),
                 };
@@ -705,6 +732,71 @@ fn http_status(payload: &[u8]) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn seg(flags: u8, seq: u32, ack: u32, window: u16, payload_len: u32) -> TcpHeader<'static> {
+        TcpHeader { src_port: 0, dst_port: 0, seq, ack, flags, window, raw_options: &[], payload_len }
+    }
+
+    fn conn() -> Conn {
+        let ip = IpAddr::from([10, 0, 0, 1]);
+        Conn::new(0, (ip, 40000), (ip, 80), true, 0)
+    }
+
+    /// A receiver closes its window; the sender probes it three times with the next byte,
+    /// then sends that byte again with more once the window opens (tcptrace's zwnd.dmp).
+    #[test]
+    fn zero_window_probes_are_neither_retransmissions_nor_unique() {
+        use flags::{ACK, SYN};
+        let mut c = conn();
+        let (ci, si) = (100u32, 5000u32);
+        c.on_segment(UP, 0, &seg(SYN, ci, 0, 65535, 0), &[], 40);
+        c.on_segment(DOWN, MS, &seg(SYN | ACK, si, ci + 1, 65535, 0), &[], 40);
+        c.on_segment(UP, 2 * MS, &seg(ACK, ci + 1, si + 1, 65535, 0), &[], 40);
+        c.on_segment(DOWN, 3 * MS, &seg(ACK, si + 1, ci + 1, 65535, 1000), &[], 1040);
+        c.on_segment(UP, 4 * MS, &seg(ACK, ci + 1, si + 1001, 0, 0), &[], 40);
+        for k in 0..3 {
+            c.on_segment(DOWN, (5 + 2 * k) * MS, &seg(ACK, si + 1001, ci + 1, 65535, 1), &[], 41);
+            c.on_segment(UP, (6 + 2 * k) * MS, &seg(ACK, ci + 1, si + 1001, 0, 0), &[], 40);
+        }
+        c.on_segment(UP, 20 * MS, &seg(ACK, ci + 1, si + 1001, 65535, 0), &[], 40);
+        c.on_segment(DOWN, 21 * MS, &seg(ACK, si + 1001, ci + 1, 65535, 1000), &[], 1040);
+        let d = &c.half[DOWN];
+        assert_eq!((d.zero_window_probes, d.retrans_packets, d.payload_bytes, d.unique_bytes), (3, 0, 2003, 2000));
+    }
+
+    /// The server's FIN overtakes the last data, which then comes again with the FIN: the
+    /// second segment retransmits the FIN's sequence number but no data (tcptrace counts
+    /// it a retransmission of one byte, and its 418 data bytes unique).
+    #[test]
+    fn fin_repeated_behind_new_data() {
+        use flags::{ACK, FIN, SYN};
+        let mut c = conn();
+        let (ci, si) = (100u32, 5000u32);
+        c.on_segment(UP, 0, &seg(SYN, ci, 0, 65535, 0), &[], 40);
+        c.on_segment(DOWN, MS, &seg(SYN | ACK, si, ci + 1, 65535, 0), &[], 40);
+        c.on_segment(UP, 2 * MS, &seg(ACK, ci + 1, si + 1, 65535, 0), &[], 40);
+        c.on_segment(DOWN, 3 * MS, &seg(ACK | FIN, si + 419, ci + 1, 65535, 0), &[], 40);
+        c.on_segment(DOWN, 9 * MS, &seg(ACK | FIN, si + 1, ci + 1, 65535, 418), &[], 458);
+        let d = &c.half[DOWN];
+        assert_eq!((d.unique_bytes, d.retrans_packets, d.retrans_bytes), (418, 1, 1));
+    }
+
+    /// A refused connection's SYN RTT is the time to the RST-ACK answering it; a RST that
+    /// acknowledges something else is no answer.
+    #[test]
+    fn refused_connection_gives_a_syn_rtt() {
+        use flags::{ACK, RST, SYN};
+        let mut c = conn();
+        c.on_segment(UP, 10 * MS, &seg(SYN, 700, 0, 8760, 0), &[], 44);
+        c.on_segment(DOWN, 15 * MS, &seg(RST | ACK, 0, 701, 0, 0), &[], 40);
+        assert_eq!((c.syn_rtt_ns, c.handshake_rtt_ns), (Some(5 * MS), None));
+        let mut c = conn();
+        c.on_segment(UP, 10 * MS, &seg(SYN, 700, 0, 8760, 0), &[], 44);
+        c.on_segment(DOWN, 15 * MS, &seg(RST | ACK, 0, 9999, 0, 0), &[], 40);
+        assert_eq!(c.syn_rtt_ns, None);
+    }
 
     #[test]
     fn http_lines() {

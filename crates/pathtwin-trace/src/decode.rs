@@ -2,15 +2,17 @@
 //!
 //! Owns the walk from a link-layer frame to a [`Packet`], the few fields the analyses need.
 //! The link layers (Ethernet with up to two VLAN tags, Linux cooked SLL and SLL2, BSD
-//! loopback, raw IP) are stripped here because each is a fixed-size header; IP and transport
-//! headers are etherparse's, in its lax mode so that a frame cut by the snap length still
-//! yields its headers. Lengths come from the IP header, never from the captured byte count:
-//! a truncated packet keeps its true payload length. Options are parsed by hand because the
-//! analyses need only five of them and this runs once per packet.
+//! loopback, raw IP, PPP, FDDI) are stripped here because each is a fixed-size header; IP headers are
+//! etherparse's, in its lax mode so that a frame cut by the snap length still yields its
+//! headers (an unfragmented IPv4 TCP segment, nearly every packet, is read by hand first).
+//! The TCP header is read by hand: its fixed 20 bytes suffice, options cut by the snap
+//! length are read as far as they go. Lengths come from the IP header, never from the
+//! captured byte count: a truncated packet keeps its true payload length. Options are parsed
+//! by hand because the analyses need only five of them and this runs once per packet.
 
 use std::net::IpAddr;
 
-use etherparse::{IpNumber, LaxIpSlice, TcpSlice};
+use etherparse::{IpNumber, LaxIpSlice};
 
 /// The link layers this reader understands, from the pcap LINKTYPE_ registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +29,11 @@ pub enum LinkType {
     LinuxSll,
     /// LINKTYPE_LINUX_SLL2 (276): 20-byte cooked header, protocol in bytes 0..2.
     LinuxSll2,
+    /// LINKTYPE_PPP (9) and LINKTYPE_PPP_HDLC (50): PPP in HDLC-like framing (RFC 1662),
+    /// address and control bytes optional, protocol field one or two bytes (RFC 1661 §6.5).
+    Ppp,
+    /// LINKTYPE_FDDI (10): frame control, two addresses, then 802.2 LLC with a SNAP header.
+    Fddi,
 }
 
 impl LinkType {
@@ -39,6 +46,8 @@ impl LinkType {
             12 | 14 | 101 | 228 | 229 => LinkType::RawIp,
             113 => LinkType::LinuxSll,
             276 => LinkType::LinuxSll2,
+            9 | 50 => LinkType::Ppp,
+            10 => LinkType::Fddi,
             _ => return None,
         })
     }
@@ -68,21 +77,34 @@ pub struct TcpOptions {
 
 /// A TCP segment's header fields.
 #[derive(Debug, Clone, Copy)]
-pub struct TcpHeader {
+pub struct TcpHeader<'a> {
     pub src_port: u16,
     pub dst_port: u16,
     pub seq: u32,
     pub ack: u32,
     pub flags: u8,
     pub window: u16,
-    pub options: TcpOptions,
+    /// The option bytes as captured (cut short if the snap length cut the header). Kept raw
+    /// and parsed by [`TcpHeader::options`] where needed: a parsed set is large, and copying
+    /// it along with every packet cost more than parsing.
+    pub raw_options: &'a [u8],
     /// Payload length from the IP header (true length, even if the capture cut it).
     pub payload_len: u32,
 }
 
-impl TcpHeader {
+impl TcpHeader<'_> {
     pub fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
+    }
+
+    /// The options the analyses use.
+    #[inline]
+    pub fn options(&self) -> TcpOptions {
+        if self.raw_options.is_empty() {
+            TcpOptions::default()
+        } else {
+            parse_options(self.raw_options)
+        }
     }
 }
 
@@ -90,7 +112,7 @@ impl TcpHeader {
 #[derive(Debug, Clone, Copy)]
 pub enum Transport<'a> {
     /// A TCP segment and the captured part of its payload.
-    Tcp(TcpHeader, &'a [u8]),
+    Tcp(TcpHeader<'a>, &'a [u8]),
     /// A UDP datagram: source and destination port.
     Udp { src_port: u16, dst_port: u16 },
     /// ICMP or ICMPv6: type, code, and the bytes after the 4-byte ICMP header (the echo
@@ -124,6 +146,7 @@ pub enum Skip {
 }
 
 /// Decodes a frame of the given link type.
+#[inline]
 pub fn decode(link: LinkType, frame: &[u8]) -> Result<Packet<'_>, Skip> {
     let ip = match link {
         LinkType::Ethernet => strip_ethernet(frame)?,
@@ -148,6 +171,16 @@ pub fn decode(link: LinkType, frame: &[u8]) -> Result<Packet<'_>, Skip> {
             let body = frame.get(20..).ok_or(Skip::BadHeader)?;
             ip_ethertype(u16::from_be_bytes([proto[0], proto[1]]), body)?
         }
+        LinkType::Ppp => strip_ppp(frame)?,
+        LinkType::Fddi => {
+            // 13 bytes of frame control and addresses; LLC AA-AA-03 and a zero OUI (SNAP
+            // carrying an Ethertype, RFC 1042) precede the protocol.
+            let llc = frame.get(13..21).ok_or(Skip::BadHeader)?;
+            if llc[..6] != [0xaa, 0xaa, 0x03, 0, 0, 0] {
+                return Err(Skip::NotIp);
+            }
+            ip_ethertype(u16::from_be_bytes([llc[6], llc[7]]), &frame[21..])?
+        }
     };
     decode_ip(ip)
 }
@@ -166,6 +199,24 @@ fn strip_ethernet(frame: &[u8]) -> Result<&[u8], Skip> {
     }
 }
 
+/// Skips a PPP header: optional address and control bytes (0xff 0x03), then the protocol,
+/// one byte when compressed (an odd first byte) or two; IPv4 is 0x21, IPv6 0x57.
+fn strip_ppp(frame: &[u8]) -> Result<&[u8], Skip> {
+    let rest = match frame {
+        [0xff, 0x03, rest @ ..] => rest,
+        rest => rest,
+    };
+    let (proto, body) = match rest {
+        [p, body @ ..] if p & 1 == 1 => (*p as u16, body),
+        [hi, lo, body @ ..] => (u16::from_be_bytes([*hi, *lo]), body),
+        _ => return Err(Skip::BadHeader),
+    };
+    match proto {
+        0x21 | 0x57 => Ok(body),
+        _ => Err(Skip::NotIp),
+    }
+}
+
 fn ip_ethertype(ethertype: u16, body: &[u8]) -> Result<&[u8], Skip> {
     match ethertype {
         0x0800 | 0x86dd => Ok(body),
@@ -174,6 +225,7 @@ fn ip_ethertype(ethertype: u16, body: &[u8]) -> Result<&[u8], Skip> {
 }
 
 /// Decodes an IP packet starting at `ip`.
+#[inline]
 pub fn decode_ip(ip: &[u8]) -> Result<Packet<'_>, Skip> {
     if let Some(pkt) = decode_plain_ipv4_tcp(ip) {
         return pkt;
@@ -199,22 +251,9 @@ pub fn decode_ip(ip: &[u8]) -> Result<Packet<'_>, Skip> {
     }
     let body = payload.payload;
     let transport = match payload.ip_number {
-        IpNumber::TCP => match TcpSlice::from_slice(body) {
-            Ok(tcp) => {
-                let header_len = tcp.data_offset() as u32 * 4;
-                let header = TcpHeader {
-                    src_port: tcp.source_port(),
-                    dst_port: tcp.destination_port(),
-                    seq: tcp.sequence_number(),
-                    ack: tcp.acknowledgment_number(),
-                    flags: body[13] & 0x3f,
-                    window: tcp.window_size(),
-                    options: parse_options(tcp.options()),
-                    payload_len: declared_payload.saturating_sub(header_len),
-                };
-                Transport::Tcp(header, tcp.payload())
-            }
-            Err(_) => return Err(Skip::BadHeader),
+        IpNumber::TCP => match tcp_segment(body, declared_payload) {
+            Some((header, payload)) => Transport::Tcp(header, payload),
+            None => return Err(Skip::BadHeader),
         },
         IpNumber::UDP => match body.get(..4) {
             Some(p) => Transport::Udp {
@@ -237,7 +276,24 @@ pub fn decode_ip(ip: &[u8]) -> Result<Packet<'_>, Skip> {
 /// the analysis time on a large capture). Anything else — options-laden oddities aside,
 /// IPv6, fragments, other protocols, short or inconsistent headers — returns `None` and
 /// takes the general path, which validates the same fields.
+#[inline]
 fn decode_plain_ipv4_tcp(ip: &[u8]) -> Option<Result<Packet<'_>, Skip>> {
+    let (h, ihl, total, body) = plain_ipv4_tcp(ip)?;
+    let (header, payload) = tcp_segment(body, (total - ihl) as u32)?;
+    Some(Ok(Packet {
+        src: IpAddr::V4([h[12], h[13], h[14], h[15]].into()),
+        dst: IpAddr::V4([h[16], h[17], h[18], h[19]].into()),
+        ip_id: u16::from_be_bytes([h[4], h[5]]),
+        ip_len: total as u32,
+        transport: Transport::Tcp(header, payload),
+    }))
+}
+
+/// The checks of the fast path: an unfragmented IPv4 packet carrying TCP, with consistent
+/// lengths and the TCP fixed header captured. Returns the IP header, its length, the IP
+/// total length and the captured TCP bytes.
+#[inline]
+fn plain_ipv4_tcp(ip: &[u8]) -> Option<(&[u8], usize, usize, &[u8])> {
     let h = ip.get(..20)?;
     let ihl = (h[0] & 0x0f) as usize * 4;
     let total = u16::from_be_bytes([h[2], h[3]]) as usize;
@@ -247,25 +303,52 @@ fn decode_plain_ipv4_tcp(ip: &[u8]) -> Option<Result<Packet<'_>, Skip>> {
         return None;
     }
     let body = ip.get(ihl..total.min(ip.len()))?;
-    let tcp = TcpSlice::from_slice(body).ok()?;
-    let header_len = tcp.data_offset() as u32 * 4;
-    let header = TcpHeader {
-        src_port: tcp.source_port(),
-        dst_port: tcp.destination_port(),
-        seq: tcp.sequence_number(),
-        ack: tcp.acknowledgment_number(),
-        flags: body[13] & 0x3f,
-        window: tcp.window_size(),
-        options: parse_options(tcp.options()),
-        payload_len: (total - ihl) as u32 - header_len.min((total - ihl) as u32),
+    (body.len() >= 20 && body[12] >> 4 >= 5).then_some((h, ihl, total, body))
+}
+
+/// The addresses and ports of a frame that [`decode`] would take as an IPv4 TCP segment by
+/// its fast path, read without decoding the rest: lets a tracker thread pass over the
+/// segments of flows another thread owns. `None` when the frame needs the full decoding.
+#[inline]
+pub fn peek_ipv4_tcp(link: LinkType, frame: &[u8]) -> Option<([u8; 4], [u8; 4], u16, u16)> {
+    let ip = match link {
+        LinkType::Ethernet if frame.get(12..14)? == [0x08, 0x00] => &frame[14..],
+        LinkType::RawIp => frame,
+        _ => return None,
     };
-    Some(Ok(Packet {
-        src: IpAddr::V4([h[12], h[13], h[14], h[15]].into()),
-        dst: IpAddr::V4([h[16], h[17], h[18], h[19]].into()),
-        ip_id: u16::from_be_bytes([h[4], h[5]]),
-        ip_len: total as u32,
-        transport: Transport::Tcp(header, tcp.payload()),
-    }))
+    let (h, _, _, tcp) = plain_ipv4_tcp(ip)?;
+    Some((
+        [h[12], h[13], h[14], h[15]],
+        [h[16], h[17], h[18], h[19]],
+        u16::from_be_bytes([tcp[0], tcp[1]]),
+        u16::from_be_bytes([tcp[2], tcp[3]]),
+    ))
+}
+
+/// Reads a TCP header from `body`, the captured part of a segment whose length the IP
+/// header declares as `declared`. Only the fixed 20 bytes must have been captured: options
+/// cut by the snap length are read as far as they go (tcptrace does the same; a SYN
+/// captured with `-s 68` still carries its ports, sequence number and flags). `None` for a
+/// fixed header cut short or a data offset below the minimum.
+#[inline]
+fn tcp_segment(body: &[u8], declared: u32) -> Option<(TcpHeader<'_>, &[u8])> {
+    let h = body.get(..20)?;
+    let header_len = (h[12] >> 4) as usize * 4;
+    if header_len < 20 {
+        return None;
+    }
+    let word = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+    let header = TcpHeader {
+        src_port: u16::from_be_bytes([h[0], h[1]]),
+        dst_port: u16::from_be_bytes([h[2], h[3]]),
+        seq: word(4),
+        ack: word(8),
+        flags: h[13] & 0x3f,
+        window: u16::from_be_bytes([h[14], h[15]]),
+        raw_options: body.get(20..header_len.min(body.len())).unwrap_or(&[]),
+        payload_len: declared.saturating_sub(header_len as u32),
+    };
+    Some((header, body.get(header_len..).unwrap_or(&[])))
 }
 
 /// Parses MSS, window scale, SACK-permitted, timestamps and SACK blocks (RFC 9293, 7323,
@@ -334,6 +417,46 @@ mod tests {
         }
         let o = parse_options(&[5, 10, 0, 0, 0, 1, 0, 0, 0, 2]);
         assert_eq!((o.sack_len, o.sack[0]), (1, (1, 2)));
+    }
+
+    /// A SYN captured with a 68-byte snap length (tcptrace's pcap_v2.2.dmp): 14 bytes of
+    /// Ethernet, 20 of IP, 34 of a 40-byte TCP header. The fixed header and the options that
+    /// made it are read; the cut timestamp option is not.
+    #[test]
+    fn tcp_header_cut_inside_its_options() {
+        let mut tcp = vec![0x04, 0x0c, 0, 9, 0x4f, 0xa6, 0, 0x01, 0, 0, 0, 0, 0xa0, 0x02, 0x40, 0];
+        tcp.extend([0, 0, 0, 0]); // checksum, urgent pointer
+        tcp.extend([2, 4, 5, 180, 1, 3, 3, 0, 1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0]);
+        let mut ip = vec![0x45, 0, 0, 60, 0, 1, 0, 0, 64, 6, 0, 0, 128, 224, 2, 23, 128, 224, 1, 148];
+        ip.extend(&tcp[..34]);
+        let Transport::Tcp(h, payload) = decode_ip(&ip).expect("decodes").transport else { panic!("not TCP") };
+        assert_eq!((h.src_port, h.dst_port, h.seq, h.flags, h.window), (1036, 9, 0x4fa6_0001, flags::SYN, 16384));
+        let o = h.options();
+        assert_eq!((o.mss, o.wscale, o.timestamp), (Some(1460), Some(0), None));
+        assert_eq!((h.payload_len, payload.len()), (0, 0));
+        // Fewer than the fixed 20 bytes, or a data offset below 5 words: not a TCP header.
+        ip.truncate(20 + 19);
+        assert_eq!(decode_ip(&ip).err(), Some(Skip::BadHeader));
+        ip.extend([0]);
+        ip[20 + 12] = 0x40;
+        assert_eq!(decode_ip(&ip).err(), Some(Skip::BadHeader));
+    }
+
+    /// PPP with and without address/control bytes and with a compressed protocol field,
+    /// and FDDI with SNAP, all carry the same IP packet (frames as in tcptrace's
+    /// ppp_encap.dmp and single_byte_rexmit.dmp).
+    #[test]
+    fn ppp_and_fddi_framing() {
+        let ip = [0x45, 0, 0, 20, 0, 1, 0, 0, 64, 253, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+        let wrap = |head: &[u8]| [head, &ip[..]].concat();
+        for head in [&[0xff, 0x03, 0x00, 0x21][..], &[0x00, 0x21], &[0x21]] {
+            assert_eq!(decode(LinkType::Ppp, &wrap(head)).map(|p| p.ip_len).ok(), Some(20), "{head:?}");
+        }
+        assert_eq!(decode(LinkType::Ppp, &wrap(&[0xff, 0x03, 0xc0, 0x21])).err(), Some(Skip::NotIp)); // LCP
+        let mut fddi = vec![0x50, 0, 0, 0x0c, 0x7e, 0x59, 0xa0, 0, 0xe0, 0x34, 0x15, 0x60, 0x60];
+        fddi.extend([0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00]);
+        assert_eq!(decode(LinkType::Fddi, &[&fddi[..], &ip[..]].concat()).map(|p| p.ip_len).ok(), Some(20));
+        assert_eq!(decode(LinkType::Fddi, &fddi[..15]).err(), Some(Skip::BadHeader));
     }
 
     #[test]

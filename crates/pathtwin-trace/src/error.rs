@@ -29,7 +29,7 @@ pub enum TraceError {
         len: u64,
     },
     /// A link type this reader does not decode (see `decode::LinkType`).
-    #[error("unsupported link type {linktype} (interface {interface}); supported: Ethernet (1), BSD loopback (0, 108), raw IP (12, 14, 101, 228, 229), Linux cooked SLL (113) and SLL2 (276)")]
+    #[error("unsupported link type {linktype} (interface {interface}); supported: Ethernet (1), BSD loopback (0, 108), raw IP (12, 14, 101, 228, 229), Linux cooked SLL (113) and SLL2 (276), PPP (9, 50), FDDI (10)")]
     UnsupportedLinkType {
         /// The LINKTYPE_ number from the file.
         linktype: i32,

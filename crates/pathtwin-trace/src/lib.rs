@@ -13,6 +13,14 @@
 //! row); `monarch` sits beside `tracker`. Reading is streaming: memory follows the number of
 //! concurrent connections, not the size of the file. Bad packets are counted in
 //! [`CaptureStats`]; only an unreadable file is a [`TraceError`].
+//!
+//! A capture named by path is memory-mapped when it is a regular file (no copy of every
+//! byte through a read buffer), else read. A mapped file must not be truncated by another
+//! program while it is analysed: the kernel would stop the process (SIGBUS) on touching the
+//! vanished pages. Appending, as a running tcpdump does, is harmless: the analysis sees the
+//! file as it was when opened. A capture in memory is analysed by several threads, each
+//! owning a share of the flows ([`AnalyzeOptions::threads`]); the output is the same as one
+//! thread's, row for row.
 
 pub mod capture;
 pub mod conn;
@@ -27,6 +35,7 @@ pub mod tracker;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use error::TraceError;
 pub use monarch::{FlowDiagnosis, ProbeKind, Verdict};
@@ -46,22 +55,113 @@ pub struct Analysis {
 /// returning `false`.
 pub fn analyze<R: Read>(input: R, opts: &AnalyzeOptions, progress: impl FnMut(u64) -> bool) -> Result<Analysis, TraceError> {
     let mut tracker = tracker::Tracker::new(opts.clone());
-    let summary = capture::read_frames(
-        input,
-        |frame| match decode::decode(frame.link, frame.data) {
-            Ok(pkt) => tracker.on_packet(frame.ts_ns, &pkt),
-            Err(skip) => tracker.on_skip(frame.ts_ns, skip),
-        },
-        progress,
-    )?;
-    let (conns, mut stats) = tracker.finish();
-    stats.truncated_tail = summary.truncated_tail;
-    Ok(Analysis { conns, stats })
+    let summary = capture::read_frames(input, |f| track(&mut tracker, f), progress)?;
+    Ok(finish(vec![tracker.finish()], summary))
 }
 
-/// [`analyze`] on a file.
+/// [`analyze`] on a capture in memory, split over [`AnalyzeOptions::threads`] threads: each
+/// reads every frame (framing is a fifth of the work) and tracks the flows of its shard.
+/// The result is the same for any number of threads.
+pub fn analyze_slice(data: &[u8], opts: &AnalyzeOptions, mut progress: impl FnMut(u64) -> bool) -> Result<Analysis, TraceError> {
+    let shards = match opts.threads {
+        0 => auto_threads(data.len()),
+        // Each thread frames the whole capture: beyond a few, more only cost.
+        n => n.min(MAX_THREADS),
+    };
+    let stop = AtomicBool::new(false);
+    let shard = |i: usize, progress: &mut dyn FnMut(u64) -> bool| {
+        let mut tracker = tracker::Tracker::shard(opts.clone(), i, shards);
+        let summary = capture::read_frames_from_slice(data, |f| track(&mut tracker, f), |n| {
+            // The first shard reports progress; any failure or cancellation stops them all.
+            let go = !stop.load(Ordering::Relaxed) && progress(n);
+            if !go {
+                stop.store(true, Ordering::Relaxed);
+            }
+            go
+        });
+        if summary.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        summary.map(|s| (tracker.finish(), s))
+    };
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let others: Vec<_> = (1..shards).map(|i| scope.spawn(move || shard(i, &mut |_| true))).collect();
+        let mut all = vec![shard(0, &mut progress)];
+        all.extend(others.into_iter().map(|h| h.join().expect("a trace shard panicked")));
+        all
+    });
+    let mut parts = Vec::with_capacity(shards);
+    let mut summary = None;
+    let mut cancelled = false;
+    for r in results {
+        match r {
+            Ok((part, s)) => {
+                summary.get_or_insert(s);
+                parts.push(part);
+            }
+            // A shard stopped because another failed: report the failure itself.
+            Err(TraceError::Cancelled) => cancelled = true,
+            Err(e) => return Err(e),
+        }
+    }
+    if cancelled {
+        return Err(TraceError::Cancelled);
+    }
+    Ok(finish(parts, summary.expect("at least one shard")))
+}
+
+/// The most threads [`analyze_slice`] starts.
+const MAX_THREADS: usize = 16;
+
+/// Threads for a capture of `len` bytes: one per processor up to four, fewer for captures
+/// too small to repay starting them (each thread also frames the whole capture, so more
+/// than four gains little).
+fn auto_threads(len: usize) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cpus.min(4).min(1 + len / (32 << 20)).max(1)
+}
+
+/// [`analyze`] on a file, memory-mapped if it is a regular file.
 pub fn analyze_path(path: &Path, opts: &AnalyzeOptions, progress: impl FnMut(u64) -> bool) -> Result<Analysis, TraceError> {
-    analyze(File::open(path)?, opts, progress)
+    let file = File::open(path)?;
+    match map(&file) {
+        Some(data) => analyze_slice(&data, opts, progress),
+        None => analyze(file, opts, progress),
+    }
+}
+
+// The per-frame work is a plain generic call, not a `dyn` one, so that decoding and
+// tracking inline into the framing loop.
+#[inline]
+fn track(tracker: &mut tracker::Tracker, frame: &capture::Frame<'_>) {
+    if tracker.pass_over(frame.ts_ns, frame.link, frame.data) {
+        return;
+    }
+    match decode::decode(frame.link, frame.data) {
+        Ok(pkt) => tracker.on_packet(frame.ts_ns, &pkt),
+        Err(skip) => tracker.on_skip(frame.ts_ns, skip),
+    }
+}
+
+fn finish(parts: Vec<(Vec<ConnRecord>, CaptureStats)>, summary: capture::ReadSummary) -> Analysis {
+    let (conns, mut stats) = tracker::merge(parts);
+    stats.truncated_tail = summary.truncated_tail;
+    Analysis { conns, stats }
+}
+
+/// Maps a regular, non-empty file read-only; `None` (read it instead) for anything else
+/// (a pipe, a device) or when mapping fails.
+fn map(file: &File) -> Option<memmap2::Mmap> {
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() == 0 {
+        return None;
+    }
+    // SAFETY: the map is only read, and lives no longer than the analysis that borrows it.
+    // Another program truncating the file meanwhile is the documented exception above.
+    let data = unsafe { memmap2::Mmap::map(file) }.ok()?;
+    // Read once front to back: let the kernel read ahead and drop pages behind.
+    let _ = data.advise(memmap2::Advice::Sequential);
+    Some(data)
 }
 
 /// The result of [`diagnose`].
@@ -76,21 +176,27 @@ pub struct Diagnosis {
 
 /// Runs Monarch's self-diagnosis over the probe flows of a capture.
 pub fn diagnose<R: Read>(input: R, progress: impl FnMut(u64) -> bool) -> Result<Diagnosis, TraceError> {
+    diagnose_with(|on_frame| capture::read_frames(input, on_frame, progress))
+}
+
+fn diagnose_with(
+    read: impl FnOnce(&mut dyn FnMut(&capture::Frame<'_>)) -> Result<capture::ReadSummary, TraceError>,
+) -> Result<Diagnosis, TraceError> {
     let mut diag = monarch::Diagnoser::new();
     let mut bad = 0;
-    let summary = capture::read_frames(
-        input,
-        |frame| match decode::decode(frame.link, frame.data) {
-            Ok(pkt) => diag.on_packet(&pkt),
-            Err(decode::Skip::BadHeader) => bad += 1,
-            Err(_) => {}
-        },
-        progress,
-    )?;
+    let summary = read(&mut |frame| match decode::decode(frame.link, frame.data) {
+        Ok(pkt) => diag.on_packet(&pkt),
+        Err(decode::Skip::BadHeader) => bad += 1,
+        Err(_) => {}
+    })?;
     Ok(Diagnosis { flows: diag.finish(), frames: summary.frames, bad_headers: bad, truncated_tail: summary.truncated_tail })
 }
 
-/// [`diagnose`] on a file.
+/// [`diagnose`] on a file, memory-mapped if it is a regular file.
 pub fn diagnose_path(path: &Path, progress: impl FnMut(u64) -> bool) -> Result<Diagnosis, TraceError> {
-    diagnose(File::open(path)?, progress)
+    let file = File::open(path)?;
+    match map(&file) {
+        Some(data) => diagnose_with(|on_frame| capture::read_frames_from_slice(&data, on_frame, progress)),
+        None => diagnose(file, progress),
+    }
 }

@@ -86,7 +86,8 @@ record! {
     timestamps: Bool,
     /// SYN-ACK to the client's ACK (Monkey's min RTT source), if the SYN-ACK was sent once.
     handshake_rtt_ms: F64,
-    /// SYN to SYN-ACK: the capture point to server part of the RTT.
+    /// SYN to the server's answer (SYN-ACK, or the RST-ACK of a refused connection): the
+    /// capture point to server part of the RTT.
     syn_rtt_ms: F64,
     /// Smallest of the handshake RTT and the Karn samples.
     min_rtt_ms: F64,
@@ -104,6 +105,9 @@ record! {
     unique_bytes_s2c: U64,
     retrans_packets_c2s: U64,
     retrans_packets_s2c: U64,
+    /// Bytes of retransmitted segments already seen (SYN and FIN count one each, as in
+    /// tcptrace's "rexmt data bytes").
+    retrans_bytes_c2s: U64,
     retrans_bytes_s2c: U64,
     /// Downstream retransmissions shown unnecessary (D-SACK or Monkey's duplicate ACK test).
     spurious_retrans: U64,
@@ -216,6 +220,7 @@ impl ConnRecord {
             unique_bytes_s2c: down.unique_bytes,
             retrans_packets_c2s: up.retrans_packets,
             retrans_packets_s2c: down.retrans_packets,
+            retrans_bytes_c2s: up.retrans_bytes,
             retrans_bytes_s2c: down.retrans_bytes,
             spurious_retrans: spurious,
             spurious_method: Some(if sack_on { "dsack" } else { "dupack" }.into()),

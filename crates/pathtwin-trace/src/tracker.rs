@@ -6,14 +6,20 @@
 //! that has closed and stayed quiet for [`AnalyzeOptions::linger_ns`] of capture time is
 //! turned into its [`ConnRecord`] and forgotten, so memory follows the number of concurrent
 //! connections, not the length of the capture. It also counts what could not be decoded.
+//!
+//! A tracker may own one *shard* of the flows (by a hash of the 4-tuple): several trackers
+//! fed the same frames on several threads then split the work, and [`merge`] joins their
+//! rows and counts into exactly what one tracker would have produced. For that, nothing a
+//! tracker decides depends on which packets it owns: connections are named by the number
+//! of the frame that opened them, and closed connections are swept at fixed frame counts.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
 
+use rustc_hash::FxHashMap;
+
 use crate::conn::{Conn, Termination, DOWN, UP};
-use crate::decode::{flags, Packet, Skip, TcpHeader, Transport};
+use crate::decode::{self, flags, LinkType, Packet, Skip, TcpHeader, Transport};
 use crate::record::ConnRecord;
 
 /// What `analyze` should assume and keep.
@@ -24,11 +30,14 @@ pub struct AnalyzeOptions {
     pub server: Option<(IpAddr, Option<u16>)>,
     /// Capture time a closed connection stays in the table to absorb late retransmissions.
     pub linger_ns: u64,
+    /// Threads for a capture in memory (a mapped file); 0 chooses from the processor count
+    /// and the capture's size. The output does not depend on it.
+    pub threads: usize,
 }
 
 impl Default for AnalyzeOptions {
     fn default() -> Self {
-        AnalyzeOptions { server: None, linger_ns: 60_000_000_000 }
+        AnalyzeOptions { server: None, linger_ns: 60_000_000_000, threads: 0 }
     }
 }
 
@@ -54,48 +63,63 @@ pub struct CaptureStats {
     pub last_ns: u64,
 }
 
-/// FxHash (rustc's hasher): the flow table is hit once per packet and its keys are not
-/// attacker-chosen in an offline analysis, so SipHash's DoS resistance buys nothing here.
-#[derive(Default, Clone, Copy)]
-struct FxHasher(u64);
+type Endpoint = (IpAddr, u16);
 
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut buf = [0u8; 8];
-            buf[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(buf));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(n as u64)
-    }
-    fn write_u16(&mut self, n: u16) {
-        self.write_u64(n as u64)
-    }
-    fn write_u8(&mut self, n: u8) {
-        self.write_u64(n as u64)
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64)
-    }
-    fn finish(&self) -> u64 {
-        self.0
+/// A flow's endpoints in canonical order (the smaller address and port first), so that both
+/// directions find the same entry. Addresses are held as 128-bit numbers, IPv4 in the low 32
+/// bits, with the family kept apart so that an IPv4 flow never meets an IPv6 one: a
+/// fixed-size key that compares as five words instead of two enums and two ports.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct FlowKey {
+    lo: u128,
+    hi: u128,
+    /// `lo`'s port in the high half, `hi`'s in the low half.
+    ports: u32,
+    v6: bool,
+}
+
+impl FlowKey {
+    /// The key of a packet from `src` to `dst`, and whether `src` is the key's `lo` side.
+    /// Addresses are taken by reference and read by family: copying a whole `IpAddr` of a
+    /// just-decoded packet reads bytes that were never written together, and the processor
+    /// stalls on such loads.
+    #[inline]
+    fn of((src_ip, src_port): (&IpAddr, u16), (dst_ip, dst_port): (&IpAddr, u16)) -> (FlowKey, bool) {
+        let num = |ip: &IpAddr| match ip {
+            IpAddr::V4(a) => u32::from(*a) as u128,
+            IpAddr::V6(a) => u128::from(*a),
+        };
+        let (s, d) = ((num(src_ip), src_port), (num(dst_ip), dst_port));
+        let src_lo = s <= d;
+        let (lo, hi) = if src_lo { (s, d) } else { (d, s) };
+        let key = FlowKey { lo: lo.0, hi: hi.0, ports: (lo.1 as u32) << 16 | hi.1 as u32, v6: src_ip.is_ipv6() };
+        (key, src_lo)
     }
 }
 
-type Endpoint = (IpAddr, u16);
-/// Endpoints in canonical (sorted) order, so both directions find the same entry.
-type Key = (Endpoint, Endpoint);
+impl Hash for FlowKey {
+    /// Two words for an IPv4 flow (its addresses side by side, then ports and family), so
+    /// the per-packet hash is two multiplications; IPv6 folds its upper bits into the same
+    /// two words. Equality stays exact, so folding costs at most a rare collision.
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let (lo, hi) = (self.lo, self.hi);
+        h.write_u64(lo as u64 ^ (hi as u64).rotate_left(32));
+        h.write_u64(((lo >> 64) as u64 ^ ((hi >> 64) as u64).rotate_left(32)) ^ ((self.ports as u64) << 1 | self.v6 as u64));
+    }
+}
 
-/// Sweep closed connections every this many TCP packets.
+/// A flow-table entry: which side of the key is the client sits beside the pointer, so the
+/// direction of a packet is known without touching the connection.
+struct Slot {
+    client_is_lo: bool,
+    conn: Box<Conn>,
+}
+
+/// Sweep closed connections every this many frames.
 const SWEEP_EVERY: u64 = 1 << 16;
 
 /// Creates a connection for a packet that matched none, deciding who is the client.
-fn new_conn(index: u64, opts: &AnalyzeOptions, src: Endpoint, dst: Endpoint, tcp: &TcpHeader, now: u64) -> Conn {
+fn new_conn(index: u64, opts: &AnalyzeOptions, src: Endpoint, dst: Endpoint, tcp: &TcpHeader<'_>, now: u64) -> Conn {
     let syn = tcp.has(flags::SYN);
     let ack = tcp.has(flags::ACK);
     let (client, server, known) = if syn && !ack {
@@ -120,17 +144,32 @@ fn new_conn(index: u64, opts: &AnalyzeOptions, src: Endpoint, dst: Endpoint, tcp
 /// Streams packets into connections; call [`Tracker::finish`] at the end of the capture.
 pub struct Tracker {
     opts: AnalyzeOptions,
-    /// Boxed so that the table's buckets stay small: probing then touches one cache line
-    /// per candidate instead of a whole connection.
-    table: HashMap<Key, Box<Conn>, BuildHasherDefault<FxHasher>>,
+    /// FxHash (rustc's hasher): the table is hit once per packet and its keys are not
+    /// attacker-chosen in an offline analysis, so SipHash's DoS resistance buys nothing.
+    /// Connections are boxed so that the buckets stay small: probing then touches one cache
+    /// line per candidate instead of a whole connection.
+    table: FxHashMap<FlowKey, Slot>,
     done: Vec<ConnRecord>,
-    next_index: u64,
+    /// This tracker's shard and the number of shards.
+    shard: u64,
+    shards: u64,
+    /// [`Tracker::pass_over`] found the current frame's flow to be this shard's.
+    peeked_owned: bool,
     pub stats: CaptureStats,
 }
 
 impl Tracker {
+    /// A tracker of every flow.
     pub fn new(opts: AnalyzeOptions) -> Self {
-        Tracker { opts, table: HashMap::default(), done: Vec::new(), next_index: 0, stats: CaptureStats::default() }
+        Tracker::shard(opts, 0, 1)
+    }
+
+    /// A tracker of the flows of shard `shard` out of `shards`; it must be fed every frame.
+    /// Shard 0 also counts the frames that belong to no flow.
+    pub fn shard(opts: AnalyzeOptions, shard: usize, shards: usize) -> Self {
+        assert!(shard < shards, "shard {shard} of {shards}");
+        let (shard, shards) = (shard as u64, shards as u64);
+        Tracker { opts, table: FxHashMap::default(), done: Vec::new(), shard, shards, peeked_owned: false, stats: CaptureStats::default() }
     }
 
     /// Connections currently in the table.
@@ -138,9 +177,41 @@ impl Tracker {
         self.table.len()
     }
 
+    /// Whether this tracker's shard owns the flow `key`.
+    #[inline]
+    fn owns(&self, key: FlowKey) -> bool {
+        // Bits apart from those that place the key in the table (the lowest) and tag it (the
+        // top seven), so that one shard's keys still spread over all of its buckets.
+        // Bits 24..56 mapped onto 0..shards by a multiplication (Lemire's fast range): no
+        // division on this per-packet path.
+        let bits = (rustc_hash::FxBuildHasher.hash_one(key) >> 24) as u32 as u64;
+        self.shards == 1 || (bits * self.shards) >> 32 == self.shard
+    }
+
+    /// Passes over a frame of another shard's flow, found without decoding it (see
+    /// [`decode::peek_ipv4_tcp`]); returns `false`, having done nothing, when the frame must
+    /// be decoded and fed to [`Tracker::on_packet`] or [`Tracker::on_skip`].
+    #[inline]
+    pub fn pass_over(&mut self, ts_ns: u64, link: LinkType, frame: &[u8]) -> bool {
+        if self.shards == 1 {
+            return false;
+        }
+        let Some((s, d, sp, dp)) = decode::peek_ipv4_tcp(link, frame) else { return false };
+        if self.owns(FlowKey::of((&IpAddr::from(s), sp), (&IpAddr::from(d), dp)).0) {
+            // Ours: spare the coming `on_packet` the same question.
+            self.peeked_owned = true;
+            return false;
+        }
+        self.on_time(ts_ns);
+        true
+    }
+
     /// Records a frame that could not be decoded.
     pub fn on_skip(&mut self, ts_ns: u64, skip: Skip) {
         self.on_time(ts_ns);
+        if self.shard != 0 {
+            return;
+        }
         match skip {
             Skip::NotIp => self.stats.non_ip += 1,
             Skip::BadHeader => self.stats.bad_headers += 1,
@@ -148,26 +219,36 @@ impl Tracker {
         }
     }
 
+    #[inline]
     fn on_time(&mut self, ts_ns: u64) {
         self.stats.frames += 1;
         if self.stats.first_ns == 0 || ts_ns < self.stats.first_ns {
             self.stats.first_ns = ts_ns;
         }
         self.stats.last_ns = self.stats.last_ns.max(ts_ns);
+        if self.stats.frames % SWEEP_EVERY == 0 {
+            self.sweep(ts_ns);
+        }
     }
 
     /// Feeds one decoded packet captured at `ts_ns`.
     pub fn on_packet(&mut self, ts_ns: u64, pkt: &Packet<'_>) {
         self.on_time(ts_ns);
-        let Transport::Tcp(tcp, payload) = pkt.transport else {
-            self.stats.other_packets += 1;
+        let Transport::Tcp(ref tcp, payload) = pkt.transport else {
+            if self.shard == 0 {
+                self.stats.other_packets += 1;
+            }
             return;
         };
-        let src = (pkt.src, tcp.src_port);
-        let dst = (pkt.dst, tcp.dst_port);
+        let (key, src_lo) = FlowKey::of((&pkt.src, tcp.src_port), (&pkt.dst, tcp.dst_port));
+        if !std::mem::take(&mut self.peeked_owned) && !self.owns(key) {
+            return;
+        }
+        let src = || (pkt.src, tcp.src_port);
+        let dst = || (pkt.dst, tcp.dst_port);
         if let Some(server) = self.opts.server {
             let is = |e: Endpoint| e.0 == server.0 && server.1.map_or(true, |p| p == e.1);
-            if !is(src) && !is(dst) {
+            if !is(src()) && !is(dst()) {
                 self.stats.other_packets += 1;
                 return;
             }
@@ -176,39 +257,37 @@ impl Tracker {
         if (payload.len() as u32) < tcp.payload_len {
             self.stats.snapped += 1;
         }
-        let key = if src <= dst { (src, dst) } else { (dst, src) };
         let is_syn = tcp.has(flags::SYN) && !tcp.has(flags::ACK);
         if is_syn {
             if let Some(old) = self.table.get(&key) {
-                if old.is_reused_by(tcp.seq) {
+                if old.conn.is_reused_by(tcp.seq) {
                     let old = self.table.remove(&key).expect("entry just seen");
-                    self.done.push(ConnRecord::from_conn(&old));
+                    self.done.push(ConnRecord::from_conn(&old.conn));
                 }
             }
         }
-        // One hash lookup per packet: this is the hot path of the whole analysis.
-        let conn = match self.table.entry(key) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => {
-                let index = self.next_index;
-                self.next_index += 1;
+        // One hash lookup per packet: this is the hot path of the whole analysis. By
+        // reference, not through the entry API: moving the key into an entry copies it
+        // through memory on every packet, for an insertion that happens once per connection.
+        let slot = match self.table.get_mut(&key) {
+            Some(slot) => slot,
+            None => {
+                // Named by its first frame: the same name whichever shard owns it.
+                let index = self.stats.frames;
                 self.stats.connections += 1;
-                e.insert(Box::new(new_conn(index, &self.opts, src, dst, &tcp, ts_ns)))
+                let conn = Box::new(new_conn(index, &self.opts, src(), dst(), tcp, ts_ns));
+                self.table.entry(key).or_insert(Slot { client_is_lo: (conn.client == src()) == src_lo, conn })
             }
         };
-        let dir = if src == conn.client { UP } else { DOWN };
-        conn.on_segment(dir, ts_ns, &tcp, payload, pkt.ip_len);
-
-        if self.stats.tcp_packets % SWEEP_EVERY == 0 {
-            self.sweep(ts_ns);
-        }
+        let dir = if src_lo == slot.client_is_lo { UP } else { DOWN };
+        slot.conn.on_segment(dir, ts_ns, tcp, payload, pkt.ip_len);
     }
 
     /// Finalizes closed connections quiet for longer than the linger time.
     fn sweep(&mut self, now: u64) {
         let linger = self.opts.linger_ns;
         let done = &mut self.done;
-        self.table.retain(|_, c| {
+        self.table.retain(|_, Slot { conn: c, .. }| {
             let closed = c.termination() != Termination::Incomplete;
             if closed && c.last_ns.saturating_add(linger) < now {
                 done.push(ConnRecord::from_conn(c));
@@ -219,12 +298,37 @@ impl Tracker {
         });
     }
 
-    /// Ends the capture: every remaining connection becomes a row, ordered by first packet.
+    /// Ends the capture: every remaining connection becomes a row. Rows are named by first
+    /// frame until [`merge`] numbers them.
     pub fn finish(mut self) -> (Vec<ConnRecord>, CaptureStats) {
-        for (_, c) in self.table.drain() {
-            self.done.push(ConnRecord::from_conn(&c));
+        for (_, slot) in self.table.drain() {
+            self.done.push(ConnRecord::from_conn(&slot.conn));
         }
-        self.done.sort_by_key(|r| r.conn_id);
         (self.done, self.stats)
     }
+}
+
+/// Joins the finished shards of one capture (shard 0 first; one part for an unsharded
+/// tracker): rows ordered by first packet and numbered from 0, counts added up.
+pub fn merge(parts: Vec<(Vec<ConnRecord>, CaptureStats)>) -> (Vec<ConnRecord>, CaptureStats) {
+    let mut rows = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
+    let mut stats = CaptureStats::default();
+    for (i, (r, s)) in parts.into_iter().enumerate() {
+        rows.extend(r);
+        if i == 0 {
+            // Every shard saw every frame; shard 0 alone counted those of no flow.
+            (stats.frames, stats.first_ns, stats.last_ns) = (s.frames, s.first_ns, s.last_ns);
+            (stats.non_ip, stats.bad_headers, stats.fragments) = (s.non_ip, s.bad_headers, s.fragments);
+            stats.truncated_tail = s.truncated_tail;
+        }
+        stats.tcp_packets += s.tcp_packets;
+        stats.other_packets += s.other_packets;
+        stats.snapped += s.snapped;
+        stats.connections += s.connections;
+    }
+    rows.sort_unstable_by_key(|r| r.conn_id);
+    for (i, r) in rows.iter_mut().enumerate() {
+        r.conn_id = i as u64;
+    }
+    (rows, stats)
 }
