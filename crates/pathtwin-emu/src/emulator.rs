@@ -15,7 +15,7 @@
 use std::net::IpAddr;
 
 use pathtwin_core::config::{Config, ConfigError};
-use pathtwin_core::element::Element;
+use pathtwin_core::element::{Element, Occupancy, QueueStats};
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::topology::{self, ElementInfo, ResolvedDirection};
 use serde::Serialize;
@@ -93,26 +93,14 @@ pub struct QueueSnapshot {
     pub capacity_bps: u64,
     pub abw_bps: u64,
     pub limit: String,
-    pub packets: u64,
-    pub bytes: u64,
-    pub placeholder_packets: u64,
-    pub placeholder_bytes: u64,
-    pub arrivals: u64,
-    pub departures: u64,
-    pub departure_bytes: u64,
-    pub drops: u64,
-    pub drop_bytes: u64,
-    pub placeholder_arrivals: u64,
-    pub placeholder_departures: u64,
-    pub placeholder_departure_bytes: u64,
-    pub placeholder_drops: u64,
-    /// Placeholders that found the queue full and waited for a slot.
-    pub placeholder_deferrals: u64,
-    /// Placeholders waiting outside the full queue right now.
-    pub deferred_placeholders: u64,
+    /// What is in the queue now (the core's own accounting, flattened into the JSON).
+    #[serde(flatten)]
+    pub occupancy: Occupancy,
+    /// The core's counters since the start, flattened into the JSON.
+    #[serde(flatten)]
+    pub stats: QueueStats,
     /// Placeholder share of the link's transmitted bytes.
     pub placeholder_share: f64,
-    pub rate_changes: u64,
     pub active_flows: Vec<u32>,
 }
 
@@ -309,32 +297,15 @@ impl Emulator {
             .enumerate()
             .filter_map(|(i, e)| e.as_queue().map(|q| (i, q)))
             .map(|(i, q)| {
-                let occ = q.occupancy();
-                let st = q.stats();
-                let sent = st.departure_bytes + st.placeholder_departure_bytes;
                 QueueSnapshot {
                     element: i,
                     name: self.element_info[i].name.clone(),
                     capacity_bps: q.capacity().bps(),
                     abw_bps: q.abw().bps(),
                     limit: q.limit().to_string(),
-                    packets: occ.packets,
-                    bytes: occ.bytes,
-                    placeholder_packets: occ.placeholder_packets,
-                    placeholder_bytes: occ.placeholder_bytes,
-                    arrivals: st.arrivals,
-                    departures: st.departures,
-                    departure_bytes: st.departure_bytes,
-                    drops: st.drops,
-                    drop_bytes: st.drop_bytes,
-                    placeholder_arrivals: st.placeholder_arrivals,
-                    placeholder_departures: st.placeholder_departures,
-                    placeholder_departure_bytes: st.placeholder_departure_bytes,
-                    placeholder_drops: st.placeholder_drops,
-                    placeholder_deferrals: st.placeholder_deferrals,
-                    deferred_placeholders: occ.deferred_placeholders,
-                    placeholder_share: if sent == 0 { 0.0 } else { st.placeholder_departure_bytes as f64 / sent as f64 },
-                    rate_changes: st.rate_changes,
+                    occupancy: q.occupancy(),
+                    stats: *q.stats(),
+                    placeholder_share: q.placeholder_share(),
                     active_flows: q.active_flows().map(<[u32]>::to_vec).unwrap_or_default(),
                 }
             })

@@ -693,8 +693,6 @@ impl Simulation {
         for e in self.net.queue_ids() {
             let q = self.net.elements[e].as_queue().expect("queue id");
             let s = q.stats();
-            let ph_bytes = s.placeholder_departure_bytes as f64;
-            let total = ph_bytes + s.departure_bytes as f64;
             let capacity_bytes = Rate::bytes_in(q.capacity(), now - Instant::ZERO) as f64;
             queues.push(vec![
                 Cell::S(self.net.element_info[e].name.clone()),
@@ -711,7 +709,7 @@ impl Simulation {
                 Cell::I(s.placeholder_arrivals as i64),
                 Cell::I(s.placeholder_departures as i64),
                 Cell::I(s.placeholder_drops as i64),
-                Cell::F(if total > 0.0 { ph_bytes / total } else { 0.0 }),
+                Cell::F(q.placeholder_share()),
                 Cell::F(if capacity_bytes > 0.0 { s.departure_bytes as f64 / capacity_bytes } else { 0.0 }),
             ]);
         }

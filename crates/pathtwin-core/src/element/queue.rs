@@ -34,7 +34,7 @@ use std::collections::VecDeque;
 pub const PLACEHOLDER_LEN: u32 = 1500;
 
 /// Counters of one bandwidth queue; real and placeholder traffic kept apart.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct QueueStats {
     pub arrivals: u64,
     pub arrival_bytes: u64,
@@ -53,7 +53,7 @@ pub struct QueueStats {
 }
 
 /// What is inside the queue right now (waiting, in service, or departed but not yet polled).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Occupancy {
     pub packets: u64,
     pub bytes: u64,
@@ -162,6 +162,17 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
 
     pub fn stats(&self) -> &QueueStats {
         &self.stats
+    }
+
+    /// Placeholder share of the bytes the link has transmitted so far.
+    pub fn placeholder_share(&self) -> f64 {
+        let s = &self.stats;
+        let sent = s.departure_bytes + s.placeholder_departure_bytes;
+        if sent == 0 {
+            0.0
+        } else {
+            s.placeholder_departure_bytes as f64 / sent as f64
+        }
     }
 
     pub fn limit(&self) -> QueueLimit {
