@@ -18,7 +18,7 @@ build: setup
 	$(PIP) install --no-build-isolation -q -e .
 
 demo: build
-	pathtwin reproduce nsdi09-table2
+	$(PYTHON) -m pathtwin.cli reproduce nsdi09-table2
 
 test-rust: setup
 	cargo test --workspace --exclude pathtwin-py
