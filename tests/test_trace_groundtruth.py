@@ -5,8 +5,8 @@ The path: client -- router -- server, each a network namespace. The router sends
 packet through a TUN delay line (a small Python process: fixed one-way delay each way, and
 seeded random loss of downstream data packets, counted exactly), then a `tbf` rate limit on
 its port towards the client (the last-mile bottleneck Monkey assumes). This kernel has no
-netem, hence the delay line. The server is HTTP-like: it reads a request, waits the
-response delay, writes a short header, waits the query delay, writes the results, closes.
+netem, hence the delay line. The workload and the tolerance checks are `http_lab`'s (an
+HTTP-like server: request, response delay, short header, query delay, results, close).
 
 Expectations come from the configuration (base RTT = 2 x one-way delay, bottleneck = tbf
 rate, loss = packets the delay line dropped, delays = the server's sleeps) and from
@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from http_lab import CLIENT, CONNECTIONS, SERVER, check_recovered, server_args, wait_ready
+
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("tcpdump") is None or not os.path.exists("/dev/net/tun") or shutil.which("ip") is None,
     reason="needs root, iproute2, tcpdump and /dev/net/tun",
@@ -35,11 +37,6 @@ pytestmark = pytest.mark.skipif(
 ONE_WAY_S = 0.020
 RATE_BPS = 8_000_000
 LOSS = 0.02
-RESPONSE_DELAY_S = 0.030
-QUERY_DELAY_S = 0.080
-HEADER_BYTES = 300
-BODY_BYTES = 150_000
-CONNECTIONS = 8
 SEED = 7
 
 DELAY_LINE = r"""
@@ -76,56 +73,12 @@ while True:
         os.write(fd, heapq.heappop(queue)[2])
 """
 
-SERVER = r"""
-import socket, sys, time
-port, resp_delay, query_delay, header, body, n = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('0.0.0.0', port))
-s.listen(16)
-print('ready', flush=True)
-for _ in range(n):
-    c, _ = s.accept()
-    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    req = b''
-    while b'\r\n\r\n' not in req:
-        chunk = c.recv(4096)
-        if not chunk:
-            break
-        req += chunk
-    time.sleep(resp_delay)
-    head = b'HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n'
-    c.sendall(head + b'X' * (header - len(head) - 2) + b'\r\n')
-    time.sleep(query_delay)
-    c.sendall(b'R' * body)
-    c.close()
-"""
-
-CLIENT = r"""
-import socket, sys, time
-host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-for i in range(n):
-    c = socket.create_connection((host, port))
-    c.sendall(b'GET /search?q=%d HTTP/1.0\r\nHost: server\r\n\r\n' % i)
-    while c.recv(65536):
-        pass
-    c.close()
-    time.sleep(0.2)
-"""
-
-
 def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(args, check=check, capture_output=True, text=True)
 
 
 def ns(name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     return sh("ip", "netns", "exec", name, *args, check=check)
-
-
-def wait_ready(proc: subprocess.Popen) -> None:
-    line = proc.stdout.readline()
-    if "ready" not in line:
-        raise RuntimeError(f"helper failed to start: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}")
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +132,7 @@ def lab_capture(tmp_path_factory):
         while "listening" not in (dump.stderr.readline() or "") and time.time() < deadline:
             pass
         server = subprocess.Popen(
-            ["ip", "netns", "exec", srv, sys.executable, "-c", SERVER, "8080", str(RESPONSE_DELAY_S), str(QUERY_DELAY_S), str(HEADER_BYTES), str(BODY_BYTES), str(CONNECTIONS)],
+            ["ip", "netns", "exec", srv, sys.executable, "-c", SERVER, *server_args(8080)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         procs.append(server)
@@ -206,31 +159,8 @@ def test_recovers_configured_path(lab_capture):
     from pathtwin import trace
 
     capture, dropped = lab_capture
-    conns, stats = trace.analyze(capture)
-    assert len(conns) == CONNECTIONS
-    assert conns["termination"].eq("fin").all()
-    assert conns["handshake_complete"].all()
-
-    rtt = conns["min_rtt_ms"].median()
-    assert abs(rtt - 2000 * ONE_WAY_S) <= 0.05 * 2000 * ONE_WAY_S, f"min RTT {rtt} ms"
-
-    bw = conns["bottleneck_bps"].median()
-    assert abs(bw - RATE_BPS) <= 0.15 * RATE_BPS, f"bottleneck {bw} b/s"
-
-    data = conns["data_packets_s2c"].sum()
-    inferred = (conns["loss_rate"] * conns["data_packets_s2c"]).sum() / data
-    truth = dropped / data
-    assert abs(inferred - truth) <= 0.01, f"loss inferred {inferred:.4f}, dropped {truth:.4f}"
-
-    delay = conns["server_delay_ms"].median()
-    assert abs(delay - 1000 * RESPONSE_DELAY_S) <= 5, f"response delay {delay} ms"
-    query = conns["query_delay_ms"].median()
-    assert abs(query - 1000 * QUERY_DELAY_S) <= 5, f"query delay {query} ms"
-
-    assert (conns["http_method"] == "GET").all()
-    assert (conns["http_status"] == 200).all()
-    assert (conns["bytes_s2c"] >= BODY_BYTES + HEADER_BYTES).all()
-    assert (conns["unique_bytes_s2c"] == BODY_BYTES + HEADER_BYTES).all()
+    conns, _ = trace.analyze(capture)
+    check_recovered(conns, rtt_ms=2000 * ONE_WAY_S, rate_bps=RATE_BPS, loss=dropped / conns["data_packets_s2c"].sum())
 
 
 # tcptrace -l -r prints, per connection, "a->b" / "b->a" columns of "name: value" pairs.

@@ -35,6 +35,9 @@ from .errors import PathtwinError
 
 #: Name of the emulator's device inside each host (pathtwin-emu's ``lab::DEVICE``).
 DEVICE = "pt0"
+#: MTU of every host's device (set by pathtwin-emu's lab; TUN has no offloads, so no
+#: datagram is larger).
+MTU = 1500
 #: Where runs record themselves (pathtwin-emu's ``netns::STATE_ROOT``).
 STATE_ROOT = Path("/run/pathtwin")
 
@@ -225,8 +228,14 @@ class Emulation:
         for h in self._hosts.values():
             f = self.pcap / f"{h.name}.pcap"
             f.unlink(missing_ok=True)
+            # --immediate-mode: libpcap otherwise hands packets over a ring block at a time
+            # (or after its 1 s timeout), and a stopped tcpdump drops what is still in the
+            # ring, i.e. the last second of the run; -U then writes each one at once. The
+            # immediate ring has one frame per snaplen on a TUN device, so "-s 0" (256 KB)
+            # would leave 8 frames and lose packets of every burst; MTU keeps whole packets.
             try:
-                p = subprocess.Popen(h.command(["tcpdump", "-i", DEVICE, "-n", "-U", "-s", "0", "-w", str(f)]),
+                p = subprocess.Popen(h.command(["tcpdump", "-i", DEVICE, "-n", "--immediate-mode", "-U", "-s", str(MTU),
+                                                "-w", str(f)]),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             except FileNotFoundError:
                 raise PathtwinError("--pcap needs tcpdump (apt-get install tcpdump)") from None

@@ -1,0 +1,107 @@
+"""The HTTP-like workload and the checks shared by the trace-analysis ground-truth tests.
+
+A server that, per connection, reads a request, waits the response delay, writes a short
+header, waits the query delay, writes the results and closes (a search engine's shape, the
+one Monkey See's delays are defined on), and a client that makes a few such requests one
+after another. Both are plain Python run inside a namespace, so the tests need nothing
+beyond the interpreter. `check_recovered` holds the trace-analysis issue's tolerances
+(min RTT 5 %, bottleneck 15 %, loss 1 point, delays 5 ms) so that every path the tests
+build — a hand-made router, the emulator — is held to the same ones.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pandas as pd
+
+RESPONSE_DELAY_S = 0.030
+QUERY_DELAY_S = 0.080
+HEADER_BYTES = 300
+BODY_BYTES = 150_000
+CONNECTIONS = 8
+
+# argv: port, response delay (s), query delay (s), header bytes, body bytes, connections.
+SERVER = r"""
+import socket, sys, time
+port, resp_delay, query_delay, header, body, n = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('0.0.0.0', port))
+s.listen(16)
+print('ready', flush=True)
+for _ in range(n):
+    c, _ = s.accept()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    req = b''
+    while b'\r\n\r\n' not in req:
+        chunk = c.recv(4096)
+        if not chunk:
+            break
+        req += chunk
+    time.sleep(resp_delay)
+    head = b'HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n'
+    c.sendall(head + b'X' * (header - len(head) - 2) + b'\r\n')
+    time.sleep(query_delay)
+    c.sendall(b'R' * body)
+    c.close()
+"""
+
+# argv: server address, port, connections.
+CLIENT = r"""
+import socket, sys, time
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(n):
+    c = socket.create_connection((host, port))
+    c.sendall(b'GET /search?q=%d HTTP/1.0\r\nHost: server\r\n\r\n' % i)
+    while c.recv(65536):
+        pass
+    c.close()
+    time.sleep(0.2)
+"""
+
+
+def server_args(port: int) -> list[str]:
+    """argv of SERVER for this module's workload on `port`."""
+    return [str(port), str(RESPONSE_DELAY_S), str(QUERY_DELAY_S), str(HEADER_BYTES), str(BODY_BYTES), str(CONNECTIONS)]
+
+
+def wait_ready(proc: subprocess.Popen) -> None:
+    """Waits for a helper's 'ready' line (its stdout must be a text pipe)."""
+    line = proc.stdout.readline()
+    if "ready" not in line:
+        raise RuntimeError(f"helper failed to start: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}")
+
+
+def inferred_loss(conns: pd.DataFrame) -> float:
+    """Lost server data packets per server data packet, over all connections."""
+    data = conns["data_packets_s2c"].sum()
+    return float((conns["loss_rate"] * conns["data_packets_s2c"]).sum() / data)
+
+
+def check_recovered(conns: pd.DataFrame, rtt_ms: float, rate_bps: float, loss: float) -> None:
+    """Asserts that the analysis of this module's workload recovers the path: base RTT
+    `rtt_ms`, bottleneck `rate_bps`, downstream loss fraction `loss` (the realised one, when
+    the path can count it), and the server's configured delays."""
+    assert len(conns) == CONNECTIONS
+    assert conns["termination"].eq("fin").all()
+    assert conns["handshake_complete"].all()
+
+    rtt = conns["min_rtt_ms"].median()
+    assert abs(rtt - rtt_ms) <= 0.05 * rtt_ms, f"min RTT {rtt} ms"
+
+    bw = conns["bottleneck_bps"].median()
+    assert abs(bw - rate_bps) <= 0.15 * rate_bps, f"bottleneck {bw} b/s"
+
+    got = inferred_loss(conns)
+    assert abs(got - loss) <= 0.01, f"loss inferred {got:.4f}, truth {loss:.4f}"
+
+    delay = conns["server_delay_ms"].median()
+    assert abs(delay - 1000 * RESPONSE_DELAY_S) <= 5, f"response delay {delay} ms"
+    query = conns["query_delay_ms"].median()
+    assert abs(query - 1000 * QUERY_DELAY_S) <= 5, f"query delay {query} ms"
+
+    assert (conns["http_method"] == "GET").all()
+    assert (conns["http_status"] == 200).all()
+    assert (conns["bytes_s2c"] >= BODY_BYTES + HEADER_BYTES).all()
+    assert (conns["unique_bytes_s2c"] == BODY_BYTES + HEADER_BYTES).all()
