@@ -23,23 +23,6 @@ fn bulk(cfg: TcpConfig, drops: &[u64], secs: u64) -> Sim {
     sim
 }
 
-/// (start, end) of each recovery episode in the client's trace.
-fn recovery_episodes(sim: &Sim) -> Vec<(Instant, Instant)> {
-    let mut out = Vec::new();
-    let mut start = None;
-    for s in &sim.trace {
-        match (start, s.in_recovery) {
-            (None, true) => start = Some(s.t),
-            (Some(t0), false) => {
-                out.push((t0, s.t));
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
 #[test]
 fn slow_start_doubles_cwnd_every_rtt_without_delayed_acks() {
     let cfg = TcpConfig { delayed_ack: false, ..Default::default() };

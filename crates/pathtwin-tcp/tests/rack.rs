@@ -113,19 +113,3 @@ fn reordering_within_the_window_is_not_taken_for_loss() {
     assert_eq!(unseen.ep[0].stats().retransmits, 1);
 }
 
-/// (start, end) of each recovery episode in the client's trace.
-fn recovery_episodes(sim: &Sim) -> Vec<(pathtwin_core::time::Instant, pathtwin_core::time::Instant)> {
-    let mut out = Vec::new();
-    let mut start = None;
-    for s in &sim.trace {
-        match (start, s.in_recovery) {
-            (None, true) => start = Some(s.t),
-            (Some(t0), false) => {
-                out.push((t0, s.t));
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    out
-}

@@ -95,15 +95,7 @@ impl SeenRanges {
             }
             self.ranges.insert(i, (s, e));
         }
-        // Collapse ranges that now reach the floor.
-        while let Some(&(rs, re)) = self.ranges.first() {
-            if rs <= self.floor {
-                self.floor = self.floor.max(re);
-                self.ranges.remove(0);
-            } else {
-                break;
-            }
-        }
+        self.absorb_contiguous();
         overlap
     }
 
@@ -125,14 +117,18 @@ impl SeenRanges {
             if let Some(first) = self.ranges.first_mut() {
                 first.0 = first.0.max(pos);
             }
-            while let Some(&(rs, re)) = self.ranges.first() {
-                if rs <= self.floor {
-                    self.floor = self.floor.max(re);
-                    self.ranges.remove(0);
-                } else {
-                    break;
-                }
+            self.absorb_contiguous();
+        }
+    }
+
+    /// Moves ranges that now reach the floor into it.
+    fn absorb_contiguous(&mut self) {
+        while let Some(&(rs, re)) = self.ranges.first() {
+            if rs > self.floor {
+                break;
             }
+            self.floor = self.floor.max(re);
+            self.ranges.remove(0);
         }
     }
 }

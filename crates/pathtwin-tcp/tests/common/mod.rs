@@ -324,3 +324,20 @@ impl Sim {
         self.sent[side].iter().filter(|(_, s)| s.seq == seq && s.len > 0).map(|(t, _)| *t).collect()
     }
 }
+
+/// (start, end) of each recovery episode in the client's trace.
+pub fn recovery_episodes(sim: &Sim) -> Vec<(Instant, Instant)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for s in &sim.trace {
+        match (start, s.in_recovery) {
+            (None, true) => start = Some(s.t),
+            (Some(t0), false) => {
+                out.push((t0, s.t));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    out
+}
