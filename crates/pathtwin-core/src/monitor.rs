@@ -77,6 +77,16 @@ impl FlowMonitor {
         self.flows.len() != before
     }
 
+    /// When a sweep could next retire an idle flow; `None` while no flow is active.
+    /// Drivers wake the owning queue then, so that counts (and with them the ABW) fall when
+    /// traffic stops, not only when the next packet arrives.
+    pub fn next_expiry_check(&self) -> Option<Instant> {
+        if self.flows.is_empty() {
+            return None;
+        }
+        Some(self.next_sweep)
+    }
+
     /// Active flows per slot.
     pub fn active(&self) -> &[u32] {
         &self.active

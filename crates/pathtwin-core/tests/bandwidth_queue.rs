@@ -189,3 +189,29 @@ fn wakeup_skips_placeholders_queued_ahead_of_a_real_packet() {
     assert!(s.placeholder_departures > 500, "placeholders were interleaved: {}", s.placeholder_departures);
     assert!(wakes <= released + 20, "{wakes} wakeups for {released} packets");
 }
+
+#[test]
+fn reactivity_falls_back_when_traffic_stops_without_another_packet() {
+    use pathtwin_core::element::{AbwTable, QueueRule, Reactivity};
+    // ABW(1) = 2, ABW(2) = 3 Mbit/s. Two flows send, then both fall silent: once the idle
+    // timeout has passed, the queue must ask to be woken and drop back to ABW(1) by itself.
+    let table = AbwTable::new(vec![(1, Rate::from_mbps(2)), (2, Rate::from_mbps(3))]).unwrap();
+    let timeout = Duration::from_secs(1);
+    let r = Reactivity::new(vec![table], QueueRule::Fixed(QueueLimit::Packets(100)), timeout);
+    let mut q = queue(Rate::from_mbps(100), Rate::from_mbps(2), QueueLimit::Packets(100)).with_reactivity(r);
+    q.push(Instant::ZERO, Pkt { len: 1500, flow: 1 }, 0);
+    q.push(Instant::ZERO, Pkt { len: 1500, flow: 2 }, 0);
+    assert_eq!(q.abw(), Rate::from_mbps(3));
+    // Drive the queue only at the times it asks for, as the engines do.
+    let mut now = Instant::ZERO;
+    while let Some(w) = q.next_wakeup() {
+        now = w.max(now);
+        while q.poll_output(now).is_some() {}
+        if now > Instant::ZERO + Duration::from_secs(10) {
+            break;
+        }
+    }
+    assert_eq!(q.active_flows(), Some(&[0u32][..]));
+    assert_eq!(q.abw(), Rate::from_mbps(2));
+    assert!(now <= Instant::ZERO + timeout + timeout, "retired at {now:?}");
+}

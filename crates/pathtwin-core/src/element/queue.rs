@@ -291,10 +291,8 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
             }),
             _ => None,
         };
-        match (self.output.front().map(|&(t, _)| t), in_service) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let expiry = self.reactivity.as_ref().and_then(|r| r.monitor.next_expiry_check());
+        [self.output.front().map(|&(t, _)| t), in_service, expiry].into_iter().flatten().min()
     }
 
     /// Returns the next real packet that has left the link by `now`, with its departure time.
@@ -310,11 +308,20 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
     /// (a completion before an arrival at the same instant, so the arrival sees the free slot).
     pub fn advance(&mut self, now: Instant) {
         // Everything due at `self.now` was replayed already, and what was pushed since then
-        // completes later: a second call at the same instant has nothing to do.
-        if now <= self.now && now != Instant::ZERO {
-            return;
+        // completes later: a second call at the same instant has nothing to replay.
+        if now > self.now || now == Instant::ZERO {
+            self.now = self.now.max(now);
+            self.replay(now);
         }
-        self.now = now;
+        // Idle flows are retired even when no packet moves (see `next_wakeup`).
+        if let Some(r) = &mut self.reactivity {
+            if r.monitor.expire(now) {
+                self.apply_reactivity(now);
+            }
+        }
+    }
+
+    fn replay(&mut self, now: Instant) {
         loop {
             let done = self.in_service.as_ref().map(|&(_, t)| t);
             let arrival = self.placeholder.next;
@@ -331,11 +338,6 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
                 self.complete_service();
             } else {
                 self.placeholder_arrival(next);
-            }
-        }
-        if let Some(r) = &mut self.reactivity {
-            if r.monitor.expire(now) {
-                self.apply_reactivity(now);
             }
         }
     }
