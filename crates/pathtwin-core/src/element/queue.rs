@@ -279,6 +279,7 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
     /// placeholders alone never wake a driver. Service completions are replayed lazily by
     /// [`Self::advance`], so a real packet on the link is only looked at when it leaves the
     /// element (completion plus propagation).
+    #[inline]
     pub fn next_wakeup(&self) -> Option<Instant> {
         let in_service = match &self.in_service {
             Some((item, done)) if !item.is_placeholder() => Some(*done + self.propagation),
@@ -291,8 +292,17 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
             }),
             _ => None,
         };
-        let expiry = self.reactivity.as_ref().and_then(|r| r.monitor.next_expiry_check());
-        [self.output.front().map(|&(t, _)| t), in_service, expiry].into_iter().flatten().min()
+        let mut wake = match (self.output.front(), in_service) {
+            (Some(&(a, _)), Some(b)) => Some(a.min(b)),
+            (Some(&(a, _)), None) => Some(a),
+            (None, b) => b,
+        };
+        if let Some(r) = &self.reactivity {
+            if let Some(e) = r.monitor.next_expiry_check() {
+                wake = Some(wake.map_or(e, |w| w.min(e)));
+            }
+        }
+        wake
     }
 
     /// Returns the next real packet that has left the link by `now`, with its departure time.
