@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from .config import ConfigSource, config_text
+from .config import ConfigSource, config_text, parse_quantity
 from .errors import PathtwinError
 
 #: Name of the emulator's device inside each host (pathtwin-emu's ``lab::DEVICE``).
@@ -445,17 +445,20 @@ def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None,
     The paper's hosts had w_max = 64 KB; iperf3's ``-w`` sets the socket buffers so that the
     kernel's window is capped the same way (``[tcp] max_window`` of the example).
     """
-    from .reproduce import Table2Row, _parse_rate, _parse_time, load_example, with_mode
+    from .reproduce import Table2Row, load_example, with_mode
 
     require_root()
     if shutil_which("iperf3") is None:
         raise PathtwinError("the emulated Table 2 needs iperf3 (apt-get install iperf3)")
     base = load_example("nsdi09-table2")
-    seconds = _parse_time(str(duration)) if duration else min(_parse_time(base["run"]["duration"]), 30.0)
+    if duration:
+        seconds = parse_quantity("time", str(duration), "--duration")
+    else:
+        seconds = min(parse_quantity("time", base["run"]["duration"], "run.duration"), 30.0)
     if seconds <= 1.0:
         raise PathtwinError(f"duration {duration}: must be longer than 1 s")
     wmax = base.get("tcp", {}).get("max_window")
-    window = f"{int(_parse_size_bytes(wmax))}" if wmax else None
+    window = str(int(parse_quantity("size", wmax, "tcp.max_window"))) if wmax else None
     kinds = ["measured"] * 4 + ["synthetic"] * 3
     picked = list(rows) if rows else list(range(1, len(base["path"]) + 1))
     for r in picked:
@@ -492,8 +495,8 @@ def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None,
         abw = p["abw"]
         f, rv = (abw.split("/") + [abw])[:2] if isinstance(abw, str) else abw
         achieved = {m: (sums[(k, m)][0] / seeds, sums[(k, m)][1] / seeds) for m in modes}
-        out_rows.append(Table2Row(r, kinds[r - 1] if r - 1 < len(kinds) else "", (_parse_rate(f), _parse_rate(rv)),
-                                  _parse_time(p["rtt"]) * 1e3, {m: queues[(k, m)] for m in modes}, achieved))
+        out_rows.append(Table2Row(r, kinds[r - 1] if r - 1 < len(kinds) else "", (parse_quantity("rate", f, "path.abw"), parse_quantity("rate", rv, "path.abw")),
+                                  parse_quantity("time", p["rtt"], "path.rtt") * 1e3, {m: queues[(k, m)] for m in modes}, achieved))
     return out_rows
 
 
@@ -508,7 +511,7 @@ def reproduce_figure5_emu(duration: float = 30.0, out=None) -> dict:
     base.pop("flow", None)
     a, b = base["path"][0]["between"]
     wmax = base.get("tcp", {}).get("max_window")
-    extra = ["-w", str(int(_parse_size_bytes(wmax)))] if wmax else []
+    extra = ["-w", str(int(parse_quantity("size", wmax, "tcp.max_window")))] if wmax else []
     rtt, goodput = {}, {}
     for mode in ("path", "link"):
         cfg = with_mode(base, mode)
@@ -527,9 +530,3 @@ def shutil_which(name: str):
     import shutil
 
     return shutil.which(name)
-
-
-def _parse_size_bytes(text: str) -> float:
-    from . import _native
-
-    return _native.parse_quantity("size", text)

@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import native_call
+from .config import native_call, parse_quantity
 from .errors import PathtwinError
 from .sim import simulate
 
@@ -95,25 +95,13 @@ def table2(engine: str = "sim", seeds: int = 5, duration: str | None = None, out
     for i, p in enumerate(base["path"]):
         abw = p["abw"]
         f, r = (abw.split("/") + [abw])[:2] if isinstance(abw, str) else abw
-        fwd = native_call(_parse_rate, f)
-        rev = native_call(_parse_rate, r)
-        rtt = native_call(_parse_time, p["rtt"]) * 1e3
+        fwd = parse_quantity("rate", f, f"path[{i}].abw")
+        rev = parse_quantity("rate", r, f"path[{i}].abw")
+        rtt = parse_quantity("time", p["rtt"], f"path[{i}].rtt") * 1e3
         achieved = {m: (sums[(i, m)][0] / seeds, sums[(i, m)][1] / seeds) for m in ("link", "path")}
         rows.append(Table2Row(i + 1, kinds[i] if i < len(kinds) else "", (fwd, rev), rtt,
                               {m: queues[(i, m)] for m in ("link", "path")}, achieved))
     return rows
-
-
-def _parse_rate(text: str) -> float:
-    from . import _native
-
-    return _native.parse_quantity("rate", text)
-
-
-def _parse_time(text: str) -> float:
-    from . import _native
-
-    return _native.parse_quantity("time", text)
 
 
 def _fmt_queue(q: str) -> str:
@@ -165,8 +153,4 @@ def figure5(seed: int = 1, out: Path | None = None) -> Figure5:
         f = res.flows.iloc[0]
         rtts[mode] = float(f.rtt_mean_ms)
         goodputs[mode] = float(f.goodput_bps)
-    return Figure5(rtts, goodputs, native_call(_parse_time, base["path"][0]["rtt"]) * 1e3)
-
-
-def dump_json(obj) -> str:
-    return json.dumps(obj, indent=2, default=lambda o: o.__dict__)
+    return Figure5(rtts, goodputs, parse_quantity("time", base["path"][0]["rtt"], "path[0].rtt") * 1e3)

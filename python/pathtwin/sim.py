@@ -49,7 +49,8 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
     for w in sim.warnings:
         if on_warning:
             on_warning(w)
-    pcap_hosts = json.loads(sim.resolved_json())["config"]["run"]["pcap"]
+    resolved = json.loads(sim.resolved_json())
+    pcap_hosts = resolved["config"]["run"]["pcap"]
     captures = []
     if pcap_hosts:
         if out is None:
@@ -66,7 +67,6 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
     if captures:
         native_call(sim.flush_captures)
     raw = sim.results()
-    resolved = json.loads(sim.resolved_json())
     run = {
         "pathtwin_version": __version__,
         "git_revision": git_revision(),

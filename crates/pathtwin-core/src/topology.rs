@@ -9,7 +9,7 @@
 //! concatenation along the lowest-delay node path (ties: fewer hops, then names), computed
 //! with Dijkstra.
 
-use crate::bounds::{self, PathBoundsInput, DEFAULT_MAX_QUEUE};
+use crate::bounds::{self, Bounds, PathBoundsInput, DEFAULT_MAX_QUEUE};
 use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, SharedDirection, TableSpec, View};
 use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity};
 use crate::packet::PacketMeta;
@@ -65,6 +65,7 @@ pub struct ResolvedDirection {
     pub lower_bound: u64,
     /// Eq. 4 upper bound for both directions together, bytes.
     pub upper_bound_total: f64,
+    /// Whether the path's queues satisfy Eq. 2 in each direction and Eq. 4 together.
     pub feasible: bool,
     pub shared_class: Option<usize>,
 }
@@ -149,6 +150,10 @@ struct DirSpec {
     table: AbwTable,
     queue: QueueLimit,
     rule: QueueRule,
+    /// Eq. 2/4 for the whole path (both directions, as configured).
+    bounds: Bounds,
+    /// Whether both directions' queues satisfy the bounds together.
+    feasible: bool,
 }
 
 fn parse_table(spec: &TableSpec, key: &str) -> Result<AbwTable, ConfigError> {
@@ -262,9 +267,12 @@ fn dir_specs(i: usize, p: &PathConfig, hosts: &[String], warnings: &mut Vec<Stri
     let [t0, t1] = tables;
     let id = |h: &str| hosts.iter().position(|x| x == h).expect("validated host");
     let (a, b) = (id(&p.between[0]), id(&p.between[1]));
+    let bnd = derivation.bounds;
+    let bytes = queue.map(limit_bytes);
+    let feasible = bytes[0] >= bnd.lower[0] && bytes[1] >= bnd.lower[1] && (bytes[0] + bytes[1]) as f64 <= bnd.upper_total;
     Ok([
-        DirSpec { path: i, dir: 0, src: a, dst: b, capacity: capacity[0], table: t0, queue: queue[0], rule: r0 },
-        DirSpec { path: i, dir: 1, src: b, dst: a, capacity: capacity[1], table: t1, queue: queue[1], rule: r1 },
+        DirSpec { path: i, dir: 0, src: a, dst: b, capacity: capacity[0], table: t0, queue: queue[0], rule: r0, bounds: bnd, feasible },
+        DirSpec { path: i, dir: 1, src: b, dst: a, capacity: capacity[1], table: t1, queue: queue[1], rule: r1, bounds: bnd, feasible },
     ])
 }
 
@@ -353,18 +361,6 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
             let rng = b.rng();
             hops.push(Hop { element: b.add(format!("{from}->{to} loss"), "loss", Element::Loss(RandomLoss::new(loss, rng))), slot: 0 });
         }
-        let inputs = match &s.rule {
-            QueueRule::Derived { inputs, .. } => Some(*inputs),
-            QueueRule::Fixed(_) => None,
-        };
-        let bnd = bounds::bounds(&inputs.unwrap_or(PathBoundsInput {
-            abw: [s.table.at(1); 2],
-            capacity: [s.capacity; 2],
-            rtt_base: p.rtt,
-            wmax: p.wmax.map(|w| w.bytes()).unwrap_or(DEFAULT_WMAX),
-            flows: [1, 1],
-        }));
-        let lower = bnd.lower[if inputs.is_some() { s.dir } else { 0 }];
         b.net.resolved.push(ResolvedDirection {
             path: s.path,
             from,
@@ -374,10 +370,10 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
             abw: s.table.at(1),
             one_way_delay: one_way,
             queue: s.queue,
-            queue_derived: inputs.is_some(),
-            lower_bound: lower,
-            upper_bound_total: bnd.upper_total,
-            feasible: limit_bytes(s.queue) >= lower,
+            queue_derived: matches!(s.rule, QueueRule::Derived { .. }),
+            lower_bound: s.bounds.lower[s.dir],
+            upper_bound_total: s.bounds.upper_total,
+            feasible: s.feasible,
             shared_class,
         });
         b.set_route(s.src, s.dst, hops);

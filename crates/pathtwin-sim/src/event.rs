@@ -7,7 +7,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// What happens at an event. Indices refer to the simulation's tables.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     /// An element may have packets to release.
     Element(u32),
@@ -21,7 +21,7 @@ pub enum Event {
 }
 
 /// Application steps, see [`crate::app`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AppStep {
     Start,
     Stop,

@@ -558,12 +558,8 @@ impl Simulation {
             if !conn.started {
                 continue;
             }
+            let delivered = conn.delivered();
             let ep = &conn.endpoints[CLIENT];
-            let delivered = conn.endpoints[SERVER].stats().bytes_delivered
-                + match conn.app {
-                    App::ReqResp(_) => ep.stats().bytes_delivered,
-                    _ => 0,
-                };
             let goodput = (delivered - conn.delivered_at_last_sample) as f64 * 8.0 / interval;
             conn.delivered_at_last_sample = delivered;
             self.flow_series.push(vec![
