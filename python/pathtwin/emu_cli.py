@@ -76,6 +76,10 @@ def up(
     pcap: Optional[Path] = typer.Option(None, "--pcap", help="Directory for one capture per host."),
     cc: Optional[str] = typer.Option(None, "--cc", help="Kernel congestion control for every host (e.g. cubic, reno, bbr)."),
     spin_us: float = typer.Option(0.0, "--spin-us", help="Poll instead of sleeping this close to a deadline."),
+    high_priority: bool = typer.Option(True, "--high-priority/--no-high-priority", help="Run the emulator loop at nice -20 (default on)."),
+    busy_poll_us: float = typer.Option(0.0, "--busy-poll-us", help="Keep polling this long after each packet instead of sleeping."),
+    cpu_latency_qos: bool = typer.Option(True, "--cpu-latency-qos/--no-cpu-latency-qos",
+                                         help="Keep idle CPUs polling while running (/dev/cpu_dma_latency = 0; default on)."),
 ) -> None:
     """Start an emulation in the background and print its hosts and addresses."""
     require_root()
@@ -85,11 +89,15 @@ def up(
     out = out or Path(f"pathtwin-emu-{run_id}")
     log = Path(f"/tmp/pathtwin-emu-{run_id}.log")
     args = [sys.executable, "-m", "pathtwin.emulation", str(topology.resolve()), "--run-id", run_id,
-            "--out", str(out.resolve()), "--spin-us", str(spin_us)]
+            "--out", str(out.resolve()), "--spin-us", str(spin_us), "--busy-poll-us", str(busy_poll_us)]
     if pcap is not None:
         args += ["--pcap", str(pcap.resolve())]
     if cc is not None:
         args += ["--cc", cc]
+    if not high_priority:
+        args.append("--no-high-priority")
+    if not cpu_latency_qos:
+        args.append("--no-cpu-latency-qos")
     with open(log, "wb") as err:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
     line = proc.stdout.readline().decode(errors="replace").strip()

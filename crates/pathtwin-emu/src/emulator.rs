@@ -20,6 +20,7 @@ use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::topology::{self, ElementInfo, ResolvedDirection};
 use serde::Serialize;
 
+use crate::clock::CpuLatencyRequest;
 use crate::device::Tun;
 use crate::engine::{Engine, EngineError, FlowCounters, HostCounters, QueueSample, Route, RouteCounters, TimingOptions};
 use crate::lab::{HostInfo, Lab, DEVICE};
@@ -41,7 +42,7 @@ pub enum EmuError {
 }
 
 /// Knobs of the driver that are not part of the network model.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct EmulatorOptions {
     /// Use this run id instead of a fresh one.
     pub run_id: Option<RunId>,
@@ -49,6 +50,26 @@ pub struct EmulatorOptions {
     pub cc: Option<String>,
     /// Spin instead of sleeping for deadlines closer than this.
     pub spin: Duration,
+    /// Poll the devices for this long after each datagram instead of sleeping.
+    pub busy_poll: Duration,
+    /// Raise the loop thread's priority (see [`crate::priority`]).
+    pub high_priority: bool,
+    /// Keep idle CPUs polling while the emulation runs (see [`CpuLatencyRequest`]).
+    pub cpu_latency_qos: bool,
+}
+
+impl Default for EmulatorOptions {
+    fn default() -> Self {
+        let timing = TimingOptions::default();
+        EmulatorOptions {
+            run_id: None,
+            cc: None,
+            spin: timing.spin,
+            busy_poll: timing.busy_poll,
+            high_priority: timing.high_priority,
+            cpu_latency_qos: true,
+        }
+    }
 }
 
 /// A running emulation. Dropping it stops the loop and removes every host.
@@ -57,6 +78,7 @@ pub struct Emulator {
     // namespaces holding them are deleted.
     engine: Engine<Tun>,
     lab: Lab,
+    _cpu_latency: Option<CpuLatencyRequest>,
     element_info: Vec<ElementInfo>,
     resolved: Vec<ResolvedDirection>,
     warnings: Vec<String>,
@@ -75,6 +97,10 @@ pub struct Snapshot {
     pub wake_lateness: LatenessSummary,
     /// Pushes moved up to their element's time (see `Engine::reordered_pushes`).
     pub reordered_pushes: u64,
+    /// Whether the loop's thread ran at a raised priority, and how often it switched between
+    /// `SCHED_FIFO` and the default policy (see [`crate::priority`]).
+    pub high_priority: bool,
+    pub priority_switches: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -244,13 +270,29 @@ impl Emulator {
                 }
             }
         }
-        let timing = TimingOptions { spin: opts.spin, sample_every: config.run.sample_interval };
         let element_info = net.element_info.clone();
         let resolved = net.resolved.clone();
-        let warnings = net.warnings.clone();
+        let mut warnings = net.warnings.clone();
+        let cpu_latency = if opts.cpu_latency_qos {
+            CpuLatencyRequest::hold()
+                .map_err(|e| {
+                    warnings.push(format!("idle CPUs keep their default sleep (/dev/cpu_dma_latency: {e}); wake-ups add latency"))
+                })
+                .ok()
+        } else {
+            None
+        };
+        let timing = TimingOptions {
+            spin: opts.spin,
+            busy_poll: opts.busy_poll,
+            sample_every: config.run.sample_interval,
+            high_priority: opts.high_priority,
+            // Real-time wake-ups only pay off when idle CPUs poll (see `priority`).
+            fifo_while_idle: cpu_latency.is_some(),
+        };
         let elements: Vec<Element<_>> = net.elements;
         let engine = Engine::new(ports, elements, routes, timing)?;
-        Ok(Emulator { engine, lab, element_info, resolved, warnings, config })
+        Ok(Emulator { engine, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config })
     }
 
     pub fn run_id(&self) -> &RunId {
@@ -296,18 +338,16 @@ impl Emulator {
             .iter()
             .enumerate()
             .filter_map(|(i, e)| e.as_queue().map(|q| (i, q)))
-            .map(|(i, q)| {
-                QueueSnapshot {
-                    element: i,
-                    name: self.element_info[i].name.clone(),
-                    capacity_bps: q.capacity().bps(),
-                    abw_bps: q.abw().bps(),
-                    limit: q.limit().to_string(),
-                    occupancy: q.occupancy(),
-                    stats: *q.stats(),
-                    placeholder_share: q.placeholder_share(),
-                    active_flows: q.active_flows().map(<[u32]>::to_vec).unwrap_or_default(),
-                }
+            .map(|(i, q)| QueueSnapshot {
+                element: i,
+                name: self.element_info[i].name.clone(),
+                capacity_bps: q.capacity().bps(),
+                abw_bps: q.abw().bps(),
+                limit: q.limit().to_string(),
+                occupancy: q.occupancy(),
+                stats: *q.stats(),
+                placeholder_share: q.placeholder_share(),
+                active_flows: q.active_flows().map(<[u32]>::to_vec).unwrap_or_default(),
             })
             .collect();
         let hosts = names
@@ -324,6 +364,8 @@ impl Emulator {
             lateness: (&self.engine.lateness).into(),
             wake_lateness: (&self.engine.wake_lateness).into(),
             reordered_pushes: self.engine.reordered_pushes,
+            high_priority: self.engine.governor.is_some(),
+            priority_switches: self.engine.governor.as_ref().map_or(0, |g| g.switches),
         }
     }
 

@@ -5,24 +5,36 @@
 //! namespace, TUN device, addresses and hosts file each), [`device`] (the [`device::PacketIo`]
 //! trait and TUN), [`packet`] (IPv4/IPv6 TCP/UDP/ICMP parsing into `PacketMeta`),
 //! [`clock`] (real clock ↔ model time, absolute `timerfd` deadlines, 1 ns timer slack),
-//! [`lateness`] (histograms), [`engine`] (the release loop), [`emulator`] (config → hosts →
-//! loop → results). Python (`pathtwin.emulation`) owns processes, captures and result files.
+//! [`lateness`] (histograms), [`priority`] (the loop thread's scheduling), [`engine`] (the
+//! release loop), [`emulator`] (config → hosts → loop → results). Python (`pathtwin.emulation`) owns processes, captures and result files.
 //!
 //! # Packet I/O and threading, and why
 //! TUN devices (as Mahimahi), one per host, all read and written by **one thread** with one
-//! epoll set and one `timerfd`. Measured on the 2-core development VM (shared with other
-//! builds, so absolute numbers are noisy; `bench/emu/run.py`, iperf3 at MTU 1500, 5 s):
+//! epoll set and one `timerfd`; each datagram is carried through the model and written
+//! before the next is read. Measured on the 2-core development VM with `bench/emu/run.py`
+//! (iperf3 at MTU 1500, 5 s; idle UDP echo RTT; every case of a pass under the same CPU idle
+//! policy; pathtwin's defaults: nice −20 with `SCHED_FIFO` while mostly idle, idle CPUs
+//! polling):
 //!
-//! | case | throughput | idle UDP RTT p50 (added over veth) | release lateness p50/p99 |
+//! | case | throughput | idle RTT p50 (added over veth) | release lateness p50/p99/max |
 //! |---|---|---|---|
-//! | raw veth between two namespaces | 10.9 Gbit/s | 114 µs (—) | — |
-//! | pathtwin, unlimited path (0 ms, 100 Gbit/s) | 1.70 Gbit/s (0.16× veth) | 232 µs (+118 µs) | 201 / 672 µs |
-//! | pathtwin, 1 Gbit/s, 1 ms RTT | 0.94 Gbit/s | 1244 µs (+131 µs beyond the 1 ms) | 54 / 4063 µs |
+//! | raw veth between two namespaces | 14.9 Gbit/s | 21 µs (—) | — |
+//! | pathtwin, unlimited path (0 ms, 100 Gbit/s) | 2.41 Gbit/s | 41 µs (+20 µs) | 0 / 1 / 217 µs |
+//! | Rattan 0.1.1, same (AF_PACKET on veth, one worker) | 1.22 Gbit/s | 137 µs (+116 µs) | — |
+//! | pathtwin, 1 Gbit/s, 1 ms RTT | 0.96 Gbit/s | 1084 µs | 18 / 82 / 1560 µs |
+//! | Rattan, 1 Gbit/s, 1 ms RTT | 0.63 Gbit/s | 1090 µs | — |
 //!
-//! Timer wake-ups (deadline → loop running) measured 25 µs p50, 74 µs p99 under load;
-//! an idle 40 ms path echoes in 40.2–40.5 ms. With two cores for the emulator, two hosts'
-//! kernels and iperf3, a second emulator thread has no core of its own, so one thread is
-//! the choice here; AF_PACKET on veth was not measured yet (the trait is there for it).
+//! With CPUs that halt when idle (`cpu_latency_qos` off) throughput is the same but a
+//! sleeping loop takes tens of µs to wake: unlimited path +260–280 µs over veth (Rattan
+//! +100–150 µs). What got the loop from 1.6 to 2.4 Gbit/s and from +100 to +20 µs: one heap
+//! entry per due element ([`engine`]), no preemption by the hosts it wakes ([`priority`]),
+//! polling idle CPUs ([`clock::CpuLatencyRequest`]), buffers reused instead of allocated.
+//! A profile of the unlimited path then shows the kernel's own work dominating: the receiving
+//! host's TCP runs in the loop's `write(2)` (TUN delivers in the writer's context), which
+//! AF_PACKET on veth (Rattan's choice) does as well, so it was not pursued. With two cores for
+//! the emulator, two hosts' kernels and iperf3, a second emulator thread has no core of its
+//! own; one thread is the choice here. Timer wake-ups (deadline → loop running) are ~20 µs
+//! at p50; `--spin-us 30` wakes that much early and polls through, for lateness p50 < 1 µs.
 
 pub mod clock;
 pub mod device;
@@ -32,5 +44,6 @@ pub mod lab;
 pub mod lateness;
 pub mod netns;
 pub mod packet;
+pub mod priority;
 
 pub use emulator::{EmuError, Emulator, EmulatorOptions};

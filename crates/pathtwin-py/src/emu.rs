@@ -23,7 +23,9 @@ const SNAPSHOT_EVERY: Duration = Duration::from_millis(250);
 
 fn pathtwin_error(py: Python<'_>, msg: impl std::fmt::Display) -> PyErr {
     match py.import("pathtwin.errors").and_then(|m| m.getattr("PathtwinError")) {
-        Ok(cls) => PyErr::from_value(cls.call1((msg.to_string(),)).unwrap_or_else(|e| e.into_value(py).into_bound(py).into_any())),
+        Ok(cls) => {
+            PyErr::from_value(cls.call1((msg.to_string(),)).unwrap_or_else(|e| e.into_value(py).into_bound(py).into_any()))
+        }
         Err(e) => e,
     }
 }
@@ -52,7 +54,8 @@ impl EmuRun {
     /// Starts an emulation of `config_text` (TOML, or JSON when `json` is true, as Python
     /// dicts are passed; `origin` names the file in errors).
     #[new]
-    #[pyo3(signature = (config_text, origin = "", json = false, run_id = None, cc = None, spin_us = 0.0))]
+    #[pyo3(signature = (config_text, origin = "", json = false, run_id = None, cc = None, spin_us = 0.0,
+                        high_priority = true, busy_poll_us = 0.0, cpu_latency_qos = true))]
     fn new(
         py: Python<'_>,
         config_text: &str,
@@ -61,14 +64,26 @@ impl EmuRun {
         run_id: Option<&str>,
         cc: Option<String>,
         spin_us: f64,
+        high_priority: bool,
+        busy_poll_us: f64,
+        cpu_latency_qos: bool,
     ) -> PyResult<Self> {
         let config = if json { Config::from_json(config_text) } else { Config::from_toml(config_text, origin) };
         let config = config.map_err(|e| pathtwin_error(py, e))?;
         let run_id = run_id.map(RunId::parse).transpose().map_err(|e| pathtwin_error(py, e))?;
-        if !(0.0..=1e6).contains(&spin_us) {
-            return Err(pathtwin_error(py, format!("spin {spin_us} µs must be between 0 and 1 s")));
+        for (what, us) in [("spin", spin_us), ("busy poll", busy_poll_us)] {
+            if !(0.0..=1e6).contains(&us) {
+                return Err(pathtwin_error(py, format!("{what} {us} µs must be between 0 and 1 s")));
+            }
         }
-        let opts = EmulatorOptions { run_id, cc, spin: Duration::from_secs_f64(spin_us * 1e-6) };
+        let opts = EmulatorOptions {
+            run_id,
+            cc,
+            spin: Duration::from_secs_f64(spin_us * 1e-6),
+            busy_poll: Duration::from_secs_f64(busy_poll_us * 1e-6),
+            high_priority,
+            cpu_latency_qos,
+        };
         let emu = py.allow_threads(|| Emulator::start(config, &opts)).map_err(|e| pathtwin_error(py, e))?;
         let hosts_json = serde_json::to_string(emu.hosts()).expect("host info serializes");
         let run_id = emu.run_id().to_string();

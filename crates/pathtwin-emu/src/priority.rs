@@ -1,0 +1,165 @@
+//! The loop thread's scheduling: nice −20 always, and `SCHED_FIFO` for as long as the loop
+//! has idle time to spare.
+//!
+//! Three measurements on the 2-core development VM set this up (`bench/emu/run.py`):
+//! - **Preemption.** Writing a packet wakes the receiving host's process; under the default
+//!   policy and nice 0 that process preempted the loop on its way back from `write(2)` (a
+//!   quarter of the loop's samples were in `finish_task_switch`). As `SCHED_FIFO` the loop
+//!   is never preempted by a host: idle UDP echo RTT over a zero-delay path, idle CPUs
+//!   polling, was 40–60 µs against 110–125 µs at nice −20 under the default policy (veth
+//!   alone: ~20 µs).
+//! - **Real-time throttling.** A `SCHED_FIFO` loop that is busy all the time (an unlimited
+//!   path under iperf3, or 1 Gbit/s) exceeds the kernel's real-time budget
+//!   (`sched_rt_runtime_us`, 95 % of each second) and is then stopped for ~50 ms: release
+//!   lateness max 48 ms, against 2.7 ms at nice −20 under the default policy, which also
+//!   carried slightly more (0.96 vs 0.93 Gbit/s on the 1 Gbit/s path).
+//! - **Idle CPUs.** The first number holds with idle CPUs polling (the emulator's PM QoS
+//!   request, [`crate::clock::CpuLatencyRequest`]). With CPUs that halt when idle,
+//!   `SCHED_FIFO` made the idle RTT worse (264–293 µs p50 against 196–219 µs at nice 0; veth
+//!   88–110 µs): a real-time thread is woken on the CPU it last ran on, halted, where the
+//!   default policy may wake it on the waker's running CPU. So `SCHED_FIFO` is only used
+//!   together with that request.
+//!
+//! So the loop runs as `SCHED_FIFO` while it is mostly idle and drops to the default policy
+//! (keeping nice −20) when, over a window, it was busy more than [`Governor::DEMOTE_ABOVE`]
+//! of the time; it goes back below [`Governor::PROMOTE_BELOW`]. The hysteresis keeps it from
+//! flapping. Busy time is wall time outside `epoll_wait`, which over-counts (time the loop
+//! was preempted counts as busy), so the budget is never reached by surprise.
+
+use std::io;
+
+/// The loop's nice value under either policy.
+pub const LOOP_NICE: i32 = -20;
+/// Real-time priority while promoted: the lowest, above every normal thread.
+const FIFO_PRIORITY: i32 = 1;
+
+/// Gives the calling thread nice value `nice` (Linux applies `PRIO_PROCESS` with a thread id
+/// to that thread alone).
+pub fn set_thread_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: gettid has no preconditions; setpriority on our own thread id.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Switches the calling thread between `SCHED_FIFO` (at [`FIFO_PRIORITY`]) and the default
+/// policy (where its nice value applies again).
+pub fn set_thread_fifo(fifo: bool) -> io::Result<()> {
+    let (policy, priority) = if fifo { (libc::SCHED_FIFO, FIFO_PRIORITY) } else { (libc::SCHED_OTHER, 0) };
+    let param = libc::sched_param { sched_priority: priority };
+    // SAFETY: sched_setscheduler on the calling thread (0) with a param we own.
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// What the governor wants done to the thread after a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Switch {
+    ToFifo,
+    ToDefault,
+}
+
+/// Tracks the loop's busy share over fixed windows and decides the policy.
+#[derive(Clone, Debug)]
+pub struct Governor {
+    window_start_ns: u64,
+    idle_ns: u64,
+    fifo: bool,
+    fifo_allowed: bool,
+    /// Policy changes made so far (reported with the results).
+    pub switches: u64,
+}
+
+impl Governor {
+    /// Length of one measurement window.
+    pub const WINDOW_NS: u64 = 50_000_000;
+    /// Busy share above which a `SCHED_FIFO` loop drops to the default policy.
+    pub const DEMOTE_ABOVE: f64 = 0.80;
+    /// Busy share below which a loop under the default policy becomes `SCHED_FIFO` again.
+    pub const PROMOTE_BELOW: f64 = 0.50;
+
+    /// A governor for a thread currently as `fifo` says, starting its first window at `now_ns`;
+    /// it only ever promotes to `SCHED_FIFO` if `fifo_allowed` (false: nice −20 only).
+    pub fn new(now_ns: u64, fifo: bool, fifo_allowed: bool) -> Governor {
+        Governor { window_start_ns: now_ns, idle_ns: 0, fifo, fifo_allowed, switches: 0 }
+    }
+
+    pub fn is_fifo(&self) -> bool {
+        self.fifo
+    }
+
+    /// Records `ns` spent waiting in `epoll_wait`.
+    pub fn idle(&mut self, ns: u64) {
+        self.idle_ns += ns;
+    }
+
+    /// Closes the window if it is over; returns the switch to make, if any (the caller makes
+    /// it and reports back with [`Governor::switched`]).
+    pub fn tick(&mut self, now_ns: u64) -> Option<Switch> {
+        let elapsed = now_ns.saturating_sub(self.window_start_ns);
+        if elapsed < Self::WINDOW_NS {
+            return None;
+        }
+        let busy = 1.0 - (self.idle_ns.min(elapsed) as f64 / elapsed as f64);
+        self.window_start_ns = now_ns;
+        self.idle_ns = 0;
+        match self.fifo {
+            true if busy > Self::DEMOTE_ABOVE => Some(Switch::ToDefault),
+            false if self.fifo_allowed && busy < Self::PROMOTE_BELOW => Some(Switch::ToFifo),
+            _ => None,
+        }
+    }
+
+    /// The switch was made.
+    pub fn switched(&mut self, to: Switch) {
+        self.fifo = to == Switch::ToFifo;
+        self.switches += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const W: u64 = Governor::WINDOW_NS;
+
+    #[test]
+    fn a_saturated_fifo_loop_is_demoted_and_promoted_again_once_mostly_idle() {
+        let mut g = Governor::new(0, true, true);
+        // 90 % busy: above the demotion threshold.
+        g.idle(W / 10);
+        assert_eq!(g.tick(W), Some(Switch::ToDefault));
+        g.switched(Switch::ToDefault);
+        // 60 % busy: between the thresholds, so no change either way.
+        g.idle(W * 4 / 10);
+        assert_eq!(g.tick(2 * W), None);
+        assert!(!g.is_fifo());
+        // 30 % busy: promoted.
+        g.idle(W * 7 / 10);
+        assert_eq!(g.tick(3 * W), Some(Switch::ToFifo));
+        g.switched(Switch::ToFifo);
+        assert!(g.is_fifo());
+        assert_eq!(g.switches, 2);
+    }
+
+    #[test]
+    fn nothing_is_decided_before_a_window_is_over_and_a_mostly_idle_fifo_loop_stays() {
+        let mut g = Governor::new(1_000, true, true);
+        assert_eq!(g.tick(1_000 + W - 1), None);
+        g.idle(W);
+        assert_eq!(g.tick(1_000 + 2 * W), None);
+        assert!(g.is_fifo());
+    }
+
+    #[test]
+    fn without_fifo_allowed_an_idle_loop_stays_under_the_default_policy() {
+        let mut g = Governor::new(0, false, false);
+        g.idle(W);
+        assert_eq!(g.tick(W), None);
+        assert!(!g.is_fifo());
+    }
+}
