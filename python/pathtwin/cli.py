@@ -180,9 +180,12 @@ def reproduce(
         rows = rp.table2(engine=engine, seeds=seeds, duration=duration, out=out,
                          progress=None if as_json else (lambda m, s: err.print(f"  {m} mode, seed {s} done")))
         if as_json:
+            modes = ("link", "path")
             print(json.dumps([{"row": r.index, "abw": r.abw, "rtt_ms": r.rtt_ms, "queue": r.queue,
-                               "achieved": r.achieved,
-                               "error": {m: [r.error(m, 0), r.error(m, 1)] for m in ("link", "path")}} for r in rows], indent=2))
+                               "achieved": r.achieved, "error": {m: [r.error(m, 0), r.error(m, 1)] for m in modes},
+                               **({"ip_achieved": r.ip_achieved,
+                                   "ip_error": {m: [r.error(m, 0, True), r.error(m, 1, True)] for m in modes}}
+                                  if r.ip_achieved else {})} for r in rows], indent=2))
         else:
             rp.print_table2(rows, title=f"NSDI'09 Table 2 ({'simulation' if engine == 'sim' else 'emulation'}, {seeds} seed{'s' if seeds > 1 else ''})")
     elif name == "nsdi09-figure5":

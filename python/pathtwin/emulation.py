@@ -453,14 +453,31 @@ def _iperf_result(p: subprocess.Popen, what: str) -> dict:
     return d
 
 
+def _iperf_ip_rate(flows: list, src: str, dst: str, port: int = 5201) -> float:
+    """IP-level rate (bit/s) of all foreground traffic the emulated path delivered from host
+    ``src`` to ``dst`` during the iperf3 test from ``src``: its data and control packets and
+    the ACKs of the test running the other way, which share the direction's ABW; headers and
+    retransmissions included. Timed over the data connection (the TCP flow to ``port`` with
+    the most bytes), first packet to last."""
+    route = [f for f in flows if f["route_src"] == src and f["route_dst"] == dst]
+    data = [f for f in route if f["proto"] == 6 and f["dst_port"] == port]
+    if not data:
+        raise PathtwinError(f"no iperf3 traffic from {src} to {dst} crossed the emulator")
+    d = max(data, key=lambda f: f["bytes_out"])
+    span = (d["last_ns"] - d["first_ns"]) * 1e-9
+    return sum(f["bytes_out"] for f in route) * 8 / span if span > 0 else 0.0
+
+
 def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None, rows: Optional[Sequence[int]] = None,
-                         modes: Sequence[str] = ("link", "path")):
+                         modes: Sequence[str] = ("link", "path"), cc: str = "cubic"):
     """NSDI'09 Table 2 with the kernel's TCP: for each row, iperf3 flows in both directions at
     once, all rows side by side in one emulation, once per mode (and seed, for symmetry with
     the simulator; the kernel's TCP is the randomness here). ``rows`` picks rows (1-based).
 
     The paper's hosts had w_max = 64 KB; iperf3's ``-w`` sets the socket buffers so that the
-    kernel's window is capped the same way (``[tcp] max_window`` of the example).
+    kernel's window is capped the same way (``[tcp] max_window`` of the example). The hosts
+    run the kernel's ``cc`` (CUBIC, the usual Linux default, unless asked otherwise), not the
+    example's NewReno, which is the simulator's choice.
     """
     from .reproduce import Table2Row, load_example, with_mode
 
@@ -486,23 +503,28 @@ def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None,
     cfg0["hosts"] = [h for p in cfg0["path"] for h in p["between"]]
     cfg0.pop("flow", None)
     sums: dict = {}
+    ip_sums: dict = {}
     queues: dict = {}
     for mode in modes:
         for seed in range(1, seeds + 1):
             cfg = with_mode(cfg0, mode)
             cfg.setdefault("run", {})["seed"] = seed
             target = Path(out) / f"emu-{mode}-seed{seed}" if out else None
-            with Emulation(cfg, out=target) as net:
+            with Emulation(cfg, out=target, cc=cc) as net:
                 clients = []
                 for k, p in enumerate(cfg["path"]):
                     clients.append(_iperf_pair(net, *p["between"], seconds, window, port=5201))
                 got = [[_iperf_result(c, f"row {picked[k]}")["end"]["sum_received"]["bits_per_second"] for c in pair]
                        for k, pair in enumerate(clients)]
             resolved = net.results["resolved"]
-            for k in range(len(picked)):
+            for k, p in enumerate(cfg["path"]):
+                a, b = p["between"]
                 s = sums.setdefault((k, mode), [0.0, 0.0])
                 s[0] += got[k][0]
                 s[1] += got[k][1]
+                ip = ip_sums.setdefault((k, mode), [0.0, 0.0])
+                ip[0] += _iperf_ip_rate(net.results["flows"], a, b)
+                ip[1] += _iperf_ip_rate(net.results["flows"], b, a)
                 queues[(k, mode)] = "/".join(r["queue"] for r in resolved if r["path"] == k)
             if progress:
                 progress(mode, seed)
@@ -512,8 +534,10 @@ def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None,
         abw = p["abw"]
         f, rv = (abw.split("/") + [abw])[:2] if isinstance(abw, str) else abw
         achieved = {m: (sums[(k, m)][0] / seeds, sums[(k, m)][1] / seeds) for m in modes}
+        ip_achieved = {m: (ip_sums[(k, m)][0] / seeds, ip_sums[(k, m)][1] / seeds) for m in modes}
         out_rows.append(Table2Row(r, kinds[r - 1] if r - 1 < len(kinds) else "", (parse_quantity("rate", f, "path.abw"), parse_quantity("rate", rv, "path.abw")),
-                                  parse_quantity("time", p["rtt"], "path.rtt") * 1e3, {m: queues[(k, m)] for m in modes}, achieved))
+                                  parse_quantity("time", p["rtt"], "path.rtt") * 1e3, {m: queues[(k, m)] for m in modes}, achieved,
+                                  ip_achieved))
     return out_rows
 
 

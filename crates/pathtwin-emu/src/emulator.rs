@@ -187,6 +187,34 @@ pub struct FlowRow {
     pub counters: FlowCounters,
 }
 
+const CC_ALLOWED: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+const CC_AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+
+/// A network namespace other than the first may only make a congestion control its default
+/// if the machine lists it in `tcp_allowed_congestion_control` (a machine-wide list, kept by
+/// the first namespace; the kernel answers EPERM otherwise). A distribution's default is in
+/// it, others loaded as modules may not be (here: default bbr, allowed "reno bbr", cubic
+/// available). The one a topology asks for is added to the list — it only permits, it
+/// changes no one's default — and is left there, as other runs may rely on it.
+fn allow_congestion_control(cc: &str) -> Result<(), EmuError> {
+    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.split_whitespace().map(str::to_string).collect::<Vec<_>>());
+    let (Ok(allowed), Ok(available)) = (read(CC_ALLOWED), read(CC_AVAILABLE)) else {
+        return Ok(()); // No procfs view: let the sysctl itself report what is wrong.
+    };
+    if allowed.iter().any(|a| a == cc) {
+        return Ok(());
+    }
+    if !available.iter().any(|a| a == cc) {
+        return Err(EmuError::Config(ConfigError::invalid(
+            "tcp.cc",
+            format!("the kernel has no congestion control {cc:?} (available: {})", available.join(" ")),
+        )));
+    }
+    let list = allowed.iter().map(String::as_str).chain([cc]).collect::<Vec<_>>().join(" ");
+    std::fs::write(CC_ALLOWED, list)
+        .map_err(|e| EmuError::Config(ConfigError::invalid("tcp.cc", format!("cannot allow {cc:?} in namespaces ({CC_ALLOWED}: {e})"))))
+}
+
 fn kernel_settings(cfg: &Config, opts: &EmulatorOptions) -> (Vec<(String, String)>, Vec<String>) {
     let t = &cfg.tcp;
     let mut sysctls = Vec::new();
@@ -198,6 +226,7 @@ fn kernel_settings(cfg: &Config, opts: &EmulatorOptions) -> (Vec<(String, String
     if let Some(cc) = cc {
         sysctls.push(("net.ipv4.tcp_congestion_control".to_string(), cc));
     }
+    // (Whether the kernel lets a namespace use `cc` is settled by `allow_congestion_control`.)
     if let Some(sack) = t.sack {
         sysctls.push(("net.ipv4.tcp_sack".to_string(), if sack { "1" } else { "0" }.to_string()));
     }
@@ -243,6 +272,9 @@ impl Emulator {
         let net = topology::compile::<crate::engine::EmuPacket>(&config)?;
         let run = opts.run_id.clone().unwrap_or_else(RunId::generate);
         let (sysctls, route_attrs) = kernel_settings(&config, opts);
+        if let Some((_, cc)) = sysctls.iter().find(|(k, _)| k == "net.ipv4.tcp_congestion_control") {
+            allow_congestion_control(cc)?;
+        }
         let (lab, ports) = Lab::create(&run, &net.hosts, &sysctls)?;
         if !route_attrs.is_empty() {
             for h in lab.hosts() {

@@ -1,7 +1,7 @@
 //! Namespaces, run ids and cleanup: everything the emulator creates in the kernel is named
-//! after a [`RunId`], recorded under [`STATE_ROOT`], and removed by [`Run::drop`] — or, when
-//! the owner died without running it (SIGKILL, power loss of the process), by
-//! [`cleanup_stale`] at the next start.
+//! after a [`RunId`], recorded under [`STATE_ROOT`], and removed when its [`RunDir`] is
+//! dropped — or, when the owner died without running it (SIGKILL, power loss of the
+//! process), by [`cleanup_stale`] at the next start.
 //!
 //! Names: a host `h` of run `r` is the network namespace `pt-r-h`; its hosts file (read by
 //! `ip netns exec` through `/etc/netns/pt-r-h/hosts`) maps every host name of the run to its

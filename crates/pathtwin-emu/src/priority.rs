@@ -44,7 +44,7 @@ pub fn set_thread_nice(nice: i32) -> io::Result<()> {
     Ok(())
 }
 
-/// Switches the calling thread between `SCHED_FIFO` (at [`FIFO_PRIORITY`]) and the default
+/// Switches the calling thread between `SCHED_FIFO` (at priority 1, the lowest) and the default
 /// policy (where its nice value applies again).
 pub fn set_thread_fifo(fifo: bool) -> io::Result<()> {
     let (policy, priority) = if fifo { (libc::SCHED_FIFO, FIFO_PRIORITY) } else { (libc::SCHED_OTHER, 0) };
