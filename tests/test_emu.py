@@ -133,6 +133,7 @@ def test_result_directory_has_run_json_tables_and_lateness(tmp_path):
     assert run["engine"] == "emu"
     assert run["resolved_paths"][0]["one_way_delay"] == "20ms"
     lat = run["timing"]["release_lateness"]
+    assert run["timing"]["high_priority"] is True
     assert lat["count"] > 0 and lat["p50_ns"] <= lat["p99_ns"] <= lat["max_ns"]
     flows = pd.read_parquet(tmp_path / "run" / "flows.parquet")
     data = flows[(flows.route_src == "a") & (flows.dst_port == 5201)]
@@ -292,3 +293,25 @@ def test_a_congestion_control_the_machine_does_not_allow_in_namespaces_is_allowe
 def test_a_congestion_control_the_kernel_lacks_is_a_one_line_error():
     with pytest.raises(PathtwinError, match=r"tcp\.cc: the kernel has no congestion control \"nosuchcc\""):
         Emulation(TWO_HOSTS, cc="nosuchcc").start()
+
+
+def loop_thread_sched() -> tuple[int, int]:
+    """(nice, policy) of this process's emulator loop thread, from /proc (policy 0 is
+    SCHED_OTHER, 1 SCHED_FIFO)."""
+    for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+        if Path(f"/proc/{os.getpid()}/task/{tid}/comm").read_text().startswith("pathtwin-emu"):
+            fields = Path(f"/proc/{os.getpid()}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            return int(fields[16]), int(fields[38])  # stat fields 19 (nice) and 41 (policy)
+    raise AssertionError("no emulator loop thread")
+
+
+def test_the_loop_runs_at_high_priority_and_fifo_only_while_idle_cpus_poll():
+    with Emulation(TWO_HOSTS) as net:
+        echo_rtts(net, "a", "b", net["b"].ipv4, n=3)  # the loop has run and set itself up
+        assert loop_thread_sched() == (-20, 1)
+    with Emulation(TWO_HOSTS, cpu_latency_qos=False) as net:
+        echo_rtts(net, "a", "b", net["b"].ipv4, n=3)
+        assert loop_thread_sched() == (-20, 0)
+    with Emulation(TWO_HOSTS, high_priority=False) as net:
+        echo_rtts(net, "a", "b", net["b"].ipv4, n=3)
+        assert loop_thread_sched()[1] == 0
