@@ -17,7 +17,12 @@
 //!    already used.) An output is pushed into the next hop *at its model departure time*, so
 //!    lateness in the loop never becomes extra delay in the model;
 //! 3. writes — a packet leaving its last hop at model time t is written at once (t ≤ now);
-//!    `now − t` is its release lateness, recorded in a histogram.
+//!    `now − t`, taken as it is handed to the kernel, is its release lateness, recorded in a
+//!    histogram.
+//!
+//! Between wake-ups the loop sleeps in `epoll_wait` (or, with [`TimingOptions::spin`] or
+//! [`TimingOptions::busy_poll`], polls); the time it spends there tells the
+//! [`crate::priority::Governor`] how busy the loop is.
 //!
 //! The engine knows nothing about namespaces or configs: it is given devices, elements and
 //! routes (see `model` for building those from a topology).
