@@ -658,23 +658,22 @@ mod tests {
         Element::Queue(BandwidthQueue::new(Rate::from_bps(capacity_bps), Rate::from_bps(abw_bps), Box::new(q), rng_for(1, 0)))
     }
 
+    /// An engine over `n` recording hosts 10.0.0.1..=n, without sampling or priority changes.
+    fn engine(n: u8, elements: Vec<Element<EmuPacket>>, routes: Vec<Route>) -> Engine<Recorder> {
+        let hosts = (1..=n)
+            .map(|i| HostPort { name: format!("h{i}"), device: Recorder::new(), addrs: vec![IpAddr::from([10, 0, 0, i])] })
+            .collect();
+        let timing = TimingOptions { sample_every: Duration::ZERO, high_priority: false, ..TimingOptions::default() };
+        Engine::new(hosts, elements, routes, timing).unwrap()
+    }
+
     /// A read batch pushes many packets into one element before the model runs; the element
     /// must stay queued once (the heap grew with every push and the loop spent a fifth of its
     /// time sifting it before), and the packets must still leave in order.
     #[test]
     fn a_batch_into_one_element_keeps_one_heap_entry_and_fifo_order() {
-        let hosts = (1..=2u8)
-            .map(|i| HostPort { name: format!("h{i}"), device: Recorder::new(), addrs: vec![IpAddr::from([10, 0, 0, i])] })
-            .collect();
         let routes = vec![Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }] }];
-        let elements = vec![queue(1_000_000_000, 1_000_000_000)];
-        let mut e = Engine::new(
-            hosts,
-            elements,
-            routes,
-            TimingOptions { sample_every: Duration::ZERO, high_priority: false, ..TimingOptions::default() },
-        )
-        .unwrap();
+        let mut e = engine(2, vec![queue(1_000_000_000, 1_000_000_000)], routes);
         let late = Instant::from_nanos(10_000_000);
         for tag in 0..64u8 {
             e.forward(Instant::ZERO, EmuPacket { ip: udp(1, 2, 200, tag), route: 0, hop: 0 }, late);
@@ -694,21 +693,11 @@ mod tests {
     /// placeholder 2 (in at 4) from 4.5 — still on the link at 5 ms.
     #[test]
     fn a_late_loop_replays_a_shared_queue_in_model_time_order() {
-        let hosts = (1..=3u8)
-            .map(|i| HostPort { name: format!("h{i}"), device: Recorder::new(), addrs: vec![IpAddr::from([10, 0, 0, i])] })
-            .collect();
         let routes = vec![
             Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }, Hop { element: 1, slot: 0 }] },
             Route { src: 2, dst: 1, hops: vec![Hop { element: 1, slot: 0 }] },
         ];
-        let elements = vec![queue(8_000_000, 8_000_000), queue(12_000_000, 6_000_000)];
-        let mut e = Engine::new(
-            hosts,
-            elements,
-            routes,
-            TimingOptions { sample_every: Duration::ZERO, high_priority: false, ..TimingOptions::default() },
-        )
-        .unwrap();
+        let mut e = engine(3, vec![queue(8_000_000, 8_000_000), queue(12_000_000, 6_000_000)], routes);
         let t0 = Instant::ZERO;
         e.forward(t0, EmuPacket { ip: udp(1, 2, 1500, b'A'), route: 0, hop: 0 }, t0);
         e.forward(t0, EmuPacket { ip: udp(1, 2, 1500, b'Z'), route: 0, hop: 0 }, t0);
