@@ -258,10 +258,12 @@ def test_table2_fast_subset_path_mode_within_10_percent_link_mode_degrades():
 
 @needs_iperf
 def test_figure5_real_tcp_rtt_near_base_in_path_mode_and_inflated_in_link_mode():
-    from pathtwin.emulation import reproduce_figure5_emu
-
-    f = reproduce_figure5_emu(duration=10.0)
-    base = 50.0
+    out = subprocess.run([sys.executable, "-m", "pathtwin.cli", "reproduce", "nsdi09-figure5", "--engine", "emu",
+                          "--duration", "10s", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    f = json.loads(out.stdout)
+    base = f["base_rtt_ms"]
+    assert base == 50.0
     assert abs(f["mean_rtt_ms"]["path"] - base) <= 0.1 * base, f
     assert f["mean_rtt_ms"]["link"] >= 5 * base, f
 

@@ -190,11 +190,12 @@ def reproduce(
             rp.print_table2(rows, title=f"NSDI'09 Table 2 ({'simulation' if engine == 'sim' else 'emulation'}, {seeds} seed{'s' if seeds > 1 else ''})")
     elif name == "nsdi09-figure5":
         if engine == "emu":
+            from .config import parse_quantity
             from .emulation import reproduce_figure5_emu
 
-            f5 = reproduce_figure5_emu(out=out)
+            f5 = reproduce_figure5_emu(out=out, **({"duration": parse_quantity("time", duration, "--duration")} if duration else {}))
         else:
-            f5 = rp.figure5(out=out)
+            f5 = rp.figure5(out=out, duration=duration)
         if as_json:
             print(json.dumps(f5.__dict__, indent=2))
         else:

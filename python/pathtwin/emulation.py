@@ -542,11 +542,11 @@ def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None,
     return out_rows
 
 
-def reproduce_figure5_emu(duration: float = 30.0, out=None) -> dict:
+def reproduce_figure5_emu(duration: float = 30.0, out=None):
     """NSDI'09 Figure 5 with the kernel's TCP: one forward iperf3 flow on the Harvard–WUSTL
-    path in each mode; returns {mode: mean RTT in ms} from the sender's TCP_INFO (as
-    iperf3 reports it) and the goodputs."""
-    from .reproduce import load_example, with_mode
+    path for ``duration`` seconds in each mode; returns a ``reproduce.Figure5`` with the mean
+    RTT per mode from the sender's TCP_INFO (as iperf3 reports it) and the goodputs."""
+    from .reproduce import Figure5, load_example, with_mode
 
     require_root()
     base = load_example("nsdi09-figure5")
@@ -565,7 +565,7 @@ def reproduce_figure5_emu(duration: float = 30.0, out=None) -> dict:
             d = _iperf_result(c, f"{mode} mode")
         rtt[mode] = d["end"]["streams"][0]["sender"]["mean_rtt"] / 1e3
         goodput[mode] = d["end"]["sum_received"]["bits_per_second"]
-    return {"mean_rtt_ms": rtt, "goodput_bps": goodput}
+    return Figure5(rtt, goodput, parse_quantity("time", base["path"][0]["rtt"], "path[0].rtt") * 1e3)
 
 
 def shutil_which(name: str):

@@ -161,9 +161,11 @@ class Figure5:
     base_rtt_ms: float
 
 
-def figure5(seed: int = 1, out: Path | None = None) -> Figure5:
+def figure5(seed: int = 1, out: Path | None = None, duration: str | None = None) -> Figure5:
     base = load_example("nsdi09-figure5")
     base["run"]["seed"] = seed
+    if duration:
+        base["run"]["duration"] = duration
     rtts, goodputs = {}, {}
     for mode in ("path", "link"):
         res = simulate(with_mode(base, mode), out=(Path(out) / mode) if out else None)
