@@ -77,6 +77,7 @@ def table2(engine: str = "sim", seeds: int = 5, duration: str | None = None, out
         return reproduce_table2_emu(seeds=seeds, duration=duration, out=out, progress=progress)
     base = load_example("nsdi09-table2")
     if duration:
+        parse_quantity("time", duration, "--duration")  # named after the option in errors
         base.setdefault("run", {})["duration"] = duration
     kinds = ["measured"] * 4 + ["synthetic"] * 3
     sums: dict = {}
@@ -165,6 +166,7 @@ def figure5(seed: int = 1, out: Path | None = None, duration: str | None = None)
     base = load_example("nsdi09-figure5")
     base["run"]["seed"] = seed
     if duration:
+        parse_quantity("time", duration, "--duration")  # named after the option in errors
         base["run"]["duration"] = duration
     rtts, goodputs = {}, {}
     for mode in ("path", "link"):
