@@ -235,6 +235,28 @@ def test_up_exec_stats_down(tmp_path):
     assert run_id not in cli("emu", "list").stdout
 
 
+def test_emu_run_gives_a_script_the_running_emulation_and_reports_its_failure_in_one_line(tmp_path):
+    topo = tmp_path / "topo.toml"
+    topo.write_text(TWO_HOSTS)
+    good = tmp_path / "experiment.py"
+    good.write_text("import sys\n"
+                    "r = net['a'].run([sys.executable, '-c', 'import socket; print(socket.gethostbyname(\"b\"))'],\n"
+                    "                 capture_output=True, text=True)\n"
+                    "print('b is', r.stdout.strip(), 'routes', len(net.stats()['routes']))\n")
+    r = cli("emu", "run", str(topo), "--script", str(good), "--out", str(tmp_path / "ok"))
+    assert r.returncode == 0, r.stderr
+    assert "b is 10." in r.stdout and "routes 2" in r.stdout, r.stdout
+    assert (tmp_path / "ok" / "run.json").is_file()
+
+    bad = tmp_path / "broken.py"
+    bad.write_text("x = 1\nraise ValueError('no luck')\n")
+    r = cli("emu", "run", str(topo), "--script", str(bad), "--out", str(tmp_path / "kept"))
+    assert r.returncode != 0
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and "broken.py:2: ValueError: no luck" in err, err
+    assert (tmp_path / "kept" / "run.json").is_file(), "what the emulation measured must be kept"
+
+
 @needs_iperf
 def test_table2_fast_subset_path_mode_within_10_percent_link_mode_degrades():
     """Rows 2 (4.1/2.8 Mbit/s, 29 ms) and 4 (25.9/17.2 Mbit/s, 4 ms) for 10 s in each mode,

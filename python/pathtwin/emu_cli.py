@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import List, Optional
 
@@ -264,10 +265,19 @@ def run_script(topology: Path, script: Path, out: Optional[Path], pcap: Optional
 
     if not script.is_file():
         raise PathtwinError(f"{script}: no such file")
+    failure = None
     with Emulation(topology, out=out, pcap=pcap, cc=cc) as net:
-        g = runpy.run_path(str(script), init_globals={"net": net}, run_name="__pathtwin_emu__")
-        if callable(g.get("main")):
-            g["main"](net)
+        try:
+            g = runpy.run_path(str(script), init_globals={"net": net}, run_name="__pathtwin_emu__")
+            if callable(g.get("main")):
+                g["main"](net)
+        except Exception as e:  # the script's own error: reported in one line after cleanup
+            failure = e
+    kept = f" (results kept in {net.result_path})" if net.result_path is not None else ""
+    if failure is not None:
+        frames = [f for f in traceback.extract_tb(failure.__traceback__) if Path(f.filename).resolve() == script.resolve()]
+        where = f"{script}:{frames[-1].lineno}" if frames else str(script)
+        raise PathtwinError(f"{where}: {type(failure).__name__}: {failure}{kept}") from None
     if net.result_path is not None:
         typer.echo(f"results: {net.result_path}")
 
