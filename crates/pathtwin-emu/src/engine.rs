@@ -209,11 +209,12 @@ pub struct Engine<D> {
     epoll: OwnedFd,
     timer: DeadlineTimer,
     timing: TimingOptions,
-    /// Elements due for a poll, keyed by wake-up time. An element has at most one live entry:
-    /// `scheduled[i]` is the key it was queued with, and an entry whose key differs is stale
-    /// (the element was rescheduled earlier) and skipped when popped. Without that, every
-    /// push of a read batch queued the same element again and the heap grew with the batch.
-    due: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Every element's next wake-up, earliest first: the loop's timer and its order of polls.
+    /// An element has one live entry, `scheduled[i]` being its key; entries whose key differs
+    /// are stale (the element's wake-up moved since) and skipped when they surface. Kept up to
+    /// date wherever an element changes (push, poll, advance), so neither a read nor a
+    /// wake-up scans all elements, and a read batch into one element queues it once.
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
     scheduled: Vec<Option<Instant>>,
     /// Buffers of delivered packets, reused for the next reads instead of allocating.
     spare: Vec<Vec<u8>>,
@@ -298,7 +299,7 @@ impl<D: PacketIo> Engine<D> {
         let n_routes = routes.len();
         let n_hosts = hosts.len();
         let n_elements = elements.len();
-        Ok(Engine {
+        let mut engine = Engine {
             clock: RealClock::start(),
             hosts,
             elements,
@@ -307,7 +308,7 @@ impl<D: PacketIo> Engine<D> {
             epoll,
             timer,
             timing,
-            due: BinaryHeap::new(),
+            timers: BinaryHeap::new(),
             scheduled: vec![None; n_elements],
             spare: Vec::new(),
             buf: vec![0; READ_BUF],
@@ -324,7 +325,11 @@ impl<D: PacketIo> Engine<D> {
             armed_for: None,
             element_now: vec![Instant::ZERO; n_elements],
             reordered_pushes: 0,
-        })
+        };
+        for i in 0..n_elements {
+            engine.reschedule(i);
+        }
+        Ok(engine)
     }
 
     pub fn now(&self) -> Instant {
@@ -427,9 +432,15 @@ impl<D: PacketIo> Engine<D> {
         }
     }
 
-    /// Earliest time any element has a packet to release.
-    pub fn next_wakeup(&self) -> Option<Instant> {
-        self.elements.iter().filter_map(|e| e.next_wakeup()).min()
+    /// Earliest time any element has something to do.
+    pub fn next_wakeup(&mut self) -> Option<Instant> {
+        while let Some(&Reverse((w, i))) = self.timers.peek() {
+            if self.scheduled[i] == Some(w) {
+                return Some(w);
+            }
+            self.timers.pop();
+        }
+        None
     }
 
     fn read_host(&mut self, h: usize) {
@@ -477,7 +488,7 @@ impl<D: PacketIo> Engine<D> {
             f.packets_in += 1;
             f.bytes_in += n as u64;
             f.payload_bytes_in += payload;
-            self.forward(at, EmuPacket { ip, route, hop: 0 }, at);
+            self.forward(at, EmuPacket { ip, route, hop: 0 });
             // Each datagram is carried as far as the model lets it before the next read: on
             // a fast path it is written within a microsecond or two. Running the model once
             // per batch instead measured ~10 % more throughput on an unlimited path, but
@@ -487,7 +498,7 @@ impl<D: PacketIo> Engine<D> {
     }
 
     /// Sends `pkt` (now at model time `at`) to its next hop, or delivers it after the last.
-    fn forward(&mut self, at: Instant, pkt: EmuPacket, now: Instant) {
+    fn forward(&mut self, at: Instant, pkt: EmuPacket) {
         let route = &self.routes[pkt.route as usize];
         match route.hops.get(pkt.hop as usize) {
             Some(&Hop { element, slot }) => {
@@ -500,7 +511,7 @@ impl<D: PacketIo> Engine<D> {
                 };
                 // A dropped packet is counted by the element; its buffer is simply freed.
                 drop(self.elements[element].push(at, pkt, slot));
-                self.schedule(element, now);
+                self.reschedule(element);
             }
             None => self.deliver(at, pkt),
         }
@@ -537,40 +548,35 @@ impl<D: PacketIo> Engine<D> {
     /// Releases everything due by `now`, earliest model departure first; every element is
     /// driven only up to the wake-up being handled, so pushes into it never go back in time.
     fn run_model(&mut self, now: Instant) {
-        for i in 0..self.elements.len() {
-            self.schedule(i, now);
-        }
-        while let Some(Reverse((w, i))) = self.due.pop() {
+        while let Some(&Reverse((w, i))) = self.timers.peek() {
+            if w > now {
+                break;
+            }
+            self.timers.pop();
             if self.scheduled[i] != Some(w) {
                 continue;
             }
             self.scheduled[i] = None;
-            // The wake-up may have moved later since (a release by another path through the
-            // element); then it is queued again at its current time if that is still due.
-            if self.elements[i].next_wakeup() != Some(w) {
-                self.schedule(i, now);
-                continue;
-            }
             // Polled at its wake-up time: advancing it to `now` would replay its placeholders
             // past packets other elements are still to hand it at earlier model times.
             self.element_now[i] = self.element_now[i].max(w);
             if let Some((t, mut pkt)) = self.elements[i].poll_output(w) {
                 pkt.hop += 1;
-                self.forward(t, pkt, now);
+                self.forward(t, pkt);
             }
-            self.schedule(i, now);
+            self.reschedule(i);
         }
     }
 
-    /// Queues element `i` for a poll if its wake-up is due by `now` and earlier than the
-    /// entry it already has.
-    fn schedule(&mut self, i: usize, now: Instant) {
-        let Some(w) = self.elements[i].next_wakeup() else {
-            return;
-        };
-        if w <= now && self.scheduled[i].is_none_or(|s| w < s) {
-            self.scheduled[i] = Some(w);
-            self.due.push(Reverse((w, i)));
+    /// Gives element `i` a timer entry at its current wake-up, after anything that may have
+    /// changed it.
+    fn reschedule(&mut self, i: usize) {
+        let w = self.elements[i].next_wakeup();
+        if w != self.scheduled[i] {
+            self.scheduled[i] = w;
+            if let Some(w) = w {
+                self.timers.push(Reverse((w, i)));
+            }
         }
     }
 
@@ -580,8 +586,8 @@ impl<D: PacketIo> Engine<D> {
         }
         let t = self.next_sample.max(Instant::ZERO);
         self.next_sample = now + self.timing.sample_every;
-        for (i, e) in self.elements.iter_mut().enumerate() {
-            if let Some(q) = e.as_queue_mut() {
+        for i in 0..self.elements.len() {
+            if let Some(q) = self.elements[i].as_queue_mut() {
                 // Bring placeholders up to date before reading occupancy. Safe after
                 // `run_model(now)`: every packet still to arrive anywhere arrives after `now`.
                 q.advance(now);
@@ -600,6 +606,7 @@ impl<D: PacketIo> Engine<D> {
                     placeholder_drops: st.placeholder_drops,
                     active_flows: q.active_flows().map_or(0, |a| a.iter().sum()),
                 });
+                self.reschedule(i);
             }
         }
     }
@@ -676,13 +683,13 @@ mod tests {
         let mut e = engine(2, vec![queue(1_000_000_000, 1_000_000_000)], routes);
         let late = Instant::from_nanos(10_000_000);
         for tag in 0..64u8 {
-            e.forward(Instant::ZERO, EmuPacket { ip: udp(1, 2, 200, tag), route: 0, hop: 0 }, late);
-            assert!(e.due.len() <= 1, "element queued {} times", e.due.len());
+            e.forward(Instant::ZERO, EmuPacket { ip: udp(1, 2, 200, tag), route: 0, hop: 0 });
+            assert!(e.timers.len() <= 1, "element queued {} times", e.timers.len());
         }
         e.run_model(late);
         let tags: Vec<u8> = e.hosts[1].device.sent.borrow().iter().map(|p| p[28]).collect();
         assert_eq!(tags, (0..64).collect::<Vec<u8>>());
-        assert!(e.due.is_empty());
+        assert_eq!(e.next_wakeup(), None);
     }
 
     /// Two 1500-byte packets cross q1 (8 Mbit/s: 1.5 ms each) and then q2 (12 Mbit/s: 1 ms
@@ -699,9 +706,9 @@ mod tests {
         ];
         let mut e = engine(3, vec![queue(8_000_000, 8_000_000), queue(12_000_000, 6_000_000)], routes);
         let t0 = Instant::ZERO;
-        e.forward(t0, EmuPacket { ip: udp(1, 2, 1500, b'A'), route: 0, hop: 0 }, t0);
-        e.forward(t0, EmuPacket { ip: udp(1, 2, 1500, b'Z'), route: 0, hop: 0 }, t0);
-        e.forward(t0, EmuPacket { ip: udp(3, 2, 100, b'B'), route: 1, hop: 0 }, t0);
+        e.forward(t0, EmuPacket { ip: udp(1, 2, 1500, b'A'), route: 0, hop: 0 });
+        e.forward(t0, EmuPacket { ip: udp(1, 2, 1500, b'Z'), route: 0, hop: 0 });
+        e.forward(t0, EmuPacket { ip: udp(3, 2, 100, b'B'), route: 1, hop: 0 });
         e.run_model(Instant::from_nanos(5_000_000));
 
         let sent: Vec<(usize, u8)> = e.hosts[1].device.sent.borrow().iter().map(|p| (p.len(), p[28])).collect();
