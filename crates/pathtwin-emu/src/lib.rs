@@ -27,8 +27,9 @@
 //! With CPUs that halt when idle (`cpu_latency_qos` off) throughput is the same but a
 //! sleeping loop takes tens of µs to wake: unlimited path +260–280 µs over veth (Rattan
 //! +100–150 µs). What got the loop from 1.6 to 2.4 Gbit/s and from +100 to +20 µs: a timer
-//! heap with one live entry per element instead of a growing queue of duplicates ([`engine`]), no preemption by the hosts it wakes ([`priority`]),
-//! polling idle CPUs ([`clock::CpuLatencyRequest`]), buffers reused instead of allocated.
+//! heap with one live entry per element instead of a growing queue of duplicates
+//! ([`engine`]), no preemption by the hosts it wakes ([`priority`]), polling idle CPUs
+//! ([`clock::CpuLatencyRequest`]), buffers reused instead of allocated.
 //! A profile of the unlimited path then shows the kernel's own work dominating: the receiving
 //! host's TCP runs in the loop's `write(2)` (TUN delivers in the writer's context), which
 //! AF_PACKET on veth (Rattan's choice) does as well, so it was not pursued. With two cores for
