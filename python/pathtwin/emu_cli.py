@@ -78,7 +78,6 @@ def up(
     cc: Optional[str] = typer.Option(None, "--cc", help="Kernel congestion control for every host (e.g. cubic, reno, bbr)."),
     spin_us: float = typer.Option(0.0, "--spin-us", help="Wake this long before each release and poll through to it."),
     high_priority: bool = typer.Option(True, "--high-priority/--no-high-priority", help="Run the emulator loop at nice -20, SCHED_FIFO while mostly idle (default on)."),
-    busy_poll_us: float = typer.Option(0.0, "--busy-poll-us", help="Keep polling this long after each packet instead of sleeping."),
     cpu_latency_qos: bool = typer.Option(True, "--cpu-latency-qos/--no-cpu-latency-qos",
                                          help="Keep idle CPUs polling while running (/dev/cpu_dma_latency = 0; default on)."),
 ) -> None:
@@ -90,7 +89,7 @@ def up(
     out = out or Path(f"pathtwin-emu-{run_id}")
     log = Path(f"/tmp/pathtwin-emu-{run_id}.log")
     args = [sys.executable, "-m", "pathtwin.emulation", str(topology.resolve()), "--run-id", run_id,
-            "--out", str(out.resolve()), "--spin-us", str(spin_us), "--busy-poll-us", str(busy_poll_us)]
+            "--out", str(out.resolve()), "--spin-us", str(spin_us)]
     if pcap is not None:
         args += ["--pcap", str(pcap.resolve())]
     if cc is not None:

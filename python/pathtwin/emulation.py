@@ -107,11 +107,10 @@ class Emulation:
     ``topology`` is a TOML file path, TOML text or a dict in the config schema. ``out``
     names a result directory written on stop; ``pcap`` a directory for one capture per host;
     ``cc`` sets every host's kernel congestion control (default: ``[tcp] cc`` or the
-    kernel's); ``spin_us`` makes the loop poll instead of sleep that close to a deadline;
-    ``high_priority`` runs the loop's thread at nice -20 (on by default: a woken host process
-    then does not preempt it; see the ``pathtwin_emu::clock`` docs for the numbers);
-    ``busy_poll_us`` keeps the loop polling that long after each packet instead of sleeping
-    (lower added latency for request/response traffic, at the cost of a busy core);
+    kernel's); ``spin_us`` makes the loop wake that long before each release and poll through
+    to it; ``high_priority`` runs the loop's thread at nice -20, and as SCHED_FIFO while it is
+    mostly idle and idle CPUs poll (on by default: a woken host process then does not preempt
+    it; see the ``pathtwin_emu::priority`` docs for the numbers);
     ``cpu_latency_qos`` holds a zero-latency PM QoS request (``/dev/cpu_dma_latency``) while
     running, so idle CPUs poll instead of halting and wake-ups cost microseconds, not tens of
     them (on by default; machine-wide while the emulation runs).
@@ -119,14 +118,13 @@ class Emulation:
 
     def __init__(self, topology: ConfigSource, out=None, pcap=None, cc: Optional[str] = None,
                  spin_us: float = 0.0, run_id: Optional[str] = None, high_priority: bool = True,
-                 busy_poll_us: float = 0.0, cpu_latency_qos: bool = True):
+                 cpu_latency_qos: bool = True):
         self._text, self._fmt, self._origin = config_text(topology)
         self.out = Path(out) if out is not None else None
         self.pcap = Path(pcap) if pcap is not None else None
         self.cc = cc
         self.spin_us = spin_us
         self.high_priority = high_priority
-        self.busy_poll_us = busy_poll_us
         self.cpu_latency_qos = cpu_latency_qos
         self.run_id = run_id or new_run_id()
         self._native = None
@@ -148,7 +146,7 @@ class Emulation:
         self._t0 = time.perf_counter()
         self._native = _native.EmuRun(self._text, self._origin, self._fmt == "json",
                                       self.run_id, self.cc, float(self.spin_us), bool(self.high_priority),
-                                      float(self.busy_poll_us), bool(self.cpu_latency_qos))
+                                      bool(self.cpu_latency_qos))
         self._hosts = {h["name"]: Host(self, h) for h in self._native.hosts}
         _live.add(self)
         try:
@@ -400,7 +398,6 @@ def serve(argv: Sequence[str]) -> int:
     ap.add_argument("--cc")
     ap.add_argument("--spin-us", type=float, default=0.0)
     ap.add_argument("--no-high-priority", action="store_true")
-    ap.add_argument("--busy-poll-us", type=float, default=0.0)
     ap.add_argument("--no-cpu-latency-qos", action="store_true")
     a = ap.parse_args(argv)
     stop = threading.Event()
@@ -408,7 +405,7 @@ def serve(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
         net = Emulation(a.topology, out=a.out, pcap=a.pcap, cc=a.cc, spin_us=a.spin_us, run_id=a.run_id,
-                        high_priority=not a.no_high_priority, busy_poll_us=a.busy_poll_us,
+                        high_priority=not a.no_high_priority,
                         cpu_latency_qos=not a.no_cpu_latency_qos).start()
     except PathtwinError as e:
         print(json.dumps({"error": str(e)}), flush=True)

@@ -50,8 +50,6 @@ pub struct EmulatorOptions {
     pub cc: Option<String>,
     /// Spin instead of sleeping for deadlines closer than this.
     pub spin: Duration,
-    /// Poll the devices for this long after each datagram instead of sleeping.
-    pub busy_poll: Duration,
     /// Raise the loop thread's priority (see [`crate::priority`]).
     pub high_priority: bool,
     /// Keep idle CPUs polling while the emulation runs (see [`CpuLatencyRequest`]).
@@ -65,7 +63,6 @@ impl Default for EmulatorOptions {
             run_id: None,
             cc: None,
             spin: timing.spin,
-            busy_poll: timing.busy_poll,
             high_priority: timing.high_priority,
             cpu_latency_qos: true,
         }
@@ -187,6 +184,8 @@ pub struct FlowRow {
     pub counters: FlowCounters,
 }
 
+/// The sysctl that sets a namespace's default congestion control.
+const CC_SYSCTL: &str = "net.ipv4.tcp_congestion_control";
 const CC_ALLOWED: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
 const CC_AVAILABLE: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
 
@@ -224,7 +223,7 @@ fn kernel_settings(cfg: &Config, opts: &EmulatorOptions) -> (Vec<(String, String
             .map(|c| if c == "newreno" { "reno".to_string() } else { c })
     });
     if let Some(cc) = cc {
-        sysctls.push(("net.ipv4.tcp_congestion_control".to_string(), cc));
+        sysctls.push((CC_SYSCTL.to_string(), cc));
     }
     // (Whether the kernel lets a namespace use `cc` is settled by `allow_congestion_control`.)
     if let Some(sack) = t.sack {
@@ -272,7 +271,7 @@ impl Emulator {
         let net = topology::compile::<crate::engine::EmuPacket>(&config)?;
         let run = opts.run_id.clone().unwrap_or_else(RunId::generate);
         let (sysctls, route_attrs) = kernel_settings(&config, opts);
-        if let Some((_, cc)) = sysctls.iter().find(|(k, _)| k == "net.ipv4.tcp_congestion_control") {
+        if let Some((_, cc)) = sysctls.iter().find(|(k, _)| k == CC_SYSCTL) {
             allow_congestion_control(cc)?;
         }
         let (lab, ports) = Lab::create(&run, &net.hosts, &sysctls)?;
@@ -316,7 +315,6 @@ impl Emulator {
         };
         let timing = TimingOptions {
             spin: opts.spin,
-            busy_poll: opts.busy_poll,
             sample_every: config.run.sample_interval,
             high_priority: opts.high_priority,
             // Real-time wake-ups only pay off when idle CPUs poll (see `priority`).

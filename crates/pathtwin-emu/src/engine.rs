@@ -20,8 +20,8 @@
 //!    `now − t`, taken as it is handed to the kernel, is its release lateness, recorded in a
 //!    histogram.
 //!
-//! Between wake-ups the loop sleeps in `epoll_wait` (or, with [`TimingOptions::spin`] or
-//! [`TimingOptions::busy_poll`], polls); the time it spends there tells the
+//! Between wake-ups the loop sleeps in `epoll_wait` (or, with [`TimingOptions::spin`],
+//! polls); the time it spends there tells the
 //! [`crate::priority::Governor`] how busy the loop is.
 //!
 //! The engine knows nothing about namespaces or configs: it is given devices, elements and
@@ -157,11 +157,6 @@ pub struct TimingOptions {
     /// Poll instead of sleeping when the next deadline is closer than this, and wake this
     /// much before farther deadlines to poll through the rest (0: never spin).
     pub spin: Duration,
-    /// Keep polling the devices for this long after the last datagram was read instead of
-    /// sleeping (0: never). Saves the wake-up of a sleeping loop (tens of µs on a VM) for a
-    /// datagram that follows soon, such as the reply to one just forwarded, at the cost of
-    /// a busy core meanwhile.
-    pub busy_poll: Duration,
     /// Interval between queue samples (0: no time series).
     pub sample_every: Duration,
     /// Run the loop's thread at nice −20, as `SCHED_FIFO` while it has idle time (see
@@ -176,7 +171,6 @@ impl Default for TimingOptions {
     fn default() -> Self {
         TimingOptions {
             spin: Duration::ZERO,
-            busy_poll: Duration::ZERO,
             sample_every: Duration::from_millis(10),
             high_priority: true,
             fifo_while_idle: true,
@@ -234,8 +228,6 @@ pub struct Engine<D> {
     /// Switches the loop's thread between `SCHED_FIFO` and the default policy; `None` when
     /// not asked for or not permitted.
     pub governor: Option<Governor>,
-    /// When a datagram was last read (for busy polling).
-    last_read: Option<Instant>,
     /// Deadline the timer was last armed for, to measure wake lateness.
     armed_for: Option<Instant>,
     /// Latest model time each element has been pushed, polled or advanced at.
@@ -321,7 +313,6 @@ impl<D: PacketIo> Engine<D> {
             next_sample: Instant::ZERO,
             thread_prepared: false,
             governor: None,
-            last_read: None,
             armed_for: None,
             element_now: vec![Instant::ZERO; n_elements],
             reordered_pushes: 0,
@@ -397,15 +388,13 @@ impl<D: PacketIo> Engine<D> {
                     left.div_ceil(1_000_000) as i32
                 }
             };
-            let busy = self.timing.busy_poll > Duration::ZERO
-                && self.last_read.is_some_and(|t| now.saturating_since(t) < self.timing.busy_poll);
-            let timeout_ms = if busy { 0 } else { timeout_ms };
-            let waited_from = mono_ns();
+            // Only the governor needs the time spent waiting; no clock reads otherwise.
+            let waited_from = self.governor.is_some().then(mono_ns);
             // SAFETY: epoll_wait fills at most `events.len()` entries of a buffer we own.
             let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, timeout_ms) };
-            if let Some(g) = &mut self.governor {
+            if let (Some(g), Some(from)) = (&mut self.governor, waited_from) {
                 let woke = mono_ns();
-                g.idle(woke - waited_from);
+                g.idle(woke - from);
                 if let Some(to) = g.tick(woke) {
                     if set_thread_fifo(to == Switch::ToFifo).is_ok() {
                         g.switched(to);
@@ -452,7 +441,6 @@ impl<D: PacketIo> Engine<D> {
                 Ok(None) | Err(_) => return,
             };
             let at = self.clock.now();
-            self.last_read = Some(at);
             self.host_counters[h].packets_read += 1;
             let mut bytes = self.spare.pop().unwrap_or_default();
             bytes.clear();

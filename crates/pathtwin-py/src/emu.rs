@@ -55,7 +55,7 @@ impl EmuRun {
     /// dicts are passed; `origin` names the file in errors).
     #[new]
     #[pyo3(signature = (config_text, origin = "", json = false, run_id = None, cc = None, spin_us = 0.0,
-                        high_priority = true, busy_poll_us = 0.0, cpu_latency_qos = true))]
+                        high_priority = true, cpu_latency_qos = true))]
     fn new(
         py: Python<'_>,
         config_text: &str,
@@ -65,22 +65,18 @@ impl EmuRun {
         cc: Option<String>,
         spin_us: f64,
         high_priority: bool,
-        busy_poll_us: f64,
         cpu_latency_qos: bool,
     ) -> PyResult<Self> {
         let config = if json { Config::from_json(config_text) } else { Config::from_toml(config_text, origin) };
         let config = config.map_err(|e| pathtwin_error(py, e))?;
         let run_id = run_id.map(RunId::parse).transpose().map_err(|e| pathtwin_error(py, e))?;
-        for (what, us) in [("spin", spin_us), ("busy poll", busy_poll_us)] {
-            if !(0.0..=1e6).contains(&us) {
-                return Err(pathtwin_error(py, format!("{what} {us} µs must be between 0 and 1 s")));
-            }
+        if !(0.0..=1e6).contains(&spin_us) {
+            return Err(pathtwin_error(py, format!("spin {spin_us} µs must be between 0 and 1 s")));
         }
         let opts = EmulatorOptions {
             run_id,
             cc,
             spin: Duration::from_secs_f64(spin_us * 1e-6),
-            busy_poll: Duration::from_secs_f64(busy_poll_us * 1e-6),
             high_priority,
             cpu_latency_qos,
         };
