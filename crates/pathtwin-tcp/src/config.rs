@@ -5,7 +5,7 @@
 //! files: the simulator maps its TOML schema onto this struct and calls
 //! [`TcpConfig::validate`], so that a user's mistake is reported with the key that caused it.
 
-use crate::cc::{CcParams, CongestionControl, Reno};
+use crate::cc::{Bbr, CcParams, CongestionControl, Reno};
 use crate::recovery::Flavour;
 use pathtwin_core::time::Duration;
 use std::fmt;
@@ -25,6 +25,8 @@ pub enum CcAlgorithm {
     /// RFC 5681 window growth with RFC 6582 fast recovery: partial ACKs retransmit the next
     /// hole and recovery lasts until the `recover` point is acknowledged.
     NewReno,
+    /// BBR v1 (see [`Bbr`]), paced; NewReno recovery without SACK.
+    Bbr,
     /// A controller defined outside this crate; it uses NewReno recovery without SACK.
     Custom { name: &'static str, build: CcBuilder },
 }
@@ -34,6 +36,7 @@ impl CcAlgorithm {
         match self {
             CcAlgorithm::Reno => "reno",
             CcAlgorithm::NewReno => "newreno",
+            CcAlgorithm::Bbr => "bbr",
             CcAlgorithm::Custom { name, .. } => name,
         }
     }
@@ -42,6 +45,7 @@ impl CcAlgorithm {
     pub fn build(&self, params: &CcParams) -> Box<dyn CongestionControl> {
         match self {
             CcAlgorithm::Reno | CcAlgorithm::NewReno => Box::new(Reno::new(params)),
+            CcAlgorithm::Bbr => Box::new(Bbr::new(params)),
             CcAlgorithm::Custom { build, .. } => build(params),
         }
     }
@@ -50,7 +54,7 @@ impl CcAlgorithm {
     pub(crate) fn flavour_without_sack(&self) -> Flavour {
         match self {
             CcAlgorithm::Reno => Flavour::Reno,
-            CcAlgorithm::NewReno | CcAlgorithm::Custom { .. } => Flavour::NewReno,
+            CcAlgorithm::NewReno | CcAlgorithm::Bbr | CcAlgorithm::Custom { .. } => Flavour::NewReno,
         }
     }
 }

@@ -51,7 +51,8 @@
 //! - [`segment`]: the segment header model and its size on the wire.
 //! - [`config`]: [`TcpConfig`] and the choice of congestion controller.
 //! - [`rtt`]: RFC 6298 round-trip estimation and the retransmission timeout.
-//! - [`cc`]: the congestion-control trait and Reno (RFC 5681).
+//! - [`cc`]: the congestion-control trait, Reno (RFC 5681) and BBR v1.
+//! - [`rate`]: delivery-rate estimation (draft-cheng-iccrg-delivery-rate-estimation).
 //! - `recovery`: which loss-recovery flavour runs and its state (RFC 5681, 6582, 6675).
 //! - `rack`: RACK time-based loss detection (RFC 8985 §6), which finds lost
 //!   retransmissions, and the tail loss probe's state (RFC 8985 §7).
@@ -64,6 +65,7 @@ pub mod config;
 pub mod endpoint;
 mod rack;
 mod ranges;
+pub mod rate;
 mod reassembly;
 mod recovery;
 pub mod rtt;
@@ -71,7 +73,8 @@ mod scoreboard;
 pub mod segment;
 mod stats;
 
-pub use cc::{AckEvent, CcParams, CongestionControl, Reno, SentEvent};
+pub use cc::{AckEvent, Bbr, BbrMode, CcParams, CongestionControl, DeliveryEvent, Reno, SentEvent};
+pub use rate::RateSample;
 pub use config::{CcAlgorithm, ConfigError, TcpConfig};
 pub use endpoint::{Endpoint, State};
 pub use segment::{Flags, SackBlocks, Segment};

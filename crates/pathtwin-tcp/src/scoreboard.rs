@@ -24,6 +24,12 @@
 //! that NextSeg offers it again. Retransmissions are also queued in the order they were
 //! sent, so the walk finds lost ones without scanning the window.
 //!
+//! Each entry also keeps the delivery-rate snapshot of its latest transmission (see `rate`),
+//! and the scoreboard reports each segment's delivery — by SACK or cumulative ACK, once —
+//! to the connection's [`DeliveryRate`], because it is what knows which segments an ACK
+//! newly delivered. It also counts the bytes ever deemed lost, for controllers that react to
+//! losses per ACK (BBR).
+//!
 //! Retransmissions reuse their original segment boundaries (the MSS is fixed after the
 //! handshake), so SACK blocks, which the receiver builds from whole segments, always cover
 //! whole entries; a block that covers part of an entry leaves it unSACKed, the conservative
@@ -31,6 +37,7 @@
 
 use crate::rack::{sent_after, Delivery};
 use crate::ranges::RangeSet;
+use crate::rate::{DeliveryRate, TxSnapshot};
 use crate::segment::SackBlocks;
 use pathtwin_core::time::{Duration, Instant};
 use std::collections::VecDeque;
@@ -52,6 +59,8 @@ struct Sent {
     /// Number of the latest transmission (counted over the connection), RACK's send order.
     order: u64,
     flags: u8,
+    /// Delivery-rate snapshot of the latest transmission.
+    tx: TxSnapshot,
 }
 
 impl Sent {
@@ -146,6 +155,10 @@ pub(crate) struct Scoreboard {
     rexmits: VecDeque<(u64, u64)>,
     /// Transmissions so far, for [`Sent::order`].
     transmissions: u64,
+    /// Delivery-rate estimation, fed with every transmission and delivery.
+    rate: DeliveryRate,
+    /// Sequence numbers ever deemed lost (a lost retransmission counts again).
+    lost_total: u64,
 }
 
 impl Scoreboard {
@@ -164,7 +177,25 @@ impl Scoreboard {
             rack: false,
             rexmits: VecDeque::new(),
             transmissions: 0,
+            rate: DeliveryRate::new(),
+            lost_total: 0,
         }
+    }
+
+    pub fn rate_mut(&mut self) -> &mut DeliveryRate {
+        &mut self.rate
+    }
+
+    /// Sequence numbers deemed lost over the connection's life, counting a segment again
+    /// each time a retransmission of it is deemed lost.
+    pub fn lost_total(&self) -> u64 {
+        self.lost_total
+    }
+
+    /// Some segment deemed lost still waits for its retransmission (Linux's `lost_out >
+    /// retrans_out`).
+    pub fn has_lost_unretransmitted(&self) -> bool {
+        self.lost > self.retx
     }
 
     /// Switches to RACK loss detection; called once SACK is negotiated, before any data.
@@ -208,7 +239,8 @@ impl Scoreboard {
         debug_assert!(self.segs.back().map_or(start, |s| s.end) == start, "scoreboard gap");
         let flags = if fin { FIN } else { 0 };
         self.transmissions += 1;
-        self.segs.push_back(Sent { start, end, sent_at: now, order: self.transmissions, flags });
+        let tx = self.rate.on_send(now, self.segs.is_empty());
+        self.segs.push_back(Sent { start, end, sent_at: now, order: self.transmissions, flags, tx });
         self.outstanding += end - start;
     }
 
@@ -243,6 +275,7 @@ impl Scoreboard {
                 if let Some(d) = delivery.as_deref_mut() {
                     d.note(s.sent_at, s.order, s.end.min(ack), s.has(EVER_RETX));
                 }
+                self.rate.on_delivered(&s.tx, s.sent_at, s.order, s.end.min(ack) - s.start, s.has(EVER_RETX));
             }
             if s.end <= ack {
                 self.sacked_segs -= s.has(SACKED) as u64;
@@ -287,6 +320,7 @@ impl Scoreboard {
             let segs = &mut self.segs;
             let (sacked, lost, retx, high) = (&mut self.sacked, &mut self.lost, &mut self.retx, &mut self.high_sacked);
             let sacked_segs = &mut self.sacked_segs;
+            let rate = &mut self.rate;
             let delivery = &mut delivery;
             let lost_upto = self.lost_upto;
             self.sacked_ranges.insert_with(s, e, |a, b| {
@@ -300,6 +334,7 @@ impl Scoreboard {
                         if let Some(d) = delivery.as_deref_mut() {
                             d.note(seg.sent_at, seg.order, seg.end, seg.has(EVER_RETX));
                         }
+                        rate.on_delivered(&seg.tx, seg.sent_at, seg.order, seg.len(), seg.has(EVER_RETX));
                         *sacked += n;
                         newly += n;
                         if seg.end <= lost_upto {
@@ -354,6 +389,7 @@ impl Scoreboard {
         while i < self.segs.len() && self.segs[i].end <= seq {
             if !self.segs[i].has(SACKED) {
                 self.lost += self.segs[i].len();
+                self.lost_total += self.segs[i].len();
             }
             i += 1;
         }
@@ -411,6 +447,10 @@ impl Scoreboard {
                 break; // the queue is in send order: the rest were sent later still
             }
             if due(s.sent_at, &mut out) {
+                // Counted by mark_lost_upto unless the original was already deemed lost.
+                if s.end <= self.lost_upto {
+                    self.lost_total += s.len();
+                }
                 self.mark_lost_upto(s.end);
                 self.segs[i].flags &= !RETX;
                 self.retx -= s.len();
@@ -450,6 +490,7 @@ impl Scoreboard {
         let Some(front) = self.segs.front() else { return };
         self.high_rxt = front.start;
         self.lost_upto = self.segs.back().map_or(0, |s| s.end);
+        let lost_before = self.lost;
         self.lost = 0;
         self.retx = 0;
         for s in self.segs.iter_mut() {
@@ -458,6 +499,7 @@ impl Scoreboard {
                 self.lost += s.len();
             }
         }
+        self.lost_total += self.lost - lost_before;
     }
 
     /// RFC 6675 NextSeg rules (1) and (3): the first unSACKed segment at or above HighRxt
@@ -502,7 +544,9 @@ impl Scoreboard {
     }
 
     fn record_retransmission(&mut self, idx: usize, now: Instant) -> Retransmit {
+        let tx = self.rate.on_send(now, false);
         let s = &mut self.segs[idx];
+        s.tx = tx;
         if !s.has(RETX) {
             s.flags |= RETX;
             self.retx += s.len();

@@ -15,16 +15,28 @@
 //! cumulatively acknowledged — except [`AckEvent::pipe_before`], RFC 6675's estimate of what
 //! is actually in the network.
 //!
+//! Rate-based controllers (BBR) also need delivery-rate samples (see [`crate::rate`]) on
+//! every ACK that delivers data, including SACK-only ones during recovery, which
+//! [`CongestionControl::on_ack`] does not see. They get them from a separate method,
+//! [`CongestionControl::on_delivery`], with a default that ignores them, rather than from a
+//! field of [`AckEvent`]: window-based controllers keep their one-ACK-one-event contract,
+//! and the sample arrives after the ACK's loss detection has run, as Linux's
+//! `cong_control` hook does.
+//!
 //! Planned implementors and the hooks they need: Vegas (`on_ack` RTT samples, `on_packet_sent`
 //! for per-RTT bookkeeping), BIC and CUBIC (`on_ack` with `now`, `on_enter_recovery` for
 //! their own β), Monaco (`on_ack`, `pacing_rate` for its leaky bucket; its out-of-band
 //! control packets will need an endpoint extension beyond this trait).
 
+mod bbr;
 mod reno;
 
+pub use bbr::{Bbr, BbrMode};
 pub use reno::Reno;
 
+use crate::rate::RateSample;
 use pathtwin_core::time::{Duration, Instant};
+use std::any::Any;
 use std::fmt;
 
 /// What a controller is told when it is built, once the handshake has fixed the MSS.
@@ -73,6 +85,25 @@ pub struct SentEvent {
     pub retransmission: bool,
 }
 
+/// An ACK that newly delivered data, cumulatively or by SACK, with its delivery-rate sample;
+/// given to [`CongestionControl::on_delivery`] after all of the ACK's other processing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeliveryEvent {
+    pub now: Instant,
+    pub sample: RateSample,
+    /// Sequence numbers newly deemed lost while this ACK was processed.
+    pub newly_lost: u64,
+    /// RFC 6675 pipe before this ACK (Linux's `prior_in_flight`).
+    pub pipe_before: u64,
+    /// RFC 6675 pipe after this ACK, its loss detection and any recovery entry.
+    pub pipe: u64,
+    /// In fast recovery after this ACK (false on the ACK that ends it).
+    pub in_recovery: bool,
+    /// After a retransmission timeout, until everything outstanding at the timeout is
+    /// cumulatively acknowledged (Linux's `TCP_CA_Loss` state).
+    pub in_timeout_recovery: bool,
+}
+
 /// A congestion controller. Called by the endpoint only after the handshake.
 ///
 /// Call order per ACK: [`on_ack`](Self::on_ack) first, then, if the ACK ends recovery,
@@ -101,6 +132,19 @@ pub trait CongestionControl: fmt::Debug + Send + Sync {
     /// A data segment or FIN was sent.
     fn on_packet_sent(&mut self, _ev: &SentEvent) {}
 
+    /// An ACK delivered data (cumulatively or by SACK): its delivery-rate sample. Called
+    /// once per such ACK, after [`on_ack`](Self::on_ack), recovery entry or exit and loss
+    /// detection. Window-based controllers ignore it.
+    fn on_delivery(&mut self, _ev: &DeliveryEvent) {}
+
+    /// Whether data sent from now on should count as application-limited in delivery-rate
+    /// samples, although the application has data (BBR's ProbeRTT, whose deliberately low
+    /// rate must not lower its bandwidth estimate). Asked after each
+    /// [`on_delivery`](Self::on_delivery).
+    fn samples_app_limited(&self) -> bool {
+        false
+    }
+
     /// Congestion window in bytes.
     fn cwnd(&self) -> u64;
 
@@ -109,6 +153,12 @@ pub trait CongestionControl: fmt::Debug + Send + Sync {
 
     /// Pacing rate in bytes per second; `None` sends as the window allows (ACK clocking).
     fn pacing_rate(&self) -> Option<u64> {
+        None
+    }
+
+    /// The controller itself, for reading controller-specific state (e.g. BBR's bandwidth
+    /// estimate) in results and tests by downcasting; `None` if it offers none.
+    fn as_any(&self) -> Option<&dyn Any> {
         None
     }
 }

@@ -9,7 +9,7 @@
 //! duplicates and FINs are acknowledged at once.
 
 use super::{Endpoint, State};
-use crate::cc::AckEvent;
+use crate::cc::{AckEvent, DeliveryEvent};
 use crate::rack::{pto_deadline, TlpOutcome};
 use crate::reassembly::Reassembly;
 use crate::recovery::AckOutcome;
@@ -129,6 +129,7 @@ impl Endpoint {
         let flight_before = self.sb.outstanding();
         let pipe_before = self.sb.pipe();
         let in_recovery = self.recovery.in_recovery();
+        let lost_before = self.sb.lost_total();
         let mut delivery = self.rack.as_ref().map(|r| r.delivery(now, self.stats.rtt_min.unwrap_or(Duration::ZERO)));
         let newly_sacked = if self.sack_ok && !seg.sack.is_empty() {
             self.sb.sack(&seg.sack, self.snd_una, self.snd_max, dupthresh, smss, delivery.as_mut())
@@ -140,6 +141,9 @@ impl Endpoint {
             let cum = self.sb.ack(ack, delivery.as_mut());
             self.snd_una = ack;
             self.rto_repeats = 0;
+            if self.timeout_recover.is_some_and(|r| ack >= r) {
+                self.timeout_recover = None;
+            }
             self.limited_transmit_bytes = 0;
             let rtt = cum.rtt_sent_at.map(|t| now.saturating_since(t));
             if let Some(r) = rtt {
@@ -208,6 +212,21 @@ impl Endpoint {
             }
         }
         self.maybe_enter_recovery(now, is_dupack, dupacks);
+        if let Some(sample) = self.sb.rate_mut().generate(now, self.stats.rtt_min) {
+            self.cc.on_delivery(&DeliveryEvent {
+                now,
+                sample,
+                newly_lost: self.sb.lost_total() - lost_before,
+                pipe_before,
+                pipe: self.sb.pipe(),
+                in_recovery: self.recovery.in_recovery(),
+                in_timeout_recovery: self.timeout_recover.is_some(),
+            });
+            if self.cc.samples_app_limited() {
+                let pipe = self.sb.pipe();
+                self.sb.rate_mut().mark_app_limited(pipe);
+            }
+        }
         if self.tlp {
             if advanced {
                 self.arm_pto(now);

@@ -110,6 +110,9 @@ pub struct Endpoint {
     rto_at: Option<Instant>,
     /// Timer expiries since the cumulative ACK last advanced.
     rto_repeats: u32,
+    /// After a timeout: one past the highest sequence number sent when it fired, until the
+    /// cumulative ACK reaches it (what controllers see as `in_timeout_recovery`).
+    timeout_recover: Option<u64>,
     cc: Box<dyn CongestionControl>,
     recovery: Recovery,
     /// RACK loss detection, when SACK is in use and `TcpConfig::rack` is on.
@@ -180,6 +183,7 @@ impl Endpoint {
             rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
             rto_at: None,
             rto_repeats: 0,
+            timeout_recover: None,
             cc: cfg.cc.build(&params),
             recovery: Recovery::new(cfg.cc.flavour_without_sack()),
             rack: None,
@@ -417,6 +421,7 @@ impl Endpoint {
                 self.cc.on_rto(now, self.sb.outstanding(), first);
                 self.rtt.on_timeout();
                 self.recovery.on_rto(self.snd_max);
+                self.timeout_recover = Some(self.snd_max);
                 self.sb.on_rto();
                 self.rack_at = None;
                 self.pto_at = None;

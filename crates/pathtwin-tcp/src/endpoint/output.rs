@@ -1,11 +1,24 @@
 //! Segment output: what to send next, in RFC 6675 NextSeg order.
 //!
 //! Order of preference on each call: a pending RST; the SYN or SYN-ACK; a forced
-//! retransmission (fast retransmit, NewReno partial ACK, timeout — sent whatever cwnd and
-//! pacing say, as RFC 5681 §3.2 step 2, RFC 6582 step 5 and RFC 6298 (5.4) ask); a tail
-//! loss probe whose timer fired (RFC 8985 §7.3, also regardless of cwnd); a lost segment
-//! (rule 1); new data or our FIN (rule 2); during SACK recovery, an unSACKed segment below
-//! the highest SACK (rule 3); finally a pure ACK if one is owed.
+//! retransmission (fast retransmit, NewReno partial ACK, timeout — sent whatever cwnd says,
+//! as RFC 5681 §3.2 step 2, RFC 6582 step 5 and RFC 6298 (5.4) ask); a tail loss probe
+//! whose timer fired (RFC 8985 §7.3, also regardless of cwnd); a lost segment (rule 1); new
+//! data or our FIN (rule 2); during SACK recovery, an unSACKed segment below the highest
+//! SACK (rule 3); finally a pure ACK if one is owed.
+//!
+//! Pacing. When the controller has a pacing rate, every data or FIN transmission — forced
+//! retransmissions and probes included, as with Linux's internal pacing and the fq qdisc —
+//! waits until `next_send_at`, and each one moves `next_send_at` on by its length at the
+//! rate, from the later of `now` and the previous `next_send_at` (a leaky bucket one segment
+//! deep: idle time earns no credit for a burst). An ACK that opens a whole window therefore
+//! releases one segment, and the rest follow at the pacing rate from the pacing wake-up that
+//! [`Endpoint::poll_timeout`] reports. Pure ACKs are never paced.
+//!
+//! Application-limited periods (draft-cheng-iccrg-delivery-rate-estimation §3.4). Whenever
+//! the sender stops with less than a full segment of unsent data, room in the window and no
+//! lost segment waiting for retransmission, the delivery-rate estimator is told that the
+//! flight from here on is application-limited.
 //!
 //! Limits on sending. While no loss is known (RFC 5681's normal state), new data needs
 //! `FlightSize + len ≤ cwnd`, plus one SMSS for each of the first two duplicate ACKs when
@@ -39,7 +52,10 @@ impl Endpoint {
             State::SynSent | State::SynReceived => self.transmit_syn(now),
             _ => match self.transmit_data(now) {
                 Some(seg) => Some(seg),
-                None => self.transmit_pure_ack(),
+                None => {
+                    self.check_app_limited();
+                    self.transmit_pure_ack()
+                }
             },
         };
         if let Some(s) = &seg {
@@ -92,8 +108,22 @@ impl Endpoint {
         Some(seg)
     }
 
+    /// Linux's `tcp_rate_check_app_limited`: the application, not the window, is what
+    /// stops the sender.
+    fn check_app_limited(&mut self) {
+        let unsent = self.data_end().saturating_sub(self.snd_max);
+        let pipe = self.sb.pipe();
+        if unsent < self.smss as u64 && pipe < self.cwnd() && !self.sb.has_lost_unretransmitted() {
+            self.sb.rate_mut().mark_app_limited(pipe);
+        }
+    }
+
     fn transmit_data(&mut self, now: Instant) -> Option<Segment> {
         if !self.state.may_send() {
+            return None;
+        }
+        if self.cc.pacing_rate().is_some() && now < self.next_send_at {
+            self.pacing_wakeup = Some(self.next_send_at);
             return None;
         }
         if self.force_retx {
@@ -107,10 +137,6 @@ impl Endpoint {
             if let Some(seg) = self.send_probe(now) {
                 return Some(seg);
             }
-        }
-        if self.cc.pacing_rate().is_some() && now < self.next_send_at {
-            self.pacing_wakeup = Some(self.next_send_at);
-            return None;
         }
         let open = !self.recovery.in_recovery() && self.sb.is_open();
         let (in_flight, limit) = if open {
