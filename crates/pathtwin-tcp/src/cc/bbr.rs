@@ -267,6 +267,10 @@ impl Bbr {
     pub fn cwnd_gain(&self) -> u64 {
         self.cwnd_gain
     }
+    /// Index of the current ProbeBW phase in [`PACING_GAIN_CYCLE`].
+    pub fn cycle_phase(&self) -> usize {
+        self.cycle_index
+    }
     /// Round trips counted so far.
     pub fn round_count(&self) -> u64 {
         self.round_count
@@ -579,5 +583,338 @@ impl CongestionControl for Bbr {
 
     fn as_any(&self) -> Option<&dyn Any> {
         Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rate::RateSample;
+
+    const MSS: u64 = 1000;
+    const RTT: Duration = Duration::from_millis(40);
+
+    /// Drives a [`Bbr`] with synthetic per-ACK delivery events.
+    struct Feed {
+        bbr: Bbr,
+        now: Instant,
+        delivered: u64,
+    }
+
+    /// One ACK's inputs; `rate` is the sample's delivery rate in bytes per second.
+    #[derive(Clone, Copy)]
+    struct Ack {
+        acked: u64,
+        rate: u64,
+        rtt: Duration,
+        new_round: bool,
+        pipe: u64,
+        in_recovery: bool,
+        in_timeout_recovery: bool,
+    }
+
+    fn ack(rate: u64) -> Ack {
+        Ack { acked: 2 * MSS, rate, rtt: RTT, new_round: true, pipe: 0, in_recovery: false, in_timeout_recovery: false }
+    }
+
+    impl Feed {
+        fn new() -> Feed {
+            let bbr = Bbr::new(&CcParams { smss: MSS as u32, initial_cwnd: 10 * MSS, max_window: u64::MAX });
+            Feed { bbr, now: Instant::ZERO, delivered: 0 }
+        }
+
+        /// An ACK `dt` after the previous one. A sample over one RTT whose rate is `a.rate`;
+        /// it starts a round when `a.new_round` (its segment was sent after the last round
+        /// began), otherwise it comes from a segment sent before.
+        fn ack(&mut self, dt: Duration, a: Ack) {
+            self.now += dt;
+            let prior_delivered = if a.new_round { self.delivered } else { 0 };
+            self.delivered += a.acked;
+            let sample = RateSample {
+                delivered: (a.rate as u128 * a.rtt.as_nanos() as u128 / 1_000_000_000) as u64,
+                interval: Some(a.rtt),
+                send_elapsed: a.rtt,
+                ack_elapsed: a.rtt,
+                prior_delivered,
+                is_app_limited: false,
+                rtt: Some(a.rtt),
+                newly_delivered: a.acked,
+                total_delivered: self.delivered,
+            };
+            self.bbr.on_delivery(&DeliveryEvent {
+                now: self.now,
+                sample,
+                newly_lost: 0,
+                pipe_before: a.pipe,
+                pipe: a.pipe,
+                in_recovery: a.in_recovery,
+                in_timeout_recovery: a.in_timeout_recovery,
+            });
+        }
+
+        /// Startup at a constant 1 MB/s until the pipe is found full, then, with little in
+        /// flight, straight through Drain into ProbeBW.
+        fn to_probe_bw(&mut self) {
+            for _ in 0..4 {
+                self.ack(RTT, ack(1_000_000));
+            }
+            assert_eq!(self.bbr.mode(), BbrMode::ProbeBw);
+        }
+    }
+
+    #[test]
+    fn gains_are_the_papers() {
+        let g = |x: u64| x as f64 / GAIN_UNIT as f64;
+        assert!((g(HIGH_GAIN) - 2.0 / std::f64::consts::LN_2).abs() < 1.0 / 256.0);
+        assert!((g(DRAIN_GAIN) - std::f64::consts::LN_2 / 2.0).abs() < 1.0 / 256.0);
+        assert_eq!(PACING_GAIN_CYCLE.map(g), [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]);
+        assert_eq!(g(PROBE_BW_CWND_GAIN), 2.0);
+        let bbr = Feed::new().bbr;
+        assert_eq!((bbr.mode(), bbr.pacing_gain(), bbr.cwnd_gain()), (BbrMode::Startup, HIGH_GAIN, HIGH_GAIN));
+        assert_eq!(bbr.name(), "bbr");
+        assert_eq!(bbr.ssthresh(), u64::MAX);
+        // Before any RTT: the initial window over 1 ms at high gain.
+        assert_eq!(bbr.pacing_rate(), Some(10 * MSS * 1000 * HIGH_GAIN / GAIN_UNIT));
+    }
+
+    #[test]
+    fn target_cwnd_is_gain_times_bdp_plus_three_segments_rounded_to_even() {
+        let mut f = Feed::new();
+        f.ack(RTT, ack(1_250_000));
+        // BDP = 1.25 MB/s · 40 ms = 50 000 B = 50 segments.
+        assert_eq!(f.bbr.target_cwnd(GAIN_UNIT), (50 + 3 + 1) * MSS);
+        assert_eq!(f.bbr.target_cwnd(2 * GAIN_UNIT), (100 + 3 + 1) * MSS);
+        // 2.885 · 50 = 144.3 → 145 segments, + 3 = 148, already even.
+        assert_eq!(f.bbr.target_cwnd(HIGH_GAIN), 148 * MSS);
+    }
+
+    #[test]
+    fn bandwidth_filter_forgets_a_maximum_after_ten_rounds() {
+        let mut f = Feed::new();
+        f.ack(RTT, ack(2_000_000));
+        let peak_round = f.bbr.round_count();
+        for k in 1..=12 {
+            f.ack(RTT, ack(1_000_000));
+            let want = if f.bbr.round_count() - peak_round <= BW_FILTER_ROUNDS { 2_000_000 } else { 1_000_000 };
+            assert_eq!(f.bbr.btl_bw(), want, "{k} rounds after the peak");
+        }
+        assert_eq!(f.bbr.round_count() - peak_round, 12);
+        // Samples that do not end a round do not age the filter.
+        let mut f = Feed::new();
+        f.ack(RTT, ack(2_000_000));
+        for _ in 0..30 {
+            f.ack(RTT, Ack { new_round: false, ..ack(1_000_000) });
+        }
+        assert_eq!(f.bbr.btl_bw(), 2_000_000);
+    }
+
+    #[test]
+    fn windowed_max_keeps_the_best_of_the_window() {
+        let mut w = WindowedMax::default();
+        let samples = [5, 9, 3, 7, 4, 8, 2, 6, 1, 5, 3, 4, 2, 6, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1];
+        for (t, &v) in samples.iter().enumerate() {
+            let got = w.update(10, t as u64, v);
+            // Brute force: maximum over (t − 10, t].
+            let lo = (t as i64 - 10).max(0) as usize;
+            let want = *samples[lo..=t].iter().max().unwrap();
+            // Never an expired sample nor more than the true maximum; exact until the first
+            // expiry, and after that it may report a lesser sample of the window for a
+            // while, because it keeps only three.
+            assert!(got <= want && samples[lo..=t].contains(&got), "t={t}: {got} vs {want}");
+            if t < 11 || t > 20 {
+                assert_eq!(got, want, "t={t}");
+            }
+        }
+    }
+
+    #[test]
+    fn startup_ends_after_three_rounds_without_a_quarter_more_bandwidth() {
+        let mut f = Feed::new();
+        // Doubling every round: the pipe is not full.
+        for r in [1_000_000, 2_000_000, 4_000_000, 8_000_000] {
+            f.ack(RTT, Ack { pipe: 1_000_000, ..ack(r) });
+        }
+        assert_eq!(f.bbr.mode(), BbrMode::Startup);
+        // Less than 25 % above 8 MB/s twice, then a round with 25 % more restarts the count.
+        for r in [9_000_000, 9_900_000, 10_000_000] {
+            f.ack(RTT, Ack { pipe: 1_000_000, ..ack(r) });
+            assert_eq!(f.bbr.mode(), BbrMode::Startup);
+        }
+        for r in [12_000_000, 12_400_000] {
+            f.ack(RTT, Ack { pipe: 1_000_000, ..ack(r) });
+            assert_eq!(f.bbr.mode(), BbrMode::Startup);
+        }
+        f.ack(RTT, Ack { pipe: 1_000_000, ..ack(12_000_000) });
+        assert_eq!(f.bbr.mode(), BbrMode::Drain, "third round below 1.25 · 10 MB/s");
+        assert!(f.bbr.full_bw_reached());
+        assert_eq!(f.bbr.pacing_gain(), DRAIN_GAIN);
+        // Linux sets ssthresh to the BDP on entering Drain: 12.4 MB/s · 40 ms = 496 segments.
+        assert_eq!(f.bbr.ssthresh(), (496 + 3 + 1) * MSS);
+        // Drain lasts until the flight is down to one BDP.
+        f.ack(RTT, Ack { pipe: 501 * MSS, ..ack(12_000_000) });
+        assert_eq!(f.bbr.mode(), BbrMode::Drain);
+        f.ack(RTT, Ack { pipe: 500 * MSS, ..ack(12_000_000) });
+        assert_eq!(f.bbr.mode(), BbrMode::ProbeBw);
+        assert_eq!(f.bbr.cwnd_gain(), PROBE_BW_CWND_GAIN);
+    }
+
+    #[test]
+    fn probe_bw_cycles_through_the_gains_one_rtprop_per_phase() {
+        let mut f = Feed::new();
+        f.to_probe_bw();
+        assert_ne!(f.bbr.cycle_phase(), 1, "never starts in the draining phase");
+        // ACKs every 10 ms with a full pipe: each phase ends at the first ACK more than
+        // RTprop = 40 ms after it began, i.e. after 5 ACKs.
+        let full = 10 * f.bbr.target_cwnd(GAIN_UNIT);
+        let mut gains = Vec::new();
+        let mut phases = Vec::new();
+        for _ in 0..5 * 20 {
+            f.ack(Duration::from_millis(10), Ack { pipe: full, ..ack(1_000_000) });
+            gains.push(f.bbr.pacing_gain());
+            phases.push(f.bbr.cycle_phase());
+        }
+        // Skip to the first phase change, then every phase is 5 ACKs and phases follow
+        // the cycle in order.
+        let first = phases.iter().position(|&p| p != phases[0]).unwrap();
+        for (i, chunk) in phases[first..].chunks(5).enumerate() {
+            if chunk.len() < 5 {
+                break;
+            }
+            let p = (phases[first] + i) % 8;
+            assert!(chunk.iter().all(|&x| x == p), "phase {i}: {chunk:?}");
+            assert_eq!(gains[first + 5 * i], PACING_GAIN_CYCLE[p]);
+        }
+    }
+
+    #[test]
+    fn probe_bw_phases_end_on_the_flight_not_only_the_clock() {
+        let mut f = Feed::new();
+        f.to_probe_bw();
+        // Walk to the probing phase with a small flight: the 3/4 phase then ends at once.
+        let mut guard = 0;
+        while f.bbr.cycle_phase() != 0 {
+            f.ack(Duration::from_millis(50), ack(1_000_000));
+            guard += 1;
+            assert!(guard < 20);
+        }
+        // The 5/4 phase outlasts RTprop while the flight is below 5/4 of the BDP...
+        let probe_target = f.bbr.target_cwnd(PACING_GAIN_CYCLE[0]);
+        f.ack(Duration::from_millis(100), Ack { pipe: probe_target - MSS, ..ack(1_000_000) });
+        assert_eq!(f.bbr.cycle_phase(), 0);
+        // ... and ends once it reaches it.
+        f.ack(Duration::from_millis(1), Ack { pipe: probe_target, ..ack(1_000_000) });
+        assert_eq!(f.bbr.cycle_phase(), 1);
+        // The 3/4 phase ends before RTprop once the flight is down to the BDP.
+        f.ack(Duration::from_millis(1), Ack { pipe: f.bbr.target_cwnd(GAIN_UNIT), ..ack(1_000_000) });
+        assert_eq!(f.bbr.cycle_phase(), 2);
+    }
+
+    /// Runs ProbeBW with RTT samples above RTprop until ProbeRTT starts; checks it starts
+    /// at the first ACK more than 10 s after RTprop was last refreshed. Returns the cwnd
+    /// before.
+    fn run_into_probe_rtt(f: &mut Feed) -> u64 {
+        f.to_probe_bw();
+        let last_min = f.now;
+        let longer = Duration::from_millis(45);
+        // A full pipe: cwnd climbs to its ProbeBW target.
+        let step = Duration::from_millis(20);
+        while f.now + step <= last_min + MIN_RTT_WINDOW {
+            f.ack(step, Ack { rtt: longer, pipe: 60 * MSS, ..ack(1_000_000) });
+            assert_ne!(f.bbr.mode(), BbrMode::ProbeRtt, "at {}", f.now);
+        }
+        let cwnd_before = f.bbr.cwnd();
+        assert!(cwnd_before > 50 * MSS);
+        assert_eq!(f.bbr.min_rtt(), Some(RTT));
+        f.ack(step, Ack { rtt: longer, pipe: 60 * MSS, ..ack(1_000_000) });
+        assert_eq!(f.bbr.mode(), BbrMode::ProbeRtt);
+        assert_eq!(f.bbr.cwnd(), MIN_CWND_SEGMENTS * MSS);
+        assert_eq!(f.bbr.min_rtt(), Some(longer), "an expired filter takes the next sample");
+        assert_eq!(f.bbr.pacing_gain(), GAIN_UNIT);
+        assert!(f.bbr.samples_app_limited(), "ProbeRTT's samples must not count against BtlBw");
+        cwnd_before
+    }
+
+    #[test]
+    fn probe_rtt_holds_four_segments_for_200_ms_and_a_round() {
+        // A round ends early; ProbeRTT still lasts 200 ms from when the flight drained.
+        let mut f = Feed::new();
+        run_into_probe_rtt(&mut f);
+        let at_min = Ack { pipe: 4 * MSS, new_round: false, ..ack(1_000_000) };
+        f.ack(Duration::from_millis(10), at_min);
+        let t0 = f.now;
+        f.ack(Duration::from_millis(10), Ack { new_round: true, ..at_min });
+        while f.now + Duration::from_millis(10) <= t0 + PROBE_RTT_DURATION {
+            f.ack(Duration::from_millis(10), at_min);
+            assert_eq!((f.bbr.mode(), f.bbr.cwnd()), (BbrMode::ProbeRtt, 4 * MSS));
+        }
+        f.ack(Duration::from_millis(10), at_min);
+        assert_eq!(f.bbr.mode(), BbrMode::ProbeBw);
+
+        // 200 ms pass without a round ending: ProbeRTT lasts until one does.
+        let mut f = Feed::new();
+        let cwnd_before = run_into_probe_rtt(&mut f);
+        f.ack(Duration::from_millis(10), at_min);
+        let t0 = f.now;
+        while f.now <= t0 + PROBE_RTT_DURATION + PROBE_RTT_DURATION {
+            f.ack(Duration::from_millis(10), at_min);
+            assert_eq!((f.bbr.mode(), f.bbr.cwnd()), (BbrMode::ProbeRtt, 4 * MSS));
+        }
+        f.ack(Duration::from_millis(10), Ack { new_round: true, ..at_min });
+        assert_eq!(f.bbr.mode(), BbrMode::ProbeBw);
+        assert!(f.bbr.cwnd() >= cwnd_before, "cwnd restored: {} < {cwnd_before}", f.bbr.cwnd());
+        // The filter restarted when ProbeRTT ended: no new ProbeRTT for another 10 s.
+        f.ack(Duration::from_secs(9), Ack { rtt: Duration::from_millis(45), ..ack(1_000_000) });
+        assert_eq!(f.bbr.mode(), BbrMode::ProbeBw);
+        assert!(!f.bbr.samples_app_limited());
+        f.ack(Duration::from_millis(1100), Ack { rtt: Duration::from_millis(45), ..ack(1_000_000) });
+        assert_eq!(f.bbr.mode(), BbrMode::ProbeRtt);
+    }
+
+    #[test]
+    fn recovery_conserves_packets_for_a_round_then_restores_cwnd() {
+        let mut f = Feed::new();
+        f.to_probe_bw();
+        for _ in 0..100 {
+            f.ack(Duration::from_millis(10), Ack { pipe: 60 * MSS, ..ack(1_000_000) });
+        }
+        let before = f.bbr.cwnd();
+        assert_eq!(before, f.bbr.target_cwnd(PROBE_BW_CWND_GAIN), "ProbeBW cwnd sits at 2·BDP + budget");
+        f.bbr.on_enter_recovery(f.now, 60 * MSS);
+        // First recovery ACK: cwnd = pipe + delivered.
+        let rec = Ack { pipe: 30 * MSS, in_recovery: true, new_round: false, ..ack(1_000_000) };
+        f.ack(Duration::from_millis(1), rec);
+        assert_eq!(f.bbr.cwnd(), 32 * MSS);
+        // Within the round: never below pipe + delivered, never grown otherwise.
+        f.ack(Duration::from_millis(1), Ack { pipe: 20 * MSS, ..rec });
+        assert_eq!(f.bbr.cwnd(), 32 * MSS);
+        f.ack(Duration::from_millis(1), Ack { pipe: 35 * MSS, ..rec });
+        assert_eq!(f.bbr.cwnd(), 37 * MSS);
+        // A round later conservation ends and cwnd grows by what is delivered.
+        f.ack(Duration::from_millis(1), Ack { pipe: 35 * MSS, new_round: true, ..rec });
+        assert_eq!(f.bbr.cwnd(), 39 * MSS);
+        // Leaving recovery restores the cwnd from before.
+        f.ack(Duration::from_millis(1), Ack { pipe: 35 * MSS, ..ack(1_000_000) });
+        assert_eq!(f.bbr.cwnd(), before);
+        assert_eq!(f.bbr.mode(), BbrMode::ProbeBw);
+        assert_eq!(f.bbr.btl_bw(), 1_000_000, "loss leaves the model alone");
+    }
+
+    #[test]
+    fn timeout_drops_to_one_segment_regrows_and_restores_when_repaired() {
+        let mut f = Feed::new();
+        f.to_probe_bw();
+        for _ in 0..100 {
+            f.ack(Duration::from_millis(10), Ack { pipe: 60 * MSS, ..ack(1_000_000) });
+        }
+        let before = f.bbr.cwnd();
+        f.bbr.on_rto(f.now, 60 * MSS, true);
+        assert_eq!(f.bbr.cwnd(), MSS);
+        let lossy = Ack { pipe: MSS, in_timeout_recovery: true, new_round: false, ..ack(1_000_000) };
+        f.ack(Duration::from_millis(1), lossy);
+        assert_eq!(f.bbr.cwnd(), 4 * MSS, "at least the minimum cwnd");
+        f.ack(Duration::from_millis(1), lossy);
+        assert_eq!(f.bbr.cwnd(), 6 * MSS, "grows by what is delivered");
+        f.ack(Duration::from_millis(1), ack(1_000_000));
+        assert_eq!(f.bbr.cwnd(), before);
     }
 }
