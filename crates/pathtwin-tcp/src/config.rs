@@ -232,6 +232,16 @@ mod tests {
     }
 
     #[test]
+    fn bbr_is_named_and_built_with_newreno_recovery_without_sack() {
+        let params = CcParams { smss: 1000, initial_cwnd: 10_000, max_window: 1 << 20 };
+        assert_eq!(CcAlgorithm::Bbr.name(), "bbr");
+        let cc = CcAlgorithm::Bbr.build(&params);
+        assert_eq!(cc.name(), "bbr");
+        assert!(cc.pacing_rate().is_some(), "BBR is always paced");
+        assert_eq!(CcAlgorithm::Bbr.flavour_without_sack(), Flavour::NewReno);
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let c = TcpConfig { mss: 70_000, ..Default::default() };
         assert!(c.validate().unwrap_err().to_string().contains("tcp.mss"));

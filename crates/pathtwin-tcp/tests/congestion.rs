@@ -242,6 +242,21 @@ fn a_pacing_controller_spaces_segments_at_its_rate() {
     assert!(sim.ep[0].cwnd() > 20 * MSS);
 }
 
+#[test]
+fn pacing_also_spaces_retransmissions() {
+    // Three losses in the third round: the fast retransmission and the SACK recovery's
+    // retransmissions go out at the pacing rate too (Linux's internal pacing and fq pace
+    // every transmission), not in a burst on the ACK that starts recovery.
+    let cfg = TcpConfig { cc: CcAlgorithm::Custom { name: "paced-reno", build: build_paced }, ..Default::default() };
+    let sim = bulk(cfg, &[30, 33, 36], 3);
+    let st = sim.ep[0].stats();
+    assert_eq!((st.fast_retransmits, st.retransmits, st.timeouts), (1, 3, 0));
+    let sends: Vec<Instant> = sim.sent[0].iter().filter(|(_, s)| s.len > 0).map(|(t, _)| *t).collect();
+    if let Some(w) = sends.windows(2).find(|w| w[1] - w[0] < ms(10)) {
+        panic!("segments sent {} apart at {}", w[1] - w[0], w[0]);
+    }
+}
+
 /// A window with many losses (every other segment of the third round) without SACK.
 fn many_losses(impatient: bool) -> Sim {
     let cfg = TcpConfig { sack: false, delayed_ack: false, newreno_impatient: impatient, ..Default::default() };
