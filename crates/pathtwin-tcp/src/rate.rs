@@ -30,6 +30,19 @@
 //!   overestimate the rate.
 //! - The sample's RTT is that of the segment it was taken from, and none when that segment
 //!   was ever retransmitted (Karn's rule: without timestamps the ACK is ambiguous).
+//! - Without SACK, each duplicate ACK counts as one SMSS delivered, as Linux counts it as
+//!   one packet (`tcp_add_reno_sack`): a segment beyond the hole arrived. The cumulative ACK
+//!   that later covers that data does not count it again. Otherwise the ACK that repairs a
+//!   hole would deliver a whole window at once, and its sample — taken from the
+//!   retransmission, sent less than a round trip earlier — would overestimate the rate
+//!   many times over. A duplicate ACK delivers no particular segment, so its sample has no
+//!   rate ([`RateSample::interval`] is `None`). Unlike Linux, which forgets its Reno
+//!   `sacked_out` on a timeout, the credit survives one: the go-back-N that follows
+//!   resends data the receiver holds, and its cumulative ACKs would otherwise count that
+//!   data again from retransmissions sent one round trip earlier (measured: a BtlBw 15
+//!   times the link's behind a 34-packet buffer, and the flow collapsing). Duplicate ACKs
+//!   that the go-back-N's duplicates provoke may add spurious credit; it is bounded by the
+//!   data outstanding.
 
 use pathtwin_core::time::{Duration, Instant};
 
@@ -109,6 +122,12 @@ pub(crate) struct DeliveryRate {
     app_limited_until: u64,
     /// Bytes delivered by the ACK in progress.
     newly_delivered: u64,
+    /// Bytes counted as delivered by duplicate ACKs (without SACK) and not yet covered by
+    /// the cumulative ACK (Linux's `sacked_out` of a Reno connection).
+    dupack_credit: u64,
+    /// The next cumulatively delivered segment is the first of its ACK: the hole that the
+    /// duplicate ACKs were about, which no credit covers.
+    first_of_ack: bool,
     newest: Option<Newest>,
 }
 
@@ -120,6 +139,8 @@ impl DeliveryRate {
             first_sent_time: Instant::ZERO,
             app_limited_until: 0,
             newly_delivered: 0,
+            dupack_credit: 0,
+            first_of_ack: true,
             newest: None,
         }
     }
@@ -149,10 +170,14 @@ impl DeliveryRate {
     /// `units` bytes of a segment whose last transmission (number `order`, at `sent_at`)
     /// recorded `tx` were delivered (draft §3.3 "UpdateRateSample"). Each byte must be
     /// reported once: SACKed segments are not reported again when the cumulative ACK
-    /// passes them.
+    /// passes them. A cumulative ACK reports its segments in sequence order.
     pub fn on_delivered(&mut self, tx: &TxSnapshot, sent_at: Instant, order: u64, units: u64, retransmitted: bool) {
-        self.delivered += units;
-        self.newly_delivered += units;
+        // Linux `tcp_remove_reno_sacks`: a cumulative ACK delivers at least the segment at
+        // the hole; the rest of what it covers, up to the credit, was counted already.
+        let credited = if std::mem::take(&mut self.first_of_ack) { 0 } else { units.min(self.dupack_credit) };
+        self.dupack_credit -= credited;
+        self.delivered += units - credited;
+        self.newly_delivered += units - credited;
         if self.newest.is_none_or(|n| order > n.order) {
             self.newest = Some(Newest { order, tx: *tx, sent_at, retransmitted });
             // The next send phase starts at this segment's transmission.
@@ -160,15 +185,56 @@ impl DeliveryRate {
         }
     }
 
+    /// Bytes duplicate ACKs (without SACK) reported delivered beyond the cumulative ACK:
+    /// data no longer in the network, although RFC 6675's pipe without SACK counts it.
+    pub fn dupack_credit(&self) -> u64 {
+        self.dupack_credit
+    }
+
+    /// A duplicate ACK without SACK: one segment of `smss` bytes beyond the hole arrived.
+    /// The credit never exceeds `outstanding`, the data not yet cumulatively acknowledged.
+    pub fn on_duplicate_ack(&mut self, smss: u64, outstanding: u64) {
+        let credit = (self.dupack_credit + smss).min(outstanding);
+        let units = credit.saturating_sub(self.dupack_credit);
+        self.dupack_credit = credit;
+        self.delivered += units;
+        self.newly_delivered += units;
+    }
+
+    /// The cumulative ACK moved: no more can be held beyond it than is outstanding.
+    pub fn limit_dupack_credit(&mut self, outstanding: u64) {
+        self.dupack_credit = self.dupack_credit.min(outstanding);
+    }
+
     /// Ends the ACK in progress at `now` (draft §3.3 "GenerateRateSample"): the sample, or
-    /// `None` if the ACK delivered nothing. `min_rtt` is the connection's minimum RTT.
+    /// `None` if the ACK delivered nothing. `min_rtt` is the connection's minimum RTT. An
+    /// ACK that delivered only by duplicate-ACK credit gives a sample with no rate whose
+    /// other fields but `newly_delivered` and `total_delivered` are zero.
     pub fn generate(&mut self, now: Instant, min_rtt: Option<Duration>) -> Option<RateSample> {
         // The app-limited period ends once everything in flight when it began is delivered.
         if self.app_limited_until != 0 && self.delivered > self.app_limited_until {
             self.app_limited_until = 0;
         }
         let newly_delivered = std::mem::take(&mut self.newly_delivered);
-        let p = self.newest.take()?;
+        self.first_of_ack = true;
+        let Some(p) = self.newest.take() else {
+            if newly_delivered == 0 {
+                return None;
+            }
+            // Duplicate ACKs only: data was delivered, but no segment to sample.
+            self.delivered_time = now;
+            return Some(RateSample {
+                delivered: 0,
+                interval: None,
+                send_elapsed: Duration::ZERO,
+                ack_elapsed: Duration::ZERO,
+                prior_delivered: 0,
+                is_app_limited: false,
+                rtt: None,
+                newly_delivered,
+                total_delivered: self.delivered,
+            });
+        };
         self.delivered_time = now;
         let send_elapsed = p.sent_at.saturating_since(p.tx.first_sent_time);
         let ack_elapsed = now.saturating_since(p.tx.delivered_time);
@@ -363,6 +429,48 @@ mod tests {
         assert!(s.is_app_limited, "sent during the app-limited period");
         assert!(!dr.is_app_limited(), "everything in flight at the mark is delivered");
         assert!(!dr.on_send(at_us(11_000), false).app_limited);
+    }
+
+    #[test]
+    fn duplicate_acks_without_sack_count_once_and_tame_the_repairing_ack() {
+        // Ten segments sent 1 ms apart at 0–9 ms; the first is lost. Its nine successors
+        // arrive and produce duplicate ACKs at 41–49 ms; the retransmission leaves at 49 ms
+        // and its ACK covers all ten at 89 ms.
+        let mut dr = DeliveryRate::new();
+        let sent = send_train(&mut dr, 1, 10, Instant::ZERO, 1_000, true);
+        for k in 1..10u64 {
+            dr.on_duplicate_ack(MSS, 10 * MSS);
+            let s = dr.generate(at_us(40_000 + k * 1_000), None).unwrap();
+            assert_eq!((s.newly_delivered, s.total_delivered, s.interval), (MSS, k * MSS, None));
+        }
+        let rtx = dr.on_send(at_us(49_000), false);
+        assert_eq!((rtx.delivered, rtx.delivered_time), (9 * MSS, at_us(49_000)));
+        dr.on_delivered(&rtx, at_us(49_000), 11, MSS, true); // the hole, first in sequence
+        for (tx, t, o) in &sent[1..] {
+            dr.on_delivered(tx, *t, *o, MSS, false);
+        }
+        let s = dr.generate(at_us(89_000), None).unwrap();
+        // Only the retransmitted segment, the hole, is new; the sample, from the
+        // retransmission, is one segment (not ten) over its send phase, 49 ms since the flight's first send (no
+        // segment was sampled in between), which is longer than its 40 ms ACK phase.
+        assert_eq!((s.newly_delivered, s.total_delivered, s.delivered), (MSS, 10 * MSS, MSS));
+        assert_eq!((s.send_elapsed, s.ack_elapsed), (Duration::from_millis(49), Duration::from_millis(40)));
+        // The credit is capped by what is outstanding.
+        let mut dr = DeliveryRate::new();
+        let sent = send_train(&mut dr, 1, 3, Instant::ZERO, 0, true);
+        for _ in 0..5 {
+            dr.on_duplicate_ack(MSS, 2 * MSS);
+        }
+        assert_eq!(dr.generate(at_us(1_000), None).unwrap().total_delivered, 2 * MSS);
+        // The hole and the two segments the credit stands for: one segment new.
+        for (i, (tx, t, o)) in sent.iter().enumerate() {
+            dr.on_delivered(tx, *t, *o, MSS, false);
+            if i == 0 {
+                dr.limit_dupack_credit(2 * MSS);
+            }
+        }
+        assert_eq!(dr.generate(at_us(2_000), None).unwrap().total_delivered, 3 * MSS);
+        assert_eq!(dr.dupack_credit(), 0);
     }
 
     #[test]

@@ -292,6 +292,7 @@ impl Scoreboard {
             }
         }
         self.sacked_ranges.remove_below(ack);
+        self.rate.limit_dupack_credit(self.outstanding);
         if karn_ok {
             out.rtt_sent_at = newest;
         }

@@ -308,10 +308,12 @@ impl Bbr {
     }
 
     /// Linux `bbr_set_pacing_rate`: in Startup the rate only grows, so that a low early
-    /// sample does not slow the ramp.
+    /// sample does not slow the ramp. A zero estimate (every sample in the window delivered
+    /// nothing new) carries no information and leaves the rate alone; Linux stops pacing
+    /// then.
     fn set_pacing_rate(&mut self, gain: u64) {
         let rate = (self.bw.get() as u128 * gain as u128 / GAIN_UNIT as u128).min(u64::MAX as u128) as u64;
-        if self.full_bw_reached() || rate > self.pacing_rate {
+        if rate > 0 && (self.full_bw_reached() || rate > self.pacing_rate) {
             self.pacing_rate = rate;
         }
     }

@@ -93,9 +93,10 @@ pub struct DeliveryEvent {
     pub sample: RateSample,
     /// Sequence numbers newly deemed lost while this ACK was processed.
     pub newly_lost: u64,
-    /// RFC 6675 pipe before this ACK (Linux's `prior_in_flight`).
+    /// Data in the network before this ACK (Linux's `prior_in_flight`): RFC 6675 pipe, less,
+    /// without SACK, the segments that duplicate ACKs have reported delivered.
     pub pipe_before: u64,
-    /// RFC 6675 pipe after this ACK, its loss detection and any recovery entry.
+    /// The same after this ACK, its loss detection and any recovery entry.
     pub pipe: u64,
     /// In fast recovery after this ACK (false on the ACK that ends it).
     pub in_recovery: bool,

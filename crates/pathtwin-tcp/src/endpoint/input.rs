@@ -128,6 +128,9 @@ impl Endpoint {
         self.peer_wnd = seg.wnd;
         let flight_before = self.sb.outstanding();
         let pipe_before = self.sb.pipe();
+        // What is really in the network, as Linux's `tcp_packets_in_flight` counts it:
+        // without SACK, the segments duplicate ACKs reported delivered are out of it.
+        let in_flight_before = pipe_before.saturating_sub(self.sb.rate_mut().dupack_credit());
         let in_recovery = self.recovery.in_recovery();
         let lost_before = self.sb.lost_total();
         let mut delivery = self.rack.as_ref().map(|r| r.delivery(now, self.stats.rtt_min.unwrap_or(Duration::ZERO)));
@@ -190,6 +193,10 @@ impl Endpoint {
         let mut dupacks = 0;
         if is_dupack {
             self.stats.dupacks_received += 1;
+            if !self.sack_ok {
+                let outstanding = self.sb.outstanding();
+                self.sb.rate_mut().on_duplicate_ack(smss, outstanding);
+            }
             dupacks = self.recovery.on_dupack(smss);
         }
         if let (Some(rack), Some(d)) = (self.rack.as_mut(), delivery) {
@@ -217,8 +224,8 @@ impl Endpoint {
                 now,
                 sample,
                 newly_lost: self.sb.lost_total() - lost_before,
-                pipe_before,
-                pipe: self.sb.pipe(),
+                pipe_before: in_flight_before,
+                pipe: self.sb.pipe().saturating_sub(self.sb.rate_mut().dupack_credit()),
                 in_recovery: self.recovery.in_recovery(),
                 in_timeout_recovery: self.timeout_recover.is_some(),
             });
