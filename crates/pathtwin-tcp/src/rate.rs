@@ -254,10 +254,10 @@ impl DeliveryRate {
     }
 
     /// The sender has room in its window but nothing to send (draft §3.4): segments sent
-    /// from now until everything now in flight (`pipe` bytes) is delivered are marked
+    /// from now until everything now in flight (`in_flight` bytes) is delivered are marked
     /// application-limited.
-    pub fn mark_app_limited(&mut self, pipe: u64) {
-        self.app_limited_until = (self.delivered + pipe).max(1);
+    pub fn mark_app_limited(&mut self, in_flight: u64) {
+        self.app_limited_until = (self.delivered + in_flight).max(1);
     }
 }
 

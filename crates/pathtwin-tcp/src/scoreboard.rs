@@ -182,6 +182,10 @@ impl Scoreboard {
         }
     }
 
+    pub fn rate(&self) -> &DeliveryRate {
+        &self.rate
+    }
+
     pub fn rate_mut(&mut self) -> &mut DeliveryRate {
         &mut self.rate
     }

@@ -1,5 +1,5 @@
 //! Congestion control: the [`CongestionControl`] trait every controller implements, the
-//! events it receives, and the controllers themselves (so far [`Reno`]).
+//! events it receives, and the controllers themselves (so far [`Reno`] and [`Bbr`]).
 //!
 //! Division of labour (the same as Linux's `tcp_congestion_ops` and quinn's `Controller`):
 //! a controller owns `cwnd` and `ssthresh` and decides how they react to ACKs, losses and

@@ -128,9 +128,7 @@ impl Endpoint {
         self.peer_wnd = seg.wnd;
         let flight_before = self.sb.outstanding();
         let pipe_before = self.sb.pipe();
-        // What is really in the network, as Linux's `tcp_packets_in_flight` counts it:
-        // without SACK, the segments duplicate ACKs reported delivered are out of it.
-        let in_flight_before = pipe_before.saturating_sub(self.sb.rate_mut().dupack_credit());
+        let in_flight_before = self.in_flight();
         let in_recovery = self.recovery.in_recovery();
         let lost_before = self.sb.lost_total();
         let mut delivery = self.rack.as_ref().map(|r| r.delivery(now, self.stats.rtt_min.unwrap_or(Duration::ZERO)));
@@ -225,13 +223,13 @@ impl Endpoint {
                 sample,
                 newly_lost: self.sb.lost_total() - lost_before,
                 pipe_before: in_flight_before,
-                pipe: self.sb.pipe().saturating_sub(self.sb.rate_mut().dupack_credit()),
+                pipe: self.in_flight(),
                 in_recovery: self.recovery.in_recovery(),
                 in_timeout_recovery: self.timeout_recover.is_some(),
             });
             if self.cc.samples_app_limited() {
-                let pipe = self.sb.pipe();
-                self.sb.rate_mut().mark_app_limited(pipe);
+                let in_flight = self.in_flight();
+                self.sb.rate_mut().mark_app_limited(in_flight);
             }
         }
         if self.tlp {

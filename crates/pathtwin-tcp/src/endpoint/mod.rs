@@ -354,6 +354,14 @@ impl Endpoint {
         &self.cfg
     }
 
+    /// What is really in the network, as Linux's `tcp_packets_in_flight` counts it: RFC
+    /// 6675 pipe, less, without SACK, the segments duplicate ACKs reported delivered (which
+    /// pipe without SACK cannot know of). What rate-based controllers and the app-limited
+    /// check use.
+    fn in_flight(&self) -> u64 {
+        self.sb.pipe().saturating_sub(self.sb.rate().dupack_credit())
+    }
+
     /// End of the application's data in sequence space (where our FIN goes).
     fn data_end(&self) -> u64 {
         self.data_start.saturating_add(self.written)

@@ -112,9 +112,9 @@ impl Endpoint {
     /// stops the sender.
     fn check_app_limited(&mut self) {
         let unsent = self.data_end().saturating_sub(self.snd_max);
-        let pipe = self.sb.pipe();
-        if unsent < self.smss as u64 && pipe < self.cwnd() && !self.sb.has_lost_unretransmitted() {
-            self.sb.rate_mut().mark_app_limited(pipe);
+        let in_flight = self.in_flight();
+        if unsent < self.smss as u64 && in_flight < self.cwnd() && !self.sb.has_lost_unretransmitted() {
+            self.sb.rate_mut().mark_app_limited(in_flight);
         }
     }
 
