@@ -3,7 +3,7 @@
 //! recently been delivered, and whether that rate was limited by the application.
 //!
 //! The idea (draft §2): every transmission records a snapshot of the connection's delivery
-//! state ([`TxSnapshot`]: `C.delivered`, `C.delivered_time`, `C.first_sent_time`,
+//! state (`TxSnapshot`: `C.delivered`, `C.delivered_time`, `C.first_sent_time`,
 //! `C.app_limited`). When a segment is delivered, the data delivered since its snapshot,
 //! divided by the longer of the send phase (`P.sent_time − P.first_sent_time`) and the ACK
 //! phase (`now − P.delivered_time`), is the delivery rate over about one round trip. Taking
@@ -12,9 +12,9 @@
 //!
 //! This module owns the per-connection variables, the snapshots' contents and the sample
 //! ([`RateSample`]). It does not own which segments were delivered: the scoreboard stores
-//! each segment's snapshot and reports its delivery ([`DeliveryRate::on_delivered`]); the
-//! endpoint generates one sample per ACK ([`DeliveryRate::generate`]), marks app-limited
-//! periods ([`DeliveryRate::mark_app_limited`]) and hands the sample to the congestion
+//! each segment's snapshot and reports its delivery (`DeliveryRate::on_delivered`); the
+//! endpoint generates one sample per ACK (`DeliveryRate::generate`), marks app-limited
+//! periods (`DeliveryRate::mark_app_limited`) and hands the sample to the congestion
 //! controller.
 //!
 //! Units and choices:

@@ -656,7 +656,7 @@ mod tests {
 
         /// Startup at a constant 1 MB/s until the pipe is found full, then, with little in
         /// flight, straight through Drain into ProbeBW.
-        fn to_probe_bw(&mut self) {
+        fn reach_probe_bw(&mut self) {
             for _ in 0..4 {
                 self.ack(RTT, ack(1_000_000));
             }
@@ -723,7 +723,7 @@ mod tests {
             // expiry, and after that it may report a lesser sample of the window for a
             // while, because it keeps only three.
             assert!(got <= want && samples[lo..=t].contains(&got), "t={t}: {got} vs {want}");
-            if t < 11 || t > 20 {
+            if !(11..=20).contains(&t) {
                 assert_eq!(got, want, "t={t}");
             }
         }
@@ -763,7 +763,7 @@ mod tests {
     #[test]
     fn probe_bw_cycles_through_the_gains_one_rtprop_per_phase() {
         let mut f = Feed::new();
-        f.to_probe_bw();
+        f.reach_probe_bw();
         assert_ne!(f.bbr.cycle_phase(), 1, "never starts in the draining phase");
         // ACKs every 10 ms with a full pipe: each phase ends at the first ACK more than
         // RTprop = 40 ms after it began, i.e. after 5 ACKs.
@@ -791,7 +791,7 @@ mod tests {
     #[test]
     fn probe_bw_phases_end_on_the_flight_not_only_the_clock() {
         let mut f = Feed::new();
-        f.to_probe_bw();
+        f.reach_probe_bw();
         // Walk to the probing phase with a small flight: the 3/4 phase then ends at once.
         let mut guard = 0;
         while f.bbr.cycle_phase() != 0 {
@@ -815,7 +815,7 @@ mod tests {
     /// at the first ACK more than 10 s after RTprop was last refreshed. Returns the cwnd
     /// before.
     fn run_into_probe_rtt(f: &mut Feed) -> u64 {
-        f.to_probe_bw();
+        f.reach_probe_bw();
         let last_min = f.now;
         let longer = Duration::from_millis(45);
         // A full pipe: cwnd climbs to its ProbeBW target.
@@ -875,7 +875,7 @@ mod tests {
     #[test]
     fn recovery_conserves_packets_for_a_round_then_restores_cwnd() {
         let mut f = Feed::new();
-        f.to_probe_bw();
+        f.reach_probe_bw();
         for _ in 0..100 {
             f.ack(Duration::from_millis(10), Ack { pipe: 60 * MSS, ..ack(1_000_000) });
         }
@@ -904,7 +904,7 @@ mod tests {
     #[test]
     fn timeout_drops_to_one_segment_regrows_and_restores_when_repaired() {
         let mut f = Feed::new();
-        f.to_probe_bw();
+        f.reach_probe_bw();
         for _ in 0..100 {
             f.ack(Duration::from_millis(10), Ack { pipe: 60 * MSS, ..ack(1_000_000) });
         }

@@ -28,7 +28,7 @@
 //! their own β), Monaco (`on_ack`, `pacing_rate` for its leaky bucket; its out-of-band
 //! control packets will need an endpoint extension beyond this trait).
 
-mod bbr;
+pub mod bbr;
 mod reno;
 
 pub use bbr::{Bbr, BbrMode};
