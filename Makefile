@@ -1,24 +1,30 @@
 # pathtwin — the two commands the README promises:
 #   make demo   builds everything and runs the NSDI'09 Table 2 reproduction (simulation)
 #   make test   builds everything and runs every test (Rust and Python)
-# Both work on a fresh machine: `make setup` installs what they need first.
+# Both work on a fresh machine: `make setup` installs what they need first. Python packages go
+# into a project virtual environment (.venv, or VENV=...), never into the system interpreter.
 
-PYTHON ?= python3
-PIP ?= $(PYTHON) -m pip
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+PIP := $(PYTHON) -m pip
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 .PHONY: setup build demo test test-rust test-python bench clean
 
-# System packages the tests use as peers and tools (iperf3, tcpdump, tshark, tcptrace), and
-# the Python build/runtime dependencies. Idempotent and quick when already installed.
-setup:
-	./scripts/setup.sh
+$(PYTHON):
+	python3 -m venv $(VENV)
+
+# System packages the tests use as peers and tools (iperf3, tcpdump, tshark, tcptrace, ns-2),
+# and the Python build/runtime dependencies in the venv. Idempotent and quick when already
+# installed.
+setup: $(PYTHON)
+	PYTHON=$(PYTHON) ./scripts/setup.sh
 
 build: setup
 	$(PIP) install --no-build-isolation -q -e .
 
 demo: build
-	$(PYTHON) -m pathtwin.cli reproduce nsdi09-table2
+	$(PYTHON) -m pathtwin.cli reproduce nsdi09-table2 --out out/demo
 
 test-rust: setup
 	cargo test --workspace --exclude pathtwin-py
@@ -33,4 +39,4 @@ bench: build
 
 clean:
 	cargo clean
-	rm -rf python/pathtwin/_native*.so
+	rm -rf python/pathtwin/_native*.so $(VENV)

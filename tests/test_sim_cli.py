@@ -146,3 +146,14 @@ def test_python_api_returns_dataframes():
     assert isinstance(res.queue_series, pd.DataFrame)
     with pytest.raises(pathtwin.PathtwinError, match=r"path\[0\]\.rtt"):
         pathtwin.simulate({"hosts": ["a", "b"], "path": [{"between": ["a", "b"], "rtt": 20, "abw": "4mbit"}]})
+
+
+def test_help_shows_config_syntax_literally():
+    """Help texts quote config syntax; brackets must survive (rich markup used to eat them:
+    "topology + [] workload", "Override  seed")."""
+    r = run_cli("sim", "--help")
+    assert r.returncode == 0, r.stderr
+    assert "[[flow]]" in r.stdout and "[run] seed" in r.stdout and "[run] duration" in r.stdout, r.stdout
+    for group in ([], ["emu"], ["trace"]):
+        r = run_cli(*group, "--help")
+        assert r.returncode == 0 and "Usage: pathtwin" in r.stdout, r.stdout

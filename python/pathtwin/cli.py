@@ -23,6 +23,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Help texts quote config syntax ("[[flow]]", "[run] seed"): read them as plain text, not
+    # as rich markup, which would swallow the brackets.
+    rich_markup_mode=None,
 )
 app.add_typer(trace_cli.app, name="trace")
 app.add_typer(emu_cli.app, name="emu")
@@ -205,6 +208,19 @@ def reproduce(
             print(f"  link/path RTT ratio: {f5.mean_rtt_ms['link']/f5.mean_rtt_ms['path']:.1f}x (paper: 629 ms vs 53.2 ms)")
     else:
         raise PathtwinError(f"unknown reproduction {name!r}: expected nsdi09-table2 or nsdi09-figure5")
+    if out is not None and not as_json:
+        _plot_runs_under(out)
+
+
+def _plot_runs_under(out: Path) -> None:
+    """Draws the plots of every run directory a reproduction kept, and says where they are."""
+    from .plot import plot_result
+
+    runs = sorted(p.parent for p in Path(out).glob("**/run.json"))
+    for run in runs:
+        plot_result(run)
+    if runs:
+        print(f"{len(runs)} run directories (run.json, Parquet tables, PNG plots) under {out}/")
 
 
 def main(argv: list[str] | None = None) -> int:

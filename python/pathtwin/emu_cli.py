@@ -24,7 +24,8 @@ import typer
 from .emulation import STATE_ROOT, Emulation, new_run_id, require_root
 from .errors import PathtwinError
 
-app = typer.Typer(help="Run real applications across emulated paths.", no_args_is_help=True)
+app = typer.Typer(help="Run real applications across emulated paths.", no_args_is_help=True,
+                  rich_markup_mode=None)
 
 RunOpt = typer.Option(None, "--run", help="Run id (default: the only running emulation).")
 

@@ -31,7 +31,8 @@ class _LazyTrace:
 
 tr = _LazyTrace()
 
-app = typer.Typer(help="Analyze packet captures (Monkey See) and diagnose probes (Monarch).", no_args_is_help=True)
+app = typer.Typer(help="Analyze packet captures (Monkey See) and diagnose probes (Monarch).", no_args_is_help=True,
+                  rich_markup_mode=None)
 
 # Captures smaller than this finish before a bar would be worth drawing.
 _PROGRESS_MIN_BYTES = 32 << 20

@@ -1,4 +1,5 @@
-"""Reproductions of the papers' experiments, from the topologies in ``examples/``.
+"""NSDI'09 ("Modeling and Emulation of Internet Paths") reproductions, from the topologies in
+``examples/``.
 
 ``nsdi09-table2``: every row of NSDI'09 Table 2 in path mode and in link mode, over several
 seeds, printed in the paper's layout (configured ABW, achieved throughput, error %).
@@ -14,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .config import native_call, parse_quantity
-from .errors import PathtwinError
-from .sim import simulate
+from ..config import native_call, parse_quantity
+from ..errors import PathtwinError
+from ..sim import simulate
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def example_path(name: str) -> Path:
@@ -30,7 +31,7 @@ def example_path(name: str) -> Path:
 
 def load_example(name: str) -> dict:
     """The example as a dict, validated by the Rust schema first (errors keep line numbers)."""
-    from . import _native
+    from .. import _native
 
     path = example_path(name)
     text = path.read_text()
@@ -72,7 +73,7 @@ def table2(engine: str = "sim", seeds: int = 5, duration: str | None = None, out
            progress=None) -> list[Table2Row]:
     """Runs Table 2 in path and link mode; returns one row per path."""
     if engine != "sim":
-        from .emulation import reproduce_table2_emu  # the emulator's implementation
+        from ..emulation import reproduce_table2_emu  # the emulator's implementation
 
         return reproduce_table2_emu(seeds=seeds, duration=duration, out=out, progress=progress)
     base = load_example("nsdi09-table2")

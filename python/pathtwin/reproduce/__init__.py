@@ -1,0 +1,15 @@
+"""Reproductions of the papers' experiments: one module per paper, each describing its runs
+declaratively and printing the paper's numbers beside ours.
+
+- :mod:`.nsdi09` — "Modeling and Emulation of Internet Paths" (Table 2, Figure 5).
+- :mod:`.acc` — "Accumulation-based congestion control" (Monaco and Vegas, §III-C, §IV-A, §IV-B).
+
+The engines never import this package; a reproduction builds configs, runs them through
+``pathtwin.simulate`` (or the emulator), and compares.
+"""
+
+from .nsdi09 import (EXAMPLES, Figure5, Table2Row, example_path, figure5, load_example, print_table2, table2,
+                     with_mode)
+
+__all__ = ["EXAMPLES", "Figure5", "Table2Row", "example_path", "figure5", "load_example", "print_table2", "table2",
+           "with_mode"]
