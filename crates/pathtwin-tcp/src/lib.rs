@@ -72,7 +72,7 @@ pub mod segment;
 mod stats;
 
 pub use cc::{AckEvent, CcParams, CongestionControl, Reno, SentEvent};
-pub use config::{CcAlgorithm, ConfigError, TcpConfig};
+pub use config::{CcAlgorithm, ConfigError, NewRenoTimer, TcpConfig};
 pub use endpoint::{Endpoint, State};
 pub use segment::{Flags, SackBlocks, Segment};
 pub use stats::{Event, Stats};

@@ -21,9 +21,10 @@
 //!   inflation. The scoreboard does the rest.
 //!
 //! The endpoint restarts the retransmission timer on every ACK of new data, as RFC 6298
-//! (5.3) asks, which makes NewReno the "Slow-but-Steady" variant; with
-//! `TcpConfig::newreno_impatient` only the first partial ACK restarts it (RFC 6582 §3.2
-//! step 5, "Impatient"). [`AckOutcome::RetransmitFront`] says which partial ACK this is.
+//! (5.3) asks, except on NewReno's partial ACKs after the first of an episode: by default
+//! only the first restarts it (RFC 6582 §3.2 step 5, the "Impatient" variant); with
+//! `NewRenoTimer::SlowButSteady` every one does. [`AckOutcome::RetransmitFront`] says
+//! which partial ACK this is.
 
 /// The loss-recovery algorithm in use on a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
