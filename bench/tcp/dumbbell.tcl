@@ -7,7 +7,8 @@
 # partial-ACK timer (newreno_changes1_ 1 | 0); ignored by the others.  RTTS_MS: the base RTT
 # of each flow, comma-separated (e.g. 20,40,80,160).  STARTS_S: each flow's start time,
 # comma-separated (bench/tcp/run.py draws them, the same for pathtwin).  TRACE_FILE: if given, a packet trace
-# of the whole run (ns-2 trace format) for diagnosis.
+# of the whole run (ns-2 trace format) for diagnosis, and TRACE_FILE.vars each sender's
+# cwnd_, ssthresh_, dupacks_ and nrexmit_ (timeouts) whenever they change.
 #
 # s_i --100 Mbit/s, RTT_i/2 - 3 ms-- r1 ==20 Mbit/s, 2 ms, 50p DropTail== r2 --100 Mbit/s, 1 ms-- d_i
 #
@@ -99,6 +100,11 @@ for {set i 0} {$i < $nflows} {incr i} {
     set ftp($i) [new Application/FTP]
     $ftp($i) attach-agent $tcp($i)
     $ns at [lindex $starts $i] "$ftp($i) start"
+    if {$tracefile != ""} {
+        if {$i == 0} { set vf [open $tracefile.vars w] }
+        $tcp($i) attach $vf
+        foreach v {cwnd_ ssthresh_ dupacks_ nrexmit_} { $tcp($i) trace $v }
+    }
 }
 
 # Each sender's cumulative ACK is read one ACK-path delay after DURATION (the reverse path

@@ -312,6 +312,15 @@ impl Endpoint {
         self.recovery.enter(self.snd_max, self.cc.cwnd(), self.cfg.dupack_threshold, smss);
         self.sb.mark_front_lost();
         self.force_retx = true;
+        // The fast retransmission of the first unacknowledged segment restarts the timer.
+        // RFC 6298 (5.1) only starts a timer that is not running, so the one running since
+        // the last ACK of new data would otherwise expire about one RTO after that ACK: when
+        // the DupThresh duplicate ACKs take longer to arrive than RTO − RTT (an RTT near the
+        // minimum RTO, or a small window with sparse ACKs) it fires before the retransmission
+        // can be acknowledged, a spurious timeout and go-back-N. ns-2 restarts the timer on
+        // fast retransmit (`reset_rtx_timer` in every variant's `dupack_action`), as Linux
+        // and FreeBSD do whenever they retransmit the first unacknowledged segment.
+        self.rto_at = Some(now + self.rtt.rto());
         self.stats.fast_retransmits += 1;
     }
 

@@ -1,17 +1,20 @@
-//! NewReno without SACK after a window with many losses: the two retransmission-timer
-//! variants of RFC 6582, and the window that the next reduction halves.
+//! Loss recovery where pathtwin once parted from ns-2 (bench/tcp/README.md): NewReno without
+//! SACK after a window with many losses — the two retransmission-timer variants of RFC 6582
+//! and the window that the next reduction halves — and the retransmission timer at a fast
+//! retransmit.
 //!
-//! The expectations are RFC 5681 eq. (4) applied to what the sender had in the network
-//! (its un-inflated cwnd), as ns-2 does: in ns-2's trace of a one-flow, one-BDP-buffer run
-//! (10 Mbit/s, 50 ms RTT, NewReno, Impatient) the fast retransmit sets ssthresh_ 63 and the
-//! timeout during that recovery ssthresh_ 31, half the episode's window, not half of the
-//! outstanding range, which by then also covers the new data sent during the recovery.
+//! The halving expectations are RFC 5681 eq. (4) applied to what the sender had in the
+//! network (its un-inflated cwnd), as ns-2 does: in ns-2's trace of a one-flow,
+//! one-BDP-buffer run (10 Mbit/s, 50 ms RTT, NewReno, Impatient) the fast retransmit sets
+//! ssthresh_ 63 and the timeout during that recovery ssthresh_ 31, half the episode's
+//! window, not half of the outstanding range, which by then also covers the new data sent
+//! during the recovery.
 
 mod common;
 
 use common::*;
 use pathtwin_core::time::Instant;
-use pathtwin_tcp::{NewRenoTimer, TcpConfig};
+use pathtwin_tcp::{CcAlgorithm, NewRenoTimer, TcpConfig};
 
 const MSS: u64 = 1460;
 
@@ -68,4 +71,40 @@ fn slow_but_steady_next_episode_halves_the_window_not_the_data_held_above_a_hole
     // The first episode ends with cwnd = ssthresh = 20 segments (RFC 6582 step 6); the
     // second halves that, as ns-2's cwnd_/2 does.
     assert_eq!(ssthresh_at(&sim, episodes[1].0), 10 * MSS);
+}
+
+/// One loss on a path whose RTT (172 ms) is close to the 200 ms minimum RTO, with a
+/// 1 Mbit/s bottleneck spacing the segments (and so the duplicate ACKs) 12 ms apart and a
+/// 6-segment window that never queues. The third duplicate ACK comes 36 ms after the last
+/// ACK of new data and the retransmission's ACK one RTT later, 208 ms after it: a timer left
+/// running from that ACK expires first. Restarted at the fast retransmit, as ns-2 does, it
+/// does not, and one loss costs one retransmission (RFC 5681 §3.2).
+#[test]
+fn fast_retransmit_restarts_the_retransmission_timer() {
+    for (cc, sack) in [(CcAlgorithm::Reno, false), (CcAlgorithm::NewReno, false), (CcAlgorithm::NewReno, true)] {
+        for rack in [false, true] {
+            let cfg = TcpConfig {
+                cc,
+                sack,
+                rack,
+                tlp: false,
+                delayed_ack: false,
+                max_window: 6 * MSS,
+                ..Default::default()
+            };
+            let link = LinkCfg::bottleneck(ms(80), 1_000_000, 100);
+            let mut sim = Sim::new(cfg.clone(), cfg, link, link);
+            sim.set_drop(0, drop_data_indices(&[40]));
+            sim.ep[0].send(80 * MSS);
+            sim.run_until(at_ms(20_000));
+            assert_eq!(sim.queue_drops(0), 0);
+            let st = sim.ep[0].stats();
+            assert!(sim.ep[0].srtt().unwrap() > ms(160), "the RTT is close to the minimum RTO");
+            assert_eq!(
+                (st.fast_retransmits, st.timeouts, st.retransmits),
+                (1, 0, 1),
+                "{cc:?} sack={sack} rack={rack}"
+            );
+        }
+    }
 }
