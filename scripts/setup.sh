@@ -3,7 +3,7 @@
 # (as root, via apt) and Python packages (via pip). Safe to run repeatedly.
 set -euo pipefail
 
-apt_pkgs=(iperf3 tcpdump tshark tcptrace iproute2)
+apt_pkgs=(iperf3 tcpdump tshark tcptrace iproute2 ns2)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
