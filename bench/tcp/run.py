@@ -248,7 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         print()
         r = subprocess.run(["cargo", "test", "-q", "-p", "pathtwin-tcp", "--test", "ns2_fall_floyd", "--",
                             "--nocapture", "--test-threads=1"], cwd=REPO, capture_output=True, text=True)
-        print("\n".join(line for line in r.stdout.splitlines() if not line.startswith(("running", "test result"))))
+        if r.returncode != 0:
+            print(f"bench/tcp: the Fall & Floyd comparison failed:\n{r.stdout}{r.stderr}", file=sys.stderr)
+        print("\n".join(line for line in r.stdout.splitlines()
+                        if line.strip(". ") and not line.startswith(("running", "test result"))))
     return 0
 
 
