@@ -54,6 +54,8 @@ Agent/TCP set windowInit_  2
 Agent/TCP set syn_         true      ;# a 40-byte SYN first, as pathtwin's handshake
 Agent/TCP set delay_growth_ true
 Agent/TCP set tcpTick_     0.001     ;# pathtwin's 1 ms RTT clock (rtt.rs G); default 0.01
+# run.py --ns2-tick sets another tick (ns-2's default 0.01) to show what the clock changes.
+if {[info exists env(PATHTWIN_NS2_TCPTICK)]} { Agent/TCP set tcpTick_ $env(PATHTWIN_NS2_TCPTICK) }
 Agent/TCP set minrto_      0.2
 Agent/TCP set maxrto_      60
 Agent/TCP set rtxcur_init_ 1.0

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -220,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default=None, help="comma-separated subset of the variant labels")
     ap.add_argument("--fall-floyd", action="store_true", help="also print the Fall & Floyd table (runs cargo)")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows to this file")
+    ap.add_argument("--ns2-tick", type=float, default=None,
+                    help="ns-2's tcpTick_ in seconds (default 0.001, pathtwin's clock; ns-2's own default is 0.01)")
     args = ap.parse_args(argv)
     duration = args.duration or (20.0 if args.quick else 60.0)
     draws = args.draws or (2 if args.quick else 5)
@@ -232,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("bench/tcp: the pathtwin package is missing (pip install -e .)", file=sys.stderr)
         return 2
+    if args.ns2_tick is not None:
+        os.environ["PATHTWIN_NS2_TCPTICK"] = f"{args.ns2_tick:g}"
     wanted = [v.strip() for v in args.variants.split(",")] if args.variants else [v[0] for v in VARIANTS]
     rows = []
     for mix in [m.strip() for m in args.mixes.split(",")]:
