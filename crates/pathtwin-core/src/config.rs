@@ -179,6 +179,15 @@ pub enum CcName {
     Newreno,
 }
 
+/// NewReno's retransmission timer during fast recovery without SACK (RFC 6582 §3.2 step 5):
+/// `"impatient"` (the default) or `"slow-but-steady"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NewRenoTimerName {
+    Impatient,
+    SlowButSteady,
+}
+
 /// TCP settings; every field optional so that `[tcp]` and a flow's `tcp` can override.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -211,6 +220,10 @@ pub struct TcpSettings {
     /// Tail loss probes (RFC 8985 §7), with SACK; default on, as in Linux.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tlp: Option<bool>,
+    /// NewReno without SACK: restart the retransmission timer on the first partial ACK of a
+    /// recovery only (`"impatient"`, default) or on every one (`"slow-but-steady"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub newreno_timer: Option<NewRenoTimerName>,
 }
 
 impl TcpSettings {
@@ -228,6 +241,7 @@ impl TcpSettings {
             rcv_window: over.rcv_window.or(self.rcv_window),
             rack: over.rack.or(self.rack),
             tlp: over.tlp.or(self.tlp),
+            newreno_timer: over.newreno_timer.or(self.newreno_timer),
         }
     }
 }

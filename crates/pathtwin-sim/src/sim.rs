@@ -6,12 +6,12 @@ use crate::packet::{SegmentSlab, SimPacket};
 use crate::pcap::{self, PcapWriter};
 use std::path::Path;
 use crate::table::{Cell, Table};
-use pathtwin_core::config::{CcName, Config, ConfigError, TcpSettings};
+use pathtwin_core::config::{CcName, Config, ConfigError, NewRenoTimerName, TcpSettings};
 use pathtwin_core::element::Element;
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::topology::{self, Network};
 use pathtwin_core::units::Rate;
-use pathtwin_tcp::{CcAlgorithm, Endpoint, Event as TcpEvent, TcpConfig};
+use pathtwin_tcp::{CcAlgorithm, Endpoint, Event as TcpEvent, NewRenoTimer, TcpConfig};
 use rand::Rng as _;
 
 /// Why a simulation could not be set up.
@@ -123,6 +123,12 @@ fn tcp_config(s: &TcpSettings) -> TcpConfig {
     }
     if let Some(v) = s.tlp {
         c.tlp = v;
+    }
+    if let Some(v) = s.newreno_timer {
+        c.newreno_timer = match v {
+            NewRenoTimerName::Impatient => NewRenoTimer::Impatient,
+            NewRenoTimerName::SlowButSteady => NewRenoTimer::SlowButSteady,
+        };
     }
     if let Some(cc) = s.cc {
         c.cc = match cc {

@@ -73,6 +73,25 @@ impl PartialEq for CcAlgorithm {
     }
 }
 
+/// When NewReno's fast recovery (no SACK) restarts the retransmission timer; RFC 6582
+/// names the two variants (the timer discussion that §3.2 step 5 refers to, first in RFC
+/// 2582 and RFC 3782 §4).
+///
+/// With many losses in one window, recovery repairs one hole per round trip. Impatient lets
+/// the timer run out after about one RTO, so the window is repaired by a timeout and slow
+/// start (go-back-N) instead; Slow-but-Steady keeps repairing one hole per RTT for as many
+/// round trips as there are holes, while the inflated window lets new data follow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NewRenoTimer {
+    /// Restart the timer on the first partial ACK of an episode only (RFC 6582 §3.2 step
+    /// 5; ns-2 `newreno_changes1_ 1`, its default since 2003).
+    #[default]
+    Impatient,
+    /// Restart it on every partial ACK, as RFC 6298 (5.3) does for any ACK of new data
+    /// (the variant of Fall & Floyd's 1996 simulations; ns-2 `newreno_changes1_ 0`; Linux).
+    SlowButSteady,
+}
+
 /// Everything an endpoint can be configured with. All sizes are bytes unless said otherwise.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TcpConfig {
@@ -110,12 +129,11 @@ pub struct TcpConfig {
     /// Limited transmit (RFC 3042): send one new segment on each of the first two
     /// duplicate ACKs. On in Linux and in ns-2 (`singledup_`).
     pub limited_transmit: bool,
-    /// NewReno without SACK: restart the retransmission timer only on the first partial ACK
-    /// of a recovery episode (RFC 6582 §3.2 step 5, the "Impatient" variant), so that a
-    /// window with many losses ends in a timeout instead of one retransmission per RTT.
-    /// Off by default: the timer restarts on every partial ACK ("Slow-but-Steady"), as in
-    /// ns-2's default (`newreno_changes1_ 0`) and Linux.
-    pub newreno_impatient: bool,
+    /// NewReno without SACK: when fast recovery restarts the retransmission timer. The
+    /// default is what RFC 6582 §3.2 step 5 specifies, the Impatient variant: "For the
+    /// first partial ACK that arrives during fast recovery, also reset the retransmit
+    /// timer." It is also ns-2's default (`Agent/TCP/Newreno newreno_changes1_ 1`).
+    pub newreno_timer: NewRenoTimer,
     /// With SACK, detect losses with RACK (RFC 8985 §6) instead of RFC 6675's DupThresh
     /// rule: a segment is lost once a segment sent after it was delivered and a reordering
     /// window has passed, which also finds lost retransmissions without waiting for the
@@ -150,7 +168,7 @@ impl Default for TcpConfig {
             cc: CcAlgorithm::NewReno,
             dupack_threshold: 3,
             limited_transmit: true,
-            newreno_impatient: false,
+            newreno_timer: NewRenoTimer::Impatient,
             rack: true,
             tlp: true,
             time_wait: Duration::from_secs(60),
@@ -229,6 +247,7 @@ mod tests {
         assert_eq!(c.validate(), Ok(()));
         assert_eq!(c.initial_window, 10);
         assert_eq!(c.cc, CcAlgorithm::NewReno);
+        assert_eq!(c.newreno_timer, NewRenoTimer::Impatient, "RFC 6582 §3.2 step 5");
     }
 
     #[test]

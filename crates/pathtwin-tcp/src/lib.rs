@@ -74,8 +74,8 @@ pub mod segment;
 mod stats;
 
 pub use cc::{AckEvent, Bbr, BbrMode, CcParams, CongestionControl, DeliveryEvent, Reno, SentEvent};
+pub use config::{CcAlgorithm, ConfigError, NewRenoTimer, TcpConfig};
 pub use rate::RateSample;
-pub use config::{CcAlgorithm, ConfigError, TcpConfig};
 pub use endpoint::{Endpoint, State};
 pub use segment::{Flags, SackBlocks, Segment};
 pub use stats::{Event, Stats};

@@ -20,10 +20,19 @@
 //!   acknowledged, and the window is the controller's cwnd measured against pipe — no
 //!   inflation. The scoreboard does the rest.
 //!
+//! The inflated window has no bound of its own: during a NewReno episode of N round trips
+//! each duplicate ACK of the new data it let out adds one SMSS, and partial ACKs only take
+//! back what they acknowledge below `recover`, so it grows by about ssthresh per round trip
+//! (megabytes after a long Slow-but-Steady recovery), together with FlightSize; the room
+//! left, window − FlightSize, stays about ssthresh, as RFC 6582 step 5 intends. What must not
+//! follow from it is the next window reduction, which halves min(FlightSize, cwnd) without
+//! SACK (`Endpoint::flight_to_halve`).
+//!
 //! The endpoint restarts the retransmission timer on every ACK of new data, as RFC 6298
-//! (5.3) asks, which makes NewReno the "Slow-but-Steady" variant; with
-//! `TcpConfig::newreno_impatient` only the first partial ACK restarts it (RFC 6582 §3.2
-//! step 5, "Impatient"). [`AckOutcome::RetransmitFront`] says which partial ACK this is.
+//! (5.3) asks, except on NewReno's partial ACKs after the first of an episode: by default
+//! only the first restarts it (RFC 6582 §3.2 step 5, the "Impatient" variant); with
+//! `NewRenoTimer::SlowButSteady` every one does. [`AckOutcome::RetransmitFront`] says
+//! which partial ACK this is.
 
 /// The loss-recovery algorithm in use on a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

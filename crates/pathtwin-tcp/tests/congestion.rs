@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use pathtwin_core::time::{Duration, Instant};
-use pathtwin_tcp::{AckEvent, CcAlgorithm, CcParams, CongestionControl, Reno, TcpConfig};
+use pathtwin_tcp::{AckEvent, CcAlgorithm, CcParams, CongestionControl, NewRenoTimer, Reno, TcpConfig};
 
 const MSS: u64 = 1460;
 
@@ -258,21 +258,21 @@ fn pacing_also_spaces_retransmissions() {
 }
 
 /// A window with many losses (every other segment of the third round) without SACK.
-fn many_losses(impatient: bool) -> Sim {
-    let cfg = TcpConfig { sack: false, delayed_ack: false, newreno_impatient: impatient, ..Default::default() };
+fn many_losses(newreno_timer: NewRenoTimer) -> Sim {
+    let cfg = TcpConfig { sack: false, delayed_ack: false, newreno_timer, ..Default::default() };
     let drops: Vec<u64> = (30..70).step_by(2).collect();
     bulk(cfg, &drops, 4)
 }
 
 #[test]
 fn newreno_slow_but_steady_repairs_one_hole_per_rtt_and_impatient_times_out() {
-    let steady = many_losses(false);
+    let steady = many_losses(NewRenoTimer::SlowButSteady);
     let st = steady.ep[0].stats();
     assert_eq!((st.fast_retransmits, st.timeouts, st.retransmits), (1, 0, 20));
     let d = recovery_episodes(&steady)[0];
     assert!((2000.0..2010.0).contains(&(d.1 - d.0).as_millis_f64()), "20 holes, 20 RTTs: {d:?}");
 
-    let impatient = many_losses(true);
+    let impatient = many_losses(NewRenoTimer::Impatient);
     let st = impatient.ep[0].stats();
     assert_eq!((st.fast_retransmits, st.timeouts), (1, 1));
     assert!(

@@ -10,9 +10,10 @@
 
 use super::{Endpoint, State};
 use crate::cc::{AckEvent, DeliveryEvent};
+use crate::config::NewRenoTimer;
 use crate::rack::{pto_deadline, TlpOutcome};
 use crate::reassembly::Reassembly;
-use crate::recovery::AckOutcome;
+use crate::recovery::{AckOutcome, Flavour};
 use crate::segment::{Flags, Segment};
 use crate::stats::Event;
 use pathtwin_core::time::{Duration, Instant};
@@ -167,7 +168,7 @@ impl Endpoint {
                 AckOutcome::RetransmitFront { first } => {
                     self.sb.mark_front_lost();
                     self.force_retx = true;
-                    restart_timer = first || !self.cfg.newreno_impatient;
+                    restart_timer = first || self.cfg.newreno_timer == NewRenoTimer::SlowButSteady;
                 }
             }
             // RFC 6298 (5.2)/(5.3).
@@ -300,6 +301,29 @@ impl Endpoint {
         scan.lost
     }
 
+    /// The FlightSize that a window reduction (fast retransmit or timeout) halves, RFC 5681
+    /// eq. (4), given the sequence range outstanding.
+    ///
+    /// RFC 5681's FlightSize stands for "the amount of outstanding data in the network".
+    /// Without SACK the outstanding range also covers what the receiver holds above a hole:
+    /// during NewReno recovery the inflated window lets new data follow the holes for as
+    /// many round trips as the recovery lasts, so when the retransmission timer fires in it
+    /// (Impatient) or the next episode starts after it (Slow-but-Steady) that range is
+    /// several windows long. Halving it set ssthresh above what the path holds, and the
+    /// slow start or the window after the episode then overflowed the queue with hundreds of
+    /// segments in a row: a cycle of timeouts (one per second on a one-BDP-buffer path, 57 %
+    /// utilisation) or a recovery of hundreds of round trips. The controller's cwnd (never
+    /// inflated) bounds what was sent per round trip, so the smaller of the two is halved;
+    /// ns-2, BSD and Linux halve cwnd itself. With SACK every hole is repaired within a
+    /// round trip or two and the range stays about a window.
+    pub(super) fn flight_to_halve(&self, outstanding: u64) -> u64 {
+        if self.recovery.flavour() == Flavour::Sack {
+            outstanding
+        } else {
+            outstanding.min(self.cc.cwnd())
+        }
+    }
+
     /// Fast retransmit: RFC 5681 §3.2 steps 2–4, RFC 6582 §3.2 step 2, RFC 6675 §5 step 4.
     fn enter_recovery(&mut self, now: Instant) {
         // The episode's window reduction covers any loss a probe outstanding would reveal
@@ -307,11 +331,20 @@ impl Endpoint {
         self.pto_at = None;
         self.tlp_probe = None;
         let smss = self.smss as u64;
-        let flight = self.sb.outstanding() - self.limited_transmit_bytes;
+        let flight = self.flight_to_halve(self.sb.outstanding() - self.limited_transmit_bytes);
         self.cc.on_enter_recovery(now, flight);
         self.recovery.enter(self.snd_max, self.cc.cwnd(), self.cfg.dupack_threshold, smss);
         self.sb.mark_front_lost();
         self.force_retx = true;
+        // The fast retransmission of the first unacknowledged segment restarts the timer.
+        // RFC 6298 (5.1) only starts a timer that is not running, so the one running since
+        // the last ACK of new data would otherwise expire about one RTO after that ACK: when
+        // the DupThresh duplicate ACKs take longer to arrive than RTO − RTT (an RTT near the
+        // minimum RTO, or a small window with sparse ACKs) it fires before the retransmission
+        // can be acknowledged, a spurious timeout and go-back-N. ns-2 restarts the timer on
+        // fast retransmit (`reset_rtx_timer` in every variant's `dupack_action`), as Linux
+        // and FreeBSD do whenever they retransmit the first unacknowledged segment.
+        self.rto_at = Some(now + self.rtt.rto());
         self.stats.fast_retransmits += 1;
     }
 

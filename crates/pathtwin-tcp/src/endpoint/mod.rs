@@ -426,7 +426,7 @@ impl Endpoint {
                 self.stats.timeouts += 1;
                 let first = self.rto_repeats == 0;
                 self.rto_repeats += 1;
-                self.cc.on_rto(now, self.sb.outstanding(), first);
+                self.cc.on_rto(now, self.flight_to_halve(self.sb.outstanding()), first);
                 self.rtt.on_timeout();
                 self.recovery.on_rto(self.snd_max);
                 self.timeout_recover = Some(self.snd_max);
