@@ -171,12 +171,84 @@ impl Default for RunConfig {
     }
 }
 
-/// Congestion controllers by name.
+/// `[tcp.vegas]`: Vegas's thresholds (Brakmo & Peterson 1995), in packets queued at the
+/// bottleneck. Unset fields come from `preset`; without one, from `"ns2"`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VegasSettings {
+    /// `"ns2"`: α = 1, β = 3, γ = 1 (Brakmo & Peterson, ns-2); `"linux"`: α = 2, β = 4,
+    /// γ = 1 (Linux, ns-3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<VegasPreset>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beta: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gamma: Option<f64>,
+    /// Vegas-k: the base RTT is the minimum of the last k RTT samples instead of all of them
+    /// (ACC paper §III-A).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_rtt_window: Option<u32>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum CcName {
-    Reno,
-    Newreno,
+pub enum VegasPreset {
+    Ns2,
+    Linux,
+}
+
+/// `[tcp.cubic]`: CUBIC's constants (RFC 9438). Unset fields come from `preset`; without
+/// one, from `"rfc9438"`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CubicSettings {
+    /// `"rfc9438"`: C = 0.4, β = 0.7; `"linux-2.6"`: β = 819/1024, as the 2.6-era code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<CubicPreset>,
+    /// C, in segments per second cubed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub c: Option<f64>,
+    /// Multiplicative decrease factor β (the window after a loss is β·cwnd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beta: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_convergence: Option<bool>,
+    /// The Reno-friendly region (RFC 9438 §4.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reno_friendly: Option<bool>,
+    /// HyStart in slow start (on by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hystart: Option<bool>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CubicPreset {
+    #[serde(rename = "rfc9438")]
+    Rfc9438,
+    #[serde(rename = "linux-2.6")]
+    Linux26,
+}
+
+/// `[tcp.bic]`: BIC's constants; unset fields keep Linux 2.6's `tcp_bic.c` values.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BicSettings {
+    /// Multiplicative decrease factor (Linux: 819/1024).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beta: Option<f64>,
+    /// Below this window (segments) BIC grows as Reno (Linux: 14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub low_window: Option<u32>,
+    /// Largest increase per RTT in segments (Linux: 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_increment: Option<u32>,
+    /// RTTs over which the window approaches W_max when close to it (Linux: 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smooth_part: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_convergence: Option<bool>,
 }
 
 /// NewReno's retransmission timer during fast recovery without SACK (RFC 6582 §3.2 step 5):
@@ -189,11 +261,24 @@ pub enum NewRenoTimerName {
 }
 
 /// TCP settings; every field optional so that `[tcp]` and a flow's `tcp` can override.
+///
+/// `cc` names a congestion controller of the engine that runs the flow: the simulator's own
+/// (`pathtwin_tcp`'s list) in `sim`, the kernel's (`reno`, `cubic`, `bbr`, whatever the
+/// machine offers) in `emu`; each engine checks the name and says which names it has. The
+/// controller's parameters sit in one table per controller (`[tcp.vegas]`, `[tcp.cubic]`,
+/// `[tcp.bic]`), used by whichever flows run that controller; an engine that cannot honour
+/// them (the emulator runs the kernel's code) rejects them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TcpSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cc: Option<CcName>,
+    pub cc: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vegas: Option<VegasSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cubic: Option<CubicSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bic: Option<BicSettings>,
     /// Maximum segment size in bytes of payload.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mss: Option<u32>,
@@ -230,7 +315,10 @@ impl TcpSettings {
     /// `self` with every field that `over` sets replaced.
     pub fn overridden_by(&self, over: &TcpSettings) -> TcpSettings {
         TcpSettings {
-            cc: over.cc.or(self.cc),
+            cc: over.cc.clone().or_else(|| self.cc.clone()),
+            vegas: over.vegas.clone().or_else(|| self.vegas.clone()),
+            cubic: over.cubic.clone().or_else(|| self.cubic.clone()),
+            bic: over.bic.clone().or_else(|| self.bic.clone()),
             mss: over.mss.or(self.mss),
             sack: over.sack.or(self.sack),
             delayed_ack: over.delayed_ack.or(self.delayed_ack),
@@ -375,7 +463,7 @@ pub struct FlowConfig {
     pub requests: Option<u32>,
     /// Shortcut for `tcp.cc`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cc: Option<CcName>,
+    pub cc: Option<String>,
     #[serde(default)]
     pub tcp: TcpSettings,
     #[serde(default, skip_serializing_if = "Option::is_none")]

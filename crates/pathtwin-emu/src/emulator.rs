@@ -214,14 +214,26 @@ fn allow_congestion_control(cc: &str) -> Result<(), EmuError> {
         .map_err(|e| EmuError::Config(ConfigError::invalid("tcp.cc", format!("cannot allow {cc:?} in namespaces ({CC_ALLOWED}: {e})"))))
 }
 
+/// The kernel runs its own congestion controls with the machine's module parameters: the
+/// per-controller tables of `[tcp]` (`[tcp.cubic]`, …) are the simulator's, and silently
+/// running something else than asked would make a comparison meaningless.
+fn reject_simulator_only_settings(cfg: &Config) -> Result<(), EmuError> {
+    let t = &cfg.tcp;
+    let tables = [("vegas", t.vegas.is_some()), ("cubic", t.cubic.is_some()), ("bic", t.bic.is_some())];
+    match tables.iter().find(|(_, set)| *set) {
+        Some((name, _)) => Err(EmuError::Config(ConfigError::invalid(
+            format!("tcp.{name}"),
+            "the emulator runs the kernel's congestion control and cannot set its parameters (they are the simulator's); remove the table or use `pathtwin sim`",
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn kernel_settings(cfg: &Config, opts: &EmulatorOptions) -> (Vec<(String, String)>, Vec<String>) {
     let t = &cfg.tcp;
     let mut sysctls = Vec::new();
-    let cc = opts.cc.clone().or_else(|| {
-        t.cc.map(|c| serde_json::to_value(c).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())
-            // Linux has no separate NewReno: its "reno" is NewReno (RFC 6582).
-            .map(|c| if c == "newreno" { "reno".to_string() } else { c })
-    });
+    // Linux has no separate NewReno: its "reno" is NewReno (RFC 6582).
+    let cc = opts.cc.clone().or_else(|| t.cc.clone()).map(|c| if c == "newreno" { "reno".to_string() } else { c });
     if let Some(cc) = cc {
         sysctls.push((CC_SYSCTL.to_string(), cc));
     }
@@ -267,6 +279,7 @@ impl Emulator {
         if unsafe { libc::geteuid() } != 0 {
             return Err(EmuError::NotRoot);
         }
+        reject_simulator_only_settings(&config)?;
         cleanup_stale();
         let net = topology::compile::<crate::engine::EmuPacket>(&config)?;
         let run = opts.run_id.clone().unwrap_or_else(RunId::generate);

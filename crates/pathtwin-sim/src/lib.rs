@@ -18,5 +18,6 @@ pub mod packet;
 pub mod pcap;
 mod sim;
 pub mod table;
+mod tcp_settings;
 
 pub use sim::{Results, SimError, Simulation};

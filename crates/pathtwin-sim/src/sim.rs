@@ -6,12 +6,13 @@ use crate::packet::{SegmentSlab, SimPacket};
 use crate::pcap::{self, PcapWriter};
 use std::path::Path;
 use crate::table::{Cell, Table};
-use pathtwin_core::config::{CcName, Config, ConfigError, NewRenoTimerName, TcpSettings};
+use crate::tcp_settings::{check_tables, check_tables_used, table_name, tcp_config};
+use pathtwin_core::config::{Config, ConfigError};
 use pathtwin_core::element::Element;
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::topology::{self, Network};
 use pathtwin_core::units::Rate;
-use pathtwin_tcp::{CcAlgorithm, Endpoint, Event as TcpEvent, NewRenoTimer, TcpConfig};
+use pathtwin_tcp::{Endpoint, Event as TcpEvent};
 use rand::Rng as _;
 
 /// Why a simulation could not be set up.
@@ -92,53 +93,6 @@ pub struct Simulation {
     captures: Vec<Option<PcapWriter>>,
 }
 
-fn tcp_config(s: &TcpSettings) -> TcpConfig {
-    let mut c = TcpConfig::default();
-    if let Some(v) = s.mss {
-        c.mss = v;
-    }
-    if let Some(v) = s.sack {
-        c.sack = v;
-    }
-    if let Some(v) = s.delayed_ack {
-        c.delayed_ack = v;
-    }
-    if let Some(v) = s.delayed_ack_timeout {
-        c.delayed_ack_timeout = v;
-    }
-    if let Some(v) = s.min_rto {
-        c.min_rto = v;
-    }
-    if let Some(v) = s.initial_window {
-        c.initial_window = v;
-    }
-    if let Some(v) = s.max_window {
-        c.max_window = v.bytes();
-    }
-    if let Some(v) = s.rcv_window {
-        c.rcv_buffer = v.bytes();
-    }
-    if let Some(v) = s.rack {
-        c.rack = v;
-    }
-    if let Some(v) = s.tlp {
-        c.tlp = v;
-    }
-    if let Some(v) = s.newreno_timer {
-        c.newreno_timer = match v {
-            NewRenoTimerName::Impatient => NewRenoTimer::Impatient,
-            NewRenoTimerName::SlowButSteady => NewRenoTimer::SlowButSteady,
-        };
-    }
-    if let Some(cc) = s.cc {
-        c.cc = match cc {
-            CcName::Reno => CcAlgorithm::Reno,
-            CcName::Newreno => CcAlgorithm::NewReno,
-        };
-    }
-    c
-}
-
 impl Simulation {
     /// Builds a simulation from a validated config.
     pub fn new(cfg: Config) -> Result<Simulation, SimError> {
@@ -146,16 +100,26 @@ impl Simulation {
         let mut events = EventQueue::new();
         let mut conns = Vec::new();
         let mut isn_rng = pathtwin_core::rng_for(cfg.run.seed, u64::MAX);
+        check_tables(&cfg.tcp, "tcp")?;
+        let mut controllers_used: Vec<&'static str> = Vec::new();
         for (i, f) in cfg.flows.iter().enumerate() {
             let (a, b) = (net.host_id(&f.from).expect("validated"), net.host_id(&f.to).expect("validated"));
             if net.route(a, b).is_none() || net.route(b, a).is_none() {
                 return Err(ConfigError::invalid(format!("flow[{i}]"), format!("no route between {} and {}", f.from, f.to)).into());
             }
+            check_tables(&f.tcp, &format!("flow[{i}].tcp"))?;
             let mut settings = cfg.tcp.overridden_by(&f.tcp);
-            if f.cc.is_some() {
-                settings.cc = f.cc;
-            }
-            let tcp = tcp_config(&settings);
+            let cc_key = match (&f.cc, &f.tcp.cc) {
+                (Some(cc), _) => {
+                    settings.cc = Some(cc.clone());
+                    format!("flow[{i}]")
+                }
+                (None, Some(_)) => format!("flow[{i}].tcp"),
+                (None, None) => "tcp".to_string(),
+            };
+            let tcp = tcp_config(&settings, &cc_key)?;
+            check_tables_used(&f.tcp, &[table_name(&tcp.cc)], &format!("flow[{i}].tcp"))?;
+            controllers_used.push(table_name(&tcp.cc));
             if tcp.mss < 64 || tcp.mss > 65_000 {
                 return Err(ConfigError::invalid(format!("flow[{i}].tcp.mss"), format!("{} is outside 64..65000 bytes", tcp.mss)).into());
             }
@@ -192,6 +156,7 @@ impl Simulation {
                 }
             }
         }
+        check_tables_used(&cfg.tcp, &controllers_used, "tcp")?;
         events.schedule(Instant::ZERO, Event::Sample);
         let n_elements = net.elements.len();
         Ok(Simulation {

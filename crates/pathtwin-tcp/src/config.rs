@@ -5,7 +5,7 @@
 //! files: the simulator maps its TOML schema onto this struct and calls
 //! [`TcpConfig::validate`], so that a user's mistake is reported with the key that caused it.
 
-use crate::cc::{Bbr, CcParams, CongestionControl, Reno};
+use crate::cc::{Bbr, Bic, BicParams, CcParams, CongestionControl, Cubic, CubicParams, Reno, Vegas, VegasParams};
 use crate::recovery::Flavour;
 use pathtwin_core::time::Duration;
 use std::fmt;
@@ -25,6 +25,12 @@ pub enum CcAlgorithm {
     /// RFC 5681 window growth with RFC 6582 fast recovery: partial ACKs retransmit the next
     /// hole and recovery lasts until the `recover` point is acknowledged.
     NewReno,
+    /// TCP Vegas, or Vegas-k with `base_rtt_window` (see [`Vegas`]).
+    Vegas(VegasParams),
+    /// BIC with Linux 2.6's constants by default (see [`Bic`]).
+    Bic(BicParams),
+    /// CUBIC per RFC 9438 with HyStart++ (see [`Cubic`]).
+    Cubic(CubicParams),
     /// BBR v1 (see [`Bbr`]), paced; NewReno recovery without SACK.
     Bbr,
     /// A controller defined outside this crate; it uses NewReno recovery without SACK.
@@ -36,15 +42,28 @@ impl CcAlgorithm {
         match self {
             CcAlgorithm::Reno => "reno",
             CcAlgorithm::NewReno => "newreno",
+            CcAlgorithm::Vegas(p) if p.base_rtt_window.is_some() => "vegas-k",
+            CcAlgorithm::Vegas(_) => "vegas",
+            CcAlgorithm::Bic(_) => "bic",
+            CcAlgorithm::Cubic(_) => "cubic",
             CcAlgorithm::Bbr => "bbr",
             CcAlgorithm::Custom { name, .. } => name,
         }
+    }
+
+    /// Every name the simulator's `cc` setting accepts (Vegas-k is `vegas` with a base-RTT
+    /// window), for error messages and documentation.
+    pub fn simulator_names() -> &'static [&'static str] {
+        &["reno", "newreno", "vegas", "bic", "cubic", "bbr"]
     }
 
     /// Instantiates the controller for a connection whose parameters are now known.
     pub fn build(&self, params: &CcParams) -> Box<dyn CongestionControl> {
         match self {
             CcAlgorithm::Reno | CcAlgorithm::NewReno => Box::new(Reno::new(params)),
+            CcAlgorithm::Vegas(p) => Box::new(Vegas::new(params, *p)),
+            CcAlgorithm::Bic(p) => Box::new(Bic::new(params, *p)),
+            CcAlgorithm::Cubic(p) => Box::new(Cubic::new(params, *p)),
             CcAlgorithm::Bbr => Box::new(Bbr::new(params)),
             CcAlgorithm::Custom { build, .. } => build(params),
         }
@@ -54,7 +73,12 @@ impl CcAlgorithm {
     pub(crate) fn flavour_without_sack(&self) -> Flavour {
         match self {
             CcAlgorithm::Reno => Flavour::Reno,
-            CcAlgorithm::NewReno | CcAlgorithm::Bbr | CcAlgorithm::Custom { .. } => Flavour::NewReno,
+            CcAlgorithm::NewReno
+            | CcAlgorithm::Vegas(_)
+            | CcAlgorithm::Bic(_)
+            | CcAlgorithm::Cubic(_)
+            | CcAlgorithm::Bbr
+            | CcAlgorithm::Custom { .. } => Flavour::NewReno,
         }
     }
 }

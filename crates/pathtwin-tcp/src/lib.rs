@@ -51,7 +51,8 @@
 //! - [`segment`]: the segment header model and its size on the wire.
 //! - [`config`]: [`TcpConfig`] and the choice of congestion controller.
 //! - [`rtt`]: RFC 6298 round-trip estimation and the retransmission timeout.
-//! - [`cc`]: the congestion-control trait, Reno (RFC 5681) and BBR v1.
+//! - [`cc`]: the congestion-control trait, Reno (RFC 5681), Vegas and Vegas-k, BIC, CUBIC
+//!   (RFC 9438 with HyStart++) and BBR v1.
 //! - [`rate`]: delivery-rate estimation (draft-cheng-iccrg-delivery-rate-estimation).
 //! - `recovery`: which loss-recovery flavour runs and its state (RFC 5681, 6582, 6675).
 //! - `rack`: RACK time-based loss detection (RFC 8985 §6), which finds lost
@@ -73,7 +74,10 @@ mod scoreboard;
 pub mod segment;
 mod stats;
 
-pub use cc::{AckEvent, Bbr, BbrMode, CcParams, CongestionControl, DeliveryEvent, Reno, SentEvent};
+pub use cc::{
+    AckEvent, Bbr, BbrMode, Bic, BicParams, CcParams, CongestionControl, Cubic, CubicParams, DeliveryEvent, Reno, SentEvent, Vegas,
+    VegasParams,
+};
 pub use config::{CcAlgorithm, ConfigError, NewRenoTimer, TcpConfig};
 pub use rate::RateSample;
 pub use endpoint::{Endpoint, State};

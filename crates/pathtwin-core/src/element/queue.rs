@@ -52,7 +52,9 @@ pub struct QueueStats {
     pub rate_changes: u64,
 }
 
-/// What is inside the queue right now (waiting, in service, or departed but not yet polled).
+/// What is inside the queue right now: waiting, or in service on the link. Packets that have
+/// left the link — still propagating on a link with its delay folded in, or not yet polled by
+/// the driver — are no longer queued and not counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Occupancy {
     pub packets: u64,
@@ -208,8 +210,8 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
     pub fn occupancy(&self) -> Occupancy {
         let total = self.qdisc.backlog();
         let mut occ = Occupancy {
-            packets: self.real_backlog.packets + self.output.len() as u64,
-            bytes: self.real_backlog.bytes + self.output.iter().map(|(_, p)| p.wire_len() as u64).sum::<u64>(),
+            packets: self.real_backlog.packets,
+            bytes: self.real_backlog.bytes,
             placeholder_packets: total.packets - self.real_backlog.packets,
             placeholder_bytes: total.bytes - self.real_backlog.bytes,
             deferred_placeholders: self.deferred_placeholders,

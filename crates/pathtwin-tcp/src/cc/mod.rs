@@ -1,5 +1,7 @@
 //! Congestion control: the [`CongestionControl`] trait every controller implements, the
-//! events it receives, and the controllers themselves (so far [`Reno`] and [`Bbr`]).
+//! events it receives, and the controllers themselves: [`Reno`] (also NewReno's window), [`Vegas`] (and Vegas-k),
+//! [`Bic`], [`Cubic`] and [`Bbr`]. Window arithmetic they share (slow start, the cwnd-limited
+//! rule, round trips counted in bytes) is in `window`.
 //!
 //! Division of labour (the same as Linux's `tcp_congestion_ops` and quinn's `Controller`):
 //! a controller owns `cwnd` and `ssthresh` and decides how they react to ACKs, losses and
@@ -23,16 +25,23 @@
 //! and the sample arrives after the ACK's loss detection has run, as Linux's
 //! `cong_control` hook does.
 //!
-//! Planned implementors and the hooks they need: Vegas (`on_ack` RTT samples, `on_packet_sent`
-//! for per-RTT bookkeeping), BIC and CUBIC (`on_ack` with `now`, `on_enter_recovery` for
-//! their own β), Monaco (`on_ack`, `pacing_rate` for its leaky bucket; its out-of-band
-//! control packets will need an endpoint extension beyond this trait).
+//! Per-round controllers (Vegas, HyStart++ in CUBIC) count round trips from
+//! [`CongestionControl::on_packet_sent`] and the bytes each ACK acknowledges. Planned:
+//! Monaco (`pacing_rate` for its leaky bucket; its out-of-band control packets need an
+//! endpoint extension beyond this trait).
 
 pub mod bbr;
+mod bic;
+mod cubic;
 mod reno;
+mod vegas;
+mod window;
 
 pub use bbr::{Bbr, BbrMode};
+pub use bic::{Bic, BicParams};
+pub use cubic::{Cubic, CubicParams};
 pub use reno::Reno;
+pub use vegas::{Vegas, VegasParams};
 
 use crate::rate::RateSample;
 use pathtwin_core::time::{Duration, Instant};

@@ -1,0 +1,178 @@
+//! Maps the config's TCP settings (`[tcp]`, a flow's `tcp`, the per-controller tables
+//! `[tcp.vegas]`, `[tcp.cubic]`, `[tcp.bic]`) onto the endpoint's [`TcpConfig`].
+//!
+//! This module owns the simulator's reading of `cc`: a name the simulator cannot run, or a
+//! parameter that makes no sense, is an error naming the key and, for a name, listing the
+//! names the simulator has. It does not own the defaults (those are `TcpConfig`'s and the
+//! controllers' own, each with its source) nor the schema (`pathtwin_core::config`).
+
+use pathtwin_core::config::{BicSettings, ConfigError, CubicPreset, CubicSettings, NewRenoTimerName, TcpSettings, VegasPreset, VegasSettings};
+use pathtwin_tcp::{BicParams, CcAlgorithm, CubicParams, NewRenoTimer, TcpConfig, VegasParams};
+
+/// The endpoint config for merged settings whose `cc` was written under `cc_key` (`"tcp"`,
+/// `"flow[3].tcp"`, or `"flow[3]"` for the flow's `cc` shortcut). Check each section's
+/// controller tables with [`check_tables`] first, so that their errors name the section.
+pub fn tcp_config(s: &TcpSettings, cc_key: &str) -> Result<TcpConfig, ConfigError> {
+    let mut c = TcpConfig::default();
+    if let Some(v) = s.mss {
+        c.mss = v;
+    }
+    if let Some(v) = s.sack {
+        c.sack = v;
+    }
+    if let Some(v) = s.delayed_ack {
+        c.delayed_ack = v;
+    }
+    if let Some(v) = s.delayed_ack_timeout {
+        c.delayed_ack_timeout = v;
+    }
+    if let Some(v) = s.min_rto {
+        c.min_rto = v;
+    }
+    if let Some(v) = s.initial_window {
+        c.initial_window = v;
+    }
+    if let Some(v) = s.max_window {
+        c.max_window = v.bytes();
+    }
+    if let Some(v) = s.rcv_window {
+        c.rcv_buffer = v.bytes();
+    }
+    if let Some(v) = s.rack {
+        c.rack = v;
+    }
+    if let Some(v) = s.tlp {
+        c.tlp = v;
+    }
+    if let Some(v) = s.newreno_timer {
+        c.newreno_timer = match v {
+            NewRenoTimerName::Impatient => NewRenoTimer::Impatient,
+            NewRenoTimerName::SlowButSteady => NewRenoTimer::SlowButSteady,
+        };
+    }
+    if let Some(name) = &s.cc {
+        c.cc = cc_algorithm(name, s, cc_key)?;
+    }
+    Ok(c)
+}
+
+/// The controller called `name`, with its table's parameters.
+fn cc_algorithm(name: &str, s: &TcpSettings, key: &str) -> Result<CcAlgorithm, ConfigError> {
+    Ok(match name {
+        "reno" => CcAlgorithm::Reno,
+        "newreno" => CcAlgorithm::NewReno,
+        "vegas" => CcAlgorithm::Vegas(vegas_params(s.vegas.as_ref(), key)?),
+        "cubic" => CcAlgorithm::Cubic(cubic_params(s.cubic.as_ref(), key)?),
+        "bic" => CcAlgorithm::Bic(bic_params(s.bic.as_ref(), key)?),
+        "bbr" => CcAlgorithm::Bbr,
+        _ => {
+            return Err(ConfigError::invalid(
+                format!("{key}.cc"),
+                format!("the simulator has no congestion control {name:?} (it has: {})", CcAlgorithm::simulator_names().join(", ")),
+            ))
+        }
+    })
+}
+
+fn vegas_params(v: Option<&VegasSettings>, key: &str) -> Result<VegasParams, ConfigError> {
+    let Some(v) = v else { return Ok(VegasParams::NS2) };
+    let mut p = match v.preset {
+        None | Some(VegasPreset::Ns2) => VegasParams::NS2,
+        Some(VegasPreset::Linux) => VegasParams::LINUX,
+    };
+    p.alpha = v.alpha.unwrap_or(p.alpha);
+    p.beta = v.beta.unwrap_or(p.beta);
+    p.gamma = v.gamma.unwrap_or(p.gamma);
+    p.base_rtt_window = v.base_rtt_window.or(p.base_rtt_window);
+    let k = |f: &str| format!("{key}.vegas.{f}");
+    for (f, x) in [("alpha", p.alpha), ("beta", p.beta), ("gamma", p.gamma)] {
+        if !(x.is_finite() && x >= 0.0) {
+            return Err(ConfigError::invalid(k(f), format!("{x} must be a non-negative number of packets")));
+        }
+    }
+    if p.alpha > p.beta {
+        return Err(ConfigError::invalid(k("alpha"), format!("alpha = {} must not exceed beta = {}", p.alpha, p.beta)));
+    }
+    if p.base_rtt_window == Some(0) {
+        return Err(ConfigError::invalid(k("base_rtt_window"), "must be at least 1 sample"));
+    }
+    Ok(p)
+}
+
+fn cubic_params(v: Option<&CubicSettings>, key: &str) -> Result<CubicParams, ConfigError> {
+    let Some(v) = v else { return Ok(CubicParams::RFC9438) };
+    let mut p = match v.preset {
+        None | Some(CubicPreset::Rfc9438) => CubicParams::RFC9438,
+        Some(CubicPreset::Linux26) => CubicParams::LINUX_2_6,
+    };
+    p.c = v.c.unwrap_or(p.c);
+    p.beta = v.beta.unwrap_or(p.beta);
+    p.fast_convergence = v.fast_convergence.unwrap_or(p.fast_convergence);
+    p.reno_friendly = v.reno_friendly.unwrap_or(p.reno_friendly);
+    p.hystart = v.hystart.unwrap_or(p.hystart);
+    if !(p.c.is_finite() && p.c > 0.0) {
+        return Err(ConfigError::invalid(format!("{key}.cubic.c"), format!("{} must be positive", p.c)));
+    }
+    check_beta(p.beta, &format!("{key}.cubic.beta"))?;
+    Ok(p)
+}
+
+fn bic_params(v: Option<&BicSettings>, key: &str) -> Result<BicParams, ConfigError> {
+    let mut p = BicParams::default();
+    let Some(v) = v else { return Ok(p) };
+    p.beta = v.beta.unwrap_or(p.beta);
+    p.low_window = v.low_window.unwrap_or(p.low_window);
+    p.max_increment = v.max_increment.unwrap_or(p.max_increment);
+    p.smooth_part = v.smooth_part.unwrap_or(p.smooth_part);
+    p.fast_convergence = v.fast_convergence.unwrap_or(p.fast_convergence);
+    check_beta(p.beta, &format!("{key}.bic.beta"))?;
+    for (f, x) in [("max_increment", p.max_increment), ("smooth_part", p.smooth_part)] {
+        if x == 0 {
+            return Err(ConfigError::invalid(format!("{key}.bic.{f}"), "must be at least 1"));
+        }
+    }
+    Ok(p)
+}
+
+/// A multiplicative decrease factor must shrink the window and leave something of it.
+fn check_beta(beta: f64, key: &str) -> Result<(), ConfigError> {
+    if beta.is_finite() && beta > 0.0 && beta < 1.0 {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(key, format!("{beta} must be between 0 and 1 (exclusive)")))
+    }
+}
+
+/// Checks the controller tables written in one section (`[tcp]` or a flow's `tcp`, named by
+/// `key`), so that a bad parameter is reported where it was written.
+pub fn check_tables(s: &TcpSettings, key: &str) -> Result<(), ConfigError> {
+    if let Some(v) = &s.vegas {
+        vegas_params(Some(v), key)?;
+    }
+    if let Some(v) = &s.cubic {
+        cubic_params(Some(v), key)?;
+    }
+    if let Some(v) = &s.bic {
+        bic_params(Some(v), key)?;
+    }
+    Ok(())
+}
+
+/// The name of the `[tcp.*]` table that parameterises `cc` (Vegas-k's is `vegas`).
+pub fn table_name(cc: &CcAlgorithm) -> &'static str {
+    match cc {
+        CcAlgorithm::Vegas(_) => "vegas",
+        other => other.name(),
+    }
+}
+
+/// Per-controller tables that no flow uses are a mistake (a typo in `cc`, or a table left
+/// from another experiment): the simulator would silently ignore them.
+pub fn check_tables_used(tables: &TcpSettings, used: &[&str], key: &str) -> Result<(), ConfigError> {
+    for (name, present) in [("vegas", tables.vegas.is_some()), ("cubic", tables.cubic.is_some()), ("bic", tables.bic.is_some())] {
+        if present && !used.contains(&name) {
+            return Err(ConfigError::invalid(format!("{key}.{name}"), format!("no flow runs cc = {name:?}, so these parameters would be ignored")));
+        }
+    }
+    Ok(())
+}
