@@ -164,7 +164,7 @@ def bounds(
 
 @app.command()
 def reproduce(
-    name: str = typer.Argument(..., help="nsdi09-table2 or nsdi09-figure5"),
+    name: str = typer.Argument(..., help="nsdi09-table2, nsdi09-figure5, acc-4a, acc-4b or acc-3c"),
     engine: str = typer.Option("sim", help="sim or emu"),
     seeds: int = typer.Option(5, help="Seeds to average over (Table 2)."),
     duration: Optional[str] = typer.Option(None, help="Override the run duration, e.g. 10s."),
@@ -206,10 +206,44 @@ def reproduce(
             for m in ("path", "link"):
                 print(f"  {m:4} mode: mean RTT {f5.mean_rtt_ms[m]:8.1f} ms, goodput {f5.goodput_bps[m]/1e3:7.1f} kbit/s")
             print(f"  link/path RTT ratio: {f5.mean_rtt_ms['link']/f5.mean_rtt_ms['path']:.1f}x (paper: 629 ms vs 53.2 ms)")
+    elif name in ACC_REPRODUCTIONS:
+        if engine != "sim":
+            raise PathtwinError(f"--engine: {name} runs in the simulator (Monaco and Vegas are the simulator's controllers)")
+        _reproduce_acc(name, duration, out, as_json)
     else:
-        raise PathtwinError(f"unknown reproduction {name!r}: expected nsdi09-table2 or nsdi09-figure5")
+        raise PathtwinError(f"unknown reproduction {name!r}: expected one of {', '.join(REPRODUCTIONS)}")
     if out is not None and not as_json:
         _plot_runs_under(out)
+
+
+ACC_REPRODUCTIONS = ("acc-4a", "acc-4b", "acc-3c")
+REPRODUCTIONS = ("nsdi09-table2", "nsdi09-figure5", *ACC_REPRODUCTIONS)
+
+
+def _reproduce_acc(name: str, duration: Optional[str], out: Optional[Path], as_json: bool) -> None:
+    """The ACC paper's experiments, Monaco beside Vegas (see ``pathtwin.reproduce.acc``)."""
+    import dataclasses
+
+    from .config import parse_quantity
+    from .reproduce import acc
+
+    dur = parse_quantity("time", duration, "--duration") if duration else None
+    sub = (lambda *parts: Path(out).joinpath(*parts)) if out else (lambda *parts: None)
+    if name == "acc-4a":
+        results = [acc.section4a(cc, buf, **({"duration_s": dur} if dur else {}), out=sub(f"{cc}-{buf}p"))
+                   for cc in acc.CONTROLLERS for buf in (90, 55)]
+        show = acc.print_4a
+    elif name == "acc-4b":
+        results = [acc.section4b(cc, n, **({"duration_s": dur} if dur else {}), out=sub(f"{cc}-N{n}"))
+                   for cc in acc.CONTROLLERS for n in range(2, 10)]
+        show = acc.print_4b
+    else:
+        results = acc.section3c(out=out)
+        show = acc.print_3c
+    if as_json:
+        print(json.dumps([dataclasses.asdict(r) for r in results], indent=2))
+    else:
+        show(results)
 
 
 def _plot_runs_under(out: Path) -> None:
