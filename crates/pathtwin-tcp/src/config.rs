@@ -5,7 +5,7 @@
 //! files: the simulator maps its TOML schema onto this struct and calls
 //! [`TcpConfig::validate`], so that a user's mistake is reported with the key that caused it.
 
-use crate::cc::{CcParams, CongestionControl, Reno};
+use crate::cc::{Bic, BicParams, CcParams, CongestionControl, Cubic, CubicParams, Reno, Vegas, VegasParams};
 use crate::recovery::Flavour;
 use pathtwin_core::time::Duration;
 use std::fmt;
@@ -16,7 +16,8 @@ pub type CcBuilder = fn(&CcParams) -> Box<dyn CongestionControl>;
 /// Which congestion controller (and, without SACK, which loss-recovery flavour) to run.
 ///
 /// When both ends permit SACK, loss recovery is RFC 6675 for every algorithm, as in Linux;
-/// set [`TcpConfig::sack`] to false to study Reno's or NewReno's own recovery.
+/// set [`TcpConfig::sack`] to false to study Reno's or NewReno's own recovery. Without SACK,
+/// Vegas, BIC and CUBIC recover as NewReno (as Linux does with SACK off).
 #[derive(Clone, Copy)]
 pub enum CcAlgorithm {
     /// RFC 5681 window growth; fast recovery ends at the first ACK of new data, even a
@@ -25,6 +26,12 @@ pub enum CcAlgorithm {
     /// RFC 5681 window growth with RFC 6582 fast recovery: partial ACKs retransmit the next
     /// hole and recovery lasts until the `recover` point is acknowledged.
     NewReno,
+    /// TCP Vegas, or Vegas-k when [`VegasParams::base_rtt_window`] is set.
+    Vegas(VegasParams),
+    /// BIC-TCP with Linux 2.6's constants by default.
+    Bic(BicParams),
+    /// CUBIC, RFC 9438, with HyStart++ by default.
+    Cubic(CubicParams),
     /// A controller defined outside this crate; it uses NewReno recovery without SACK.
     Custom { name: &'static str, build: CcBuilder },
 }
@@ -34,14 +41,27 @@ impl CcAlgorithm {
         match self {
             CcAlgorithm::Reno => "reno",
             CcAlgorithm::NewReno => "newreno",
+            CcAlgorithm::Vegas(p) if p.base_rtt_window.is_some() => "vegas-k",
+            CcAlgorithm::Vegas(_) => "vegas",
+            CcAlgorithm::Bic(_) => "bic",
+            CcAlgorithm::Cubic(_) => "cubic",
             CcAlgorithm::Custom { name, .. } => name,
         }
+    }
+
+    /// Every controller name the simulator accepts in a config (Vegas-k is `"vegas"` with a
+    /// base-RTT window set, so it has no name of its own here).
+    pub fn simulator_names() -> &'static [&'static str] {
+        &["reno", "newreno", "vegas", "bic", "cubic"]
     }
 
     /// Instantiates the controller for a connection whose parameters are now known.
     pub fn build(&self, params: &CcParams) -> Box<dyn CongestionControl> {
         match self {
             CcAlgorithm::Reno | CcAlgorithm::NewReno => Box::new(Reno::new(params)),
+            CcAlgorithm::Vegas(p) => Box::new(Vegas::new(params, *p)),
+            CcAlgorithm::Bic(p) => Box::new(Bic::new(params, *p)),
+            CcAlgorithm::Cubic(p) => Box::new(Cubic::new(params, *p)),
             CcAlgorithm::Custom { build, .. } => build(params),
         }
     }
@@ -50,7 +70,11 @@ impl CcAlgorithm {
     pub(crate) fn flavour_without_sack(&self) -> Flavour {
         match self {
             CcAlgorithm::Reno => Flavour::Reno,
-            CcAlgorithm::NewReno | CcAlgorithm::Custom { .. } => Flavour::NewReno,
+            CcAlgorithm::NewReno
+            | CcAlgorithm::Vegas(_)
+            | CcAlgorithm::Bic(_)
+            | CcAlgorithm::Cubic(_)
+            | CcAlgorithm::Custom { .. } => Flavour::NewReno,
         }
     }
 }

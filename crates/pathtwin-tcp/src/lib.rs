@@ -51,7 +51,8 @@
 //! - [`segment`]: the segment header model and its size on the wire.
 //! - [`config`]: [`TcpConfig`] and the choice of congestion controller.
 //! - [`rtt`]: RFC 6298 round-trip estimation and the retransmission timeout.
-//! - [`cc`]: the congestion-control trait and Reno (RFC 5681).
+//! - [`cc`]: the congestion-control trait and the controllers: Reno (RFC 5681), Vegas and
+//!   Vegas-k, BIC, CUBIC (RFC 9438) with HyStart++ (RFC 9406).
 //! - `recovery`: which loss-recovery flavour runs and its state (RFC 5681, 6582, 6675).
 //! - `rack`: RACK time-based loss detection (RFC 8985 §6), which finds lost
 //!   retransmissions, and the tail loss probe's state (RFC 8985 §7).
@@ -71,7 +72,7 @@ mod scoreboard;
 pub mod segment;
 mod stats;
 
-pub use cc::{AckEvent, CcParams, CongestionControl, Reno, SentEvent};
+pub use cc::{AckEvent, Bic, BicParams, CcParams, CongestionControl, Cubic, CubicParams, Reno, SentEvent, Vegas, VegasParams};
 pub use config::{CcAlgorithm, ConfigError, TcpConfig};
 pub use endpoint::{Endpoint, State};
 pub use segment::{Flags, SackBlocks, Segment};

@@ -1,5 +1,7 @@
 //! Congestion control: the [`CongestionControl`] trait every controller implements, the
-//! events it receives, and the controllers themselves (so far [`Reno`]).
+//! events it receives, and the controllers themselves: [`Reno`] (RFC 5681), [`Vegas`] and
+//! Vegas-k (Brakmo & Peterson 1995; ACC paper §III-A), [`Bic`] (Xu et al. 2004, Linux 2.6)
+//! and [`Cubic`] (RFC 9438, with HyStart++ of RFC 9406).
 //!
 //! Division of labour (the same as Linux's `tcp_congestion_ops` and quinn's `Controller`):
 //! a controller owns `cwnd` and `ssthresh` and decides how they react to ACKs, losses and
@@ -15,14 +17,23 @@
 //! cumulatively acknowledged — except [`AckEvent::pipe_before`], RFC 6675's estimate of what
 //! is actually in the network.
 //!
-//! Planned implementors and the hooks they need: Vegas (`on_ack` RTT samples, `on_packet_sent`
-//! for per-RTT bookkeeping), BIC and CUBIC (`on_ack` with `now`, `on_enter_recovery` for
-//! their own β), Monaco (`on_ack`, `pacing_rate` for its leaky bucket; its out-of-band
-//! control packets will need an endpoint extension beyond this trait).
+//! Hooks the controllers use: Vegas and CUBIC's HyStart++ act once per round trip, counted
+//! from `on_packet_sent` and ACKed bytes (`round.rs`), on `on_ack`'s RTT samples; BIC and
+//! CUBIC apply their own β in `on_enter_recovery`, CUBIC reads `now` and SRTT in `on_ack`.
+//! Planned: Monaco (`on_ack`, `pacing_rate` for its leaky bucket; its out-of-band control
+//! packets will need an endpoint extension beyond this trait).
 
+mod bic;
+mod cubic;
+mod hystart;
 mod reno;
+mod round;
+mod vegas;
 
+pub use bic::{Bic, BicParams};
+pub use cubic::{Cubic, CubicParams};
 pub use reno::Reno;
+pub use vegas::{Vegas, VegasParams};
 
 use pathtwin_core::time::{Duration, Instant};
 use std::fmt;

@@ -1,0 +1,395 @@
+//! CUBIC congestion control, RFC 9438, with HyStart++ (RFC 9406) in the initial slow
+//! start.
+//!
+//! Windows are in segments, time in seconds. After a congestion event at window W:
+//!
+//! - W_max = W, or W·(1 + β)/2 with fast convergence when W is below the previous W_max
+//!   (§4.7); cwnd_prior = W; ssthresh = max(FlightSize·β, 2) (§4.6, which scales
+//!   flight_size); cwnd = ssthresh once recovery ends.
+//! - Congestion avoidance starts an epoch at its first ACK, at time t_epoch with window
+//!   cwnd_epoch: K = ∛((W_max − cwnd_epoch)/C) (§4.2, eq. 2; K = ∛(W_max(1 − β)/C) after a
+//!   plain reduction) and W_cubic(t) = C(t − K)³ + W_max (eq. 1), t = now − t_epoch.
+//!   Below W_max (t < K) the curve is concave, above it convex (§4.4, §4.5); both follow
+//!   from the same rule here.
+//! - Per ACK of N bytes (N/SMSS segments): target = clamp(W_cubic(t + RTT), cwnd, 1.5·cwnd)
+//!   with RTT the smoothed RTT (§4.2), cwnd += (target − cwnd)/cwnd per segment acked.
+//! - Reno-friendly region (§4.3): W_est starts at cwnd_epoch and grows by
+//!   α_cubic·(segments acked)/cwnd, α_cubic = 3(1 − β)/(1 + β), becoming 1 once W_est ≥
+//!   cwnd_prior; when W_cubic(t) < W_est, cwnd = W_est. Deviation: cwnd = max(cwnd, W_est)
+//!   — the two agree except on the ACK where the regions swap, where RFC's rule could shrink
+//!   the window without a congestion signal.
+//! - Timeout (§4.8): ssthresh and W_max as for a congestion event (on the first timeout of a
+//!   segment only, as RFC 5681), cwnd = 1 segment; the first congestion avoidance after it
+//!   uses K = 0 and W_max = the window at its start.
+//! - Slow start is Reno's (RFC 5681, one SMSS per ACK at most); with HyStart++ it is
+//!   divided by 4 in Conservative Slow Start and ends with ssthresh = cwnd (see
+//!   `hystart.rs`). Without a previous congestion event, the first epoch uses W_max =
+//!   cwnd_epoch (K = 0), the same rule as after a timeout.
+//!
+//! As Reno: no growth during recovery, nor when the sender was not limited by cwnd
+//! (RFC 9438 §5.8's application-limited rule in the RFC 7661 form Reno uses here). The
+//! epoch's clock keeps running while the sender is not cwnd-limited (Linux restarts it after
+//! idle periods; a bulk sender has none).
+
+use super::hystart::HyStartPlusPlus;
+use super::round::RoundCounter;
+use super::{AckEvent, CcParams, CongestionControl, SentEvent};
+use pathtwin_core::time::Instant;
+
+/// CUBIC's constants and switches.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CubicParams {
+    /// C, in segments per second³: how fast the cubic function grows away from W_max
+    /// (RFC 9438 §5: 0.4).
+    pub c: f64,
+    /// Multiplicative decrease factor β_cubic, dimensionless (RFC 9438: 0.7).
+    pub beta: f64,
+    /// Lower W_max to W·(1 + β)/2 when a loss comes below the previous W_max (RFC 9438
+    /// §4.7).
+    pub fast_convergence: bool,
+    /// Grow at least as fast as Reno would (RFC 9438 §4.3).
+    pub reno_friendly: bool,
+    /// HyStart++ (RFC 9406) in the initial slow start.
+    pub hystart: bool,
+}
+
+impl CubicParams {
+    /// RFC 9438's recommended values, with HyStart++ on.
+    pub const RFC9438: CubicParams = CubicParams { c: 0.4, beta: 0.7, fast_convergence: true, reno_friendly: true, hystart: true };
+    /// Linux 2.6's early `tcp_cubic.c`: β = 819/1024 (Linux changed it to 717/1024 in
+    /// 2.6.25), C = 0.4, fast convergence and TCP friendliness on, and no HyStart (added
+    /// in 2.6.29).
+    pub const LINUX_2_6: CubicParams = CubicParams { c: 0.4, beta: 819.0 / 1024.0, fast_convergence: true, reno_friendly: true, hystart: false };
+}
+
+impl Default for CubicParams {
+    fn default() -> Self {
+        CubicParams::RFC9438
+    }
+}
+
+/// One congestion-avoidance epoch (RFC 9438's t_epoch, K, W_max, W_est, α_cubic).
+#[derive(Clone, Copy, Debug)]
+struct Epoch {
+    start: Instant,
+    /// Seconds from `start` until W_cubic reaches W_max.
+    k: f64,
+    w_max: f64,
+    w_est: f64,
+    alpha: f64,
+}
+
+/// CUBIC (RFC 9438).
+#[derive(Clone, Debug)]
+pub struct Cubic {
+    params: CubicParams,
+    smss: f64,
+    /// Window in segments.
+    cwnd: f64,
+    /// Slow-start threshold in segments.
+    ssthresh: f64,
+    /// W_max set by the last congestion event, in segments.
+    w_max: Option<f64>,
+    /// cwnd before the last congestion event, in segments.
+    cwnd_prior: f64,
+    epoch: Option<Epoch>,
+    /// The next epoch is the first after a timeout (RFC 9438 §4.8: K = 0).
+    after_timeout: bool,
+    /// HyStart++ while the initial slow start lasts.
+    hystart: Option<HyStartPlusPlus>,
+    rounds: RoundCounter,
+}
+
+impl Cubic {
+    pub fn new(p: &CcParams, params: CubicParams) -> Self {
+        let smss = p.smss as f64;
+        Cubic {
+            params,
+            smss,
+            cwnd: p.initial_cwnd.max(1) as f64 / smss,
+            ssthresh: f64::INFINITY,
+            w_max: None,
+            cwnd_prior: 0.0,
+            epoch: None,
+            after_timeout: false,
+            hystart: params.hystart.then(HyStartPlusPlus::new),
+            rounds: RoundCounter::default(),
+        }
+    }
+
+    /// The current epoch's K in seconds, once congestion avoidance has begun.
+    pub fn k(&self) -> Option<f64> {
+        self.epoch.map(|e| e.k)
+    }
+
+    /// The W_max in use, in segments: the epoch's, else the last congestion event's.
+    pub fn w_max(&self) -> Option<f64> {
+        self.epoch.map(|e| e.w_max).or(self.w_max)
+    }
+
+    fn start_epoch(&mut self, now: Instant) -> Epoch {
+        let p = &self.params;
+        let cwnd_epoch = self.cwnd;
+        let w_max = match self.w_max {
+            Some(w) if !self.after_timeout && w > cwnd_epoch => w,
+            _ => cwnd_epoch,
+        };
+        self.after_timeout = false;
+        self.w_max = Some(w_max);
+        let alpha = if cwnd_epoch >= self.cwnd_prior { 1.0 } else { 3.0 * (1.0 - p.beta) / (1.0 + p.beta) };
+        Epoch { start: now, k: ((w_max - cwnd_epoch) / p.c).cbrt(), w_max, w_est: cwnd_epoch, alpha }
+    }
+
+    fn congestion_event(&mut self, flight: u64) {
+        let p = self.params;
+        let w = self.cwnd;
+        let previous = self.w_max().unwrap_or(0.0);
+        self.w_max = Some(if p.fast_convergence && w < previous { w * (1.0 + p.beta) / 2.0 } else { w });
+        self.cwnd_prior = w;
+        self.ssthresh = (flight as f64 / self.smss * p.beta).max(2.0);
+        self.epoch = None;
+        self.hystart = None;
+    }
+
+    fn congestion_avoidance(&mut self, ev: &AckEvent, acked: f64) {
+        let epoch = match self.epoch {
+            Some(e) => e,
+            None => self.start_epoch(ev.now),
+        };
+        let mut e = epoch;
+        let p = self.params;
+        let t = (ev.now - e.start).as_secs_f64();
+        let rtt = ev.srtt.or(ev.rtt).map_or(0.0, |d| d.as_secs_f64());
+        let w_cubic = |t: f64| p.c * (t - e.k).powi(3) + e.w_max;
+        if p.reno_friendly {
+            e.w_est += e.alpha * acked / self.cwnd;
+            if e.w_est >= self.cwnd_prior {
+                e.alpha = 1.0;
+            }
+        }
+        if p.reno_friendly && w_cubic(t) < e.w_est {
+            self.cwnd = self.cwnd.max(e.w_est);
+        } else {
+            let target = w_cubic(t + rtt).clamp(self.cwnd, 1.5 * self.cwnd);
+            self.cwnd += (target - self.cwnd) / self.cwnd * acked;
+        }
+        self.epoch = Some(e);
+    }
+}
+
+impl CongestionControl for Cubic {
+    fn name(&self) -> &'static str {
+        "cubic"
+    }
+
+    fn on_ack(&mut self, ev: &AckEvent) {
+        let round_ended = self.rounds.on_ack(ev.bytes_acked);
+        if ev.in_recovery {
+            return;
+        }
+        let cwnd_bytes = self.cwnd * self.smss;
+        let pipe = ev.pipe_before as f64;
+        let acked = ev.bytes_acked as f64 / self.smss;
+        if self.cwnd < self.ssthresh {
+            let divisor = self.hystart.as_ref().map_or(1.0, |h| h.growth_divisor());
+            if 2.0 * pipe >= cwnd_bytes {
+                self.cwnd += acked.min(1.0) / divisor;
+            }
+            if let Some(h) = self.hystart.as_mut() {
+                if h.on_ack(ev.rtt, round_ended) {
+                    self.ssthresh = self.cwnd;
+                    self.hystart = None;
+                }
+            }
+            return;
+        }
+        if pipe + self.smss <= cwnd_bytes {
+            return;
+        }
+        self.congestion_avoidance(ev, acked);
+    }
+
+    fn on_packet_sent(&mut self, ev: &SentEvent) {
+        self.rounds.on_sent(ev);
+    }
+
+    fn on_enter_recovery(&mut self, _now: Instant, flight: u64) {
+        self.congestion_event(flight);
+        self.cwnd = self.ssthresh;
+    }
+
+    fn on_exit_recovery(&mut self, _now: Instant, _flight: u64) {
+        self.cwnd = self.ssthresh;
+    }
+
+    fn on_rto(&mut self, _now: Instant, flight: u64, first: bool) {
+        if first {
+            self.congestion_event(flight);
+        }
+        self.epoch = None;
+        self.hystart = None;
+        self.after_timeout = true;
+        self.cwnd = 1.0;
+    }
+
+    fn cwnd(&self) -> u64 {
+        (self.cwnd * self.smss) as u64
+    }
+
+    fn ssthresh(&self) -> u64 {
+        if self.ssthresh.is_finite() { (self.ssthresh * self.smss) as u64 } else { u64::MAX }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::round::testing::FakeSender;
+    use super::*;
+    use pathtwin_core::time::Duration;
+
+    const MSS: u64 = 1000;
+
+    fn cubic(params: CubicParams, cwnd_segments: u64) -> Cubic {
+        Cubic::new(&CcParams { smss: MSS as u32, initial_cwnd: cwnd_segments * MSS, max_window: u64::MAX }, params)
+    }
+
+    /// A CUBIC flow that has just lost at a window of 100 segments, cwnd-limited (FlightSize
+    /// = cwnd).
+    fn after_loss_at_100(params: CubicParams) -> Cubic {
+        let mut c = cubic(params, 100);
+        c.on_enter_recovery(Instant::ZERO, 100 * MSS);
+        c.on_exit_recovery(Instant::ZERO, 70 * MSS);
+        c
+    }
+
+    fn segs(c: &Cubic) -> f64 {
+        c.cwnd() as f64 / MSS as f64
+    }
+
+    #[test]
+    fn multiplicative_decrease_is_beta() {
+        let c = after_loss_at_100(CubicParams::RFC9438);
+        assert_eq!(c.cwnd(), 70 * MSS);
+        assert_eq!(c.ssthresh(), 70 * MSS);
+        let c = after_loss_at_100(CubicParams::LINUX_2_6);
+        assert_eq!(c.cwnd(), (100.0 * 819.0 / 1024.0 * MSS as f64) as u64);
+    }
+
+    #[test]
+    fn k_and_w_of_t_follow_the_worked_example() {
+        // W_max = 100, C = 0.4, β = 0.7: K = ∛(100·0.3/0.4) = ∛75 ≈ 4.2172 s.
+        let params = CubicParams { reno_friendly: false, ..CubicParams::RFC9438 };
+        let mut c = after_loss_at_100(params);
+        let mut tx = FakeSender::new(MSS);
+        let rtt = Duration::from_millis(100);
+        tx.round(&mut c, rtt);
+        assert!((c.k().unwrap() - 4.2172).abs() < 1e-4, "K = {:?}", c.k());
+        assert_eq!(c.w_max(), Some(100.0));
+        // cwnd tracks W(t + RTT) from below: sample it round by round against eq. 1.
+        let w = |t: f64| 0.4 * (t - 75f64.cbrt()).powi(3) + 100.0;
+        let mut at_half_k = None;
+        while tx.now.as_secs_f64() < 75f64.cbrt() {
+            tx.round(&mut c, rtt);
+            let t = tx.now.as_secs_f64() - 0.1; // the epoch began one RTT in
+            let got = segs(&c);
+            assert!(got <= w(t + 0.1) + 0.5 && got >= w(t) - 1.0, "t = {t:.2}: cwnd {got:.2}, W(t) = {:.2}", w(t));
+            if at_half_k.is_none() && t >= 75f64.cbrt() / 2.0 {
+                at_half_k = Some(got);
+            }
+        }
+        let half = at_half_k.unwrap();
+        // Concave: at K/2 the window has made up most of the distance: W(K/2) = 100 −
+        // 0.4·(K/2)³ = 100 − 75/8 ≈ 90.6.
+        assert!(half > 85.0 && half < 100.0, "cwnd at K/2 = {half}");
+        assert!((segs(&c) - 100.0).abs() < 2.0, "cwnd at K = {}", segs(&c));
+    }
+
+    #[test]
+    fn reno_friendly_region_takes_over_on_a_short_rtt_path() {
+        // RTT 1 ms: in 50 RTTs W_cubic barely moves (W(0.05) ≈ 71.1) while Reno's estimate
+        // gains α = 3·0.3/1.7 ≈ 0.529 segment per RTT: W_est ≈ 70 + 50·0.529 ≈ 96.5.
+        let mut c = after_loss_at_100(CubicParams::RFC9438);
+        let mut tx = FakeSender::new(MSS);
+        for _ in 0..50 {
+            tx.round(&mut c, Duration::from_millis(1));
+        }
+        let alpha = 3.0 * 0.3 / 1.7;
+        let want = 70.0 + 50.0 * alpha;
+        assert!((segs(&c) / want - 1.0).abs() < 0.03, "cwnd {} vs W_est {want}", segs(&c));
+        let mut pure = after_loss_at_100(CubicParams { reno_friendly: false, ..CubicParams::RFC9438 });
+        let mut tx = FakeSender::new(MSS);
+        for _ in 0..50 {
+            tx.round(&mut pure, Duration::from_millis(1));
+        }
+        assert!(segs(&pure) < 72.0, "pure cubic {}", segs(&pure));
+    }
+
+    #[test]
+    fn fast_convergence_lowers_w_max() {
+        let mut c = after_loss_at_100(CubicParams::RFC9438);
+        // A second loss at 90 segments, below W_max = 100.
+        c.cwnd = 90.0;
+        c.on_enter_recovery(Instant::ZERO, 90 * MSS);
+        assert!((c.w_max().unwrap() - 90.0 * 1.7 / 2.0).abs() < 1e-9);
+        let mut c = after_loss_at_100(CubicParams { fast_convergence: false, ..CubicParams::RFC9438 });
+        c.cwnd = 90.0;
+        c.on_enter_recovery(Instant::ZERO, 90 * MSS);
+        assert_eq!(c.w_max(), Some(90.0));
+    }
+
+    #[test]
+    fn convex_above_w_max() {
+        // With W_max = cwnd_epoch (K = 0), the window grows as C·t³ above it.
+        let mut c = after_loss_at_100(CubicParams { reno_friendly: false, ..CubicParams::RFC9438 });
+        c.w_max = Some(70.0);
+        let mut tx = FakeSender::new(MSS);
+        let rtt = Duration::from_millis(100);
+        let mut gains = Vec::new();
+        for _ in 0..40 {
+            let before = segs(&c);
+            tx.round(&mut c, rtt);
+            gains.push(segs(&c) - before);
+        }
+        assert!(gains.windows(2).skip(1).all(|g| g[1] >= g[0]), "gains grow: {gains:?}");
+        let t = 3.9; // 40 rounds, the epoch starting with the first
+        let want = 0.4 * t * t * t + 70.0;
+        assert!((segs(&c) / want - 1.0).abs() < 0.05, "cwnd {} vs C·t³ + W_max {want}", segs(&c));
+    }
+
+    #[test]
+    fn timeout_sets_beta_ssthresh_and_restarts_from_one_segment_with_k_zero() {
+        let mut c = cubic(CubicParams::RFC9438, 100);
+        c.on_rto(Instant::ZERO, 100 * MSS, true);
+        assert_eq!((c.cwnd(), c.ssthresh()), (MSS, 70 * MSS));
+        c.on_rto(Instant::ZERO, MSS, false);
+        assert_eq!(c.ssthresh(), 70 * MSS, "a repeated timeout keeps ssthresh");
+        let mut tx = FakeSender::new(MSS);
+        while c.cwnd() < c.ssthresh() {
+            tx.round(&mut c, Duration::from_millis(100));
+        }
+        tx.round(&mut c, Duration::from_millis(100));
+        assert_eq!(c.k(), Some(0.0));
+    }
+
+    #[test]
+    fn hystart_leaves_slow_start_on_an_rtt_increase() {
+        let run = |hystart: bool| {
+            let mut c = cubic(CubicParams { hystart, ..CubicParams::RFC9438 }, 10);
+            let mut tx = FakeSender::new(MSS);
+            tx.round(&mut c, Duration::from_millis(100));
+            let mut grown = Vec::new();
+            for _ in 0..7 {
+                let before = segs(&c);
+                tx.round(&mut c, Duration::from_millis(130));
+                grown.push(segs(&c) / before);
+            }
+            (c, grown)
+        };
+        let (c, grown) = run(true);
+        assert!(c.ssthresh() < u64::MAX && c.cwnd() >= c.ssthresh(), "left slow start: {grown:?}");
+        // Full CSS rounds grow by a quarter of slow start's doubling.
+        assert!((grown[2] - 1.25).abs() < 0.01, "{grown:?}");
+        let (c, grown) = run(false);
+        assert_eq!(c.ssthresh(), u64::MAX, "without HyStart, slow start goes on: {grown:?}");
+    }
+}

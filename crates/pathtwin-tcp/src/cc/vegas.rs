@@ -1,0 +1,372 @@
+//! TCP Vegas congestion avoidance (Brakmo & Peterson, "TCP Vegas: End to End Congestion
+//! Avoidance on a Global Internet", IEEE JSAC 13(8), 1995), with the semantics of ns-2's
+//! `tcp-vegas.cc` and Linux's `tcp_vegas.c`, and the Vegas-k variant of Mo et al. as named
+//! in the ACC paper (Wang et al., `papers/acc-monaco-accumulation-congestion-control.txt`
+//! §III-A).
+//!
+//! Once per round trip (see `round.rs`), with the window w in segments:
+//!
+//! - diff = (w/baseRTT − w/RTT)·baseRTT = w·(1 − baseRTT/RTT), the segments this flow is
+//!   estimated to keep queued (ACC paper eq. 10). This is the paper's and ns-2's form;
+//!   Linux computes w·(RTT − baseRTT)/baseRTT instead, which is larger by the factor
+//!   RTT/baseRTT and so settles with slightly fewer segments queued.
+//! - Congestion avoidance: w += 1 if diff < α, w −= 1 if diff > β, else hold (ACC eq. 12).
+//! - Slow start: the window grows as Reno's only every other round trip, so that a round
+//!   with a stable window measures the RTT (Brakmo & Peterson §3.3); slow start ends when
+//!   diff > γ, with w = min(w, target + 1), target = w·baseRTT/RTT (the expected window;
+//!   Linux's exit rule) and ssthresh = w.
+//!
+//! RTT is the **minimum** RTT sample of the round, as Linux does: with delayed ACKs (up to
+//! 40 ms here) and ACK compression a single sample carries receiver-side delay the queue did
+//! not cause, and the minimum is the sample least inflated by it. A round with fewer than
+//! three samples is not trusted (Linux's `cntRTT <= 2` rule, again because of delayed ACKs)
+//! and grows the window by Reno's one segment per round in congestion avoidance instead.
+//!
+//! baseRTT is the minimum RTT sample ever seen (every ACK's sample). **Vegas-k**
+//! ([`VegasParams::base_rtt_window`] = k): baseRTT is the minimum of the last k per-round
+//! minima. The ACC paper speaks of "the minimum of the last k, instead of all, RTT samples"
+//! and then of Vegas-k being unable to drain a queue "within k RTTs", so a sample there is
+//! one per round trip; the round's minimum is the per-round sample Vegas already uses.
+//!
+//! Loss reaction is Reno's (halve FlightSize on fast retransmit, one segment on a timeout,
+//! cwnd = ssthresh at the end of recovery): Linux's Vegas uses `tcp_reno_ssthresh`, and
+//! ns-2's Vegas halves on fast retransmit as well. No growth during recovery; RTT samples
+//! taken during recovery still update baseRTT. As in Reno, the window grows only when it
+//! limited the sender (RFC 7661 spirit); a decrease applies regardless.
+
+use super::round::RoundCounter;
+use super::{AckEvent, CcParams, CongestionControl, SentEvent};
+use pathtwin_core::time::{Duration, Instant};
+use std::collections::VecDeque;
+
+/// Vegas's thresholds, in segments of queued data (diff), and its base-RTT memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct VegasParams {
+    /// Grow the window by one segment per RTT while diff is below this many segments.
+    pub alpha: f64,
+    /// Shrink the window by one segment per RTT while diff is above this many segments.
+    pub beta: f64,
+    /// Leave slow start once diff exceeds this many segments.
+    pub gamma: f64,
+    /// `None`: baseRTT is the minimum RTT ever seen (Vegas). `Some(k)`: the minimum of the
+    /// last k per-round-trip minimum RTT samples (Vegas-k); k ≥ 1.
+    pub base_rtt_window: Option<u32>,
+}
+
+impl VegasParams {
+    /// Brakmo & Peterson's and ns-2's `Agent/TCP/Vegas` defaults: α = 1, β = 3, γ = 1.
+    pub const NS2: VegasParams = VegasParams { alpha: 1.0, beta: 3.0, gamma: 1.0, base_rtt_window: None };
+    /// Linux `tcp_vegas.c` and ns-3 `TcpVegas` defaults: α = 2, β = 4, γ = 1.
+    pub const LINUX: VegasParams = VegasParams { alpha: 2.0, beta: 4.0, gamma: 1.0, base_rtt_window: None };
+
+    /// Vegas-k with these thresholds.
+    pub fn with_base_rtt_window(self, k: u32) -> Self {
+        VegasParams { base_rtt_window: Some(k), ..self }
+    }
+}
+
+impl Default for VegasParams {
+    /// The original paper's values ([`VegasParams::NS2`]).
+    fn default() -> Self {
+        VegasParams::NS2
+    }
+}
+
+/// Rounds with fewer RTT samples than this make no Vegas decision (Linux `cntRTT <= 2`).
+const MIN_SAMPLES_PER_ROUND: u32 = 3;
+
+/// TCP Vegas (and Vegas-k).
+#[derive(Clone, Debug)]
+pub struct Vegas {
+    params: VegasParams,
+    smss: u64,
+    cwnd: u64,
+    ssthresh: u64,
+    rounds: RoundCounter,
+    /// Minimum RTT ever seen (Vegas).
+    min_rtt_ever: Option<Duration>,
+    /// Per-round minima of the last k rounds (Vegas-k), oldest first.
+    round_minima: VecDeque<Duration>,
+    round_min: Option<Duration>,
+    round_samples: u32,
+    /// Whether any ACK of this round found the sender limited by cwnd.
+    round_cwnd_limited: bool,
+    /// Vegas slow start grows in every other round; true in the growing ones.
+    slow_start_grows: bool,
+}
+
+impl Vegas {
+    pub fn new(p: &CcParams, params: VegasParams) -> Self {
+        Vegas {
+            params,
+            smss: p.smss as u64,
+            cwnd: p.initial_cwnd.max(1),
+            ssthresh: u64::MAX,
+            rounds: RoundCounter::default(),
+            min_rtt_ever: None,
+            round_minima: VecDeque::new(),
+            round_min: None,
+            round_samples: 0,
+            round_cwnd_limited: false,
+            slow_start_grows: true,
+        }
+    }
+
+    /// The propagation-delay estimate in use now: all-time minimum for Vegas, minimum of the
+    /// last k completed rounds and the current one for Vegas-k.
+    pub fn base_rtt(&self) -> Option<Duration> {
+        match self.params.base_rtt_window {
+            None => self.min_rtt_ever,
+            Some(_) => self.round_minima.iter().copied().chain(self.round_min).min(),
+        }
+    }
+
+    /// diff in segments for a round whose RTT was `rtt`.
+    fn diff(&self, rtt: Duration, base: Duration) -> f64 {
+        let w = self.cwnd as f64 / self.smss as f64;
+        w * (1.0 - base.as_secs_f64() / rtt.as_secs_f64())
+    }
+
+    fn end_round(&mut self, control: bool) {
+        let rtt = self.round_min.take();
+        let samples = std::mem::take(&mut self.round_samples);
+        let limited = std::mem::take(&mut self.round_cwnd_limited);
+        if let (Some(k), Some(m)) = (self.params.base_rtt_window, rtt) {
+            self.round_minima.push_back(m);
+            while self.round_minima.len() > k.max(1) as usize {
+                self.round_minima.pop_front();
+            }
+        }
+        if !control {
+            return;
+        }
+        let in_slow_start = self.cwnd < self.ssthresh;
+        let base = self.base_rtt();
+        let (Some(rtt), Some(base), true) = (rtt, base, samples >= MIN_SAMPLES_PER_ROUND) else {
+            if in_slow_start {
+                self.slow_start_grows = !self.slow_start_grows;
+            } else if limited {
+                self.cwnd += self.smss;
+            }
+            return;
+        };
+        let diff = self.diff(rtt, base);
+        let floor = 2 * self.smss;
+        if in_slow_start {
+            if diff > self.params.gamma {
+                let expected = self.cwnd as f64 * base.as_secs_f64() / rtt.as_secs_f64();
+                self.cwnd = self.cwnd.min(expected as u64 + self.smss).max(floor);
+                self.ssthresh = self.cwnd;
+            } else {
+                self.slow_start_grows = !self.slow_start_grows;
+            }
+        } else if diff > self.params.beta {
+            self.cwnd = (self.cwnd.saturating_sub(self.smss)).max(floor);
+            // Stay in congestion avoidance (cwnd ≥ ssthresh).
+            self.ssthresh = self.ssthresh.min(self.cwnd);
+        } else if diff < self.params.alpha && limited {
+            self.cwnd += self.smss;
+        }
+    }
+
+    fn reduce(&mut self, flight: u64) {
+        self.ssthresh = (flight / 2).max(2 * self.smss);
+    }
+
+    fn reset_round(&mut self) {
+        self.round_min = None;
+        self.round_samples = 0;
+        self.round_cwnd_limited = false;
+    }
+}
+
+impl CongestionControl for Vegas {
+    fn name(&self) -> &'static str {
+        if self.params.base_rtt_window.is_some() { "vegas-k" } else { "vegas" }
+    }
+
+    fn on_ack(&mut self, ev: &AckEvent) {
+        if let Some(rtt) = ev.rtt {
+            self.round_min = Some(self.round_min.map_or(rtt, |m| m.min(rtt)));
+            self.round_samples += 1;
+            self.min_rtt_ever = Some(self.min_rtt_ever.map_or(rtt, |m| m.min(rtt)));
+        }
+        let in_slow_start = self.cwnd < self.ssthresh;
+        let limited = if in_slow_start { 2 * ev.pipe_before >= self.cwnd } else { ev.pipe_before + self.smss > self.cwnd };
+        self.round_cwnd_limited |= limited;
+        let round_ended = self.rounds.on_ack(ev.bytes_acked);
+        if ev.in_recovery {
+            if round_ended {
+                self.end_round(false);
+            }
+            return;
+        }
+        if in_slow_start && self.slow_start_grows && limited {
+            self.cwnd += ev.bytes_acked.min(self.smss);
+        }
+        if round_ended {
+            self.end_round(true);
+        }
+    }
+
+    fn on_packet_sent(&mut self, ev: &SentEvent) {
+        self.rounds.on_sent(ev);
+    }
+
+    fn on_enter_recovery(&mut self, _now: Instant, flight: u64) {
+        self.reduce(flight);
+        self.cwnd = self.ssthresh;
+        self.reset_round();
+    }
+
+    fn on_exit_recovery(&mut self, _now: Instant, _flight: u64) {
+        self.cwnd = self.ssthresh;
+        self.reset_round();
+    }
+
+    fn on_rto(&mut self, _now: Instant, flight: u64, first: bool) {
+        if first {
+            self.reduce(flight);
+        }
+        self.cwnd = self.smss;
+        self.slow_start_grows = true;
+        self.reset_round();
+    }
+
+    fn cwnd(&self) -> u64 {
+        self.cwnd
+    }
+
+    fn ssthresh(&self) -> u64 {
+        self.ssthresh
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::round::testing::FakeSender;
+    use super::*;
+
+    const MSS: u64 = 1000;
+
+    fn vegas(params: VegasParams, cwnd_segments: u64) -> Vegas {
+        let mut v = Vegas::new(&CcParams { smss: MSS as u32, initial_cwnd: cwnd_segments * MSS, max_window: u64::MAX }, params);
+        // Start in congestion avoidance at this window.
+        v.ssthresh = v.cwnd;
+        v
+    }
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    /// RTT at which a window of `w` segments has `queued` segments queued over a 100 ms
+    /// base RTT: diff = w·(1 − base/RTT) ⇔ RTT = base·w/(w − queued).
+    fn rtt_for_queue(w: u64, queued: f64) -> Duration {
+        Duration::from_secs_f64(0.1 * w as f64 / (w as f64 - queued))
+    }
+
+    /// Runs one round at 100 ms (setting baseRTT), then one whose RTT means `queued`
+    /// segments queued at the window of that round, and returns the window change in
+    /// segments of the second.
+    fn step(params: VegasParams, queued: f64) -> i64 {
+        let mut v = vegas(params, 20);
+        let mut tx = FakeSender::new(MSS);
+        tx.round(&mut v, ms(100));
+        let before = v.cwnd() / MSS;
+        tx.round(&mut v, rtt_for_queue(before, queued));
+        v.cwnd() as i64 / MSS as i64 - before as i64
+    }
+
+    #[test]
+    fn grows_holds_and_shrinks_around_alpha_and_beta() {
+        for p in [VegasParams::NS2, VegasParams::LINUX] {
+            assert_eq!(step(p, p.alpha - 0.5), 1, "{p:?} below α");
+            assert_eq!(step(p, (p.alpha + p.beta) / 2.0), 0, "{p:?} between α and β");
+            assert_eq!(step(p, p.beta + 0.5), -1, "{p:?} above β");
+        }
+    }
+
+    #[test]
+    fn presets_are_the_published_values() {
+        assert_eq!((VegasParams::NS2.alpha, VegasParams::NS2.beta, VegasParams::NS2.gamma), (1.0, 3.0, 1.0));
+        assert_eq!((VegasParams::LINUX.alpha, VegasParams::LINUX.beta, VegasParams::LINUX.gamma), (2.0, 4.0, 1.0));
+        // 1.5 queued: NS2 holds (α = 1), LINUX grows (α = 2).
+        assert_eq!(step(VegasParams::NS2, 1.5), 0);
+        assert_eq!(step(VegasParams::LINUX, 1.5), 1);
+        // 3.5 queued: NS2 shrinks (β = 3), LINUX holds (β = 4).
+        assert_eq!(step(VegasParams::NS2, 3.5), -1);
+        assert_eq!(step(VegasParams::LINUX, 3.5), 0);
+    }
+
+    #[test]
+    fn vegas_k_forgets_an_old_minimum_after_k_rounds() {
+        let k = 3;
+        let mut vk = vegas(VegasParams::NS2.with_base_rtt_window(k), 20);
+        let mut v = vegas(VegasParams::NS2, 20);
+        let mut tx = FakeSender::new(MSS);
+        let mut tx2 = FakeSender::new(MSS);
+        tx.round(&mut vk, ms(50));
+        tx2.round(&mut v, ms(50));
+        assert_eq!(vk.base_rtt(), Some(ms(50)));
+        // The path's delay rises to 80 ms (a route change); the 50 ms round stays among the
+        // last k for k − 1 more rounds, then drops out.
+        for i in 1..=k {
+            tx.round(&mut vk, ms(80));
+            tx2.round(&mut v, ms(80));
+            let want = if i < k { ms(50) } else { ms(80) };
+            assert_eq!(vk.base_rtt(), Some(want), "after {i} rounds at 80 ms");
+        }
+        assert_eq!(v.base_rtt(), Some(ms(50)), "plain Vegas never forgets");
+        assert_eq!(vk.name(), "vegas-k");
+        assert_eq!(v.name(), "vegas");
+    }
+
+    #[test]
+    fn slow_start_grows_every_other_round_and_ends_when_diff_exceeds_gamma() {
+        let mut v = Vegas::new(&CcParams { smss: MSS as u32, initial_cwnd: 4 * MSS, max_window: u64::MAX }, VegasParams::NS2);
+        let mut tx = FakeSender::new(MSS);
+        let mut windows = vec![v.cwnd() / MSS];
+        for _ in 0..5 {
+            tx.round(&mut v, ms(100));
+            windows.push(v.cwnd() / MSS);
+        }
+        // Reno slow start doubles per round (one SMSS per ACK of one SMSS); Vegas doubles
+        // in every other round and holds in between.
+        assert!(v.cwnd() < v.ssthresh(), "no queue, still in slow start");
+        assert_eq!(windows, [4, 8, 8, 16, 16, 32]);
+        // Now a queue builds: diff = w·(1 − 100/150) = w/3 > γ = 1 for any w > 3.
+        let w = v.cwnd();
+        tx.round(&mut v, ms(150));
+        assert!(v.cwnd() >= v.ssthresh(), "left slow start");
+        let expected = (w as f64 * 100.0 / 150.0) as u64 + MSS;
+        assert!(v.cwnd() <= expected.max(w), "cwnd {} > target + 1 segment {}", v.cwnd(), expected);
+    }
+
+    #[test]
+    fn loss_halves_like_reno() {
+        let mut v = vegas(VegasParams::NS2, 20);
+        v.on_enter_recovery(Instant::ZERO, 20 * MSS);
+        v.on_exit_recovery(Instant::ZERO, 10 * MSS);
+        assert_eq!((v.cwnd(), v.ssthresh()), (10 * MSS, 10 * MSS));
+        v.on_rto(Instant::ZERO, 10 * MSS, true);
+        assert_eq!((v.cwnd(), v.ssthresh()), (MSS, 5 * MSS));
+    }
+
+    #[test]
+    fn does_not_grow_when_not_cwnd_limited() {
+        let mut v = vegas(VegasParams::NS2, 20);
+        let mut seq = 1;
+        for round in 0..4u64 {
+            for i in 0..5u64 {
+                v.on_packet_sent(&SentEvent { now: Instant::ZERO, seq: seq + i * MSS, bytes: MSS, pipe: (i + 1) * MSS, retransmission: false });
+            }
+            seq += 5 * MSS;
+            for _ in 0..5 {
+                let now = Instant::ZERO + ms(100 * (round + 1));
+                v.on_ack(&AckEvent { now, bytes_acked: MSS, rtt: Some(ms(100)), srtt: Some(ms(100)), flight_before: 5 * MSS, pipe_before: 5 * MSS, in_recovery: false });
+            }
+        }
+        assert_eq!(v.cwnd(), 20 * MSS, "only 5 of 20 segments were ever in flight");
+    }
+}
