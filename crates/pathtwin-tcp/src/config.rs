@@ -81,15 +81,26 @@ impl CcAlgorithm {
 
 impl fmt::Debug for CcAlgorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        match self {
+            CcAlgorithm::Vegas(p) => f.debug_tuple(self.name()).field(p).finish(),
+            CcAlgorithm::Bic(p) => f.debug_tuple(self.name()).field(p).finish(),
+            CcAlgorithm::Cubic(p) => f.debug_tuple(self.name()).field(p).finish(),
+            _ => f.write_str(self.name()),
+        }
     }
 }
 
-/// Two algorithms are equal when they have the same name: function pointers are not
-/// comparable reliably, and names are what configs and results use.
+/// Built-in algorithms are equal when they are the same variant with the same parameters;
+/// custom ones when they have the same name (function pointers are not comparable
+/// reliably, and names are what configs and results use).
 impl PartialEq for CcAlgorithm {
     fn eq(&self, other: &Self) -> bool {
-        self.name() == other.name()
+        match (self, other) {
+            (CcAlgorithm::Vegas(a), CcAlgorithm::Vegas(b)) => a == b,
+            (CcAlgorithm::Bic(a), CcAlgorithm::Bic(b)) => a == b,
+            (CcAlgorithm::Cubic(a), CcAlgorithm::Cubic(b)) => a == b,
+            _ => self.name() == other.name(),
+        }
     }
 }
 
@@ -249,6 +260,29 @@ mod tests {
         assert_eq!(c.validate(), Ok(()));
         assert_eq!(c.initial_window, 10);
         assert_eq!(c.cc, CcAlgorithm::NewReno);
+    }
+
+    #[test]
+    fn every_simulator_name_is_a_built_in_algorithm_and_back() {
+        let built_in = [
+            CcAlgorithm::Reno,
+            CcAlgorithm::NewReno,
+            CcAlgorithm::Vegas(VegasParams::default()),
+            CcAlgorithm::Bic(BicParams::default()),
+            CcAlgorithm::Cubic(CubicParams::default()),
+        ];
+        let names: Vec<&str> = built_in.iter().map(|a| a.name()).collect();
+        assert_eq!(names, CcAlgorithm::simulator_names());
+        assert_eq!(CcAlgorithm::Vegas(VegasParams::NS2.with_base_rtt_window(8)).name(), "vegas-k");
+        let params = CcParams { smss: 1460, initial_cwnd: 14600, max_window: 1 << 22 };
+        for a in built_in {
+            // NewReno shares Reno's window evolution (it differs only in recovery).
+            let controller = if a == CcAlgorithm::NewReno { "reno" } else { a.name() };
+            assert_eq!(a.build(&params).name(), controller);
+            let recovery = if a == CcAlgorithm::Reno { Flavour::Reno } else { Flavour::NewReno };
+            assert_eq!(a.flavour_without_sack(), recovery, "{a:?}");
+        }
+        assert_ne!(CcAlgorithm::Vegas(VegasParams::NS2), CcAlgorithm::Vegas(VegasParams::LINUX));
     }
 
     #[test]

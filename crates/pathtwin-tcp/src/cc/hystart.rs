@@ -56,6 +56,7 @@ impl HyStartPlusPlus {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn in_css(&self) -> bool {
         matches!(self.phase, Phase::Css { .. })
     }
