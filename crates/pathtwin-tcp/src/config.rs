@@ -55,6 +55,35 @@ impl CcAlgorithm {
         &["reno", "newreno", "vegas", "bic", "cubic"]
     }
 
+    /// Checks the parameters of the built-in controllers; errors name the key as
+    /// `tcp.<algorithm>.<field>`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        fn check(ok: bool, key: &'static str, value: impl fmt::Display, why: &'static str) -> Result<(), ConfigError> {
+            if ok { Ok(()) } else { Err(ConfigError::CcParam { key, value: value.to_string(), why }) }
+        }
+        let fraction = |x: f64| x > 0.0 && x < 1.0;
+        match self {
+            CcAlgorithm::Vegas(p) => {
+                check(p.alpha.is_finite() && p.alpha >= 0.0, "tcp.vegas.alpha", p.alpha, "must be a number of segments >= 0")?;
+                check(p.beta.is_finite() && p.beta >= p.alpha, "tcp.vegas.beta", p.beta, "must be a number of segments >= alpha")?;
+                check(p.gamma.is_finite() && p.gamma >= 0.0, "tcp.vegas.gamma", p.gamma, "must be a number of segments >= 0")?;
+                let k = p.base_rtt_window.unwrap_or(1);
+                check(k >= 1, "tcp.vegas.base_rtt_window", k, "must be at least 1 round trip")
+            }
+            CcAlgorithm::Bic(p) => {
+                check(fraction(p.beta), "tcp.bic.beta", p.beta, "must be between 0 and 1 (exclusive)")?;
+                check(p.b >= 2, "tcp.bic.b", p.b, "must be at least 2")?;
+                check(p.max_increment >= 1, "tcp.bic.max_increment", p.max_increment, "must be at least 1 segment")?;
+                check(p.smooth_part >= 1, "tcp.bic.smooth_part", p.smooth_part, "must be at least 1")
+            }
+            CcAlgorithm::Cubic(p) => {
+                check(p.c.is_finite() && p.c > 0.0, "tcp.cubic.c", p.c, "must be a positive number of segments per second cubed")?;
+                check(fraction(p.beta), "tcp.cubic.beta", p.beta, "must be between 0 and 1 (exclusive)")
+            }
+            CcAlgorithm::Reno | CcAlgorithm::NewReno | CcAlgorithm::Custom { .. } => Ok(()),
+        }
+    }
+
     /// Instantiates the controller for a connection whose parameters are now known.
     pub fn build(&self, params: &CcParams) -> Box<dyn CongestionControl> {
         match self {
@@ -216,6 +245,10 @@ pub enum ConfigError {
     /// The initial RTO must be positive.
     #[error("tcp.initial_rto = 0: must be positive")]
     InitialRto,
+    /// A congestion controller's parameter is out of its range. `key` names it as the
+    /// config file does, e.g. `tcp.vegas.beta`.
+    #[error("{key} = {value}: {why}")]
+    CcParam { key: &'static str, value: String, why: &'static str },
 }
 
 impl TcpConfig {
@@ -246,7 +279,7 @@ impl TcpConfig {
         if self.initial_rto == Duration::ZERO {
             return Err(ConfigError::InitialRto);
         }
-        Ok(())
+        self.cc.validate()
     }
 }
 
@@ -293,5 +326,20 @@ mod tests {
         assert!(matches!(c.validate(), Err(ConfigError::RtoBounds { .. })));
         let c = TcpConfig { rcv_buffer: 0, ..Default::default() };
         assert_eq!(c.validate(), Err(ConfigError::RcvBuffer));
+        let bad = [
+            (CcAlgorithm::Vegas(VegasParams { beta: 0.5, ..VegasParams::NS2 }), "tcp.vegas.beta = 0.5"),
+            (CcAlgorithm::Vegas(VegasParams::NS2.with_base_rtt_window(0)), "tcp.vegas.base_rtt_window = 0"),
+            (CcAlgorithm::Bic(BicParams { beta: 1.0, ..Default::default() }), "tcp.bic.beta = 1"),
+            (CcAlgorithm::Bic(BicParams { b: 1, ..Default::default() }), "tcp.bic.b = 1"),
+            (CcAlgorithm::Cubic(CubicParams { c: 0.0, ..CubicParams::RFC9438 }), "tcp.cubic.c = 0"),
+            (CcAlgorithm::Cubic(CubicParams { beta: f64::NAN, ..CubicParams::RFC9438 }), "tcp.cubic.beta = NaN"),
+        ];
+        for (cc, msg) in bad {
+            let err = TcpConfig { cc, ..Default::default() }.validate().unwrap_err().to_string();
+            assert!(err.starts_with(msg), "{err}");
+        }
+        for cc in [CcAlgorithm::Vegas(VegasParams::LINUX), CcAlgorithm::Bic(BicParams::default()), CcAlgorithm::Cubic(CubicParams::LINUX_2_6)] {
+            assert_eq!(TcpConfig { cc, ..Default::default() }.validate(), Ok(()));
+        }
     }
 }
