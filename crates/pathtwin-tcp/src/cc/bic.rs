@@ -16,6 +16,10 @@
 //! - at or below `low_window` (14) segments: Reno's one segment per RTT, and a loss halves
 //!   the window as Reno's does, so BIC is Reno-friendly where Reno does well.
 //!
+//! Until a loss has been seen (after a timeout, which resets BIC's state), the increase
+//! above `low_window` is at least w/20 per RTT (Linux caps its ACKs-per-increment count at
+//! 20 while `loss_cwnd` is 0: "increase cwnd 5% per RTT").
+//!
 //! Fast convergence: a loss below the previous W_max (the flow is losing ground to others)
 //! sets W_max = W·(1 + β)/2 instead of W, releasing bandwidth sooner.
 //!
@@ -73,12 +77,14 @@ pub struct Bic {
     /// Window before the last reduction, in segments; 0 when unknown (Linux
     /// `last_max_cwnd`).
     w_max: f64,
+    /// Whether a loss has been seen since the state was last reset (Linux `loss_cwnd` ≠ 0).
+    seen_loss: bool,
 }
 
 impl Bic {
     pub fn new(p: &CcParams, params: BicParams) -> Self {
         let smss = p.smss as f64;
-        Bic { params, smss, cwnd: p.initial_cwnd.max(1) as f64 / smss, ssthresh: f64::INFINITY, w_max: 0.0 }
+        Bic { params, smss, cwnd: p.initial_cwnd.max(1) as f64 / smss, ssthresh: f64::INFINITY, w_max: 0.0, seen_loss: false }
     }
 
     /// Segments added per round trip at window `w` (Linux `bictcp_update`).
@@ -89,7 +95,7 @@ impl Bic {
         if w <= p.low_window as f64 {
             return 1.0;
         }
-        if w < self.w_max {
+        let search = if w < self.w_max {
             let dist = (self.w_max - w) / b;
             if dist > max_inc {
                 max_inc
@@ -104,7 +110,8 @@ impl Bic {
             (w - self.w_max) / (b - 1.0)
         } else {
             max_inc
-        }
+        };
+        if self.seen_loss { search } else { search.max(w / 20.0) }
     }
 
     /// The last remembered maximum window, in segments (0 when none).
@@ -117,6 +124,7 @@ impl Bic {
         let w = self.cwnd;
         let p = &self.params;
         self.w_max = if p.fast_convergence && w < self.w_max { w * (1.0 + p.beta) / 2.0 } else { w };
+        self.seen_loss = true;
         self.ssthresh = if w <= p.low_window as f64 { (w / 2.0).max(2.0) } else { (w * p.beta).max(2.0) };
     }
 }
@@ -158,7 +166,9 @@ impl CongestionControl for Bic {
         if first {
             self.reduce();
         }
+        // Linux's bictcp_reset on entering the Loss state.
         self.w_max = 0.0;
+        self.seen_loss = false;
         self.cwnd = 1.0;
     }
 
@@ -264,6 +274,21 @@ mod tests {
         no_fc.cwnd = 900.0;
         no_fc.on_enter_recovery(Instant::ZERO, 900 * MSS);
         assert_eq!(no_fc.w_max(), 900.0);
+    }
+
+    #[test]
+    fn after_a_timeout_w_max_is_forgotten_and_growth_is_at_least_five_percent_per_rtt() {
+        let mut b = loss_at(1000);
+        // Linux scales snd_cwnd, not FlightSize: ssthresh = β·cwnd.
+        let w = b.cwnd;
+        b.on_rto(Instant::ZERO, 10 * MSS, true);
+        assert_eq!((b.cwnd(), b.w_max()), (MSS, 0.0));
+        assert_eq!(b.ssthresh(), (w * 819.0 / 1024.0 * MSS as f64) as u64);
+        // Max probing from W_max = 0: 16 per RTT above 0 + 16·3, but 5 % of 640 is 32.
+        assert_eq!(b.increment_per_rtt(640.0), 32.0);
+        assert_eq!(b.increment_per_rtt(100.0), 16.0);
+        // Reno below low_window regardless.
+        assert_eq!(b.increment_per_rtt(10.0), 1.0);
     }
 
     #[test]

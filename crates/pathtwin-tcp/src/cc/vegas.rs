@@ -12,13 +12,14 @@
 //!   RTT/baseRTT and so settles with slightly fewer segments queued.
 //! - Congestion avoidance: w += 1 if diff < α, w −= 1 if diff > β, else hold (ACC eq. 12).
 //! - Slow start: the window grows as Reno's only every other round trip, so that a round
-//!   with a stable window measures the RTT (Brakmo & Peterson §3.3); slow start ends when
-//!   diff > γ, with w = min(w, target + 1), target = w·baseRTT/RTT (the expected window;
-//!   Linux's exit rule) and ssthresh = w.
+//!   with a stable window measures the RTT (Brakmo & Peterson §3.3, as ns-2); slow start
+//!   ends when diff > γ, with w = min(w, target + 1), target = w·baseRTT/RTT (the expected
+//!   window; Linux's exit rule — ns-2 instead takes w −= w/8) and ssthresh = w.
 //!
-//! RTT is the **minimum** RTT sample of the round, as Linux does: with delayed ACKs (up to
-//! 40 ms here) and ACK compression a single sample carries receiver-side delay the queue did
-//! not cause, and the minimum is the sample least inflated by it. A round with fewer than
+//! RTT is the **minimum** RTT sample of the round, as Linux does (ns-2 averages the round's
+//! samples): with delayed ACKs (up to 40 ms here) and ACK compression a sample carries
+//! receiver-side delay the queue did not cause, and the minimum is the sample least
+//! inflated by it, where an average would read delayed-ACK waits as queueing. A round with fewer than
 //! three samples is not trusted (Linux's `cntRTT <= 2` rule, again because of delayed ACKs)
 //! and grows the window by Reno's one segment per round in congestion avoidance instead.
 //!
@@ -29,9 +30,13 @@
 //! one per round trip; the round's minimum is the per-round sample Vegas already uses.
 //!
 //! Loss reaction is Reno's (halve FlightSize on fast retransmit, one segment on a timeout,
-//! cwnd = ssthresh at the end of recovery): Linux's Vegas uses `tcp_reno_ssthresh`, and
-//! ns-2's Vegas halves on fast retransmit as well. No growth during recovery; RTT samples
-//! taken during recovery still update baseRTT. As in Reno, the window grows only when it
+//! cwnd = ssthresh at the end of recovery), for both presets, as Linux's Vegas does
+//! (`tcp_reno_ssthresh`; Vegas is off outside the Open state). Deviation for the ns-2
+//! preset: ns-2's `tcp-vegas.cc` (the Arizona code) cuts the window to 3/4 on the first
+//! fast retransmit of a segment sent since the last cut, halves it for a segment
+//! retransmitted before, and runs its own fine-grained retransmission checks; here loss
+//! detection and recovery are the endpoint's, shared by all controllers. No growth during
+//! recovery; RTT samples taken during recovery still update baseRTT. As in Reno, the window grows only when it
 //! limited the sender (RFC 7661 spirit); a decrease applies regardless.
 
 use super::round::RoundCounter;
