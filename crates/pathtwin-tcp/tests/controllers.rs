@@ -143,3 +143,28 @@ fn bic_and_cubic_regain_a_long_fat_window_faster_than_reno() {
     assert!(bic < bic_predicted + 0.5, "BIC took {bic:.2} s, predicted {bic_predicted:.2} s");
     assert!((cubic - cubic_predicted).abs() < 0.1 * cubic_predicted + 0.3, "CUBIC took {cubic:.2} s, predicted {cubic_predicted:.2} s");
 }
+
+/// CUBIC's first slow start on a 10 Mbit/s, 50 ms RTT bottleneck (BDP ≈ 42 packets) with a
+/// 200-packet buffer: (queue drops, ssthresh in segments) after 3 s.
+fn cubic_first_slow_start(hystart: bool) -> (u64, f64) {
+    let cfg = TcpConfig { cc: CcAlgorithm::Cubic(CubicParams { hystart, ..CubicParams::RFC9438 }), ..Default::default() };
+    let link = LinkCfg::bottleneck(ms(25), 10_000_000, 200);
+    let mut sim = Sim::new(cfg.clone(), cfg, link, link);
+    sim.record = false;
+    sim.ep[0].send(u64::MAX / 2);
+    sim.run_until(at_ms(3_000));
+    (sim.queue_drops(0), sim.ep[0].ssthresh() as f64 / MSS as f64)
+}
+
+#[test]
+fn hystart_ends_cubic_slow_start_before_the_buffer_overflows() {
+    // Slow start alone overshoots: it stops only when BDP + buffer ≈ 242 packets is
+    // exceeded. HyStart++ (RFC 9406) sees the round's minimum RTT rise by max(4 ms, RTT/8)
+    // ≈ 6.4 ms, about 5 packets of queue, and after 5 rounds of Conservative Slow Start
+    // (×1.25 per round at most) ends slow start below 242 packets (measured: 201.5).
+    let (drops, _) = cubic_first_slow_start(false);
+    assert!(drops > 0, "without HyStart++ slow start must overflow the buffer");
+    let (drops, ssthresh) = cubic_first_slow_start(true);
+    assert_eq!(drops, 0, "HyStart++ left slow start before any loss");
+    assert!(ssthresh < 242.0 && ssthresh > 42.0, "slow start ended at {ssthresh:.1} segments");
+}

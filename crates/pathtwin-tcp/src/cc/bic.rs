@@ -246,19 +246,19 @@ mod tests {
         let mut b = loss_at(1000);
         // Round by round the window gains min(16, (W_max − w)/4) segments, 0.2 once that
         // distance term is at most 1 (per-ACK spreading moves each round's gain slightly).
-        let mut w = b.cwnd as f64;
+        let mut w = b.cwnd;
         let mut expected = w;
         for _ in 0..30 {
             let dist = (1000.0 - expected) / 4.0;
             let inc = if dist > 16.0 { 16.0 } else if dist <= 1.0 { 0.2 } else { dist };
             expected += inc;
             round(&mut b);
-            let got = b.cwnd as f64;
+            let got = b.cwnd;
             assert!((got - expected).abs() / expected < 0.01, "got {got}, expected {expected}");
             assert!(got > w, "grows every round");
             w = got;
         }
-        assert!(b.cwnd as f64 > 990.0 && (b.cwnd as f64) < 1005.0, "{}", b.cwnd);
+        assert!(b.cwnd > 990.0 && b.cwnd < 1005.0, "{}", b.cwnd);
     }
 
     #[test]

@@ -111,7 +111,11 @@ mod tests {
 
     /// Feeds a round of `n` samples at `rtt`; returns whether slow start ended.
     fn round(h: &mut HyStartPlusPlus, n: u32, rtt: Duration) -> bool {
-        (0..n).map(|i| h.on_ack(Some(rtt), i == n - 1)).fold(false, |a, b| a || b)
+        let mut ended = false;
+        for i in 0..n {
+            ended |= h.on_ack(Some(rtt), i == n - 1);
+        }
+        ended
     }
 
     #[test]

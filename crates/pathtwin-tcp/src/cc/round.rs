@@ -81,7 +81,7 @@ pub(crate) mod testing {
                 cc.on_packet_sent(&ev);
             }
             self.next_seq = start + n * self.smss;
-            self.now = self.now + rtt;
+            self.now += rtt;
             for i in 0..n {
                 let in_flight = (n - i) * self.smss;
                 let ev = AckEvent {
