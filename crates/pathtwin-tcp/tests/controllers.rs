@@ -168,3 +168,39 @@ fn hystart_ends_cubic_slow_start_before_the_buffer_overflows() {
     assert_eq!(drops, 0, "HyStart++ left slow start before any loss");
     assert!(ssthresh < 242.0 && ssthresh > 42.0, "slow start ended at {ssthresh:.1} segments");
 }
+
+/// Goodput (bit/s of payload) between 14 s and 24 s of a Vegas flow on a 10 Mbit/s, 50 ms
+/// RTT bottleneck whose forward delay grows by 30 ms (a route change) from the 8 000th data
+/// segment on, about 10 s in.
+fn goodput_after_route_change(params: VegasParams) -> f64 {
+    let cfg = TcpConfig { cc: CcAlgorithm::Vegas(params), ..Default::default() };
+    let link = LinkCfg::bottleneck(ms(25), 10_000_000, 100);
+    let mut sim = Sim::new(cfg.clone(), cfg, link, link);
+    sim.record = false;
+    let mut n = 0u64;
+    sim.set_extra_delay(
+        0,
+        Box::new(move |seg| {
+            n += (seg.len > 0) as u64;
+            if n >= 8_000 { ms(30) } else { Duration::ZERO }
+        }),
+    );
+    sim.ep[0].send(u64::MAX / 2);
+    sim.run_until(at_ms(14_000));
+    let a = sim.ep[0].stats().bytes_acked;
+    sim.run_until(at_ms(24_000));
+    (sim.ep[0].stats().bytes_acked - a) as f64 * 8.0 / 10.0
+}
+
+#[test]
+fn vegas_k_recovers_from_a_route_change_that_starves_vegas() {
+    // Vegas keeps the 51 ms minimum: at the new 81 ms RTT it reads diff = w·(1 − 51/81) ≈
+    // 0.37·w segments queued and shrinks until 0.37·w ≤ β = 3, w ≈ 8 segments: about
+    // 8·1500·8 bit / 81 ms ≈ 1.2 Mbit/s. Vegas-k (k = 8 rounds) forgets the old minimum
+    // within 8 round trips and fills the link again (ACC paper §III-A, problem i).
+    let line = 10e6 * 1460.0 / 1500.0;
+    let vegas = goodput_after_route_change(VegasParams::NS2);
+    let vegas_k = goodput_after_route_change(VegasParams::NS2.with_base_rtt_window(8));
+    assert!(vegas < 0.3 * line, "Vegas kept {vegas:.0} bit/s");
+    assert!(vegas_k > 0.9 * line, "Vegas-k got {vegas_k:.0} bit/s");
+}
