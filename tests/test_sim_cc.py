@@ -60,7 +60,7 @@ def test_unknown_controller_is_one_line_naming_key_and_the_simulators_names(tmp_
 
 @pytest.mark.parametrize("table, key", [
     ('[tcp.cubic]\nbeta = 1.5\n', "tcp.cubic.beta"),
-    ('[tcp.vegas]\nalpha = 4\nbeta = 2\n', "tcp.vegas.alpha"),
+    ('[tcp.vegas]\nalpha = 4\nbeta = 2\n', "tcp.vegas.beta"),
     ('[tcp.bic]\nmax_increment = 0\n', "tcp.bic.max_increment"),
     ('[tcp.vegas]\nalpah = 1\n', "tcp.vegas.alpah"),
 ])

@@ -247,6 +247,9 @@ pub struct BicSettings {
     /// RTTs over which the window approaches W_max when close to it (Linux: 20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub smooth_part: Option<u32>,
+    /// The binary search's divisor, `BICTCP_B` (Linux: 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub b: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_convergence: Option<bool>,
 }

@@ -7,7 +7,7 @@
 //! controllers' own, each with its source) nor the schema (`pathtwin_core::config`).
 
 use pathtwin_core::config::{BicSettings, ConfigError, CubicPreset, CubicSettings, NewRenoTimerName, TcpSettings, VegasPreset, VegasSettings};
-use pathtwin_tcp::{BicParams, CcAlgorithm, CubicParams, NewRenoTimer, TcpConfig, VegasParams};
+use pathtwin_tcp::{BicParams, CcAlgorithm, ConfigError as TcpConfigError, CubicParams, NewRenoTimer, TcpConfig, VegasParams};
 
 /// The endpoint config for merged settings whose `cc` was written under `cc_key` (`"tcp"`,
 /// `"flow[3].tcp"`, or `"flow[3]"` for the flow's `cc` shortcut). Check each section's
@@ -84,19 +84,7 @@ fn vegas_params(v: Option<&VegasSettings>, key: &str) -> Result<VegasParams, Con
     p.beta = v.beta.unwrap_or(p.beta);
     p.gamma = v.gamma.unwrap_or(p.gamma);
     p.base_rtt_window = v.base_rtt_window.or(p.base_rtt_window);
-    let k = |f: &str| format!("{key}.vegas.{f}");
-    for (f, x) in [("alpha", p.alpha), ("beta", p.beta), ("gamma", p.gamma)] {
-        if !(x.is_finite() && x >= 0.0) {
-            return Err(ConfigError::invalid(k(f), format!("{x} must be a non-negative number of packets")));
-        }
-    }
-    if p.alpha > p.beta {
-        return Err(ConfigError::invalid(k("alpha"), format!("alpha = {} must not exceed beta = {}", p.alpha, p.beta)));
-    }
-    if p.base_rtt_window == Some(0) {
-        return Err(ConfigError::invalid(k("base_rtt_window"), "must be at least 1 sample"));
-    }
-    Ok(p)
+    checked(CcAlgorithm::Vegas(p), key).map(|_| p)
 }
 
 fn cubic_params(v: Option<&CubicSettings>, key: &str) -> Result<CubicParams, ConfigError> {
@@ -110,11 +98,7 @@ fn cubic_params(v: Option<&CubicSettings>, key: &str) -> Result<CubicParams, Con
     p.fast_convergence = v.fast_convergence.unwrap_or(p.fast_convergence);
     p.reno_friendly = v.reno_friendly.unwrap_or(p.reno_friendly);
     p.hystart = v.hystart.unwrap_or(p.hystart);
-    if !(p.c.is_finite() && p.c > 0.0) {
-        return Err(ConfigError::invalid(format!("{key}.cubic.c"), format!("{} must be positive", p.c)));
-    }
-    check_beta(p.beta, &format!("{key}.cubic.beta"))?;
-    Ok(p)
+    checked(CcAlgorithm::Cubic(p), key).map(|_| p)
 }
 
 fn bic_params(v: Option<&BicSettings>, key: &str) -> Result<BicParams, ConfigError> {
@@ -124,23 +108,20 @@ fn bic_params(v: Option<&BicSettings>, key: &str) -> Result<BicParams, ConfigErr
     p.low_window = v.low_window.unwrap_or(p.low_window);
     p.max_increment = v.max_increment.unwrap_or(p.max_increment);
     p.smooth_part = v.smooth_part.unwrap_or(p.smooth_part);
+    p.b = v.b.unwrap_or(p.b);
     p.fast_convergence = v.fast_convergence.unwrap_or(p.fast_convergence);
-    check_beta(p.beta, &format!("{key}.bic.beta"))?;
-    for (f, x) in [("max_increment", p.max_increment), ("smooth_part", p.smooth_part)] {
-        if x == 0 {
-            return Err(ConfigError::invalid(format!("{key}.bic.{f}"), "must be at least 1"));
-        }
-    }
-    Ok(p)
+    checked(CcAlgorithm::Bic(p), key).map(|_| p)
 }
 
-/// A multiplicative decrease factor must shrink the window and leave something of it.
-fn check_beta(beta: f64, key: &str) -> Result<(), ConfigError> {
-    if beta.is_finite() && beta > 0.0 && beta < 1.0 {
-        Ok(())
-    } else {
-        Err(ConfigError::invalid(key, format!("{beta} must be between 0 and 1 (exclusive)")))
-    }
+/// The controller's own range checks (`CcAlgorithm::validate`), with the error's key moved
+/// from `tcp.` to the section the table was written in.
+fn checked(cc: CcAlgorithm, key: &str) -> Result<CcAlgorithm, ConfigError> {
+    cc.validate().map(|_| cc).map_err(|e| match e {
+        TcpConfigError::CcParam { key: field, value, why } => {
+            ConfigError::invalid(format!("{key}{}", field.trim_start_matches("tcp")), format!("{value} {why}"))
+        }
+        other => ConfigError::invalid(key, other.to_string()),
+    })
 }
 
 /// Checks the controller tables written in one section (`[tcp]` or a flow's `tcp`, named by

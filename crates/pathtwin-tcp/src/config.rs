@@ -16,7 +16,8 @@ pub type CcBuilder = fn(&CcParams) -> Box<dyn CongestionControl>;
 /// Which congestion controller (and, without SACK, which loss-recovery flavour) to run.
 ///
 /// When both ends permit SACK, loss recovery is RFC 6675 for every algorithm, as in Linux;
-/// set [`TcpConfig::sack`] to false to study Reno's or NewReno's own recovery.
+/// set [`TcpConfig::sack`] to false to study Reno's or NewReno's own recovery. Without SACK,
+/// Vegas, BIC and CUBIC recover as NewReno (as Linux does with SACK off).
 #[derive(Clone, Copy)]
 pub enum CcAlgorithm {
     /// RFC 5681 window growth; fast recovery ends at the first ACK of new data, even a
@@ -25,11 +26,11 @@ pub enum CcAlgorithm {
     /// RFC 5681 window growth with RFC 6582 fast recovery: partial ACKs retransmit the next
     /// hole and recovery lasts until the `recover` point is acknowledged.
     NewReno,
-    /// TCP Vegas, or Vegas-k with `base_rtt_window` (see [`Vegas`]).
+    /// TCP Vegas, or Vegas-k when [`VegasParams::base_rtt_window`] is set.
     Vegas(VegasParams),
-    /// BIC with Linux 2.6's constants by default (see [`Bic`]).
+    /// BIC-TCP with Linux 2.6's constants by default.
     Bic(BicParams),
-    /// CUBIC per RFC 9438 with HyStart++ (see [`Cubic`]).
+    /// CUBIC, RFC 9438, with HyStart++ by default.
     Cubic(CubicParams),
     /// BBR v1 (see [`Bbr`]), paced; NewReno recovery without SACK.
     Bbr,
@@ -51,10 +52,39 @@ impl CcAlgorithm {
         }
     }
 
-    /// Every name the simulator's `cc` setting accepts (Vegas-k is `vegas` with a base-RTT
-    /// window), for error messages and documentation.
+    /// Every controller name the simulator accepts in a config (Vegas-k is `"vegas"` with a
+    /// base-RTT window set, so it has no name of its own here).
     pub fn simulator_names() -> &'static [&'static str] {
         &["reno", "newreno", "vegas", "bic", "cubic", "bbr"]
+    }
+
+    /// Checks the parameters of the built-in controllers; errors name the key as
+    /// `tcp.<algorithm>.<field>`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        fn check(ok: bool, key: &'static str, value: impl fmt::Display, why: &'static str) -> Result<(), ConfigError> {
+            if ok { Ok(()) } else { Err(ConfigError::CcParam { key, value: value.to_string(), why }) }
+        }
+        let fraction = |x: f64| x > 0.0 && x < 1.0;
+        match self {
+            CcAlgorithm::Vegas(p) => {
+                check(p.alpha.is_finite() && p.alpha >= 0.0, "tcp.vegas.alpha", p.alpha, "must be a number of segments >= 0")?;
+                check(p.beta.is_finite() && p.beta >= p.alpha, "tcp.vegas.beta", p.beta, "must be a number of segments >= alpha")?;
+                check(p.gamma.is_finite() && p.gamma >= 0.0, "tcp.vegas.gamma", p.gamma, "must be a number of segments >= 0")?;
+                let k = p.base_rtt_window.unwrap_or(1);
+                check(k >= 1, "tcp.vegas.base_rtt_window", k, "must be at least 1 round trip")
+            }
+            CcAlgorithm::Bic(p) => {
+                check(fraction(p.beta), "tcp.bic.beta", p.beta, "must be between 0 and 1 (exclusive)")?;
+                check(p.b >= 2, "tcp.bic.b", p.b, "must be at least 2")?;
+                check(p.max_increment >= 1, "tcp.bic.max_increment", p.max_increment, "must be at least 1 segment")?;
+                check(p.smooth_part >= 1, "tcp.bic.smooth_part", p.smooth_part, "must be at least 1")
+            }
+            CcAlgorithm::Cubic(p) => {
+                check(p.c.is_finite() && p.c > 0.0, "tcp.cubic.c", p.c, "must be a positive number of segments per second cubed")?;
+                check(fraction(p.beta), "tcp.cubic.beta", p.beta, "must be between 0 and 1 (exclusive)")
+            }
+            CcAlgorithm::Reno | CcAlgorithm::NewReno | CcAlgorithm::Bbr | CcAlgorithm::Custom { .. } => Ok(()),
+        }
     }
 
     /// Instantiates the controller for a connection whose parameters are now known.
@@ -85,15 +115,26 @@ impl CcAlgorithm {
 
 impl fmt::Debug for CcAlgorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        match self {
+            CcAlgorithm::Vegas(p) => f.debug_tuple(self.name()).field(p).finish(),
+            CcAlgorithm::Bic(p) => f.debug_tuple(self.name()).field(p).finish(),
+            CcAlgorithm::Cubic(p) => f.debug_tuple(self.name()).field(p).finish(),
+            _ => f.write_str(self.name()),
+        }
     }
 }
 
-/// Two algorithms are equal when they have the same name: function pointers are not
-/// comparable reliably, and names are what configs and results use.
+/// Built-in algorithms are equal when they are the same variant with the same parameters;
+/// custom ones when they have the same name (function pointers are not comparable
+/// reliably, and names are what configs and results use).
 impl PartialEq for CcAlgorithm {
     fn eq(&self, other: &Self) -> bool {
-        self.name() == other.name()
+        match (self, other) {
+            (CcAlgorithm::Vegas(a), CcAlgorithm::Vegas(b)) => a == b,
+            (CcAlgorithm::Bic(a), CcAlgorithm::Bic(b)) => a == b,
+            (CcAlgorithm::Cubic(a), CcAlgorithm::Cubic(b)) => a == b,
+            _ => self.name() == other.name(),
+        }
     }
 }
 
@@ -227,6 +268,10 @@ pub enum ConfigError {
     /// The initial RTO must be positive.
     #[error("tcp.initial_rto = 0: must be positive")]
     InitialRto,
+    /// A congestion controller's parameter is out of its range. `key` names it as the
+    /// config file does, e.g. `tcp.vegas.beta`.
+    #[error("{key} = {value}: {why}")]
+    CcParam { key: &'static str, value: String, why: &'static str },
 }
 
 impl TcpConfig {
@@ -257,7 +302,7 @@ impl TcpConfig {
         if self.initial_rto == Duration::ZERO {
             return Err(ConfigError::InitialRto);
         }
-        Ok(())
+        self.cc.validate()
     }
 }
 
@@ -285,6 +330,30 @@ mod tests {
     }
 
     #[test]
+    fn every_simulator_name_is_a_built_in_algorithm_and_back() {
+        let built_in = [
+            CcAlgorithm::Reno,
+            CcAlgorithm::NewReno,
+            CcAlgorithm::Vegas(VegasParams::default()),
+            CcAlgorithm::Bic(BicParams::default()),
+            CcAlgorithm::Cubic(CubicParams::default()),
+            CcAlgorithm::Bbr,
+        ];
+        let names: Vec<&str> = built_in.iter().map(|a| a.name()).collect();
+        assert_eq!(names, CcAlgorithm::simulator_names());
+        assert_eq!(CcAlgorithm::Vegas(VegasParams::NS2.with_base_rtt_window(8)).name(), "vegas-k");
+        let params = CcParams { smss: 1460, initial_cwnd: 14600, max_window: 1 << 22 };
+        for a in built_in {
+            // NewReno shares Reno's window evolution (it differs only in recovery).
+            let controller = if a == CcAlgorithm::NewReno { "reno" } else { a.name() };
+            assert_eq!(a.build(&params).name(), controller);
+            let recovery = if a == CcAlgorithm::Reno { Flavour::Reno } else { Flavour::NewReno };
+            assert_eq!(a.flavour_without_sack(), recovery, "{a:?}");
+        }
+        assert_ne!(CcAlgorithm::Vegas(VegasParams::NS2), CcAlgorithm::Vegas(VegasParams::LINUX));
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let c = TcpConfig { mss: 70_000, ..Default::default() };
         assert!(c.validate().unwrap_err().to_string().contains("tcp.mss"));
@@ -292,5 +361,20 @@ mod tests {
         assert!(matches!(c.validate(), Err(ConfigError::RtoBounds { .. })));
         let c = TcpConfig { rcv_buffer: 0, ..Default::default() };
         assert_eq!(c.validate(), Err(ConfigError::RcvBuffer));
+        let bad = [
+            (CcAlgorithm::Vegas(VegasParams { beta: 0.5, ..VegasParams::NS2 }), "tcp.vegas.beta = 0.5"),
+            (CcAlgorithm::Vegas(VegasParams::NS2.with_base_rtt_window(0)), "tcp.vegas.base_rtt_window = 0"),
+            (CcAlgorithm::Bic(BicParams { beta: 1.0, ..Default::default() }), "tcp.bic.beta = 1"),
+            (CcAlgorithm::Bic(BicParams { b: 1, ..Default::default() }), "tcp.bic.b = 1"),
+            (CcAlgorithm::Cubic(CubicParams { c: 0.0, ..CubicParams::RFC9438 }), "tcp.cubic.c = 0"),
+            (CcAlgorithm::Cubic(CubicParams { beta: f64::NAN, ..CubicParams::RFC9438 }), "tcp.cubic.beta = NaN"),
+        ];
+        for (cc, msg) in bad {
+            let err = TcpConfig { cc, ..Default::default() }.validate().unwrap_err().to_string();
+            assert!(err.starts_with(msg), "{err}");
+        }
+        for cc in [CcAlgorithm::Vegas(VegasParams::LINUX), CcAlgorithm::Bic(BicParams::default()), CcAlgorithm::Cubic(CubicParams::LINUX_2_6)] {
+            assert_eq!(TcpConfig { cc, ..Default::default() }.validate(), Ok(()));
+        }
     }
 }

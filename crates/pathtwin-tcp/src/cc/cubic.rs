@@ -1,55 +1,65 @@
-//! CUBIC (RFC 9438), with HyStart++ (RFC 9406) in slow start.
+//! CUBIC congestion control, RFC 9438, with HyStart++ (RFC 9406) in the initial slow
+//! start.
 //!
-//! After a congestion event the window is cut to β·cwnd and then follows
+//! Windows are in segments, time in seconds. After a congestion event at window W:
 //!
-//! ```text
-//! W_cubic(t) = C·(t − K)³ + W_max,    K = ∛((W_max − cwnd_epoch)/C)      (§4.2, eq. 1–2)
-//! ```
+//! - W_max = W, or W·(1 + β)/2 with fast convergence when W is below the previous W_max
+//!   (§4.7); cwnd_prior = W; ssthresh = max(FlightSize·β, 2) (§4.6, which scales
+//!   flight_size); cwnd = ssthresh once recovery ends.
+//! - Congestion avoidance starts an epoch at its first ACK, at time t_epoch with window
+//!   cwnd_epoch: K = ∛((W_max − cwnd_epoch)/C) (§4.2, eq. 2; K = ∛(W_max(1 − β)/C) after a
+//!   plain reduction) and W_cubic(t) = C(t − K)³ + W_max (eq. 1), t = now − t_epoch.
+//!   Below W_max (t < K) the curve is concave, above it convex (§4.4, §4.5); both follow
+//!   from the same rule here.
+//! - Per ACK of N bytes (N/SMSS segments): target = clamp(W_cubic(t + RTT), cwnd, 1.5·cwnd)
+//!   with RTT the smoothed RTT (§4.2), cwnd += (target − cwnd)/cwnd per segment acked.
+//! - Reno-friendly region (§4.3): W_est starts at cwnd_epoch and grows by
+//!   α_cubic·(segments acked)/cwnd, α_cubic = 3(1 − β)/(1 + β), becoming 1 once W_est ≥
+//!   cwnd_prior; when W_cubic(t) < W_est, cwnd = W_est. Deviation: cwnd = max(cwnd, W_est)
+//!   — the two agree except on the ACK where the regions swap, where RFC's rule could shrink
+//!   the window without a congestion signal.
+//! - Timeout (§4.8): ssthresh and W_max as for a congestion event (on the first timeout of a
+//!   segment only, as RFC 5681), cwnd = 1 segment; the first congestion avoidance after it
+//!   uses K = 0 and W_max = the window at its start.
+//! - Slow start is Reno's (RFC 5681, one SMSS per ACK at most); with HyStart++ it is
+//!   divided by 4 in Conservative Slow Start and ends with ssthresh = cwnd (see
+//!   `hystart.rs`). Without a previous congestion event, the first epoch uses W_max =
+//!   cwnd_epoch (K = 0), the same rule as after a timeout.
 //!
-//! in segments, t seconds into the congestion-avoidance epoch: concave up to W_max, where the
-//! last loss happened, then convex beyond it. Each ACK moves cwnd towards
-//! target = W_cubic(t + RTT), clamped to [cwnd, 1.5·cwnd] (§4.4–4.5), by
-//! (target − cwnd)/cwnd per acknowledged segment. In the Reno-friendly region (§4.3), where a
-//! Reno flow with CUBIC's β would have a larger window W_est (growing by
-//! α = 3(1 − β)/(1 + β) segments per window, 1 once W_est passes W_max), cwnd is W_est.
-//! Fast convergence (§4.7) lowers W_max to cwnd·(1 + β)/2 when a loss comes below the last
-//! W_max, yielding to newer flows.
-//!
-//! Choices: ssthresh = β·cwnd (§4.6 allows cwnd or FlightSize; Linux uses cwnd); the epoch
-//! starts at the first ACK in congestion avoidance, as Linux's `bictcp_update`; on a timeout
-//! (§4.8) W_max and ssthresh are set as for a congestion event, cwnd = 1 segment and slow
-//! start begins again. HyStart++ replaces Linux's original HyStart (ACK trains and delay
-//! increase) because it is the standardised one: it leaves slow start for Conservative Slow
-//! Start when a round's minimum RTT rises by max(4 ms, min(16 ms, last round's minimum/8)),
-//! returns to slow start if the RTT falls back, and enters congestion avoidance after five
-//! rounds of CSS.
-//!
-//! Presets: [`CubicParams::RFC9438`] (C = 0.4, β = 0.7) and [`CubicParams::LINUX_2_6`], the
-//! 2.6-era Linux code's β = 819/1024 (which the ACC-era and Monarch-era papers measured).
+//! As Reno: no growth during recovery, nor when the sender was not limited by cwnd
+//! (RFC 9438 §5.8's application-limited rule in the RFC 7661 form Reno uses here). The
+//! epoch's clock keeps running while the sender is not cwnd-limited (Linux restarts it after
+//! idle periods; a bulk sender has none).
 
-use super::window::{cwnd_limited, slow_start_increase, Rounds};
+use super::hystart::HyStartPlusPlus;
+use super::round::RoundCounter;
 use super::{AckEvent, CcParams, CongestionControl, SentEvent};
-use pathtwin_core::time::{Duration, Instant};
+use pathtwin_core::time::Instant;
 
-/// CUBIC's parameters.
+/// CUBIC's constants and switches.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CubicParams {
-    /// C, in segments per second³.
+    /// C, in segments per second³: how fast the cubic function grows away from W_max
+    /// (RFC 9438 §5: 0.4).
     pub c: f64,
-    /// Multiplicative decrease factor: the window after a loss is β·cwnd.
+    /// Multiplicative decrease factor β_cubic, dimensionless (RFC 9438: 0.7).
     pub beta: f64,
-    /// Fast convergence (§4.7).
+    /// Lower W_max to W·(1 + β)/2 when a loss comes below the previous W_max (RFC 9438
+    /// §4.7).
     pub fast_convergence: bool,
-    /// The Reno-friendly region (§4.3).
+    /// Grow at least as fast as Reno would (RFC 9438 §4.3).
     pub reno_friendly: bool,
-    /// HyStart++ (RFC 9406) in slow start.
+    /// HyStart++ (RFC 9406) in the initial slow start.
     pub hystart: bool,
 }
 
 impl CubicParams {
+    /// RFC 9438's recommended values, with HyStart++ on.
     pub const RFC9438: CubicParams = CubicParams { c: 0.4, beta: 0.7, fast_convergence: true, reno_friendly: true, hystart: true };
-    /// Linux 2.6.x `tcp_cubic.c`: β = 819/1024.
-    pub const LINUX_2_6: CubicParams = CubicParams { beta: 819.0 / 1024.0, ..CubicParams::RFC9438 };
+    /// Linux 2.6's early `tcp_cubic.c`: β = 819/1024 (Linux changed it to 717/1024 in
+    /// 2.6.25), C = 0.4, fast convergence and TCP friendliness on, and no HyStart (added
+    /// in 2.6.29).
+    pub const LINUX_2_6: CubicParams = CubicParams { c: 0.4, beta: 819.0 / 1024.0, fast_convergence: true, reno_friendly: true, hystart: false };
 }
 
 impl Default for CubicParams {
@@ -58,147 +68,112 @@ impl Default for CubicParams {
     }
 }
 
-// HyStart++ constants, RFC 9406 §4.3.
-const MIN_RTT_THRESH: Duration = Duration::from_millis(4);
-const MAX_RTT_THRESH: Duration = Duration::from_millis(16);
-const MIN_RTT_DIVISOR: u64 = 8;
-const N_RTT_SAMPLE: u32 = 8;
-const CSS_GROWTH_DIVISOR: u64 = 4;
-const CSS_ROUNDS: u32 = 5;
-
-/// HyStart++'s per-round RTT tracking (RFC 9406 §4.2).
-#[derive(Clone, Debug, Default)]
-struct HyStart {
-    last_round_min: Option<Duration>,
-    round_min: Option<Duration>,
-    samples: u32,
-    /// In Conservative Slow Start: the RTT that triggered it, and rounds spent so far.
-    css: Option<(Duration, u32)>,
+/// One congestion-avoidance epoch (RFC 9438's t_epoch, K, W_max, W_est, α_cubic).
+#[derive(Clone, Copy, Debug)]
+struct Epoch {
+    start: Instant,
+    /// Seconds from `start` until W_cubic reaches W_max.
+    k: f64,
+    w_max: f64,
+    w_est: f64,
+    alpha: f64,
 }
 
-impl HyStart {
-    fn new_round(&mut self) {
-        self.last_round_min = self.round_min.take().or(self.last_round_min);
-        self.samples = 0;
-        if let Some((_, rounds)) = &mut self.css {
-            *rounds += 1;
-        }
-    }
-
-    fn sample(&mut self, rtt: Duration) {
-        self.round_min = Some(self.round_min.map_or(rtt, |m| m.min(rtt)));
-        self.samples += 1;
-        if self.samples < N_RTT_SAMPLE {
-            return;
-        }
-        let (Some(cur), Some(last)) = (self.round_min, self.last_round_min) else { return };
-        match self.css {
-            None => {
-                let thresh = Duration::from_nanos(last.as_nanos() / MIN_RTT_DIVISOR).clamp(MIN_RTT_THRESH, MAX_RTT_THRESH);
-                if cur >= last + thresh {
-                    self.css = Some((cur, 0));
-                }
-            }
-            // The RTT fell below what triggered CSS: the increase was spurious (§4.2).
-            Some((baseline, _)) if cur < baseline => self.css = None,
-            Some(_) => {}
-        }
-    }
-}
-
+/// CUBIC (RFC 9438).
 #[derive(Clone, Debug)]
 pub struct Cubic {
-    p: CubicParams,
-    smss: u64,
-    cwnd: u64,
-    ssthresh: u64,
-    /// W_max in segments (0 before the first congestion event).
-    w_max: f64,
-    /// Start of the congestion-avoidance epoch, and its K in seconds.
-    epoch: Option<(Instant, f64)>,
-    /// Reno-friendly estimate W_est, in segments.
-    w_est: f64,
-    /// Fractional bytes of growth not yet added to cwnd.
-    carry: f64,
-    rounds: Rounds,
-    hystart: HyStart,
+    params: CubicParams,
+    smss: f64,
+    /// Window in segments.
+    cwnd: f64,
+    /// Slow-start threshold in segments.
+    ssthresh: f64,
+    /// W_max set by the last congestion event, in segments.
+    w_max: Option<f64>,
+    /// cwnd before the last congestion event, in segments.
+    cwnd_prior: f64,
+    epoch: Option<Epoch>,
+    /// The next epoch is the first after a timeout (RFC 9438 §4.8: K = 0).
+    after_timeout: bool,
+    /// HyStart++ while the initial slow start lasts.
+    hystart: Option<HyStartPlusPlus>,
+    rounds: RoundCounter,
 }
 
 impl Cubic {
     pub fn new(p: &CcParams, params: CubicParams) -> Self {
+        let smss = p.smss as f64;
         Cubic {
-            p: params,
-            smss: p.smss as u64,
-            cwnd: p.initial_cwnd.max(1),
-            ssthresh: u64::MAX,
-            w_max: 0.0,
+            params,
+            smss,
+            cwnd: p.initial_cwnd.max(1) as f64 / smss,
+            ssthresh: f64::INFINITY,
+            w_max: None,
+            cwnd_prior: 0.0,
             epoch: None,
-            w_est: 0.0,
-            carry: 0.0,
-            rounds: Rounds::default(),
-            hystart: HyStart::default(),
+            after_timeout: false,
+            hystart: params.hystart.then(HyStartPlusPlus::new),
+            rounds: RoundCounter::default(),
         }
     }
 
-    /// W_max, in segments.
-    pub fn w_max(&self) -> f64 {
-        self.w_max
-    }
-
-    /// K of the current epoch, in seconds.
+    /// The current epoch's K in seconds, once congestion avoidance has begun.
     pub fn k(&self) -> Option<f64> {
-        self.epoch.map(|(_, k)| k)
+        self.epoch.map(|e| e.k)
     }
 
-    /// Whether HyStart++ has put slow start into its conservative phase.
-    pub fn in_conservative_slow_start(&self) -> bool {
-        self.hystart.css.is_some()
+    /// The W_max in use, in segments: the epoch's, else the last congestion event's.
+    pub fn w_max(&self) -> Option<f64> {
+        self.epoch.map(|e| e.w_max).or(self.w_max)
     }
 
-    /// W_cubic(t) in segments (eq. 1).
-    pub fn w_cubic(&self, t: f64, k: f64) -> f64 {
-        self.p.c * (t - k).powi(3) + self.w_max
+    fn start_epoch(&mut self, now: Instant) -> Epoch {
+        let p = &self.params;
+        let cwnd_epoch = self.cwnd;
+        let w_max = match self.w_max {
+            Some(w) if !self.after_timeout && w > cwnd_epoch => w,
+            _ => cwnd_epoch,
+        };
+        self.after_timeout = false;
+        self.w_max = Some(w_max);
+        let alpha = if cwnd_epoch >= self.cwnd_prior { 1.0 } else { 3.0 * (1.0 - p.beta) / (1.0 + p.beta) };
+        Epoch { start: now, k: ((w_max - cwnd_epoch) / p.c).cbrt(), w_max, w_est: cwnd_epoch, alpha }
     }
 
-    fn segments(&self) -> f64 {
-        self.cwnd as f64 / self.smss as f64
-    }
-
-    fn congestion_event(&mut self) {
-        let w = self.segments();
-        self.w_max = if self.p.fast_convergence && w < self.w_max { w * (1.0 + self.p.beta) / 2.0 } else { w };
-        self.ssthresh = ((self.cwnd as f64 * self.p.beta) as u64).max(2 * self.smss);
+    fn congestion_event(&mut self, flight: u64) {
+        let p = self.params;
+        let w = self.cwnd;
+        let previous = self.w_max().unwrap_or(0.0);
+        self.w_max = Some(if p.fast_convergence && w < previous { w * (1.0 + p.beta) / 2.0 } else { w });
+        self.cwnd_prior = w;
+        self.ssthresh = (flight as f64 / self.smss * p.beta).max(2.0);
         self.epoch = None;
-        self.carry = 0.0;
-        self.hystart.css = None;
+        self.hystart = None;
     }
 
-    fn congestion_avoidance(&mut self, ev: &AckEvent) {
-        let w = self.segments();
-        let (start, k) = *self.epoch.get_or_insert_with(|| {
-            if w >= self.w_max {
-                // Above the last maximum (or no loss yet): the curve starts at its plateau.
-                self.w_max = w;
-            }
-            self.w_est = w;
-            (ev.now, ((self.w_max - w) / self.p.c).cbrt())
-        });
-        let t = ev.now.saturating_since(start).as_secs_f64();
+    fn congestion_avoidance(&mut self, ev: &AckEvent, acked: f64) {
+        let epoch = match self.epoch {
+            Some(e) => e,
+            None => self.start_epoch(ev.now),
+        };
+        let mut e = epoch;
+        let p = self.params;
+        let t = (ev.now - e.start).as_secs_f64();
         let rtt = ev.srtt.or(ev.rtt).map_or(0.0, |d| d.as_secs_f64());
-        let acked_segments = ev.bytes_acked as f64 / self.smss as f64;
-        if self.p.reno_friendly {
-            let alpha = if self.w_est >= self.w_max { 1.0 } else { 3.0 * (1.0 - self.p.beta) / (1.0 + self.p.beta) };
-            self.w_est += alpha * acked_segments / w;
-            if self.w_cubic(t, k) < self.w_est {
-                self.cwnd = self.cwnd.max((self.w_est * self.smss as f64) as u64);
-                return;
+        let w_cubic = |t: f64| p.c * (t - e.k).powi(3) + e.w_max;
+        if p.reno_friendly {
+            e.w_est += e.alpha * acked / self.cwnd;
+            if e.w_est >= self.cwnd_prior {
+                e.alpha = 1.0;
             }
         }
-        let target = self.w_cubic(t + rtt, k).clamp(w, 1.5 * w);
-        self.carry += (target - w) / w * acked_segments * self.smss as f64;
-        let whole = self.carry.floor();
-        self.cwnd += whole as u64;
-        self.carry -= whole;
+        if p.reno_friendly && w_cubic(t) < e.w_est {
+            self.cwnd = self.cwnd.max(e.w_est);
+        } else {
+            let target = w_cubic(t + rtt).clamp(self.cwnd, 1.5 * self.cwnd);
+            self.cwnd += (target - self.cwnd) / self.cwnd * acked;
+        }
+        self.epoch = Some(e);
     }
 }
 
@@ -208,37 +183,38 @@ impl CongestionControl for Cubic {
     }
 
     fn on_ack(&mut self, ev: &AckEvent) {
-        let new_round = self.rounds.on_ack(ev.bytes_acked);
+        let round_ended = self.rounds.on_ack(ev.bytes_acked);
         if ev.in_recovery {
             return;
         }
+        let cwnd_bytes = self.cwnd * self.smss;
+        let pipe = ev.pipe_before as f64;
+        let acked = ev.bytes_acked as f64 / self.smss;
         if self.cwnd < self.ssthresh {
-            if self.p.hystart {
-                if new_round {
-                    self.hystart.new_round();
-                    if matches!(self.hystart.css, Some((_, r)) if r >= CSS_ROUNDS) {
-                        self.ssthresh = self.cwnd;
-                        self.hystart.css = None;
-                        return;
-                    }
-                }
-                if let Some(rtt) = ev.rtt {
-                    self.hystart.sample(rtt);
-                }
+            let divisor = self.hystart.as_ref().map_or(1.0, |h| h.growth_divisor());
+            if 2.0 * pipe >= cwnd_bytes {
+                self.cwnd += acked.min(1.0) / divisor;
             }
-            if let Some(inc) = slow_start_increase(ev, self.cwnd, self.smss) {
-                let divisor = if self.hystart.css.is_some() { CSS_GROWTH_DIVISOR } else { 1 };
-                self.cwnd += (inc / divisor).max(1);
+            if let Some(h) = self.hystart.as_mut() {
+                if h.on_ack(ev.rtt, round_ended) {
+                    self.ssthresh = self.cwnd;
+                    self.hystart = None;
+                }
             }
             return;
         }
-        if cwnd_limited(ev, self.cwnd, self.smss) {
-            self.congestion_avoidance(ev);
+        if pipe + self.smss <= cwnd_bytes {
+            return;
         }
+        self.congestion_avoidance(ev, acked);
     }
 
-    fn on_enter_recovery(&mut self, _now: Instant, _flight: u64) {
-        self.congestion_event();
+    fn on_packet_sent(&mut self, ev: &SentEvent) {
+        self.rounds.on_sent(ev);
+    }
+
+    fn on_enter_recovery(&mut self, _now: Instant, flight: u64) {
+        self.congestion_event(flight);
         self.cwnd = self.ssthresh;
     }
 
@@ -246,177 +222,174 @@ impl CongestionControl for Cubic {
         self.cwnd = self.ssthresh;
     }
 
-    fn on_rto(&mut self, _now: Instant, _flight: u64, first: bool) {
+    fn on_rto(&mut self, _now: Instant, flight: u64, first: bool) {
         if first {
-            self.congestion_event();
+            self.congestion_event(flight);
         }
         self.epoch = None;
-        self.cwnd = self.smss;
-    }
-
-    fn on_packet_sent(&mut self, ev: &SentEvent) {
-        self.rounds.on_sent(ev);
+        self.hystart = None;
+        self.after_timeout = true;
+        self.cwnd = 1.0;
     }
 
     fn cwnd(&self) -> u64 {
-        self.cwnd
+        (self.cwnd * self.smss) as u64
     }
 
     fn ssthresh(&self) -> u64 {
-        self.ssthresh
-    }
-
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
+        if self.ssthresh.is_finite() { (self.ssthresh * self.smss) as u64 } else { u64::MAX }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::round::testing::FakeSender;
     use super::*;
+    use pathtwin_core::time::Duration;
 
     const MSS: u64 = 1000;
 
-    fn cubic(p: CubicParams) -> Cubic {
-        Cubic::new(&CcParams { smss: MSS as u32, initial_cwnd: 10 * MSS, max_window: u64::MAX }, p)
+    fn cubic(params: CubicParams, cwnd_segments: u64) -> Cubic {
+        Cubic::new(&CcParams { smss: MSS as u32, initial_cwnd: cwnd_segments * MSS, max_window: u64::MAX }, params)
     }
 
-    fn at(ms: u64) -> Instant {
-        Instant::ZERO + Duration::from_millis(ms)
-    }
-
-    fn ack(now: Instant, cwnd: u64, rtt_ms: u64) -> AckEvent {
-        AckEvent {
-            now,
-            bytes_acked: MSS,
-            rtt: Some(Duration::from_millis(rtt_ms)),
-            srtt: Some(Duration::from_millis(rtt_ms)),
-            flight_before: cwnd,
-            pipe_before: cwnd,
-            in_recovery: false,
-        }
-    }
-
-    /// A CUBIC that lost at `w` segments and is now in congestion avoidance.
-    fn after_loss(p: CubicParams, w: u64) -> Cubic {
-        let mut c = cubic(p);
-        c.cwnd = w * MSS;
-        c.on_enter_recovery(at(0), w * MSS);
-        c.on_exit_recovery(at(0), 0);
+    /// A CUBIC flow that has just lost at a window of 100 segments, cwnd-limited (FlightSize
+    /// = cwnd).
+    fn after_loss_at_100(params: CubicParams) -> Cubic {
+        let mut c = cubic(params, 100);
+        c.on_enter_recovery(Instant::ZERO, 100 * MSS);
+        c.on_exit_recovery(Instant::ZERO, 70 * MSS);
         c
     }
 
-    /// Acknowledges full windows every `rtt_ms` until `until_ms`; returns cwnd (segments)
-    /// sampled at each round trip.
-    fn run(c: &mut Cubic, from_ms: u64, until_ms: u64, rtt_ms: u64) -> Vec<(u64, f64)> {
-        let mut out = Vec::new();
-        let mut t = from_ms;
-        while t <= until_ms {
-            let w = c.cwnd();
-            let n = w / MSS;
-            for i in 0..n {
-                // The window is in full use: what was in flight before each ACK is cwnd.
-                let in_flight = c.cwnd();
-                c.on_ack(&ack(at(t + i * rtt_ms / n.max(1)), in_flight, rtt_ms));
-            }
-            out.push((t, c.cwnd() as f64 / MSS as f64));
-            t += rtt_ms;
-        }
-        out
+    fn segs(c: &Cubic) -> f64 {
+        c.cwnd() as f64 / MSS as f64
     }
 
     #[test]
-    fn loss_cuts_to_beta_and_k_follows_eq_2() {
-        let mut c = after_loss(CubicParams { reno_friendly: false, ..CubicParams::RFC9438 }, 100);
-        assert_eq!(c.cwnd(), 70 * MSS, "β = 0.7");
-        assert_eq!(c.w_max(), 100.0);
-        c.on_ack(&ack(at(0), 70 * MSS, 100));
-        // K = ∛(100·0.3/0.4) = ∛75 ≈ 4.2172 s.
-        assert!((c.k().unwrap() - 4.2172).abs() < 1e-3, "{:?}", c.k());
-        let k = c.k().unwrap();
-        assert!((c.w_cubic(k, k) - 100.0).abs() < 1e-12, "W(K) = W_max");
+    fn multiplicative_decrease_is_beta() {
+        let c = after_loss_at_100(CubicParams::RFC9438);
+        assert_eq!(c.cwnd(), 70 * MSS);
+        assert_eq!(c.ssthresh(), 70 * MSS);
+        let c = after_loss_at_100(CubicParams::LINUX_2_6);
+        assert_eq!(c.cwnd(), (100.0 * 819.0 / 1024.0 * MSS as f64) as u64);
     }
 
     #[test]
-    fn window_follows_the_cubic_curve_concave_then_convex() {
-        // A long RTT keeps the Reno-friendly region out of the way; the window is read
-        // against W_cubic(t + RTT) directly.
-        let p = CubicParams { reno_friendly: false, ..CubicParams::RFC9438 };
-        let mut c = after_loss(p, 100);
-        let k = 75f64.cbrt();
-        let samples = run(&mut c, 0, 8000, 100);
-        for &(t_ms, w) in &samples[5..] {
-            let t = t_ms as f64 / 1e3;
-            let expect = (0.4 * (t + 0.1 - k).powi(3) + 100.0).max(70.0);
-            assert!((w - expect).abs() / expect < 0.03, "t = {t}: cwnd {w} vs W(t+RTT) {expect}");
-        }
-        let at_k = samples.iter().find(|(t, _)| *t as f64 / 1e3 >= k).unwrap().1;
-        assert!((at_k - 100.0).abs() < 3.0, "cwnd at K ≈ W_max, got {at_k}");
-        let half = samples.iter().find(|(t, _)| *t as f64 / 1e3 >= k / 2.0).unwrap().1;
-        assert!(half > 85.0 && half < 100.0, "concave: most of the way back at K/2, got {half}");
-    }
-
-    #[test]
-    fn fast_convergence_lowers_w_max_below_the_last_one() {
-        let mut c = after_loss(CubicParams::RFC9438, 100);
-        c.cwnd = 80 * MSS;
-        c.on_enter_recovery(at(0), 80 * MSS);
-        assert!((c.w_max() - 80.0 * 1.7 / 2.0).abs() < 1e-9, "{}", c.w_max());
-        let mut c = after_loss(CubicParams { fast_convergence: false, ..CubicParams::RFC9438 }, 100);
-        c.cwnd = 80 * MSS;
-        c.on_enter_recovery(at(0), 80 * MSS);
-        assert_eq!(c.w_max(), 80.0);
-    }
-
-    #[test]
-    fn reno_friendly_region_takes_over_on_short_rtts() {
-        // At 1 ms RTT the cubic curve barely moves in a second, while a Reno flow with
-        // β = 0.7 grows α = 3·0.3/1.7 ≈ 0.53 segments per round trip: 1000 round trips
-        // later W_est ≈ 70 + 529 > W_max. CUBIC must be at least that large.
-        let mut c = after_loss(CubicParams::RFC9438, 100);
-        let samples = run(&mut c, 0, 1000, 1);
-        let w = samples.last().unwrap().1;
-        let cubic_only = 0.4 * (1.0f64 - 75f64.cbrt()).powi(3) + 100.0;
-        assert!(w > 150.0 && w > 1.4 * cubic_only, "cwnd {w}, W_cubic {cubic_only}");
-    }
-
-    #[test]
-    fn linux_2_6_preset_keeps_more_after_a_loss() {
-        let c = after_loss(CubicParams::LINUX_2_6, 1000);
-        assert_eq!(c.cwnd() / MSS, 799);
-    }
-
-    #[test]
-    fn hystart_leaves_slow_start_when_the_round_minimum_rtt_rises() {
-        let mut c = cubic(CubicParams::RFC9438);
-        // Rounds at 100 ms, then the RTT jumps by 20 ms (> max(4, min(16, 100/8)) = 12.5 ms).
-        let mut t = 0;
-        let mut rtt = 100;
-        for round in 0..12 {
-            if round == 4 {
-                rtt = 120;
-            }
-            let w = c.cwnd();
-            c.on_packet_sent(&SentEvent { now: at(t), seq: 0, bytes: w, pipe: w, retransmission: false });
-            for _ in 0..w / MSS {
-                c.on_ack(&ack(at(t), w, rtt));
-            }
-            t += rtt;
-            if round == 4 {
-                assert!(c.in_conservative_slow_start(), "CSS after the RTT rise");
+    fn k_and_w_of_t_follow_the_worked_example() {
+        // W_max = 100, C = 0.4, β = 0.7: K = ∛(100·0.3/0.4) = ∛75 ≈ 4.2172 s.
+        let params = CubicParams { reno_friendly: false, ..CubicParams::RFC9438 };
+        let mut c = after_loss_at_100(params);
+        let mut tx = FakeSender::new(MSS);
+        let rtt = Duration::from_millis(100);
+        tx.round(&mut c, rtt);
+        assert!((c.k().unwrap() - 4.2172).abs() < 1e-4, "K = {:?}", c.k());
+        assert_eq!(c.w_max(), Some(100.0));
+        // cwnd tracks W(t + RTT) from below: sample it round by round against eq. 1.
+        let w = |t: f64| 0.4 * (t - 75f64.cbrt()).powi(3) + 100.0;
+        let mut at_half_k = None;
+        while tx.now.as_secs_f64() < 75f64.cbrt() {
+            tx.round(&mut c, rtt);
+            let t = tx.now.as_secs_f64() - 0.1; // the epoch began one RTT in
+            let got = segs(&c);
+            assert!(got <= w(t + 0.1) + 0.5 && got >= w(t) - 1.0, "t = {t:.2}: cwnd {got:.2}, W(t) = {:.2}", w(t));
+            if at_half_k.is_none() && t >= 75f64.cbrt() / 2.0 {
+                at_half_k = Some(got);
             }
         }
-        assert!(c.ssthresh() < u64::MAX, "five CSS rounds end slow start");
-        // Without HyStart the same rounds keep doubling.
-        let mut plain = cubic(CubicParams { hystart: false, ..CubicParams::RFC9438 });
-        for _ in 0..12 {
-            let w = plain.cwnd();
-            plain.on_packet_sent(&SentEvent { now: at(0), seq: 0, bytes: w, pipe: w, retransmission: false });
-            for _ in 0..w / MSS {
-                plain.on_ack(&ack(at(0), w, 100));
-            }
+        let half = at_half_k.unwrap();
+        // Concave: at K/2 the window has made up most of the distance: W(K/2) = 100 −
+        // 0.4·(K/2)³ = 100 − 75/8 ≈ 90.6.
+        assert!(half > 85.0 && half < 100.0, "cwnd at K/2 = {half}");
+        assert!((segs(&c) - 100.0).abs() < 2.0, "cwnd at K = {}", segs(&c));
+    }
+
+    #[test]
+    fn reno_friendly_region_takes_over_on_a_short_rtt_path() {
+        // RTT 1 ms: in 50 RTTs W_cubic barely moves (W(0.05) ≈ 71.1) while Reno's estimate
+        // gains α = 3·0.3/1.7 ≈ 0.529 segment per RTT: W_est ≈ 70 + 50·0.529 ≈ 96.5.
+        let mut c = after_loss_at_100(CubicParams::RFC9438);
+        let mut tx = FakeSender::new(MSS);
+        for _ in 0..50 {
+            tx.round(&mut c, Duration::from_millis(1));
         }
-        assert_eq!(plain.ssthresh(), u64::MAX);
-        assert!(plain.cwnd() > c.cwnd());
+        let alpha = 3.0 * 0.3 / 1.7;
+        let want = 70.0 + 50.0 * alpha;
+        assert!((segs(&c) / want - 1.0).abs() < 0.03, "cwnd {} vs W_est {want}", segs(&c));
+        let mut pure = after_loss_at_100(CubicParams { reno_friendly: false, ..CubicParams::RFC9438 });
+        let mut tx = FakeSender::new(MSS);
+        for _ in 0..50 {
+            tx.round(&mut pure, Duration::from_millis(1));
+        }
+        assert!(segs(&pure) < 72.0, "pure cubic {}", segs(&pure));
+    }
+
+    #[test]
+    fn fast_convergence_lowers_w_max() {
+        let mut c = after_loss_at_100(CubicParams::RFC9438);
+        // A second loss at 90 segments, below W_max = 100.
+        c.cwnd = 90.0;
+        c.on_enter_recovery(Instant::ZERO, 90 * MSS);
+        assert!((c.w_max().unwrap() - 90.0 * 1.7 / 2.0).abs() < 1e-9);
+        let mut c = after_loss_at_100(CubicParams { fast_convergence: false, ..CubicParams::RFC9438 });
+        c.cwnd = 90.0;
+        c.on_enter_recovery(Instant::ZERO, 90 * MSS);
+        assert_eq!(c.w_max(), Some(90.0));
+    }
+
+    #[test]
+    fn convex_above_w_max() {
+        // With W_max = cwnd_epoch (K = 0), the window grows as C·t³ above it.
+        let mut c = after_loss_at_100(CubicParams { reno_friendly: false, ..CubicParams::RFC9438 });
+        c.w_max = Some(70.0);
+        let mut tx = FakeSender::new(MSS);
+        let rtt = Duration::from_millis(100);
+        let mut gains = Vec::new();
+        for _ in 0..40 {
+            let before = segs(&c);
+            tx.round(&mut c, rtt);
+            gains.push(segs(&c) - before);
+        }
+        assert!(gains.windows(2).skip(1).all(|g| g[1] >= g[0]), "gains grow: {gains:?}");
+        let t = 3.9; // 40 rounds, the epoch starting with the first
+        let want = 0.4 * t * t * t + 70.0;
+        assert!((segs(&c) / want - 1.0).abs() < 0.05, "cwnd {} vs C·t³ + W_max {want}", segs(&c));
+    }
+
+    #[test]
+    fn timeout_sets_beta_ssthresh_and_restarts_from_one_segment_with_k_zero() {
+        let mut c = cubic(CubicParams::RFC9438, 100);
+        c.on_rto(Instant::ZERO, 100 * MSS, true);
+        assert_eq!((c.cwnd(), c.ssthresh()), (MSS, 70 * MSS));
+        c.on_rto(Instant::ZERO, MSS, false);
+        assert_eq!(c.ssthresh(), 70 * MSS, "a repeated timeout keeps ssthresh");
+        let mut tx = FakeSender::new(MSS);
+        while c.cwnd() < c.ssthresh() {
+            tx.round(&mut c, Duration::from_millis(100));
+        }
+        tx.round(&mut c, Duration::from_millis(100));
+        assert_eq!(c.k(), Some(0.0));
+    }
+
+    #[test]
+    fn hystart_leaves_slow_start_on_an_rtt_increase() {
+        let run = |hystart: bool| {
+            let mut c = cubic(CubicParams { hystart, ..CubicParams::RFC9438 }, 10);
+            let mut tx = FakeSender::new(MSS);
+            tx.round(&mut c, Duration::from_millis(100));
+            let mut grown = Vec::new();
+            for _ in 0..7 {
+                let before = segs(&c);
+                tx.round(&mut c, Duration::from_millis(130));
+                grown.push(segs(&c) / before);
+            }
+            (c, grown)
+        };
+        let (c, grown) = run(true);
+        assert!(c.ssthresh() < u64::MAX && c.cwnd() >= c.ssthresh(), "left slow start: {grown:?}");
+        // Full CSS rounds grow by a quarter of slow start's doubling.
+        assert!((grown[2] - 1.25).abs() < 0.01, "{grown:?}");
+        let (c, grown) = run(false);
+        assert_eq!(c.ssthresh(), u64::MAX, "without HyStart, slow start goes on: {grown:?}");
     }
 }

@@ -1,7 +1,7 @@
 //! Congestion control: the [`CongestionControl`] trait every controller implements, the
-//! events it receives, and the controllers themselves: [`Reno`] (also NewReno's window), [`Vegas`] (and Vegas-k),
-//! [`Bic`], [`Cubic`] and [`Bbr`]. Window arithmetic they share (slow start, the cwnd-limited
-//! rule, round trips counted in bytes) is in `window`.
+//! events it receives, and the controllers themselves: [`Reno`] (RFC 5681), [`Vegas`] and
+//! Vegas-k (Brakmo & Peterson 1995; ACC paper §III-A), [`Bic`] (Xu et al. 2004, Linux 2.6),
+//! [`Cubic`] (RFC 9438, with HyStart++ of RFC 9406) and [`Bbr`] (v1).
 //!
 //! Division of labour (the same as Linux's `tcp_congestion_ops` and quinn's `Controller`):
 //! a controller owns `cwnd` and `ssthresh` and decides how they react to ACKs, losses and
@@ -25,17 +25,19 @@
 //! and the sample arrives after the ACK's loss detection has run, as Linux's
 //! `cong_control` hook does.
 //!
-//! Per-round controllers (Vegas, HyStart++ in CUBIC) count round trips from
-//! [`CongestionControl::on_packet_sent`] and the bytes each ACK acknowledges. Planned:
-//! Monaco (`pacing_rate` for its leaky bucket; its out-of-band control packets need an
-//! endpoint extension beyond this trait).
+//! Hooks the window-based controllers use: Vegas and CUBIC's HyStart++ act once per round
+//! trip, counted from `on_packet_sent` and ACKed bytes (`round.rs`), on `on_ack`'s RTT
+//! samples; BIC and CUBIC apply their own β in `on_enter_recovery`, CUBIC reads `now` and
+//! SRTT in `on_ack`. Planned: Monaco (`pacing_rate` for its leaky bucket; its out-of-band
+//! control packets need an endpoint extension beyond this trait).
 
 pub mod bbr;
 mod bic;
 mod cubic;
+mod hystart;
 mod reno;
+mod round;
 mod vegas;
-mod window;
 
 pub use bbr::{Bbr, BbrMode};
 pub use bic::{Bic, BicParams};

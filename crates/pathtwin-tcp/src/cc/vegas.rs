@@ -1,214 +1,241 @@
-//! TCP Vegas's congestion avoidance (Brakmo & Peterson, "TCP Vegas: End to End Congestion
-//! Avoidance on a Global Internet", IEEE JSAC 1995), and the Vegas-k variant of the ACC paper
-//! (`shared/papers/acc-monaco-accumulation-congestion-control.txt` §III-A, after Mo et al.).
+//! TCP Vegas congestion avoidance (Brakmo & Peterson, "TCP Vegas: End to End Congestion
+//! Avoidance on a Global Internet", IEEE JSAC 13(8), 1995), with the semantics of ns-2's
+//! `tcp-vegas.cc` and Linux's `tcp_vegas.c`, and the Vegas-k variant of Mo et al. as named
+//! in the ACC paper (Wang et al., `papers/acc-monaco-accumulation-congestion-control.txt`
+//! §III-A).
 //!
-//! Once per round trip, Vegas estimates its backlog in the network — the ACC paper's
-//! accumulation, eq. (10) —
+//! Once per round trip (see `round.rs`), with the window w in segments:
 //!
-//! ```text
-//! diff = (cwnd/baseRTT − cwnd/RTT) · baseRTT      (packets)
-//! ```
+//! - diff = (w/baseRTT − w/RTT)·baseRTT = w·(1 − baseRTT/RTT), the segments this flow is
+//!   estimated to keep queued (ACC paper eq. 10). This is the paper's and ns-2's form;
+//!   Linux computes w·(RTT − baseRTT)/baseRTT instead, which is larger by the factor
+//!   RTT/baseRTT and so settles with slightly fewer segments queued.
+//! - Congestion avoidance: w += 1 if diff < α, w −= 1 if diff > β, else hold (ACC eq. 12).
+//! - Slow start: the window grows as Reno's only every other round trip, so that a round
+//!   with a stable window measures the RTT (Brakmo & Peterson §3.3, as ns-2); slow start
+//!   ends when diff > γ, with w = min(w, target + 1), target = w·baseRTT/RTT (the expected
+//!   window; Linux's exit rule — ns-2 instead takes w −= w/8) and ssthresh = w.
 //!
-//! and moves cwnd by one segment towards the band [α, β]: +1 if diff < α, −1 if diff > β,
-//! unchanged inside. baseRTT is the smallest RTT ever seen (Vegas-k: the smallest of the last
-//! k per-round minima). RTT is the smallest sample of the round that just ended, as Linux's
-//! and ns-3's Vegas take it: the minimum filters out delayed-ACK and scheduling noise that
-//! B&P's per-round average would count as queueing (a deviation from the paper, which
-//! averages).
+//! RTT is the **minimum** RTT sample of the round, as Linux does (ns-2 averages the round's
+//! samples): with delayed ACKs (up to 40 ms here) and ACK compression a sample carries
+//! receiver-side delay the queue did not cause, and the minimum is the sample least
+//! inflated by it, where an average would read delayed-ACK waits as queueing. A round with fewer than
+//! three samples is not trusted (Linux's `cntRTT <= 2` rule, again because of delayed ACKs)
+//! and grows the window by Reno's one segment per round in congestion avoidance instead.
 //!
-//! Slow start (B&P §3.3): exponential growth only every other round trip, so that the RTT
-//! of a round at constant window can be compared; slow start ends, with cwnd set to the
-//! window the path carries without queueing plus one segment, as soon as diff > γ. Losses
-//! are handled as Reno (halve on fast retransmit, one segment after a timeout), as Linux's
-//! `tcp_vegas.c` does.
+//! baseRTT is the minimum RTT sample ever seen (every ACK's sample). **Vegas-k**
+//! ([`VegasParams::base_rtt_window`] = k): baseRTT is the minimum of the last k per-round
+//! minima. The ACC paper speaks of "the minimum of the last k, instead of all, RTT samples"
+//! and then of Vegas-k being unable to drain a queue "within k RTTs", so a sample there is
+//! one per round trip; the round's minimum is the per-round sample Vegas already uses.
 //!
-//! Presets: [`VegasParams::NS2`] (α = 1, β = 3, γ = 1: Brakmo & Peterson and ns-2) and
-//! [`VegasParams::LINUX`] (α = 2, β = 4, γ = 1: Linux and ns-3).
+//! Loss reaction is Reno's (halve FlightSize on fast retransmit, one segment on a timeout,
+//! cwnd = ssthresh at the end of recovery), for both presets, as Linux's Vegas does
+//! (`tcp_reno_ssthresh`; Vegas is off outside the Open state). Deviation for the ns-2
+//! preset: ns-2's `tcp-vegas.cc` (the Arizona code) cuts the window to 3/4 on the first
+//! fast retransmit of a segment sent since the last cut, halves it for a segment
+//! retransmitted before, and runs its own fine-grained retransmission checks; here loss
+//! detection and recovery are the endpoint's, shared by all controllers. No growth during
+//! recovery; RTT samples taken during recovery still update baseRTT. As in Reno, the window grows only when it
+//! limited the sender (RFC 7661 spirit); a decrease applies regardless.
 
-use super::window::{cwnd_limited, slow_start_increase, Rounds};
+use super::round::RoundCounter;
 use super::{AckEvent, CcParams, CongestionControl, SentEvent};
 use pathtwin_core::time::{Duration, Instant};
 use std::collections::VecDeque;
 
-/// Vegas's thresholds, in packets of backlog.
+/// Vegas's thresholds, in segments of queued data (diff), and its base-RTT memory.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct VegasParams {
-    /// Grow when the backlog is below α packets.
+    /// Grow the window by one segment per RTT while diff is below this many segments.
     pub alpha: f64,
-    /// Shrink when the backlog is above β packets.
+    /// Shrink the window by one segment per RTT while diff is above this many segments.
     pub beta: f64,
-    /// Leave slow start when the backlog exceeds γ packets.
+    /// Leave slow start once diff exceeds this many segments.
     pub gamma: f64,
-    /// Vegas-k: the base RTT is the minimum of the last k per-round RTT minima instead of the
-    /// minimum ever seen. A round's minimum is the sample unit because the ACC paper reads
-    /// Vegas-k's window as "k RTTs" (§II-A: it "cannot guarantee queue drain … within k RTTs").
+    /// `None`: baseRTT is the minimum RTT ever seen (Vegas). `Some(k)`: the minimum of the
+    /// last k per-round-trip minimum RTT samples (Vegas-k); k ≥ 1.
     pub base_rtt_window: Option<u32>,
 }
 
 impl VegasParams {
-    /// Brakmo & Peterson's and ns-2's `Agent/TCP/Vegas` values.
+    /// Brakmo & Peterson's and ns-2's `Agent/TCP/Vegas` defaults: α = 1, β = 3, γ = 1.
     pub const NS2: VegasParams = VegasParams { alpha: 1.0, beta: 3.0, gamma: 1.0, base_rtt_window: None };
-    /// Linux's `tcp_vegas.c` and ns-3's `TcpVegas` values.
+    /// Linux `tcp_vegas.c` and ns-3 `TcpVegas` defaults: α = 2, β = 4, γ = 1.
     pub const LINUX: VegasParams = VegasParams { alpha: 2.0, beta: 4.0, gamma: 1.0, base_rtt_window: None };
+
+    /// Vegas-k with these thresholds.
+    pub fn with_base_rtt_window(self, k: u32) -> Self {
+        VegasParams { base_rtt_window: Some(k), ..self }
+    }
 }
 
 impl Default for VegasParams {
+    /// The original paper's values ([`VegasParams::NS2`]).
     fn default() -> Self {
         VegasParams::NS2
     }
 }
 
+/// Rounds with fewer RTT samples than this make no Vegas decision (Linux `cntRTT <= 2`).
+const MIN_SAMPLES_PER_ROUND: u32 = 3;
+
 /// TCP Vegas (and Vegas-k).
 #[derive(Clone, Debug)]
 pub struct Vegas {
-    p: VegasParams,
+    params: VegasParams,
     smss: u64,
     cwnd: u64,
     ssthresh: u64,
-    rounds: Rounds,
-    /// Smallest RTT sample of the current round.
+    rounds: RoundCounter,
+    /// Minimum RTT ever seen (Vegas).
+    min_rtt_ever: Option<Duration>,
+    /// Per-round minima of the last k rounds (Vegas-k), oldest first.
+    round_minima: VecDeque<Duration>,
     round_min: Option<Duration>,
-    /// RTT samples taken in the current round (a round with fewer than three is not judged,
-    /// as Linux: with delayed ACKs one sample says little).
     round_samples: u32,
-    /// Smallest RTT ever (Vegas) or per-round minima of the last k rounds (Vegas-k).
-    base_rtt: Option<Duration>,
-    recent_minima: VecDeque<Duration>,
-    /// Slow start grows only in every other round.
-    grow_this_round: bool,
-    /// The backlog (packets) estimated at the end of the last judged round.
-    backlog: Option<f64>,
+    /// Whether any ACK of this round found the sender limited by cwnd.
+    round_cwnd_limited: bool,
+    /// Vegas slow start grows in every other round; true in the growing ones.
+    slow_start_grows: bool,
 }
 
 impl Vegas {
     pub fn new(p: &CcParams, params: VegasParams) -> Self {
         Vegas {
-            p: params,
+            params,
             smss: p.smss as u64,
             cwnd: p.initial_cwnd.max(1),
             ssthresh: u64::MAX,
-            rounds: Rounds::default(),
+            rounds: RoundCounter::default(),
+            min_rtt_ever: None,
+            round_minima: VecDeque::new(),
             round_min: None,
             round_samples: 0,
-            base_rtt: None,
-            recent_minima: VecDeque::new(),
-            grow_this_round: true,
-            backlog: None,
+            round_cwnd_limited: false,
+            slow_start_grows: true,
         }
     }
 
-    /// The base RTT in use.
+    /// The propagation-delay estimate in use now: all-time minimum for Vegas, minimum of the
+    /// last k completed rounds and the current one for Vegas-k.
     pub fn base_rtt(&self) -> Option<Duration> {
-        self.base_rtt
+        match self.params.base_rtt_window {
+            None => self.min_rtt_ever,
+            Some(_) => self.round_minima.iter().copied().chain(self.round_min).min(),
+        }
     }
 
-    /// The backlog (packets) estimated at the end of the last judged round.
-    pub fn backlog(&self) -> Option<f64> {
-        self.backlog
+    /// diff in segments for a round whose RTT was `rtt`.
+    fn diff(&self, rtt: Duration, base: Duration) -> f64 {
+        let w = self.cwnd as f64 / self.smss as f64;
+        w * (1.0 - base.as_secs_f64() / rtt.as_secs_f64())
     }
 
-    /// diff = (cwnd/base − cwnd/rtt)·base, in packets of SMSS.
-    pub fn estimate_backlog(cwnd: u64, smss: u64, base: Duration, rtt: Duration) -> f64 {
-        let w = cwnd as f64 / smss as f64;
-        let (b, r) = (base.as_secs_f64(), rtt.as_secs_f64());
-        (w / b - w / r) * b
-    }
-
-    fn end_round(&mut self) {
-        let Some(rtt) = self.round_min.take() else { return };
+    fn end_round(&mut self, control: bool) {
+        let rtt = self.round_min.take();
         let samples = std::mem::take(&mut self.round_samples);
-        match self.p.base_rtt_window {
-            None => self.base_rtt = Some(self.base_rtt.map_or(rtt, |b| b.min(rtt))),
-            Some(k) => {
-                self.recent_minima.push_back(rtt);
-                while self.recent_minima.len() > k as usize {
-                    self.recent_minima.pop_front();
-                }
-                self.base_rtt = self.recent_minima.iter().copied().min();
+        let limited = std::mem::take(&mut self.round_cwnd_limited);
+        if let (Some(k), Some(m)) = (self.params.base_rtt_window, rtt) {
+            self.round_minima.push_back(m);
+            while self.round_minima.len() > k.max(1) as usize {
+                self.round_minima.pop_front();
             }
         }
-        let base = self.base_rtt.expect("set above");
-        if samples < 3 {
+        if !control {
             return;
         }
-        let diff = Self::estimate_backlog(self.cwnd, self.smss, base, rtt);
-        self.backlog = Some(diff);
-        if self.cwnd < self.ssthresh {
-            if diff > self.p.gamma {
-                // Leave slow start at the window the path carries without our backlog, plus
-                // one segment (Linux: min(cwnd, target_cwnd + 1)).
-                let target = (self.cwnd as f64 * base.as_secs_f64() / rtt.as_secs_f64()) as u64 + self.smss;
-                self.cwnd = self.cwnd.min(target).max(2 * self.smss);
-                self.ssthresh = self.cwnd.saturating_sub(self.smss).max(2 * self.smss);
+        let in_slow_start = self.cwnd < self.ssthresh;
+        let base = self.base_rtt();
+        let (Some(rtt), Some(base), true) = (rtt, base, samples >= MIN_SAMPLES_PER_ROUND) else {
+            if in_slow_start {
+                self.slow_start_grows = !self.slow_start_grows;
+            } else if limited {
+                self.cwnd += self.smss;
             }
-            self.grow_this_round = !self.grow_this_round;
-        } else if diff > self.p.beta {
-            self.cwnd = self.cwnd.saturating_sub(self.smss).max(2 * self.smss);
+            return;
+        };
+        let diff = self.diff(rtt, base);
+        let floor = 2 * self.smss;
+        if in_slow_start {
+            if diff > self.params.gamma {
+                let expected = self.cwnd as f64 * base.as_secs_f64() / rtt.as_secs_f64();
+                self.cwnd = self.cwnd.min(expected as u64 + self.smss).max(floor);
+                self.ssthresh = self.cwnd;
+            } else {
+                self.slow_start_grows = !self.slow_start_grows;
+            }
+        } else if diff > self.params.beta {
+            self.cwnd = (self.cwnd.saturating_sub(self.smss)).max(floor);
+            // Stay in congestion avoidance (cwnd ≥ ssthresh).
             self.ssthresh = self.ssthresh.min(self.cwnd);
-        } else if diff < self.p.alpha {
+        } else if diff < self.params.alpha && limited {
             self.cwnd += self.smss;
         }
+    }
+
+    fn reduce(&mut self, flight: u64) {
+        self.ssthresh = (flight / 2).max(2 * self.smss);
+    }
+
+    fn reset_round(&mut self) {
+        self.round_min = None;
+        self.round_samples = 0;
+        self.round_cwnd_limited = false;
     }
 }
 
 impl CongestionControl for Vegas {
     fn name(&self) -> &'static str {
-        if self.p.base_rtt_window.is_some() {
-            "vegas-k"
-        } else {
-            "vegas"
-        }
+        if self.params.base_rtt_window.is_some() { "vegas-k" } else { "vegas" }
     }
 
     fn on_ack(&mut self, ev: &AckEvent) {
         if let Some(rtt) = ev.rtt {
             self.round_min = Some(self.round_min.map_or(rtt, |m| m.min(rtt)));
             self.round_samples += 1;
+            self.min_rtt_ever = Some(self.min_rtt_ever.map_or(rtt, |m| m.min(rtt)));
         }
-        let round_over = self.rounds.on_ack(ev.bytes_acked);
+        let in_slow_start = self.cwnd < self.ssthresh;
+        let limited = if in_slow_start { 2 * ev.pipe_before >= self.cwnd } else { ev.pipe_before + self.smss > self.cwnd };
+        self.round_cwnd_limited |= limited;
+        let round_ended = self.rounds.on_ack(ev.bytes_acked);
         if ev.in_recovery {
+            if round_ended {
+                self.end_round(false);
+            }
             return;
         }
-        if round_over {
-            // A round in which the window did not limit the sender says nothing about the
-            // path's capacity; judge only those in which it did.
-            if cwnd_limited(ev, self.cwnd, self.smss) || self.cwnd < self.ssthresh {
-                self.end_round();
-            } else {
-                self.round_min = None;
-                self.round_samples = 0;
-            }
+        if in_slow_start && self.slow_start_grows && limited {
+            self.cwnd += ev.bytes_acked.min(self.smss);
         }
-        if self.cwnd < self.ssthresh && self.grow_this_round {
-            if let Some(inc) = slow_start_increase(ev, self.cwnd, self.smss) {
-                self.cwnd += inc;
-            }
+        if round_ended {
+            self.end_round(true);
         }
-    }
-
-    fn on_enter_recovery(&mut self, _now: Instant, flight: u64) {
-        self.ssthresh = (flight / 2).max(2 * self.smss);
-        self.cwnd = self.ssthresh;
-    }
-
-    fn on_exit_recovery(&mut self, _now: Instant, _flight: u64) {
-        self.cwnd = self.ssthresh;
-        self.round_min = None;
-        self.round_samples = 0;
-    }
-
-    fn on_rto(&mut self, _now: Instant, flight: u64, first: bool) {
-        if first {
-            self.ssthresh = (flight / 2).max(2 * self.smss);
-        }
-        self.cwnd = self.smss;
-        self.grow_this_round = true;
-        self.round_min = None;
-        self.round_samples = 0;
     }
 
     fn on_packet_sent(&mut self, ev: &SentEvent) {
         self.rounds.on_sent(ev);
+    }
+
+    fn on_enter_recovery(&mut self, _now: Instant, flight: u64) {
+        self.reduce(flight);
+        self.cwnd = self.ssthresh;
+        self.reset_round();
+    }
+
+    fn on_exit_recovery(&mut self, _now: Instant, _flight: u64) {
+        self.cwnd = self.ssthresh;
+        self.reset_round();
+    }
+
+    fn on_rto(&mut self, _now: Instant, flight: u64, first: bool) {
+        if first {
+            self.reduce(flight);
+        }
+        self.cwnd = self.smss;
+        self.slow_start_grows = true;
+        self.reset_round();
     }
 
     fn cwnd(&self) -> u64 {
@@ -218,131 +245,133 @@ impl CongestionControl for Vegas {
     fn ssthresh(&self) -> u64 {
         self.ssthresh
     }
-
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::round::testing::FakeSender;
     use super::*;
 
     const MSS: u64 = 1000;
 
-    fn params(cwnd_pkts: u64) -> CcParams {
-        CcParams { smss: MSS as u32, initial_cwnd: cwnd_pkts * MSS, max_window: u64::MAX }
+    fn vegas(params: VegasParams, cwnd_segments: u64) -> Vegas {
+        let mut v = Vegas::new(&CcParams { smss: MSS as u32, initial_cwnd: cwnd_segments * MSS, max_window: u64::MAX }, params);
+        // Start in congestion avoidance at this window.
+        v.ssthresh = v.cwnd;
+        v
     }
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
     }
 
-    /// Drives one round: sends `cwnd` bytes, then acknowledges them in `MSS` steps, each
-    /// with an RTT sample of `rtt`, with the window fully used.
-    fn round(v: &mut Vegas, rtt: Duration) {
-        let cwnd = v.cwnd();
-        v.on_packet_sent(&SentEvent { now: Instant::ZERO, seq: 0, bytes: cwnd, pipe: cwnd, retransmission: false });
-        let mut left = cwnd;
-        while left > 0 {
-            let b = left.min(MSS);
-            v.on_ack(&AckEvent {
-                now: Instant::ZERO,
-                bytes_acked: b,
-                rtt: Some(rtt),
-                srtt: Some(rtt),
-                flight_before: cwnd,
-                pipe_before: cwnd,
-                in_recovery: false,
-            });
-            left -= b;
+    /// RTT at which a window of `w` segments has `queued` segments queued over a 100 ms
+    /// base RTT: diff = w·(1 − base/RTT) ⇔ RTT = base·w/(w − queued).
+    fn rtt_for_queue(w: u64, queued: f64) -> Duration {
+        Duration::from_secs_f64(0.1 * w as f64 / (w as f64 - queued))
+    }
+
+    /// Runs one round at 100 ms (setting baseRTT), then one whose RTT means `queued`
+    /// segments queued at the window of that round, and returns the window change in
+    /// segments of the second.
+    fn step(params: VegasParams, queued: f64) -> i64 {
+        let mut v = vegas(params, 20);
+        let mut tx = FakeSender::new(MSS);
+        tx.round(&mut v, ms(100));
+        let before = v.cwnd() / MSS;
+        tx.round(&mut v, rtt_for_queue(before, queued));
+        v.cwnd() as i64 / MSS as i64 - before as i64
+    }
+
+    #[test]
+    fn grows_holds_and_shrinks_around_alpha_and_beta() {
+        for p in [VegasParams::NS2, VegasParams::LINUX] {
+            assert_eq!(step(p, p.alpha - 0.5), 1, "{p:?} below α");
+            assert_eq!(step(p, (p.alpha + p.beta) / 2.0), 0, "{p:?} between α and β");
+            assert_eq!(step(p, p.beta + 0.5), -1, "{p:?} above β");
         }
     }
 
-    /// A Vegas in congestion avoidance with its base RTT learnt at 100 ms.
-    fn in_avoidance(p: VegasParams, cwnd_pkts: u64) -> Vegas {
-        let mut v = Vegas::new(&params(cwnd_pkts), p);
-        v.ssthresh = 0;
-        round(&mut v, ms(100)); // opens round 1
-        round(&mut v, ms(100)); // ends it: base RTT = 100 ms, backlog 0 → +1
-        v.cwnd = cwnd_pkts * MSS;
-        v
+    #[test]
+    fn presets_are_the_published_values() {
+        assert_eq!((VegasParams::NS2.alpha, VegasParams::NS2.beta, VegasParams::NS2.gamma), (1.0, 3.0, 1.0));
+        assert_eq!((VegasParams::LINUX.alpha, VegasParams::LINUX.beta, VegasParams::LINUX.gamma), (2.0, 4.0, 1.0));
+        // 1.5 queued: NS2 holds (α = 1), LINUX grows (α = 2).
+        assert_eq!(step(VegasParams::NS2, 1.5), 0);
+        assert_eq!(step(VegasParams::LINUX, 1.5), 1);
+        // 3.5 queued: NS2 shrinks (β = 3), LINUX holds (β = 4).
+        assert_eq!(step(VegasParams::NS2, 3.5), -1);
+        assert_eq!(step(VegasParams::LINUX, 3.5), 0);
     }
 
     #[test]
-    fn backlog_is_eq_10_of_the_acc_paper() {
-        // 20 packets, base 100 ms, RTT 125 ms: (20/0.1 − 20/0.125)·0.1 = 4 packets.
-        let d = Vegas::estimate_backlog(20 * MSS, MSS, ms(100), ms(125));
-        assert!((d - 4.0).abs() < 1e-9, "{d}");
+    fn vegas_k_forgets_an_old_minimum_after_k_rounds() {
+        let k = 3;
+        let mut vk = vegas(VegasParams::NS2.with_base_rtt_window(k), 20);
+        let mut v = vegas(VegasParams::NS2, 20);
+        let mut tx = FakeSender::new(MSS);
+        let mut tx2 = FakeSender::new(MSS);
+        tx.round(&mut vk, ms(50));
+        tx2.round(&mut v, ms(50));
+        assert_eq!(vk.base_rtt(), Some(ms(50)));
+        // The path's delay rises to 80 ms (a route change); the 50 ms round stays among the
+        // last k for k − 1 more rounds, then drops out.
+        for i in 1..=k {
+            tx.round(&mut vk, ms(80));
+            tx2.round(&mut v, ms(80));
+            let want = if i < k { ms(50) } else { ms(80) };
+            assert_eq!(vk.base_rtt(), Some(want), "after {i} rounds at 80 ms");
+        }
+        assert_eq!(v.base_rtt(), Some(ms(50)), "plain Vegas never forgets");
+        assert_eq!(vk.name(), "vegas-k");
+        assert_eq!(v.name(), "vegas");
     }
 
     #[test]
-    fn window_moves_one_segment_toward_the_band() {
-        // cwnd 20, base 100 ms. RTT 102 ms → backlog 0.39 < α = 1: grow.
-        let mut v = in_avoidance(VegasParams::NS2, 20);
-        round(&mut v, ms(102));
-        assert_eq!(v.cwnd(), 21 * MSS);
-        // RTT 110 ms → backlog 1.8 in [1, 3]: hold.
-        let mut v = in_avoidance(VegasParams::NS2, 20);
-        round(&mut v, ms(110));
-        assert_eq!(v.cwnd(), 20 * MSS);
-        // RTT 125 ms → backlog 4 > β = 3: shrink.
-        let mut v = in_avoidance(VegasParams::NS2, 20);
-        round(&mut v, ms(125));
-        assert_eq!(v.cwnd(), 19 * MSS);
-    }
-
-    #[test]
-    fn linux_preset_holds_a_larger_backlog() {
-        // Backlog 1.8 packets: inside [1, 3] for ns-2's preset, below α = 2 for Linux's.
-        let mut v = in_avoidance(VegasParams::LINUX, 20);
-        round(&mut v, ms(110));
-        assert_eq!(v.cwnd(), 21 * MSS);
-        // Backlog 3.5 (RTT ~121 ms): above ns-2's β = 3, inside Linux's [2, 4].
-        let mut v = in_avoidance(VegasParams::LINUX, 20);
-        round(&mut v, Duration::from_micros(121_212));
-        assert_eq!(v.cwnd(), 20 * MSS);
-    }
-
-    #[test]
-    fn base_rtt_is_the_minimum_ever_but_vegas_k_forgets_after_k_rounds() {
-        let mut plain = in_avoidance(VegasParams::NS2, 20);
-        let mut k = in_avoidance(VegasParams { base_rtt_window: Some(3), ..VegasParams::NS2 }, 20);
+    fn slow_start_grows_every_other_round_and_ends_when_diff_exceeds_gamma() {
+        let mut v = Vegas::new(&CcParams { smss: MSS as u32, initial_cwnd: 4 * MSS, max_window: u64::MAX }, VegasParams::NS2);
+        let mut tx = FakeSender::new(MSS);
+        let mut windows = vec![v.cwnd() / MSS];
         for _ in 0..5 {
-            round(&mut plain, ms(150));
-            round(&mut k, ms(150));
+            tx.round(&mut v, ms(100));
+            windows.push(v.cwnd() / MSS);
         }
-        assert_eq!(plain.base_rtt(), Some(ms(100)), "Vegas keeps the old minimum");
-        assert_eq!(k.base_rtt(), Some(ms(150)), "Vegas-k forgot the 100 ms rounds");
-        assert_eq!(k.name(), "vegas-k");
-    }
-
-    #[test]
-    fn slow_start_grows_every_other_round_and_ends_above_gamma() {
-        let mut v = Vegas::new(&params(2), VegasParams::NS2);
-        round(&mut v, ms(100)); // round 1 opens: growth round
-        let w1 = v.cwnd();
-        assert_eq!(w1, 4 * MSS, "doubled in the growth round");
-        round(&mut v, ms(100)); // judged (no backlog), next round holds
-        round(&mut v, ms(100));
-        let held = v.cwnd();
-        round(&mut v, ms(100));
-        assert!(v.cwnd() > held, "grows again a round later");
-        // A round with a backlog above γ ends slow start near the uncongested window.
+        // Reno slow start doubles per round (one SMSS per ACK of one SMSS); Vegas doubles
+        // in every other round and holds in between.
+        assert!(v.cwnd() < v.ssthresh(), "no queue, still in slow start");
+        assert_eq!(windows, [4, 8, 8, 16, 16, 32]);
+        // Now a queue builds: diff = w·(1 − 100/150) = w/3 > γ = 1 for any w > 3.
         let w = v.cwnd();
-        round(&mut v, ms(150));
-        assert!(v.ssthresh() < u64::MAX && v.cwnd() < w, "{} {}", v.cwnd(), v.ssthresh());
+        tx.round(&mut v, ms(150));
+        assert!(v.cwnd() >= v.ssthresh(), "left slow start");
         let expected = (w as f64 * 100.0 / 150.0) as u64 + MSS;
-        assert!(v.cwnd() <= expected.max(2 * MSS));
+        assert!(v.cwnd() <= expected.max(w), "cwnd {} > target + 1 segment {}", v.cwnd(), expected);
     }
 
     #[test]
-    fn loss_halves_as_reno() {
-        let mut v = in_avoidance(VegasParams::NS2, 20);
+    fn loss_halves_like_reno() {
+        let mut v = vegas(VegasParams::NS2, 20);
         v.on_enter_recovery(Instant::ZERO, 20 * MSS);
         v.on_exit_recovery(Instant::ZERO, 10 * MSS);
         assert_eq!((v.cwnd(), v.ssthresh()), (10 * MSS, 10 * MSS));
         v.on_rto(Instant::ZERO, 10 * MSS, true);
         assert_eq!((v.cwnd(), v.ssthresh()), (MSS, 5 * MSS));
+    }
+
+    #[test]
+    fn does_not_grow_when_not_cwnd_limited() {
+        let mut v = vegas(VegasParams::NS2, 20);
+        let mut seq = 1;
+        for round in 0..4u64 {
+            for i in 0..5u64 {
+                v.on_packet_sent(&SentEvent { now: Instant::ZERO, seq: seq + i * MSS, bytes: MSS, pipe: (i + 1) * MSS, retransmission: false });
+            }
+            seq += 5 * MSS;
+            for _ in 0..5 {
+                let now = Instant::ZERO + ms(100 * (round + 1));
+                v.on_ack(&AckEvent { now, bytes_acked: MSS, rtt: Some(ms(100)), srtt: Some(ms(100)), flight_before: 5 * MSS, pipe_before: 5 * MSS, in_recovery: false });
+            }
+        }
+        assert_eq!(v.cwnd(), 20 * MSS, "only 5 of 20 segments were ever in flight");
     }
 }

@@ -203,6 +203,11 @@ impl Sim {
     pub fn queue_drops(&self, side: usize) -> u64 {
         self.dirs[side].queue_drops
     }
+    /// Packets in the bottleneck of the link leaving `side` now, the one in transmission
+    /// included (what the DropTail limit counts).
+    pub fn queue_len(&self, side: usize) -> usize {
+        self.dirs[side].departures.iter().filter(|&&t| t > self.now).count()
+    }
     /// Wire bytes that have arrived at the far end of the link leaving `side`.
     pub fn delivered_wire_bytes(&self, side: usize) -> u64 {
         self.dirs[side].delivered_wire_bytes
