@@ -164,7 +164,7 @@ def bounds(
 
 @app.command()
 def reproduce(
-    name: str = typer.Argument(..., help="nsdi09-table2, nsdi09-figure5, acc-4a, acc-4b or acc-3c"),
+    name: str = typer.Argument(..., help="nsdi09-table2, nsdi09-figure5, acc-4a, acc-4b, acc-3c or monarch-fig12"),
     engine: str = typer.Option("sim", help="sim or emu"),
     seeds: int = typer.Option(5, help="Seeds to average over (Table 2)."),
     duration: Optional[str] = typer.Option(None, help="Override the run duration, e.g. 10s."),
@@ -206,6 +206,16 @@ def reproduce(
             for m in ("path", "link"):
                 print(f"  {m:4} mode: mean RTT {f5.mean_rtt_ms[m]:8.1f} ms, goodput {f5.goodput_bps[m]/1e3:7.1f} kbit/s")
             print(f"  link/path RTT ratio: {f5.mean_rtt_ms['link']/f5.mean_rtt_ms['path']:.1f}x (paper: 629 ms vs 53.2 ms)")
+    elif name == "monarch-fig12":
+        from .reproduce import monarch
+
+        transfers = monarch.figure12(out=out)
+        if as_json:
+            print(json.dumps([{k: v for k, v in t.__dict__.items() if k != "series"} for t in transfers], indent=2))
+        else:
+            monarch.print_figure12(transfers)
+            if out is not None:
+                print(f"figure: {Path(out) / 'figure12.png'}")
     elif name in ACC_REPRODUCTIONS:
         if engine != "sim":
             raise PathtwinError(f"--engine: {name} runs in the simulator (Monaco and Vegas are the simulator's controllers)")
@@ -217,7 +227,7 @@ def reproduce(
 
 
 ACC_REPRODUCTIONS = ("acc-4a", "acc-4b", "acc-3c")
-REPRODUCTIONS = ("nsdi09-table2", "nsdi09-figure5", *ACC_REPRODUCTIONS)
+REPRODUCTIONS = ("nsdi09-table2", "nsdi09-figure5", *ACC_REPRODUCTIONS, "monarch-fig12")
 
 
 def _reproduce_acc(name: str, duration: Optional[str], out: Optional[Path], as_json: bool) -> None:
