@@ -26,6 +26,7 @@ use crate::engine::{Engine, EngineError, FlowCounters, HostCounters, QueueSample
 use crate::lab::{HostInfo, Lab, DEVICE};
 use crate::lateness::Histogram;
 use crate::netns::{cleanup_stale, NetnsError, RunId};
+use crate::sampler::{FlowSeriesRow, TcpSampler};
 
 /// Everything that can stop an emulation from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +75,8 @@ pub struct Emulator {
     // Field order is drop order: the devices (inside the engine) close before the
     // namespaces holding them are deleted.
     engine: Engine<Tun>,
+    // Its netlink sockets hold the namespaces; it stops (with a last sample) before they go.
+    sampler: TcpSampler,
     lab: Lab,
     _cpu_latency: Option<CpuLatencyRequest>,
     element_info: Vec<ElementInfo>,
@@ -169,6 +172,9 @@ pub struct Results<'a> {
     pub config: &'a Config,
     pub flows: Vec<FlowRow>,
     pub queue_samples: &'a [QueueSample],
+    /// Every sending TCP socket of every host over time, from the kernel's `tcp_info`
+    /// (see [`crate::sampler`]).
+    pub flow_series: Vec<FlowSeriesRow>,
 }
 
 #[derive(Debug, Serialize)]
@@ -322,7 +328,8 @@ impl Emulator {
         };
         let elements: Vec<Element<_>> = net.elements;
         let engine = Engine::new(ports, elements, routes, timing)?;
-        Ok(Emulator { engine, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config })
+        let sampler = TcpSampler::start(&lab, engine.clock(), config.run.sample_interval)?;
+        Ok(Emulator { engine, sampler, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config })
     }
 
     pub fn run_id(&self) -> &RunId {
@@ -333,6 +340,13 @@ impl Emulator {
     }
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Takes a last `tcp_info` sample of every socket and stops sampling (call before
+    /// [`Emulator::results`] at the end of a run, so that the series reach its end).
+    pub fn stop_sampling(&mut self) {
+        self.sampler.stop();
+        self.warnings.extend(self.sampler.warnings());
     }
     pub fn lab(&self) -> &Lab {
         &self.lab
@@ -437,6 +451,7 @@ impl Emulator {
             config: &self.config,
             flows,
             queue_samples: &self.engine.samples,
+            flow_series: self.sampler.flow_series(),
         }
     }
 }

@@ -154,8 +154,11 @@ fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>) -
             let _ = emu.publish_snapshot();
             *snapshot.lock().expect("snapshot lock") = json;
         }
-        serde_json::to_string(&emu.results()).map_err(|e| e.to_string())
+        Ok(())
     })();
+    // Whatever ended the loop, what was measured is kept: the last TCP sample, then results.
+    emu.stop_sampling();
+    let outcome = outcome.and_then(|()| serde_json::to_string(&emu.results()).map_err(|e| e.to_string()));
     // `emu` drops here: devices close, namespaces and the state directory are removed.
     drop(emu);
     outcome

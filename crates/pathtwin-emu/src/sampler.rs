@@ -1,0 +1,466 @@
+//! Per-flow time series from the hosts' kernels: every sample interval, the `tcp_info` of
+//! every TCP socket in every host's namespace, read with one `NETLINK_SOCK_DIAG` dump per
+//! address family and host (what `ss -ti` does), and turned at the end into the
+//! `flow_series` table with the simulator's columns. Owns the sampling thread and its
+//! netlink sockets; the wire format is in [`crate::tcpinfo`].
+//!
+//! # Where it runs, and why
+//! On its own thread at the default scheduling policy, not in the packet loop. The loop is
+//! single-threaded and runs as `SCHED_FIFO` (or at nice −20, see [`crate::priority`]); a
+//! dump costs tens of µs per host (a system call and a copy of every socket's state),
+//! which inside the loop would be added to the release lateness of every packet due
+//! meanwhile, once per interval per host. A normal thread never preempts the real-time loop;
+//! it competes with the hosts' own processes instead, so a sample may come late on a busy
+//! machine — which is harmless, since each sample carries the time it was actually taken
+//! (read from the engine's [`RealClock`], the same model time the queue series use).
+//!
+//! # Sockets
+//! A socket belongs to the network namespace it was created in, so one `NETLINK_SOCK_DIAG`
+//! socket per host is opened by a thread that entered the host's namespace
+//! ([`crate::netns::Namespace::enter`]) and then kept for the whole run: no process is
+//! spawned and no namespace entered per sample.
+//!
+//! # Flows and the sender's view
+//! Both ends of a connection are sockets in some host; each socket's `tcp_info` describes
+//! the direction in which it *sends* (cwnd, RTT, bytes acked are the sender's state; a pure
+//! receiver's cwnd is its untouched initial window). So a socket becomes the flow
+//! `local host -> remote host` from the first sample in which it has sent data (bytes acked
+//! beyond the SYN, or data in flight while established), and a connection carrying data
+//! both ways gives two flows, one per direction, each from its sender's socket. Sockets
+//! whose peer is not a host of this run (loopback) are not sampled. Flows are labelled as
+//! the simulator's are: `a->b` when only one flow went from `a` to `b`, else
+//! `a:port->b:port` for each; numbered (`flow`) in order of first appearance.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use pathtwin_core::time::{Duration, Instant};
+use serde::Serialize;
+
+use crate::clock::{mono_ns, RealClock};
+use crate::lab::Lab;
+use crate::netns::NetnsError;
+use crate::tcpinfo::{dump_request, parse_dump, sampled_states, DiagSocket, TcpInfo, INFINITE_SSTHRESH};
+
+/// TCP state `ESTABLISHED` and `SYN_SENT` (`include/net/tcp_states.h`).
+const TCP_ESTABLISHED: u8 = 1;
+/// Most a dump may wait for the kernel's answer before the sample is given up.
+const RECV_TIMEOUT_US: i64 = 500_000;
+/// Receive buffer for one `recv` of a dump (the kernel fills it with as many whole messages
+/// as fit; `ss` uses 32 KiB as well).
+const RECV_BUF: usize = 32 * 1024;
+
+/// Which socket a sample is of: the sending host and its peer, by index into the run's
+/// hosts, and the ports (addresses are the hosts', IPv4 or IPv6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SocketKey {
+    pub host: usize,
+    pub peer: usize,
+    pub local: IpAddr,
+    pub local_port: u16,
+    pub remote: IpAddr,
+    pub remote_port: u16,
+}
+
+/// One socket's state at one time.
+#[derive(Clone, Debug)]
+pub struct RawSample {
+    pub t: Instant,
+    pub key: SocketKey,
+    pub info: TcpInfo,
+    pub cc: Option<String>,
+}
+
+/// One row of the `flow_series` table. Columns shared with the simulator have its names and
+/// units; the rest are the kernel's own.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FlowSeriesRow {
+    pub time_s: f64,
+    pub flow: u32,
+    pub label: String,
+    pub src: String,
+    pub dst: String,
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// Congestion window in bytes: `tcpi_snd_cwnd` (segments) × `tcpi_snd_mss`.
+    pub cwnd_bytes: i64,
+    /// Slow-start threshold in bytes (segments × MSS); `i64::MAX` before the first loss, as
+    /// the kernel's "infinite" 0x7fffffff segments and as the simulator's unbounded value.
+    pub ssthresh_bytes: i64,
+    /// Smoothed RTT (`tcpi_rtt`), ms.
+    pub srtt_ms: f64,
+    /// Bytes the receiver acknowledged since the previous row, per second of the time
+    /// between the rows, in bit/s (the first row counts from zero at the previous sample).
+    pub goodput_bps: f64,
+    /// Bytes acknowledged (`tcpi_bytes_acked` less the SYN's one sequence number).
+    pub delivered_bytes: i64,
+    /// Segments retransmitted so far (`tcpi_total_retrans`).
+    pub retransmits: i64,
+    pub cc: Option<String>,
+    /// `tcpi_state` and `tcpi_ca_state` as numbers (`tcp_states.h`; 0 Open, 1 Disorder,
+    /// 2 CWR, 3 Recovery, 4 Loss).
+    pub state: u8,
+    pub ca_state: Option<u8>,
+    /// Unrecovered RTO timeouts in a row (`tcpi_retransmits`).
+    pub rto_retransmits: Option<u8>,
+    pub rttvar_ms: Option<f64>,
+    pub min_rtt_ms: Option<f64>,
+    pub rto_ms: Option<f64>,
+    pub mss: Option<u32>,
+    pub cwnd_segments: Option<u32>,
+    pub unacked_segments: Option<u32>,
+    pub lost_segments: Option<u32>,
+    /// The kernel's delivery-rate estimate and pacing rate, in bit/s.
+    pub delivery_rate_bps: Option<f64>,
+    pub pacing_rate_bps: Option<f64>,
+    pub bytes_sent: Option<u64>,
+    pub bytes_retrans: Option<u64>,
+    pub bytes_received: Option<u64>,
+}
+
+/// Whether a socket's sample shows it sending (see the module doc).
+fn is_sending(s: &RawSample) -> bool {
+    s.info.bytes_acked.is_some_and(|b| b > 1) || (s.info.state == Some(TCP_ESTABLISHED) && s.info.unacked.is_some_and(|u| u > 0))
+}
+
+/// Builds the `flow_series` rows from raw samples (in time order), naming hosts by `names`.
+pub fn flow_series(samples: &[RawSample], names: &[String], interval: Duration) -> Vec<FlowSeriesRow> {
+    // A flow starts at its socket's first sending sample and keeps every later one.
+    let mut first_seen: BTreeMap<SocketKey, usize> = BTreeMap::new();
+    for (i, s) in samples.iter().enumerate() {
+        if is_sending(s) {
+            first_seen.entry(s.key).or_insert(i);
+        }
+    }
+    let mut order: Vec<(usize, SocketKey)> = first_seen.iter().map(|(k, i)| (*i, *k)).collect();
+    order.sort();
+    let mut per_pair: BTreeMap<(usize, usize), u32> = BTreeMap::new();
+    for (_, k) in &order {
+        *per_pair.entry((k.host, k.peer)).or_default() += 1;
+    }
+    let labels: BTreeMap<SocketKey, (u32, String)> = order
+        .iter()
+        .enumerate()
+        .map(|(n, (_, k))| {
+            let (a, b) = (&names[k.host], &names[k.peer]);
+            let label = if per_pair[&(k.host, k.peer)] == 1 {
+                format!("{a}->{b}")
+            } else {
+                format!("{a}:{}->{b}:{}", k.local_port, k.remote_port)
+            };
+            (*k, (n as u32, label))
+        })
+        .collect();
+    let mut last: BTreeMap<SocketKey, (Instant, u64)> = BTreeMap::new();
+    let mut rows = Vec::new();
+    for (i, s) in samples.iter().enumerate() {
+        let Some((flow, label)) = labels.get(&s.key) else { continue };
+        if i < first_seen[&s.key] {
+            continue;
+        }
+        let info = &s.info;
+        let mss = info.snd_mss.unwrap_or(0) as i64;
+        let delivered = info.bytes_acked.unwrap_or(0).saturating_sub(1);
+        // The first row of a flow counts from zero one interval earlier, as the simulator's.
+        let (t0, d0) = last.get(&s.key).copied().unwrap_or((Instant::from_nanos(s.t.as_nanos().saturating_sub(interval.as_nanos())), 0));
+        let dt = s.t.saturating_since(t0).as_secs_f64();
+        let goodput = if dt > 0.0 { delivered.saturating_sub(d0) as f64 * 8.0 / dt } else { f64::NAN };
+        last.insert(s.key, (s.t, delivered));
+        let ssthresh = match info.snd_ssthresh {
+            Some(x) if x < INFINITE_SSTHRESH => x as i64 * mss,
+            _ => i64::MAX,
+        };
+        let ms = |us: Option<u32>| us.map(|u| u as f64 / 1000.0);
+        rows.push(FlowSeriesRow {
+            time_s: s.t.as_secs_f64(),
+            flow: *flow,
+            label: label.clone(),
+            src: names[s.key.host].clone(),
+            dst: names[s.key.peer].clone(),
+            src_port: s.key.local_port,
+            dst_port: s.key.remote_port,
+            cwnd_bytes: info.snd_cwnd.unwrap_or(0) as i64 * mss,
+            ssthresh_bytes: ssthresh,
+            srtt_ms: ms(info.rtt_us).unwrap_or(f64::NAN),
+            goodput_bps: goodput,
+            delivered_bytes: delivered as i64,
+            retransmits: info.total_retrans.unwrap_or(0) as i64,
+            cc: s.cc.clone(),
+            state: info.state.unwrap_or(0),
+            ca_state: info.ca_state,
+            rto_retransmits: info.retransmits,
+            rttvar_ms: ms(info.rttvar_us),
+            min_rtt_ms: ms(info.min_rtt_us),
+            rto_ms: ms(info.rto_us),
+            mss: info.snd_mss,
+            cwnd_segments: info.snd_cwnd,
+            unacked_segments: info.unacked,
+            lost_segments: info.lost,
+            delivery_rate_bps: info.delivery_rate.map(|r| r as f64 * 8.0),
+            pacing_rate_bps: info.pacing_rate.filter(|&r| r != u64::MAX).map(|r| r as f64 * 8.0),
+            bytes_sent: info.bytes_sent,
+            bytes_retrans: info.bytes_retrans,
+            bytes_received: info.bytes_received,
+        });
+    }
+    rows
+}
+
+/// A `NETLINK_SOCK_DIAG` socket of one host's namespace.
+struct DiagSocketFd {
+    host: usize,
+    fd: OwnedFd,
+}
+
+fn open_diag_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); the result is checked and owned below.
+    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, libc::NETLINK_SOCK_DIAG) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor owned by no one else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let tv = libc::timeval { tv_sec: 0, tv_usec: RECV_TIMEOUT_US as libc::suseconds_t };
+    // SAFETY: setsockopt with a timeval we own and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// Dumps the TCP sockets of `family` through `fd` (the namespace's diag socket).
+fn dump(fd: &OwnedFd, family: i32, seq: u32, buf: &mut [u8], out: &mut Vec<DiagSocket>) -> io::Result<()> {
+    let req = dump_request(family as u8, sampled_states(), seq);
+    // SAFETY: send(2) of a buffer we own; an unconnected netlink socket sends to the kernel.
+    if unsafe { libc::send(fd.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    loop {
+        // SAFETY: recv(2) into a buffer we own, of its length.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let part = parse_dump(&buf[..n as usize]);
+        out.extend(part.sockets);
+        if let Some(errno) = part.error {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        if part.done {
+            return Ok(());
+        }
+    }
+}
+
+/// What the sampling thread shares with its owner.
+#[derive(Default)]
+struct Shared {
+    samples: Vec<RawSample>,
+    stop: bool,
+    /// First error per host (a dump that failed), reported once in the run's warnings.
+    errors: BTreeMap<usize, String>,
+}
+
+/// The sampling thread of a run. Dropping it stops the thread (after a last sample).
+pub struct TcpSampler {
+    shared: Arc<(Mutex<Shared>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+    interval: Duration,
+    names: Vec<String>,
+}
+
+impl TcpSampler {
+    /// Opens one diag socket in every host of `lab` and starts sampling every `interval`
+    /// of `clock`'s time (at its multiples, as the simulator does).
+    pub fn start(lab: &Lab, clock: RealClock, interval: Duration) -> Result<TcpSampler, NetnsError> {
+        let mut sockets = Vec::new();
+        for (host, ns) in lab.namespaces().iter().enumerate() {
+            sockets.push(DiagSocketFd { host, fd: ns.enter(open_diag_socket)? });
+        }
+        let addrs: Vec<(IpAddr, usize)> = lab
+            .hosts()
+            .iter()
+            .enumerate()
+            .flat_map(|(i, h)| [(IpAddr::V4(h.ipv4), i), (IpAddr::V6(h.ipv6), i)])
+            .collect();
+        let shared = Arc::new((Mutex::new(Shared::default()), Condvar::new()));
+        let thread = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("pathtwin-tcpinfo-{}", lab.run_id()))
+                .spawn(move || sample_loop(&sockets, &addrs, clock, interval, &shared))
+                .map_err(|e| NetnsError::Os { what: "starting the TCP sampling thread".into(), source: e })?
+        };
+        let names = lab.hosts().iter().map(|h| h.name.clone()).collect();
+        Ok(TcpSampler { shared, thread: Some(thread), interval, names })
+    }
+
+    /// Takes a last sample and ends the thread; samples stay readable. Idempotent.
+    pub fn stop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.shared.0.lock().expect("sampler lock").stop = true;
+            self.shared.1.notify_all();
+            let _ = t.join();
+        }
+    }
+
+    /// The `flow_series` rows of everything sampled so far.
+    pub fn flow_series(&self) -> Vec<FlowSeriesRow> {
+        let shared = self.shared.0.lock().expect("sampler lock");
+        flow_series(&shared.samples, &self.names, self.interval)
+    }
+
+    /// One line per host whose dumps failed (the first error).
+    pub fn warnings(&self) -> Vec<String> {
+        let shared = self.shared.0.lock().expect("sampler lock");
+        shared.errors.iter().map(|(h, e)| format!("TCP_INFO sampling of host {}: {e}", self.names[*h])).collect()
+    }
+}
+
+impl Drop for TcpSampler {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn sample_loop(sockets: &[DiagSocketFd], addrs: &[(IpAddr, usize)], clock: RealClock, interval: Duration, shared: &(Mutex<Shared>, Condvar)) {
+    // Whatever thread started the emulation, this one runs under the default policy (a
+    // thread inherits its creator's): it must never compete with the loop.
+    let _ = crate::priority::set_thread_fifo(false);
+    let host_of = |a: &IpAddr| addrs.iter().find(|(x, _)| x == a).map(|(_, h)| *h);
+    let mut buf = vec![0u8; RECV_BUF];
+    let mut seq = 0u32;
+    let mut next = Instant::ZERO + interval;
+    loop {
+        // Sleep until the next multiple of the interval, or until told to stop.
+        let stopping = {
+            let (lock, cv) = shared;
+            let mut g = lock.lock().expect("sampler lock");
+            loop {
+                if g.stop {
+                    break true;
+                }
+                let due = clock.to_mono_ns(next);
+                let now = mono_ns();
+                if now >= due {
+                    break false;
+                }
+                g = cv.wait_timeout(g, std::time::Duration::from_nanos(due - now)).expect("sampler lock").0;
+            }
+        };
+        let mut taken = Vec::new();
+        let mut errors = Vec::new();
+        for s in sockets {
+            let t = clock.now();
+            let mut found = Vec::new();
+            for family in [libc::AF_INET, libc::AF_INET6] {
+                seq = seq.wrapping_add(1);
+                if let Err(e) = dump(&s.fd, family, seq, &mut buf, &mut found) {
+                    errors.push((s.host, e.to_string()));
+                }
+            }
+            for d in found {
+                let (Some(info), Some(peer)) = (d.info, host_of(&d.remote)) else { continue };
+                let key = SocketKey { host: s.host, peer, local: d.local, local_port: d.local_port, remote: d.remote, remote_port: d.remote_port };
+                taken.push(RawSample { t, key, info, cc: d.cc });
+            }
+        }
+        {
+            let mut g = shared.0.lock().expect("sampler lock");
+            g.samples.extend(taken);
+            for (h, e) in errors {
+                g.errors.entry(h).or_insert(e);
+            }
+        }
+        if stopping {
+            return;
+        }
+        // A late sample skips the instants it missed instead of bunching up.
+        let now = clock.now();
+        while next <= now {
+            next = next + interval;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn key(host: usize, peer: usize, lp: u16, rp: u16) -> SocketKey {
+        let ip = |h: usize| IpAddr::V4(Ipv4Addr::new(10, 64, 1, h as u8 + 1));
+        SocketKey { host, peer, local: ip(host), local_port: lp, remote: ip(peer), remote_port: rp }
+    }
+
+    fn sample(ms: u64, key: SocketKey, acked: u64, cwnd: u32) -> RawSample {
+        let info = TcpInfo {
+            len: 248,
+            state: Some(TCP_ESTABLISHED),
+            snd_mss: Some(1448),
+            snd_cwnd: Some(cwnd),
+            snd_ssthresh: Some(INFINITE_SSTHRESH),
+            rtt_us: Some(40_500),
+            bytes_acked: Some(acked),
+            unacked: Some(0),
+            ..TcpInfo::default()
+        };
+        RawSample { t: Instant::ZERO + Duration::from_millis(ms), key, info, cc: Some("reno".into()) }
+    }
+
+    #[test]
+    fn sender_sockets_become_labelled_flows_in_bytes_and_bits() {
+        let names = vec!["a".to_string(), "b".to_string()];
+        let send = key(0, 1, 40000, 5201);
+        let recv = key(1, 0, 5201, 40000);
+        let samples = vec![
+            sample(100, send, 1, 10),  // handshake done, nothing sent yet: not a flow yet
+            sample(100, recv, 1, 10),  // the receiver never sends: never a flow
+            sample(200, send, 14_481, 20),
+            sample(200, recv, 1, 10),
+            sample(300, send, 139_481, 30),
+        ];
+        let rows = flow_series(&samples, &names, Duration::from_millis(100));
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r.label == "a->b" && r.flow == 0 && r.src == "a" && r.dst == "b"));
+        assert_eq!(rows[0].cwnd_bytes, 20 * 1448);
+        assert_eq!(rows[0].ssthresh_bytes, i64::MAX);
+        assert_eq!(rows[0].srtt_ms, 40.5);
+        assert_eq!(rows[0].delivered_bytes, 14_480);
+        // 14 480 B over the 100 ms before the first row, then 125 000 B in the next 100 ms.
+        assert!((rows[0].goodput_bps - 14_480.0 * 8.0 / 0.1).abs() < 1e-6);
+        assert!((rows[1].goodput_bps - 10e6).abs() < 1e-6);
+        assert!((rows[1].time_s - 0.3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn two_flows_between_the_same_hosts_are_told_apart_by_port() {
+        let names = vec!["a".to_string(), "b".to_string()];
+        let (c, d) = (key(0, 1, 40000, 5201), key(0, 1, 40002, 5201));
+        let rows = flow_series(&[sample(100, d, 5000, 10), sample(100, c, 5000, 10)], &names, Duration::from_millis(100));
+        assert_eq!(rows[0].label, "a:40002->b:5201");
+        assert_eq!(rows[0].flow, 0);
+        assert_eq!(rows[1].label, "a:40000->b:5201");
+        assert_eq!(rows[1].flow, 1);
+    }
+}
