@@ -171,7 +171,8 @@ class Emulation:
         self.results = raw
         if self.out is not None:
             self.result_path = write_emu_results(self.out, raw, wall_time_s=wall, started_at=self._started_at,
-                                                 warnings=list(native.warnings), source=self._origin or None)
+                                                 warnings=list(raw.get("warnings", native.warnings)),
+                                                 source=self._origin or None)
         return self.result_path
 
     def __enter__(self) -> "Emulation":
@@ -326,13 +327,30 @@ def _columns(rows: list[dict], keys: Sequence[str]) -> dict:
     return {k: [r.get(k) for r in rows] for k in keys}
 
 
+#: Columns of the emulator's ``flow_series`` (pathtwin-emu's ``sampler::FlowSeriesRow``).
+FLOW_SERIES_COLUMNS = ("time_s", "flow", "label", "src", "dst", "src_port", "dst_port", "cwnd_bytes", "ssthresh_bytes",
+                       "srtt_ms", "goodput_bps", "delivered_bytes", "retransmits", "cc", "state", "ca_state",
+                       "rto_retransmits", "rttvar_ms", "min_rtt_ms", "rto_ms", "mss", "cwnd_segments",
+                       "unacked_segments", "lost_segments", "delivery_rate_bps", "pacing_rate_bps", "bytes_sent",
+                       "bytes_retrans", "bytes_received")
+
+
 def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, warnings: list, source) -> Path:
     """Writes an emulation's ``run.json`` and Parquet tables (layout of ``results.py``).
 
     Tables: ``queues`` (per queue totals, incl. placeholder share), ``queue_series``
     (occupancy, placeholder bytes, ABW, drops and active flows over time), ``flows`` (bytes
-    per flow and direction, in and out of the network), ``routes`` (per host pair) and
-    ``timing`` (release and timer lateness quantiles).
+    per flow and direction, in and out of the network), ``routes`` (per host pair),
+    ``timing`` (release and timer lateness quantiles) and ``flow_series`` (every sending TCP
+    socket of every host every ``[run] sample_interval``, from the kernel's ``tcp_info``:
+    the simulator's columns ``time_s``, ``flow``, ``label``, ``cwnd_bytes`` and
+    ``ssthresh_bytes`` (the kernel's segments × ``snd_mss``), ``srtt_ms``, ``goodput_bps``,
+    ``delivered_bytes`` (bytes acked), ``retransmits`` (segments, cumulative), plus the
+    kernel's own: ``cc``, ``src``/``dst`` hosts and ports, ``state``, ``ca_state``,
+    ``rto_retransmits``, ``rttvar_ms``, ``min_rtt_ms``, ``rto_ms``, ``mss``,
+    ``cwnd_segments``, ``unacked_segments``, ``lost_segments``, ``delivery_rate_bps``,
+    ``pacing_rate_bps``, ``bytes_sent``, ``bytes_retrans``, ``bytes_received``; see
+    ``pathtwin_emu::sampler``).
     """
     from . import __version__
     from .results import git_revision, write_result_dir
@@ -357,6 +375,7 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
         "flows": _columns(flows, flow_keys),
         "routes": _columns(snap["routes"], route_keys),
         "timing": _summary_rows(snap),
+        "flow_series": _columns(raw.get("flow_series", []), FLOW_SERIES_COLUMNS),
     }
     cfg = raw["config"]
     run = {
