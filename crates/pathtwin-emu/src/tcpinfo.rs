@@ -25,6 +25,10 @@ const NLM_F_DUMP: u16 = 0x300;
 /// Route attribute types of an `inet_diag_msg` (`linux/inet_diag.h`, enum `INET_DIAG_*`).
 pub const INET_DIAG_INFO: u16 = 2;
 pub const INET_DIAG_CONG: u16 = 4;
+/// Multicast groups of `NETLINK_SOCK_DIAG` on which the kernel announces freed TCP sockets,
+/// with their final `inet_diag_msg` and `tcp_info` (`linux/sock_diag.h`, enum `SKNLGRP_*`).
+pub const SKNLGRP_INET_TCP_DESTROY: u32 = 1;
+pub const SKNLGRP_INET6_TCP_DESTROY: u32 = 3;
 /// `sizeof(struct nlmsghdr)`, `sizeof(struct inet_diag_req_v2)`, `sizeof(struct inet_diag_msg)`.
 const NLMSG_HDR_LEN: usize = 16;
 const REQ_V2_LEN: usize = 56;
