@@ -75,6 +75,18 @@ def plot_result(result: Result | str | Path, out_dir=None) -> list[Path]:
     return written
 
 
+#: Flows that delivered less than this share of their run's largest flow are left out of
+#: the cwnd/RTT and throughput-delay plots: an application's control connection (iperf3
+#: opens one beside its data connection) carries a few hundred bytes and would only crowd
+#: the figure. Pass ``min_share=0`` to draw every flow.
+MIN_SHARE = 0.01
+
+
+def _kept_labels(fs, min_share: float) -> set:
+    delivered = fs.groupby("label")["delivered_bytes"].max()
+    return set(delivered[delivered >= min_share * delivered.max()].index)
+
+
 def plot_runs(runs: Sequence[Result | str | Path], out_dir, prefix: str = "compare_") -> list[Path]:
     """Overlays several runs (simulated and emulated alike): cwnd and RTT of every flow over
     time, and the throughput-delay scatter; returns the files written into ``out_dir``."""
@@ -92,9 +104,11 @@ def _series(result: Result):
     return fs if fs is not None and len(fs) else None
 
 
-def plot_cwnd_rtt(runs: Sequence[Result | str | Path], path, title: str | None = None) -> Path:
+def plot_cwnd_rtt(runs: Sequence[Result | str | Path], path, title: str | None = None,
+                  min_share: float = MIN_SHARE) -> Path:
     """Congestion window (KB) and smoothed RTT (ms) of every flow over time; with several
-    runs, each flow is named ``run / flow`` and each run has its own line style."""
+    runs, each flow is named ``run / flow`` and each run has its own line style (flows below
+    ``min_share`` of their run's largest are left out, see ``MIN_SHARE``)."""
     results = [_as_result(r) for r in runs]
     plt = _pyplot()
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
@@ -104,7 +118,10 @@ def plot_cwnd_rtt(runs: Sequence[Result | str | Path], path, title: str | None =
         fs = _series(r)
         if fs is None:
             continue
+        kept = _kept_labels(fs, min_share)
         for label, g in fs.groupby("label", sort=False):
+            if label not in kept:
+                continue
             name = label if len(results) == 1 else f"{run_name(r)} / {label}"
             ls = styles[k % len(styles)]
             a1.plot(g["time_s"], g["cwnd_bytes"] / 1000, ls=ls, lw=1, label=name)
@@ -123,7 +140,8 @@ def plot_cwnd_rtt(runs: Sequence[Result | str | Path], path, title: str | None =
 
 def flow_summary(result: Result | str | Path):
     """One row per flow of a run's ``flow_series``: ``label``, ``cc``, ``throughput_bps``,
-    ``mean_rtt_ms``, ``min_rtt_ms``, ``queueing_delay_ms`` and ``active_s``.
+    ``mean_rtt_ms``, ``min_rtt_ms``, ``queueing_delay_ms``, ``active_s`` and
+    ``delivered_bytes``.
 
     A flow is active from one sample interval before its first row (its first row counts
     from there, in either engine) to the first row at which its delivered bytes reach their
@@ -137,7 +155,8 @@ def flow_summary(result: Result | str | Path):
 
     result = _as_result(result)
     fs = _series(result)
-    cols = ["label", "cc", "throughput_bps", "mean_rtt_ms", "min_rtt_ms", "queueing_delay_ms", "active_s"]
+    cols = ["label", "cc", "throughput_bps", "mean_rtt_ms", "min_rtt_ms", "queueing_delay_ms", "active_s",
+            "delivered_bytes"]
     if fs is None:
         return pd.DataFrame(columns=cols)
     cc_of = {}
@@ -162,20 +181,27 @@ def flow_summary(result: Result | str | Path):
         else:
             cc = str(cc_of.get(flow, "?"))
         thr = d.max() * 8 / active if active > 0 else float("nan")
-        rows.append([label, cc, thr, mean_rtt, base, mean_rtt - base, active])
+        rows.append([label, cc, thr, mean_rtt, base, mean_rtt - base, active, int(d.max())])
     return pd.DataFrame(rows, columns=cols)
 
 
-def plot_throughput_delay(runs: Sequence[Result | str | Path], path, delay: str = "rtt") -> Path:
+def plot_throughput_delay(runs: Sequence[Result | str | Path], path, delay: str = "rtt",
+                          min_share: float = MIN_SHARE) -> Path:
     """Pantheon-style scatter: one point per flow at (mean RTT, or mean queueing delay with
     ``delay="queueing"``; throughput), coloured by congestion controller, one marker per
-    run; the delay axis is inverted as in Pantheon's plots, so better is up and right."""
+    run; the delay axis is inverted as in Pantheon's plots, so better is up and right.
+    Flows below ``min_share`` of their run's largest are left out (see ``MIN_SHARE``)."""
     if delay not in ("rtt", "queueing"):
         raise PathtwinError(f"plot: delay must be 'rtt' or 'queueing', not {delay!r}")
     results = [_as_result(r) for r in runs]
     plt = _pyplot()
     xcol = "mean_rtt_ms" if delay == "rtt" else "queueing_delay_ms"
-    summaries = [(r, flow_summary(r)) for r in results]
+    summaries = []
+    for r in results:
+        s = flow_summary(r)
+        if len(s):
+            s = s[s["delivered_bytes"] >= min_share * s["delivered_bytes"].max()]
+        summaries.append((r, s))
     ccs = sorted({cc for _, s in summaries for cc in s["cc"]})
     colours = {cc: plt.get_cmap("tab10")(i % 10) for i, cc in enumerate(ccs)}
     markers = ["o", "s", "^", "D", "v", "P", "X", "*"]
