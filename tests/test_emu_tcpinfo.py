@@ -100,3 +100,54 @@ def test_flow_series_of_an_iperf3_transfer_matches_the_path_and_iperf3(tmp_path,
     # Only the sender's view: the receiver's socket (b, port 5201 -> a's port) never sent data.
     data_port = int(flow.src_port.iloc[0])
     assert fs[(fs.src == "b") & (fs.dst_port == data_port)].empty
+
+
+# A receiver that counts what it got and a sender that writes N bytes and closes, run inside
+# the hosts (no dependency beyond Python).
+SINK = """
+import socket
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.bind(("::", 7100))
+s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+n = 0
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    n += len(b)
+print(n, flush=True)
+"""
+SOURCE = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], 7100))
+c.sendall(b"x" * int(sys.argv[2]))
+c.shutdown(socket.SHUT_WR)
+c.recv(1)
+c.close()
+"""
+
+
+def test_a_flow_shorter_than_the_sample_interval_is_recorded_with_every_byte(tmp_path):
+    """With a 2-s interval, a 30 000-byte transfer (a few RTTs) opens and closes between two
+    samples: only the kernel's destroy notification can record it, with its final state."""
+    size = 30_000
+    topo = TWO_HOSTS.replace(f'sample_interval = "{int(INTERVAL_S * 1000)}ms"', 'sample_interval = "2s"')
+    with Emulation(topo, out=tmp_path / "run", cc="reno") as net:
+        sink = net["b"].popen([os.sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
+        assert sink.stdout.readline().strip() == "ready"
+        net["a"].run([os.sys.executable, "-c", SOURCE, "b", str(size)], check=True, timeout=30)
+        received = int(sink.stdout.readline())
+        sink.wait(timeout=10)
+        # Give the kernel time to free the closed socket before the emulation stops.
+        time.sleep(0.5)
+    assert received == size
+    fs = read_result_dir(tmp_path / "run").flow_series
+    flow = fs[(fs.src == "a") & (fs.dst == "b") & (fs.dst_port == 7100)]
+    assert len(flow) >= 1
+    assert flow.delivered_bytes.max() == size
+    assert set(flow.cc) == {"reno"}
+    assert (flow.srtt_ms >= BASE_RTT_MS).all()

@@ -53,6 +53,8 @@ use crate::tcpinfo::{
 
 /// TCP state `ESTABLISHED` and `SYN_SENT` (`include/net/tcp_states.h`).
 const TCP_ESTABLISHED: u8 = 1;
+/// A namespace's default congestion control (what a socket uses unless it sets its own).
+const CC_DEFAULT: &str = "/proc/sys/net/ipv4/tcp_congestion_control";
 /// Most a dump may wait for the kernel's answer before the sample is given up.
 const RECV_TIMEOUT_US: i64 = 500_000;
 /// Receive buffer for one `recv` of a dump (the kernel fills it with as many whole messages
@@ -101,7 +103,8 @@ pub struct FlowSeriesRow {
     /// Bytes the receiver acknowledged since the previous row, per second of the time
     /// between the rows, in bit/s (the first row counts from zero at the previous sample).
     pub goodput_bps: f64,
-    /// Bytes acknowledged (`tcpi_bytes_acked` less the SYN's one sequence number).
+    /// Data bytes acknowledged (`tcpi_bytes_acked` less the SYN's and FIN's sequence
+    /// numbers, see `delivered_bytes`).
     pub delivered_bytes: i64,
     /// Segments retransmitted so far (`tcpi_total_retrans`).
     pub retransmits: i64,
@@ -130,6 +133,17 @@ pub struct FlowSeriesRow {
 /// Whether a socket's sample shows it sending (see the module doc).
 fn is_sending(s: &RawSample) -> bool {
     s.info.bytes_acked.is_some_and(|b| b > 1) || (s.info.state == Some(TCP_ESTABLISHED) && s.info.unacked.is_some_and(|u| u > 0))
+}
+
+/// Data bytes the peer acknowledged. `tcpi_bytes_acked` counts sequence numbers, so it
+/// includes the SYN's one and, once acknowledged, the FIN's; where the kernel reports the
+/// bytes it sent (Linux ≥ 4.19), the unique data bytes sent bound it, which removes the FIN.
+fn delivered_bytes(info: &TcpInfo) -> u64 {
+    let acked = info.bytes_acked.unwrap_or(0).saturating_sub(1);
+    match (info.bytes_sent, info.bytes_retrans) {
+        (Some(sent), Some(retrans)) => acked.min(sent.saturating_sub(retrans)),
+        _ => acked,
+    }
 }
 
 /// Builds the `flow_series` rows from raw samples (in time order), naming hosts by `names`.
@@ -169,7 +183,7 @@ pub fn flow_series(samples: &[RawSample], names: &[String], interval: Duration) 
         }
         let info = &s.info;
         let mss = info.snd_mss.unwrap_or(0) as i64;
-        let delivered = info.bytes_acked.unwrap_or(0).saturating_sub(1);
+        let delivered = delivered_bytes(info);
         // The first row of a flow counts from zero one interval earlier, as the simulator's.
         let (t0, d0) = last.get(&s.key).copied().unwrap_or((Instant::from_nanos(s.t.as_nanos().saturating_sub(interval.as_nanos())), 0));
         let dt = s.t.saturating_since(t0).as_secs_f64();
@@ -221,6 +235,8 @@ struct HostSockets {
     host: usize,
     dump: OwnedFd,
     destroyed: Option<OwnedFd>,
+    /// The namespace's default congestion control, for a socket freed before any dump saw it.
+    default_cc: Option<String>,
 }
 
 fn open_diag_socket(nonblocking: bool) -> io::Result<OwnedFd> {
@@ -354,9 +370,13 @@ impl TcpSampler {
         let mut sockets = Vec::new();
         let mut errors = BTreeMap::new();
         for (host, ns) in lab.namespaces().iter().enumerate() {
-            let (dump, destroyed) = ns.enter(|| Ok((open_dump_socket()?, open_destroy_socket())))?;
+            let (dump, destroyed, default_cc) = ns.enter(|| {
+                // Read inside the namespace: /proc/sys/net shows the reading thread's namespace.
+                let cc = std::fs::read_to_string(CC_DEFAULT).ok().map(|c| c.trim().to_string());
+                Ok((open_dump_socket()?, open_destroy_socket(), cc))
+            })?;
             let destroyed = destroyed.map_err(|e| errors.insert(host, format!("no destroy notifications ({e}); flows closing between samples lose their last interval"))).ok();
-            sockets.push(HostSockets { host, dump, destroyed });
+            sockets.push(HostSockets { host, dump, destroyed, default_cc });
         }
         // SAFETY: eventfd(2) with flags; checked and owned below.
         let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -417,7 +437,8 @@ struct Sampling {
     sockets: Vec<HostSockets>,
     addrs: Vec<(IpAddr, usize)>,
     clock: RealClock,
-    /// Each socket's congestion control as last dumped (destroy notifications carry none).
+    /// Each socket's congestion control as last dumped (destroy notifications carry none;
+    /// a socket no dump saw gets its host's default).
     cc_of: BTreeMap<SocketKey, String>,
     buf: Vec<u8>,
     seq: u32,
@@ -465,7 +486,8 @@ impl Sampling {
         }
     }
 
-    fn record(&mut self, host: usize, t: Instant, found: Vec<DiagSocket>, out: &mut Vec<RawSample>) {
+    fn record(&mut self, i: usize, t: Instant, found: Vec<DiagSocket>, out: &mut Vec<RawSample>) {
+        let host = self.sockets[i].host;
         for d in found {
             let Some(peer) = self.addrs.iter().find(|(a, _)| *a == d.remote).map(|(_, h)| *h) else { continue };
             let Some(info) = d.info else { continue };
@@ -475,7 +497,7 @@ impl Sampling {
                     self.cc_of.insert(key, cc.clone());
                     Some(cc)
                 }
-                None => self.cc_of.get(&key).cloned(),
+                None => self.cc_of.get(&key).or(self.sockets[i].default_cc.as_ref()).cloned(),
             };
             out.push(RawSample { t, key, info, cc });
         }
@@ -492,7 +514,7 @@ impl Sampling {
                 errors.push((self.sockets[i].host, format!("reading destroy notifications: {e}")));
             }
             let t = self.clock.now();
-            self.record(self.sockets[i].host, t, found, &mut taken);
+            self.record(i, t, found, &mut taken);
         }
         Self::publish(shared, taken, errors);
     }
@@ -510,7 +532,7 @@ impl Sampling {
                     errors.push((self.sockets[i].host, e.to_string()));
                 }
             }
-            self.record(self.sockets[i].host, t, found, &mut taken);
+            self.record(i, t, found, &mut taken);
         }
         Self::publish(shared, taken, errors);
     }
@@ -575,6 +597,20 @@ mod tests {
         assert!((rows[0].goodput_bps - 14_480.0 * 8.0 / 0.1).abs() < 1e-6);
         assert!((rows[1].goodput_bps - 10e6).abs() < 1e-6);
         assert!((rows[1].time_s - 0.3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn an_acknowledged_fin_is_not_a_delivered_byte() {
+        let names = vec!["a".to_string(), "b".to_string()];
+        // 30 000 data bytes: SYN + data + FIN acknowledged = 30 002 sequence numbers.
+        let mut s = sample(100, key(0, 1, 40000, 7100), 30_002, 10);
+        s.info.state = Some(7);
+        s.info.bytes_sent = Some(30_000 + 1448);
+        s.info.bytes_retrans = Some(1448);
+        assert_eq!(flow_series(&[s.clone()], &names, Duration::from_millis(100))[0].delivered_bytes, 30_000);
+        // Without bytes_sent (Linux < 4.19) only the SYN can be taken off.
+        s.info.bytes_sent = None;
+        assert_eq!(flow_series(&[s], &names, Duration::from_millis(100))[0].delivered_bytes, 30_001);
     }
 
     #[test]
