@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 
@@ -151,3 +152,28 @@ def test_a_flow_shorter_than_the_sample_interval_is_recorded_with_every_byte(tmp
     assert flow.delivered_bytes.max() == size
     assert set(flow.cc) == {"reno"}
     assert (flow.srtt_ms >= BASE_RTT_MS).all()
+
+
+def test_ctrl_c_during_a_transfer_keeps_the_series_measured_so_far(tmp_path):
+    out = tmp_path / "run"
+    script = tmp_path / "hold.py"
+    script.write_text(
+        "import subprocess, time\n"
+        "from pathtwin.emulation import Emulation\n"
+        f"with Emulation({TWO_HOSTS!r}, out={str(out)!r}, cc='reno') as net:\n"
+        "    net['b'].popen(['iperf3', '-s', '-1'], stdout=subprocess.DEVNULL)\n"
+        "    time.sleep(0.3)\n"
+        "    net['a'].popen(['iperf3', '-c', 'b', '-t', '60'], stdout=subprocess.DEVNULL)\n"
+        "    print('sending', flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    p = subprocess.Popen([os.sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "sending"
+    time.sleep(2.0)
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=60)
+    fs = read_result_dir(out).flow_series
+    data = fs[(fs.src == "a") & (fs.dst == "b")]
+    # The transfer was cut after about 2 s at most 10 Mbit/s: rows and bytes up to then.
+    assert len(data) >= 10
+    assert 0 < data.delivered_bytes.max() <= 10e6 / 8 * data.time_s.max()
