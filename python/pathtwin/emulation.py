@@ -396,6 +396,8 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
                    "reordered_pushes": snap["reordered_pushes"], "high_priority": snap["high_priority"],
                    "priority_switches": snap["priority_switches"]},
         "host_counters": snap["hosts"],
+        # Cost of the tcp_info sampling thread (sweeps of every host, µs each).
+        "tcp_sampling": raw.get("tcp_sampling"),
         "warnings": warnings,
         "source": source,
     }

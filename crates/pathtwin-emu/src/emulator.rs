@@ -26,7 +26,7 @@ use crate::engine::{Engine, EngineError, FlowCounters, HostCounters, QueueSample
 use crate::lab::{HostInfo, Lab, DEVICE};
 use crate::lateness::Histogram;
 use crate::netns::{cleanup_stale, NetnsError, RunId};
-use crate::sampler::{FlowSeriesRow, TcpSampler};
+use crate::sampler::{FlowSeriesRow, SamplingStats, TcpSampler};
 
 /// Everything that can stop an emulation from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -175,6 +175,7 @@ pub struct Results<'a> {
     /// Every sending TCP socket of every host over time, from the kernel's `tcp_info`
     /// (see [`crate::sampler`]).
     pub flow_series: Vec<FlowSeriesRow>,
+    pub tcp_sampling: SamplingStats,
 }
 
 #[derive(Debug, Serialize)]
@@ -452,6 +453,7 @@ impl Emulator {
             flows,
             queue_samples: &self.engine.samples,
             flow_series: self.sampler.flow_series(),
+            tcp_sampling: self.sampler.stats(),
         }
     }
 }
