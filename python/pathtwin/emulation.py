@@ -113,12 +113,14 @@ class Emulation:
     it; see the ``pathtwin_emu::priority`` docs for the numbers);
     ``cpu_latency_qos`` holds a zero-latency PM QoS request (``/dev/cpu_dma_latency``) while
     running, so idle CPUs poll instead of halting and wake-ups cost microseconds, not tens of
-    them (on by default; machine-wide while the emulation runs).
+    them (on by default; machine-wide while the emulation runs); ``tcp_info`` samples every
+    host's TCP sockets (the kernel's ``tcp_info``) every ``[run] sample_interval`` into the
+    ``flow_series`` table, on a thread of its own beside the loop (on by default).
     """
 
     def __init__(self, topology: ConfigSource, out=None, pcap=None, cc: Optional[str] = None,
                  spin_us: float = 0.0, run_id: Optional[str] = None, high_priority: bool = True,
-                 cpu_latency_qos: bool = True):
+                 cpu_latency_qos: bool = True, tcp_info: bool = True):
         self._text, self._fmt, self._origin = config_text(topology)
         self.out = Path(out) if out is not None else None
         self.pcap = Path(pcap) if pcap is not None else None
@@ -126,6 +128,7 @@ class Emulation:
         self.spin_us = spin_us
         self.high_priority = high_priority
         self.cpu_latency_qos = cpu_latency_qos
+        self.tcp_info = tcp_info
         self.run_id = run_id or new_run_id()
         self._native = None
         self._hosts: dict[str, Host] = {}
@@ -146,7 +149,7 @@ class Emulation:
         self._t0 = time.perf_counter()
         self._native = _native.EmuRun(self._text, self._origin, self._fmt == "json",
                                       self.run_id, self.cc, float(self.spin_us), bool(self.high_priority),
-                                      bool(self.cpu_latency_qos))
+                                      bool(self.cpu_latency_qos), bool(self.tcp_info))
         self._hosts = {h["name"]: Host(self, h) for h in self._native.hosts}
         _live.add(self)
         try:

@@ -55,6 +55,8 @@ pub struct EmulatorOptions {
     pub high_priority: bool,
     /// Keep idle CPUs polling while the emulation runs (see [`CpuLatencyRequest`]).
     pub cpu_latency_qos: bool,
+    /// Sample every host's TCP sockets into `flow_series` (see [`crate::sampler`]).
+    pub tcp_info: bool,
 }
 
 impl Default for EmulatorOptions {
@@ -66,6 +68,7 @@ impl Default for EmulatorOptions {
             spin: timing.spin,
             high_priority: timing.high_priority,
             cpu_latency_qos: true,
+            tcp_info: true,
         }
     }
 }
@@ -76,7 +79,7 @@ pub struct Emulator {
     // namespaces holding them are deleted.
     engine: Engine<Tun>,
     // Its netlink sockets hold the namespaces; it stops (with a last sample) before they go.
-    sampler: TcpSampler,
+    sampler: Option<TcpSampler>,
     lab: Lab,
     _cpu_latency: Option<CpuLatencyRequest>,
     element_info: Vec<ElementInfo>,
@@ -175,7 +178,8 @@ pub struct Results<'a> {
     /// Every sending TCP socket of every host over time, from the kernel's `tcp_info`
     /// (see [`crate::sampler`]).
     pub flow_series: Vec<FlowSeriesRow>,
-    pub tcp_sampling: SamplingStats,
+    /// `None` when sampling was off ([`EmulatorOptions::tcp_info`]).
+    pub tcp_sampling: Option<SamplingStats>,
 }
 
 #[derive(Debug, Serialize)]
@@ -329,7 +333,7 @@ impl Emulator {
         };
         let elements: Vec<Element<_>> = net.elements;
         let engine = Engine::new(ports, elements, routes, timing)?;
-        let sampler = TcpSampler::start(&lab, engine.clock(), config.run.sample_interval)?;
+        let sampler = if opts.tcp_info { Some(TcpSampler::start(&lab, engine.clock(), config.run.sample_interval)?) } else { None };
         Ok(Emulator { engine, sampler, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config })
     }
 
@@ -346,8 +350,10 @@ impl Emulator {
     /// Takes a last `tcp_info` sample of every socket and stops sampling (call before
     /// [`Emulator::results`] at the end of a run, so that the series reach its end).
     pub fn stop_sampling(&mut self) {
-        self.sampler.stop();
-        self.warnings.extend(self.sampler.warnings());
+        if let Some(s) = &mut self.sampler {
+            s.stop();
+            self.warnings.extend(s.warnings());
+        }
     }
     pub fn lab(&self) -> &Lab {
         &self.lab
@@ -452,8 +458,8 @@ impl Emulator {
             config: &self.config,
             flows,
             queue_samples: &self.engine.samples,
-            flow_series: self.sampler.flow_series(),
-            tcp_sampling: self.sampler.stats(),
+            flow_series: self.sampler.as_ref().map(TcpSampler::flow_series).unwrap_or_default(),
+            tcp_sampling: self.sampler.as_ref().map(TcpSampler::stats),
         }
     }
 }
