@@ -503,7 +503,7 @@ impl Sampling {
             // A late sample skips the instants it missed instead of bunching up.
             let now = self.clock.now();
             while next <= now {
-                next = next + interval;
+                next += interval;
             }
         }
     }
