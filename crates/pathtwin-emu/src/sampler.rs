@@ -57,7 +57,7 @@ use crate::tcpinfo::{
     dump_request, parse_dump, sampled_states, DiagSocket, TcpInfo, INFINITE_SSTHRESH, SKNLGRP_INET6_TCP_DESTROY, SKNLGRP_INET_TCP_DESTROY,
 };
 
-/// TCP state `ESTABLISHED` and `SYN_SENT` (`include/net/tcp_states.h`).
+/// TCP state `ESTABLISHED` (`include/net/tcp_states.h`).
 const TCP_ESTABLISHED: u8 = 1;
 /// A namespace's default congestion control (what a socket uses unless it sets its own).
 const CC_DEFAULT: &str = "/proc/sys/net/ipv4/tcp_congestion_control";
