@@ -95,11 +95,24 @@ def _print_flows(res) -> None:
 
 
 @app.command()
-def plot(result_dir: Path = typer.Argument(..., help="A result directory (with run.json).")):
-    """Draw throughput, cwnd/RTT and queue plots (PNG) from a result directory."""
-    from .plot import plot_result
+def plot(
+    result_dirs: List[Path] = typer.Argument(..., help="One or more result directories (with run.json), simulated or emulated."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Directory for the PNGs (default: the run's directory; "
+                                       "with several runs, the first run's, as compare_*.png)."),
+):
+    """Draw plots (PNG) from result directories: for one run, throughput, cwnd/RTT,
+    throughput against delay and queues; for several, cwnd/RTT and throughput against
+    delay of every run overlaid in one figure each."""
+    from .plot import plot_result, plot_runs
 
-    for p in plot_result(result_dir):
+    for d in result_dirs:
+        if not (d / "run.json").is_file():
+            raise PathtwinError(f"{d}: not a result directory (no run.json)")
+    if len(result_dirs) == 1:
+        written = plot_result(result_dirs[0], out)
+    else:
+        written = plot_runs(result_dirs, out if out is not None else result_dirs[0])
+    for p in written:
         print(p)
 
 

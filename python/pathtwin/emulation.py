@@ -113,12 +113,14 @@ class Emulation:
     it; see the ``pathtwin_emu::priority`` docs for the numbers);
     ``cpu_latency_qos`` holds a zero-latency PM QoS request (``/dev/cpu_dma_latency``) while
     running, so idle CPUs poll instead of halting and wake-ups cost microseconds, not tens of
-    them (on by default; machine-wide while the emulation runs).
+    them (on by default; machine-wide while the emulation runs); ``tcp_info`` samples every
+    host's TCP sockets (the kernel's ``tcp_info``) every ``[run] sample_interval`` into the
+    ``flow_series`` table, on a thread of its own beside the loop (on by default).
     """
 
     def __init__(self, topology: ConfigSource, out=None, pcap=None, cc: Optional[str] = None,
                  spin_us: float = 0.0, run_id: Optional[str] = None, high_priority: bool = True,
-                 cpu_latency_qos: bool = True):
+                 cpu_latency_qos: bool = True, tcp_info: bool = True):
         self._text, self._fmt, self._origin = config_text(topology)
         self.out = Path(out) if out is not None else None
         self.pcap = Path(pcap) if pcap is not None else None
@@ -126,6 +128,7 @@ class Emulation:
         self.spin_us = spin_us
         self.high_priority = high_priority
         self.cpu_latency_qos = cpu_latency_qos
+        self.tcp_info = tcp_info
         self.run_id = run_id or new_run_id()
         self._native = None
         self._hosts: dict[str, Host] = {}
@@ -146,7 +149,7 @@ class Emulation:
         self._t0 = time.perf_counter()
         self._native = _native.EmuRun(self._text, self._origin, self._fmt == "json",
                                       self.run_id, self.cc, float(self.spin_us), bool(self.high_priority),
-                                      bool(self.cpu_latency_qos))
+                                      bool(self.cpu_latency_qos), bool(self.tcp_info))
         self._hosts = {h["name"]: Host(self, h) for h in self._native.hosts}
         _live.add(self)
         try:
@@ -171,7 +174,8 @@ class Emulation:
         self.results = raw
         if self.out is not None:
             self.result_path = write_emu_results(self.out, raw, wall_time_s=wall, started_at=self._started_at,
-                                                 warnings=list(native.warnings), source=self._origin or None)
+                                                 warnings=list(raw.get("warnings", native.warnings)),
+                                                 source=self._origin or None)
         return self.result_path
 
     def __enter__(self) -> "Emulation":
@@ -326,13 +330,30 @@ def _columns(rows: list[dict], keys: Sequence[str]) -> dict:
     return {k: [r.get(k) for r in rows] for k in keys}
 
 
+#: Columns of the emulator's ``flow_series`` (pathtwin-emu's ``sampler::FlowSeriesRow``).
+FLOW_SERIES_COLUMNS = ("time_s", "flow", "label", "src", "dst", "src_port", "dst_port", "cwnd_bytes", "ssthresh_bytes",
+                       "srtt_ms", "goodput_bps", "delivered_bytes", "retransmits", "cc", "state", "ca_state",
+                       "rto_retransmits", "rttvar_ms", "min_rtt_ms", "rto_ms", "mss", "cwnd_segments",
+                       "unacked_segments", "lost_segments", "delivery_rate_bps", "pacing_rate_bps", "bytes_sent",
+                       "bytes_retrans", "bytes_received")
+
+
 def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, warnings: list, source) -> Path:
     """Writes an emulation's ``run.json`` and Parquet tables (layout of ``results.py``).
 
     Tables: ``queues`` (per queue totals, incl. placeholder share), ``queue_series``
     (occupancy, placeholder bytes, ABW, drops and active flows over time), ``flows`` (bytes
-    per flow and direction, in and out of the network), ``routes`` (per host pair) and
-    ``timing`` (release and timer lateness quantiles).
+    per flow and direction, in and out of the network), ``routes`` (per host pair),
+    ``timing`` (release and timer lateness quantiles) and ``flow_series`` (every sending TCP
+    socket of every host every ``[run] sample_interval``, from the kernel's ``tcp_info``:
+    the simulator's columns ``time_s``, ``flow``, ``label``, ``cwnd_bytes`` and
+    ``ssthresh_bytes`` (the kernel's segments × ``snd_mss``), ``srtt_ms``, ``goodput_bps``,
+    ``delivered_bytes`` (bytes acked), ``retransmits`` (segments, cumulative), plus the
+    kernel's own: ``cc``, ``src``/``dst`` hosts and ports, ``state``, ``ca_state``,
+    ``rto_retransmits``, ``rttvar_ms``, ``min_rtt_ms``, ``rto_ms``, ``mss``,
+    ``cwnd_segments``, ``unacked_segments``, ``lost_segments``, ``delivery_rate_bps``,
+    ``pacing_rate_bps``, ``bytes_sent``, ``bytes_retrans``, ``bytes_received``; see
+    ``pathtwin_emu::sampler``).
     """
     from . import __version__
     from .results import git_revision, write_result_dir
@@ -357,6 +378,7 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
         "flows": _columns(flows, flow_keys),
         "routes": _columns(snap["routes"], route_keys),
         "timing": _summary_rows(snap),
+        "flow_series": _columns(raw.get("flow_series", []), FLOW_SERIES_COLUMNS),
     }
     cfg = raw["config"]
     run = {
@@ -377,6 +399,8 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
                    "reordered_pushes": snap["reordered_pushes"], "high_priority": snap["high_priority"],
                    "priority_switches": snap["priority_switches"]},
         "host_counters": snap["hosts"],
+        # Cost of the tcp_info sampling thread (sweeps of every host, µs each).
+        "tcp_sampling": raw.get("tcp_sampling"),
         "warnings": warnings,
         "source": source,
     }

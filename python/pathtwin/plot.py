@@ -1,9 +1,14 @@
-"""Plots of a result directory (PNG): throughput per flow, cwnd and RTT per flow, queue
-occupancy. They read only the directory's files, so any run can be re-plotted later."""
+"""Plots of result directories (PNG): throughput per flow, cwnd and RTT per flow, queue
+occupancy, and a Pantheon-style throughput-against-delay scatter per congestion controller.
+They read only the directories' files, so any run can be re-plotted later, and since the
+simulator and the emulator write the same ``flow_series`` columns (time in s, cwnd in bytes,
+smoothed RTT in ms, delivered bytes), one function draws either, or both in one figure.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 from .errors import PathtwinError
 from .results import Result, read_result_dir
@@ -18,10 +23,19 @@ def _pyplot():
     return plt
 
 
+def _as_result(r) -> Result:
+    return r if isinstance(r, Result) else read_result_dir(r)
+
+
+def run_name(result: Result) -> str:
+    """How a run is named in overlaid plots: engine and directory, e.g. ``emu:reno``."""
+    engine = result.run.get("engine", "?")
+    return f"{engine}:{result.path.name}" if result.path is not None else engine
+
+
 def plot_result(result: Result | str | Path, out_dir=None) -> list[Path]:
     """Writes the standard plots for a run; returns the files written."""
-    if not isinstance(result, Result):
-        result = read_result_dir(result)
+    result = _as_result(result)
     out = Path(out_dir) if out_dir is not None else result.path
     if out is None:
         raise PathtwinError("plot: the result has no directory; pass out_dir")
@@ -39,33 +53,176 @@ def plot_result(result: Result | str | Path, out_dir=None) -> list[Path]:
         ax.set_title(f"Throughput per flow — {title}")
         _legend(ax, fs)
         written.append(_save(fig, out / "throughput.png", plt))
-
-        fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-        for label, g in fs.groupby("label", sort=False):
-            a1.plot(g["time_s"], g["cwnd_bytes"] / 1000, label=label, lw=1)
-            a2.plot(g["time_s"], g["srtt_ms"], label=label, lw=1)
-        a1.set_ylabel("cwnd (KB)")
-        a2.set_ylabel("smoothed RTT (ms)")
-        a2.set_xlabel("time (s)")
-        a1.set_title(f"Congestion window and RTT — {title}")
-        _legend(a1, fs)
-        written.append(_save(fig, out / "cwnd_rtt.png", plt))
+        written.append(plot_cwnd_rtt([result], out / "cwnd_rtt.png", title=f"Congestion window and RTT — {title}"))
+        written.append(plot_throughput_delay([result], out / "throughput_delay.png"))
     qs = result.tables.get("queue_series")
+    # The simulator's series name the time column time_s, the emulator's t_s.
+    tcol = "time_s" if qs is not None and "time_s" in qs else "t_s"
     if qs is not None and len(qs):
         fig, ax = plt.subplots(figsize=(8, 4))
         busy = qs.groupby("queue")["packets"].max()
         names = [q for q in qs["queue"].unique() if busy.get(q, 0) > 0] or list(qs["queue"].unique())[:8]
         for name in names[:12]:
             g = qs[qs["queue"] == name]
-            ax.plot(g["time_s"], g["bytes"] / 1000, label=f"{name}", lw=1)
+            ax.plot(g[tcol], g["bytes"] / 1000, label=f"{name}", lw=1)
             if g["placeholder_bytes"].max() > 0:
-                ax.plot(g["time_s"], g["placeholder_bytes"] / 1000, ls=":", lw=1, label=f"{name} (placeholder)")
+                ax.plot(g[tcol], g["placeholder_bytes"] / 1000, ls=":", lw=1, label=f"{name} (placeholder)")
         ax.set_xlabel("time (s)")
         ax.set_ylabel("queue occupancy (KB)")
         ax.set_title(f"Queue occupancy — {title}")
         ax.legend(fontsize="small", loc="upper right")
         written.append(_save(fig, out / "queues.png", plt))
     return written
+
+
+#: Flows that delivered less than this share of their run's largest flow are left out of
+#: the cwnd/RTT and throughput-delay plots: an application's control connection (iperf3
+#: opens one beside its data connection) carries a few hundred bytes and would only crowd
+#: the figure. Pass ``min_share=0`` to draw every flow.
+MIN_SHARE = 0.01
+
+
+def _kept_labels(fs, min_share: float) -> set:
+    delivered = fs.groupby("label")["delivered_bytes"].max()
+    return set(delivered[delivered >= min_share * delivered.max()].index)
+
+
+def plot_runs(runs: Sequence[Result | str | Path], out_dir, prefix: str = "compare_") -> list[Path]:
+    """Overlays several runs (simulated and emulated alike): cwnd and RTT of every flow over
+    time, and the throughput-delay scatter; returns the files written into ``out_dir``."""
+    results = [_as_result(r) for r in runs]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not any(_series(r) is not None for r in results):
+        raise PathtwinError("plot: none of the runs has a flow_series table")
+    return [plot_cwnd_rtt(results, out / f"{prefix}cwnd_rtt.png"),
+            plot_throughput_delay(results, out / f"{prefix}throughput_delay.png")]
+
+
+def _series(result: Result):
+    fs = result.tables.get("flow_series")
+    return fs if fs is not None and len(fs) else None
+
+
+def plot_cwnd_rtt(runs: Sequence[Result | str | Path], path, title: str | None = None,
+                  min_share: float = MIN_SHARE) -> Path:
+    """Congestion window (KB) and smoothed RTT (ms) of every flow over time; with several
+    runs, each flow is named ``run / flow`` and each run has its own line style (flows below
+    ``min_share`` of their run's largest are left out, see ``MIN_SHARE``)."""
+    results = [_as_result(r) for r in runs]
+    plt = _pyplot()
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
+    styles = ["-", "--", ":", "-."]
+    lines = 0
+    for k, r in enumerate(results):
+        fs = _series(r)
+        if fs is None:
+            continue
+        kept = _kept_labels(fs, min_share)
+        for label, g in fs.groupby("label", sort=False):
+            if label not in kept:
+                continue
+            name = label if len(results) == 1 else f"{run_name(r)} / {label}"
+            ls = styles[k % len(styles)]
+            a1.plot(g["time_s"], g["cwnd_bytes"] / 1000, ls=ls, lw=1, label=name)
+            a2.plot(g["time_s"], g["srtt_ms"], ls=ls, lw=1, label=name)
+            lines += 1
+    a1.set_ylabel("cwnd (KB)")
+    a2.set_ylabel("smoothed RTT (ms)")
+    a2.set_xlabel("time (s)")
+    a1.set_title(title or "Congestion window and RTT per flow")
+    if 0 < lines <= 12:
+        a1.legend(fontsize="small", loc="upper right")
+    for ax in (a1, a2):
+        ax.grid(alpha=0.3)
+    return _save(fig, Path(path), plt)
+
+
+def flow_summary(result: Result | str | Path):
+    """One row per flow of a run's ``flow_series``: ``label``, ``cc``, ``throughput_bps``,
+    ``mean_rtt_ms``, ``min_rtt_ms``, ``queueing_delay_ms``, ``active_s`` and
+    ``delivered_bytes``.
+
+    A flow is active from one sample interval before its first row (its first row counts
+    from there, in either engine) to the first row at which its delivered bytes reach their
+    final value (later rows are a connection that has nothing left to send). Throughput is
+    the bytes delivered over that time; mean RTT the mean smoothed RTT of its active rows;
+    queueing delay the mean RTT less the flow's minimum RTT (the kernel's ``min_rtt_ms``
+    where present, else the least smoothed RTT). ``cc`` comes from the series' own column
+    (emulator) or from the ``flows`` table (simulator)."""
+    import numpy as np
+    import pandas as pd
+
+    result = _as_result(result)
+    fs = _series(result)
+    cols = ["label", "cc", "throughput_bps", "mean_rtt_ms", "min_rtt_ms", "queueing_delay_ms", "active_s",
+            "delivered_bytes"]
+    if fs is None:
+        return pd.DataFrame(columns=cols)
+    cc_of = {}
+    flows = result.tables.get("flows")
+    if flows is not None and "cc" in flows and "flow" in flows:
+        cc_of = dict(zip(flows["flow"], flows["cc"]))
+    rows = []
+    for (flow, label), g in fs.sort_values("time_s").groupby(["flow", "label"], sort=False):
+        t = g["time_s"].to_numpy(float)
+        d = g["delivered_bytes"].to_numpy(float)
+        step = float(np.median(np.diff(t))) if len(t) > 1 else float("nan")
+        end = int(np.argmax(d >= d.max()))
+        active = t[end] - (t[0] - step) if np.isfinite(step) else float("nan")
+        rtt = g["srtt_ms"].to_numpy(float)[: end + 1]
+        mean_rtt = float(np.nanmean(rtt)) if np.isfinite(rtt).any() else float("nan")
+        if "min_rtt_ms" in g and g["min_rtt_ms"].notna().any():
+            base = float(g["min_rtt_ms"].min())
+        else:
+            base = float(np.nanmin(rtt)) if np.isfinite(rtt).any() else float("nan")
+        if "cc" in g and g["cc"].notna().any():
+            cc = str(g["cc"].dropna().iloc[-1])
+        else:
+            cc = str(cc_of.get(flow, "?"))
+        thr = d.max() * 8 / active if active > 0 else float("nan")
+        rows.append([label, cc, thr, mean_rtt, base, mean_rtt - base, active, int(d.max())])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def plot_throughput_delay(runs: Sequence[Result | str | Path], path, delay: str = "rtt",
+                          min_share: float = MIN_SHARE) -> Path:
+    """Pantheon-style scatter: one point per flow at (mean RTT, or mean queueing delay with
+    ``delay="queueing"``; throughput), coloured by congestion controller, one marker per
+    run; the delay axis is inverted as in Pantheon's plots, so better is up and right.
+    Flows below ``min_share`` of their run's largest are left out (see ``MIN_SHARE``)."""
+    if delay not in ("rtt", "queueing"):
+        raise PathtwinError(f"plot: delay must be 'rtt' or 'queueing', not {delay!r}")
+    results = [_as_result(r) for r in runs]
+    plt = _pyplot()
+    xcol = "mean_rtt_ms" if delay == "rtt" else "queueing_delay_ms"
+    summaries = []
+    for r in results:
+        s = flow_summary(r)
+        if len(s):
+            s = s[s["delivered_bytes"] >= min_share * s["delivered_bytes"].max()]
+        summaries.append((r, s))
+    ccs = sorted({cc for _, s in summaries for cc in s["cc"]})
+    colours = {cc: plt.get_cmap("tab10")(i % 10) for i, cc in enumerate(ccs)}
+    markers = ["o", "s", "^", "D", "v", "P", "X", "*"]
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for k, (r, s) in enumerate(summaries):
+        for cc, g in s.groupby("cc"):
+            name = cc if len(results) == 1 else f"{cc} ({run_name(r)})"
+            ax.scatter(g[xcol], g["throughput_bps"] / 1e6, color=colours[cc], marker=markers[k % len(markers)],
+                       s=50, label=name, edgecolors="black", linewidths=0.5)
+            if len(s) <= 12:
+                for _, row in g.iterrows():
+                    ax.annotate(row["label"], (row[xcol], row["throughput_bps"] / 1e6), fontsize=7,
+                                xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("mean smoothed RTT (ms)" if delay == "rtt" else "mean queueing delay (ms)")
+    ax.set_ylabel("throughput (Mbit/s)")
+    ax.set_title("Throughput against delay per flow (better: up and right)")
+    ax.invert_xaxis()
+    ax.grid(alpha=0.3)
+    if ccs:
+        ax.legend(fontsize="small", loc="best")
+    return _save(fig, Path(path), plt)
 
 
 def _legend(ax, fs) -> None:

@@ -26,6 +26,7 @@ use crate::engine::{Engine, EngineError, FlowCounters, HostCounters, QueueSample
 use crate::lab::{HostInfo, Lab, DEVICE};
 use crate::lateness::Histogram;
 use crate::netns::{cleanup_stale, NetnsError, RunId};
+use crate::sampler::{FlowSeriesRow, SamplingStats, TcpSampler};
 
 /// Everything that can stop an emulation from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +55,8 @@ pub struct EmulatorOptions {
     pub high_priority: bool,
     /// Keep idle CPUs polling while the emulation runs (see [`CpuLatencyRequest`]).
     pub cpu_latency_qos: bool,
+    /// Sample every host's TCP sockets into `flow_series` (see [`crate::sampler`]).
+    pub tcp_info: bool,
 }
 
 impl Default for EmulatorOptions {
@@ -65,6 +68,7 @@ impl Default for EmulatorOptions {
             spin: timing.spin,
             high_priority: timing.high_priority,
             cpu_latency_qos: true,
+            tcp_info: true,
         }
     }
 }
@@ -74,6 +78,8 @@ pub struct Emulator {
     // Field order is drop order: the devices (inside the engine) close before the
     // namespaces holding them are deleted.
     engine: Engine<Tun>,
+    // Its netlink sockets hold the namespaces; it stops (with a last sample) before they go.
+    sampler: Option<TcpSampler>,
     lab: Lab,
     _cpu_latency: Option<CpuLatencyRequest>,
     element_info: Vec<ElementInfo>,
@@ -169,6 +175,11 @@ pub struct Results<'a> {
     pub config: &'a Config,
     pub flows: Vec<FlowRow>,
     pub queue_samples: &'a [QueueSample],
+    /// Every sending TCP socket of every host over time, from the kernel's `tcp_info`
+    /// (see [`crate::sampler`]).
+    pub flow_series: Vec<FlowSeriesRow>,
+    /// `None` when sampling was off ([`EmulatorOptions::tcp_info`]).
+    pub tcp_sampling: Option<SamplingStats>,
 }
 
 #[derive(Debug, Serialize)]
@@ -335,7 +346,8 @@ impl Emulator {
         };
         let elements: Vec<Element<_>> = net.elements;
         let engine = Engine::new(ports, elements, routes, timing)?;
-        Ok(Emulator { engine, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config })
+        let sampler = if opts.tcp_info { Some(TcpSampler::start(&lab, engine.clock(), config.run.sample_interval)?) } else { None };
+        Ok(Emulator { engine, sampler, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config })
     }
 
     pub fn run_id(&self) -> &RunId {
@@ -346,6 +358,15 @@ impl Emulator {
     }
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Takes a last `tcp_info` sample of every socket and stops sampling (call before
+    /// [`Emulator::results`] at the end of a run, so that the series reach its end).
+    pub fn stop_sampling(&mut self) {
+        if let Some(s) = &mut self.sampler {
+            s.stop();
+            self.warnings.extend(s.warnings());
+        }
     }
     pub fn lab(&self) -> &Lab {
         &self.lab
@@ -450,6 +471,8 @@ impl Emulator {
             config: &self.config,
             flows,
             queue_samples: &self.engine.samples,
+            flow_series: self.sampler.as_ref().map(TcpSampler::flow_series).unwrap_or_default(),
+            tcp_sampling: self.sampler.as_ref().map(TcpSampler::stats),
         }
     }
 }

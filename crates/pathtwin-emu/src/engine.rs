@@ -323,6 +323,10 @@ impl<D: PacketIo> Engine<D> {
         Ok(engine)
     }
 
+    /// The real clock the loop's model time is read from (for other threads' timestamps).
+    pub fn clock(&self) -> RealClock {
+        self.clock
+    }
     pub fn now(&self) -> Instant {
         self.clock.now()
     }

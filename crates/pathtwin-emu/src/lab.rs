@@ -127,6 +127,10 @@ impl Lab {
     pub fn hosts(&self) -> &[HostInfo] {
         &self.hosts
     }
+    /// The hosts' namespaces, in the order of [`Lab::hosts`].
+    pub fn namespaces(&self) -> &[Namespace] {
+        &self.namespaces
+    }
     pub fn state_dir(&self) -> PathBuf {
         self.dir.path()
     }

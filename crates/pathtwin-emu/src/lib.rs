@@ -6,7 +6,9 @@
 //! trait and TUN), [`packet`] (IPv4/IPv6 TCP/UDP/ICMP parsing into `PacketMeta`),
 //! [`clock`] (real clock ↔ model time, absolute `timerfd` deadlines, 1 ns timer slack),
 //! [`lateness`] (histograms), [`priority`] (the loop thread's scheduling), [`engine`] (the
-//! release loop), [`emulator`] (config → hosts → loop → results). Python (`pathtwin.emulation`) owns processes, captures and result files.
+//! release loop), [`tcpinfo`] (the `sock_diag` wire format and `struct tcp_info`),
+//! [`sampler`] (the thread sampling every host's TCP sockets into `flow_series`),
+//! [`emulator`] (config → hosts → loop → results). Python (`pathtwin.emulation`) owns processes, captures and result files.
 //!
 //! # Packet I/O and threading, and why
 //! TUN devices (as Mahimahi), one per host, all read and written by **one thread** with one
@@ -46,5 +48,7 @@ pub mod lateness;
 pub mod netns;
 pub mod packet;
 pub mod priority;
+pub mod sampler;
+pub mod tcpinfo;
 
 pub use emulator::{EmuError, Emulator, EmulatorOptions};

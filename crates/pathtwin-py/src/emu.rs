@@ -55,7 +55,7 @@ impl EmuRun {
     /// dicts are passed; `origin` names the file in errors).
     #[new]
     #[pyo3(signature = (config_text, origin = "", json = false, run_id = None, cc = None, spin_us = 0.0,
-                        high_priority = true, cpu_latency_qos = true))]
+                        high_priority = true, cpu_latency_qos = true, tcp_info = true))]
     fn new(
         py: Python<'_>,
         config_text: &str,
@@ -66,6 +66,7 @@ impl EmuRun {
         spin_us: f64,
         high_priority: bool,
         cpu_latency_qos: bool,
+        tcp_info: bool,
     ) -> PyResult<Self> {
         let config = if json { Config::from_json(config_text) } else { Config::from_toml(config_text, origin) };
         let config = config.map_err(|e| pathtwin_error(py, e))?;
@@ -79,6 +80,7 @@ impl EmuRun {
             spin: Duration::from_secs_f64(spin_us * 1e-6),
             high_priority,
             cpu_latency_qos,
+            tcp_info,
         };
         let emu = py.allow_threads(|| Emulator::start(config, &opts)).map_err(|e| pathtwin_error(py, e))?;
         let hosts_json = serde_json::to_string(emu.hosts()).expect("host info serializes");
@@ -154,8 +156,11 @@ fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>) -
             let _ = emu.publish_snapshot();
             *snapshot.lock().expect("snapshot lock") = json;
         }
-        serde_json::to_string(&emu.results()).map_err(|e| e.to_string())
+        Ok(())
     })();
+    // Whatever ended the loop, what was measured is kept: the last TCP sample, then results.
+    emu.stop_sampling();
+    let outcome = outcome.and_then(|()| serde_json::to_string(&emu.results()).map_err(|e| e.to_string()));
     // `emu` drops here: devices close, namespaces and the state directory are removed.
     drop(emu);
     outcome

@@ -1,0 +1,179 @@
+"""The emulator's ``flow_series``: the kernel's ``tcp_info`` of every emulated TCP flow over
+time (root only; iperf3). Expectations come from the configured path (40 ms base RTT,
+10 Mbit/s), the congestion control asked for, and iperf3's own report of the same transfer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root"),
+    pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2"),
+    pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3"),
+]
+
+pathtwin = pytest.importorskip("pathtwin")
+from pathtwin.emulation import Emulation  # noqa: E402
+from pathtwin.plot import flow_summary  # noqa: E402
+from pathtwin.results import read_result_dir  # noqa: E402
+
+BASE_RTT_MS = 40.0
+INTERVAL_S = 0.1
+SECONDS = 4
+TWO_HOSTS = f"""
+hosts = ["a", "b"]
+[run]
+sample_interval = "{int(INTERVAL_S * 1000)}ms"
+[[path]]
+between = ["a", "b"]
+rtt = "{int(BASE_RTT_MS)}ms"
+abw = "10mbit"
+"""
+
+
+def our_namespaces() -> set[str]:
+    return set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+
+
+@pytest.fixture(autouse=True)
+def leaves_nothing_behind():
+    before = our_namespaces()
+    yield
+    left = {n for n in our_namespaces() - before if n.startswith("pt-")}
+    assert not left, f"namespaces left behind: {left}"
+
+
+def iperf_run(out, cc: str) -> dict:
+    """An emulation of TWO_HOSTS under ``cc`` with one iperf3 transfer a -> b; returns
+    iperf3's JSON report (the results are in ``out``)."""
+    with Emulation(TWO_HOSTS, out=out, cc=cc) as net:
+        net["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
+        done = net["a"].run(["iperf3", "-c", "b", "-t", str(SECONDS), "-J"], timeout=SECONDS + 30)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("cc", ["reno", "cubic"])
+def test_flow_series_of_an_iperf3_transfer_matches_the_path_and_iperf3(tmp_path, cc):
+    report = iperf_run(tmp_path / "run", cc)
+    assert (tmp_path / "run" / "flow_series.parquet").is_file()
+    res = read_result_dir(tmp_path / "run")
+    fs = res.flow_series
+    # iperf3's data connection is the a -> b flow that carried the most bytes (the other
+    # a -> b flow is its control connection).
+    ab = fs[(fs.src == "a") & (fs.dst == "b")]
+    data_label = ab.groupby("label").delivered_bytes.max().idxmax()
+    flow = fs[fs.label == data_label].sort_values("time_s")
+    assert set(flow.cc) == {cc}
+
+    # One row per interval while it sends: the rows up to its last delivered byte.
+    sending = flow[flow.time_s <= flow.time_s[flow.delivered_bytes == flow.delivered_bytes.max()].min()]
+    expected_rows = SECONDS / INTERVAL_S
+    assert 0.75 * expected_rows <= len(sending) <= 1.25 * expected_rows + 2, len(sending)
+
+    # RTT: never below the configured base RTT; the least RTT within a few ms of it (one
+    # 1500-byte packet's serialization at 10 Mbit/s is 1.2 ms).
+    assert (flow.srtt_ms >= BASE_RTT_MS).all(), flow.srtt_ms.min()
+    assert BASE_RTT_MS <= flow.min_rtt_ms.min() <= BASE_RTT_MS + 3, flow.min_rtt_ms.min()
+
+    # cwnd in bytes: whole segments of the connection's MSS, positive, and it moves.
+    assert (flow.cwnd_bytes > 0).all()
+    assert flow.cwnd_bytes.nunique() > 1
+    assert ((flow.cwnd_bytes % flow.mss) == 0).all()
+    assert (flow.cwnd_bytes == flow.cwnd_segments * flow.mss).all()
+
+    # Delivered bytes and throughput against what iperf3 counted at the receiver.
+    received = report["end"]["sum_received"]
+    assert abs(flow.delivered_bytes.max() - received["bytes"]) <= 0.10 * received["bytes"]
+    summary = flow_summary(res).set_index("label").loc[data_label]
+    assert summary.cc == cc
+    assert abs(summary.throughput_bps - received["bits_per_second"]) <= 0.10 * received["bits_per_second"], (
+        summary.throughput_bps, received["bits_per_second"])
+
+    # Only the sender's view: the receiver's socket (b, port 5201 -> a's port) never sent data.
+    data_port = int(flow.src_port.iloc[0])
+    assert fs[(fs.src == "b") & (fs.dst_port == data_port)].empty
+
+
+# A receiver that counts what it got and a sender that writes N bytes and closes, run inside
+# the hosts (no dependency beyond Python).
+SINK = """
+import socket
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.bind(("::", 7100))
+s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+n = 0
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    n += len(b)
+print(n, flush=True)
+"""
+SOURCE = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], 7100))
+c.sendall(b"x" * int(sys.argv[2]))
+c.shutdown(socket.SHUT_WR)
+c.recv(1)
+c.close()
+"""
+
+
+def test_a_flow_shorter_than_the_sample_interval_is_recorded_with_every_byte(tmp_path):
+    """With a 2-s interval, a 30 000-byte transfer (a few RTTs) opens and closes between two
+    samples: only the kernel's destroy notification can record it, with its final state."""
+    size = 30_000
+    topo = TWO_HOSTS.replace(f'sample_interval = "{int(INTERVAL_S * 1000)}ms"', 'sample_interval = "2s"')
+    with Emulation(topo, out=tmp_path / "run", cc="reno") as net:
+        sink = net["b"].popen([os.sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
+        assert sink.stdout.readline().strip() == "ready"
+        net["a"].run([os.sys.executable, "-c", SOURCE, "b", str(size)], check=True, timeout=30)
+        received = int(sink.stdout.readline())
+        sink.wait(timeout=10)
+        # Give the kernel time to free the closed socket before the emulation stops.
+        time.sleep(0.5)
+    assert received == size
+    fs = read_result_dir(tmp_path / "run").flow_series
+    flow = fs[(fs.src == "a") & (fs.dst == "b") & (fs.dst_port == 7100)]
+    assert len(flow) >= 1
+    assert flow.delivered_bytes.max() == size
+    assert set(flow.cc) == {"reno"}
+    assert (flow.srtt_ms >= BASE_RTT_MS).all()
+
+
+def test_ctrl_c_during_a_transfer_keeps_the_series_measured_so_far(tmp_path):
+    out = tmp_path / "run"
+    script = tmp_path / "hold.py"
+    script.write_text(
+        "import subprocess, time\n"
+        "from pathtwin.emulation import Emulation\n"
+        f"with Emulation({TWO_HOSTS!r}, out={str(out)!r}, cc='reno') as net:\n"
+        "    net['b'].popen(['iperf3', '-s', '-1'], stdout=subprocess.DEVNULL)\n"
+        "    time.sleep(0.3)\n"
+        "    net['a'].popen(['iperf3', '-c', 'b', '-t', '60'], stdout=subprocess.DEVNULL)\n"
+        "    print('sending', flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    p = subprocess.Popen([os.sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "sending"
+    time.sleep(2.0)
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=60)
+    fs = read_result_dir(out).flow_series
+    data = fs[(fs.src == "a") & (fs.dst == "b")]
+    # The transfer was cut after about 2 s at most 10 Mbit/s: rows and bytes up to then.
+    assert len(data) >= 10
+    assert 0 < data.delivered_bytes.max() <= 10e6 / 8 * data.time_s.max()
