@@ -222,7 +222,7 @@ def reproduce(
     elif name == "monarch-fig12":
         from .reproduce import monarch
 
-        transfers = monarch.figure12(out=out)
+        transfers = monarch.figure12(out=out, emulate=engine == "emu")
         if as_json:
             print(json.dumps([{k: v for k, v in t.__dict__.items() if k != "series"} for t in transfers], indent=2))
         else:

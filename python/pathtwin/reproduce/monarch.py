@@ -16,6 +16,8 @@ even higher delays and more losses; Vegas settles at about 100 ms without a sing
 
 from __future__ import annotations
 
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -25,7 +27,10 @@ from ..sim import simulate
 #: The transfer of the paper's experiment.
 TRANSFER = "500kB"
 BASE_RTT_MS = 44.0
+SAMPLE_INTERVAL_S = 0.02
 SIM_CONTROLLERS = ("newreno", "bic", "vegas")
+#: The kernel's controllers for the emulated half (what this machine's kernel offers).
+EMU_CONTROLLERS = ("reno", "cubic", "bbr")
 
 
 def config(cc: str, seed: int = 1) -> dict:
@@ -38,7 +43,7 @@ def config(cc: str, seed: int = 1) -> dict:
     return {
         "name": f"monarch-fig12-{cc}",
         "hosts": ["server", "dsl"],
-        "run": {"duration": "30s", "seed": seed, "sample_interval": "20ms"},
+        "run": {"duration": "30s", "seed": seed, "sample_interval": f"{SAMPLE_INTERVAL_S * 1e3:g}ms"},
         "tcp": tcp,
         "path": [{"between": ["server", "dsl"], "rtt": f"{BASE_RTT_MS:g}ms", "abw": "1mbit/256kbit",
                   "queue": "40KB", "mode": "link"}],
@@ -57,8 +62,10 @@ class Transfer:
     series: object            # the flow's time series (pandas DataFrame)
 
 
-def figure12(out: Optional[Path] = None) -> list[Transfer]:
-    """Runs the three simulated transfers; with ``out``, keeps each run and draws the figure."""
+def figure12(out: Optional[Path] = None, emulate: bool = False) -> list[Transfer]:
+    """Runs the three simulated transfers (and with ``emulate`` the kernel's reno, cubic and
+    bbr over the same path in the emulator); with ``out``, keeps each run and draws them all
+    in one figure."""
     transfers = []
     for cc in SIM_CONTROLLERS:
         res = simulate(config(cc), out=Path(out) / cc if out else None)
@@ -67,9 +74,50 @@ def figure12(out: Optional[Path] = None) -> list[Transfer]:
         fs = fs[fs.time_s <= float(f.completion_s)] if f.completion_s == f.completion_s else fs
         transfers.append(Transfer(cc, "sim", float(f.completion_s), int(f.retransmits), float(fs.srtt_ms.max()),
                                   float(fs.srtt_ms.mean()), fs))
+    if emulate:
+        transfers += [_emulated(cc, Path(out) / f"emu-{cc}" if out else None) for cc in EMU_CONTROLLERS]
     if out is not None:
         draw(transfers, Path(out) / "figure12.png")
     return transfers
+
+
+#: The emulated transfer: the receiver reads to EOF and then closes; the sender writes the
+#: bytes, half-closes and waits for that close, so its socket (and its TCP_INFO series)
+#: lives until every byte is acknowledged — an application that closes at once would leave
+#: an orphaned socket that no longer reports.
+_RECEIVER = ("import socket\ns = socket.socket(socket.AF_INET6)\ns.bind(('::', 5300))\ns.listen(1)\n"
+             "c, _ = s.accept()\nwhile c.recv(65536):\n    pass\nc.close()\n")
+_SENDER = ("import socket, sys, time\nc = socket.create_connection((sys.argv[1], 5300))\nt = time.monotonic()\n"
+           "c.sendall(b'x' * int(sys.argv[2]))\nc.shutdown(socket.SHUT_WR)\nc.recv(1)\n"
+           "print(time.monotonic() - t)\n")
+
+
+def _emulated(cc: str, out: Optional[Path]) -> Transfer:
+    """One 500 kB transfer with the kernel's ``cc`` over the same path, its cwnd and RTT from
+    the sender's TCP_INFO series."""
+    import sys
+
+    import pandas as pd
+
+    from ..config import parse_quantity
+    from ..emulation import Emulation
+
+    cfg = config(cc)
+    cfg.pop("flow")
+    cfg.pop("tcp")  # the kernel's defaults; the simulator-only recovery switches do not apply
+    size = int(parse_quantity("size", TRANSFER, "transfer"))
+    with Emulation(cfg, out=out, cc=cc) as net:
+        net["dsl"].popen([sys.executable, "-c", _RECEIVER])
+        time.sleep(0.3)
+        done = net["server"].run([sys.executable, "-c", _SENDER, "dsl", str(size)], check=True, timeout=120,
+                                 capture_output=True, text=True)
+        completion = float(done.stdout.strip())
+    fs = pd.DataFrame(net.results.get("flow_series", []))
+    data = fs[(fs.src == "server") & (fs.dst_port == 5300)].copy()
+    # The flow began at most one sample interval before its first row.
+    data["time_s"] -= float(data.time_s.min()) - SAMPLE_INTERVAL_S
+    return Transfer(cc, "emu", completion, int(data.retransmits.max()), float(data.srtt_ms.max()),
+                    float(data.srtt_ms.mean()), data)
 
 
 def draw(transfers: list[Transfer], path: Path) -> Path:
