@@ -362,7 +362,7 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
     names = {q["element"]: q["name"] for q in snap["queues"]}
     samples = raw["queue_samples"]
     series = _columns(samples, ("t_ns", "element", "packets", "bytes", "placeholder_packets", "placeholder_bytes",
-                                "abw_bps", "drops", "placeholder_drops", "active_flows"))
+                                "abw_bps", "drops", "placeholder_drops", "active_flows", "avg_queue"))
     series["t_s"] = [t * 1e-9 for t in series.pop("t_ns")]
     series["queue"] = [names.get(e, str(e)) for e in series["element"]]
     queue_keys = ("element", "name", "capacity_bps", "abw_bps", "limit", "arrivals", "departures", "departure_bytes",
@@ -372,8 +372,12 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
     flow_keys = ("src", "dst", "proto", "src_port", "dst_port", "route_src", "route_dst", "first_ns", "last_ns",
                  "packets_in", "bytes_in", "payload_bytes_in", "packets_out", "bytes_out", "payload_bytes_out")
     route_keys = ("src", "dst", "packets_in", "bytes_in", "packets_out", "bytes_out", "write_drops")
+    queues = _columns(snap["queues"], queue_keys)
+    # An active queue manager's drops split into early and forced, and its ECN marks.
+    for k in ("early_drops", "forced_drops", "ecn_marks"):
+        queues[k] = [(q.get("aqm") or {}).get(k, q["drops"] if k == "forced_drops" else 0) for q in snap["queues"]]
     tables = {
-        "queues": _columns(snap["queues"], queue_keys),
+        "queues": queues,
         "queue_series": series,
         "flows": _columns(flows, flow_keys),
         "routes": _columns(snap["routes"], route_keys),

@@ -143,6 +143,81 @@ pub enum Mode {
 pub enum QdiscKind {
     #[default]
     Droptail,
+    /// RED with the parameters of the entry's `red` table.
+    Red,
+    /// Strict priority by the packets' band (Monaco's control packets first).
+    Prio,
+}
+
+/// `red = { ... }` of a `[[path]]` or `[[link]]` with `qdisc = "red"`: the thresholds are
+/// required (in packets, `"5p"`, or bytes, `"30KB"`, both in the same unit); the rest default
+/// to Floyd & Jacobson's and ns-2's values (`qdisc::RedParams::with_thresholds`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedSettings {
+    pub min_th: QueueLimit,
+    pub max_th: QueueLimit,
+    /// Drop probability at max_th (default 0.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_p: Option<f64>,
+    /// Weight of the average queue (default 0.002).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub w_q: Option<f64>,
+    /// Gentle RED between max_th and 2·max_th (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gentle: Option<bool>,
+    /// ns-2's `wait_` (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<bool>,
+    /// Drop probability scaled by packet size (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub byte_mode: Option<bool>,
+    /// Mean packet size for the idle decay and byte mode (default 500 B, as ns-2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_packet: Option<Size>,
+    /// Mark ECN-capable packets instead of early drops (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<bool>,
+    /// Adaptive RED (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<bool>,
+}
+
+impl RedSettings {
+    /// Checks the values for the entry named `key` (`link[0].red`).
+    pub fn validate(&self, key: &str) -> Result<(), ConfigError> {
+        let same_unit = matches!((self.min_th, self.max_th), (QueueLimit::Packets(_), QueueLimit::Packets(_)) | (QueueLimit::Bytes(_), QueueLimit::Bytes(_)));
+        if !same_unit {
+            return Err(ConfigError::invalid(format!("{key}.max_th"), "min_th and max_th must both be packets or both bytes"));
+        }
+        let n = |q: QueueLimit| match q {
+            QueueLimit::Packets(v) | QueueLimit::Bytes(v) => v,
+        };
+        if n(self.min_th) >= n(self.max_th) {
+            return Err(ConfigError::invalid(format!("{key}.max_th"), "must be above min_th"));
+        }
+        for (field, v) in [("max_p", self.max_p), ("w_q", self.w_q)] {
+            if let Some(v) = v {
+                if !(v > 0.0 && v <= 1.0) {
+                    return Err(ConfigError::invalid(format!("{key}.{field}"), format!("{v} must be in (0, 1]")));
+                }
+            }
+        }
+        if self.mean_packet.is_some_and(|m| m.bytes() == 0) {
+            return Err(ConfigError::invalid(format!("{key}.mean_packet"), "must be positive"));
+        }
+        Ok(())
+    }
+}
+
+/// Checks that an entry's `red` table and its `qdisc` go together.
+fn check_qdisc(kind: QdiscKind, red: Option<&RedSettings>, key: &str) -> Result<(), ConfigError> {
+    match (kind, red) {
+        (QdiscKind::Red, Some(r)) => r.validate(&format!("{key}.red")),
+        (QdiscKind::Red, None) => Err(ConfigError::invalid(format!("{key}.red"), "qdisc = \"red\" needs a red = { min_th = ..., max_th = ... } table")),
+        (_, Some(_)) => Err(ConfigError::invalid(format!("{key}.red"), "a red table needs qdisc = \"red\"")),
+        (_, None) => Ok(()),
+    }
 }
 
 /// `[run]`: how long and how a simulation runs.
@@ -312,6 +387,10 @@ pub struct TcpSettings {
     /// recovery only (`"impatient"`, default) or on every one (`"slow-but-steady"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub newreno_timer: Option<NewRenoTimerName>,
+    /// Negotiate ECN (RFC 3168), so that RED with `ecn = true` marks instead of dropping.
+    /// The emulator's kernels do (`net.ipv4.tcp_ecn`); the simulator's TCP does not yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<bool>,
 }
 
 impl TcpSettings {
@@ -333,6 +412,7 @@ impl TcpSettings {
             rack: over.rack.or(self.rack),
             tlp: over.tlp.or(self.tlp),
             newreno_timer: over.newreno_timer.or(self.newreno_timer),
+            ecn: over.ecn.or(self.ecn),
         }
     }
 }
@@ -374,6 +454,8 @@ pub struct PathConfig {
     pub enforce_bounds: bool,
     #[serde(default)]
     pub qdisc: QdiscKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub red: Option<RedSettings>,
 }
 
 fn yes() -> bool {
@@ -417,6 +499,8 @@ pub struct LinkConfig {
     pub loss: Option<PerDirection<Fraction>>,
     #[serde(default)]
     pub qdisc: QdiscKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub red: Option<RedSettings>,
 }
 
 /// Applications a simulated flow can run.
@@ -578,6 +662,7 @@ impl Config {
             if p.abw.is_some() && p.reactivity.is_some() {
                 return Err(ConfigError::invalid(format!("path[{i}].reactivity"), "give either abw or reactivity, not both"));
             }
+            check_qdisc(p.qdisc, p.red.as_ref(), &format!("path[{i}]"))?;
         }
         for (i, s) in self.shared.iter().enumerate() {
             if !is_host(&s.source) {
@@ -603,6 +688,7 @@ impl Config {
                     return Err(ConfigError::invalid(format!("link[{i}].rate"), "rate must be positive"));
                 }
             }
+            check_qdisc(l.qdisc, l.red.as_ref(), &format!("link[{i}]"))?;
         }
         for (i, f) in self.flows.iter().enumerate() {
             if !is_host(&f.from) {

@@ -49,4 +49,11 @@ pub trait PacketMeta {
     fn priority(&self) -> u8 {
         1
     }
+    /// Whether the packet carries an ECN-capable codepoint, ECT(0) or ECT(1) (RFC 3168 §5),
+    /// so that an active queue manager may mark it instead of dropping it.
+    fn ecn_capable(&self) -> bool {
+        false
+    }
+    /// Marks the packet Congestion Experienced (RFC 3168 §5).
+    fn set_ce(&mut self) {}
 }

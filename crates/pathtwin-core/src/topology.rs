@@ -10,10 +10,10 @@
 //! with Dijkstra.
 
 use crate::bounds::{self, Bounds, PathBoundsInput, DEFAULT_MAX_QUEUE};
-use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, SharedDirection, TableSpec, View};
+use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, QdiscKind, RedSettings, SharedDirection, TableSpec, View};
 use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity};
 use crate::packet::PacketMeta;
-use crate::qdisc::DropTail;
+use crate::qdisc::{DropTail, Qdisc, Red, RedParams, StrictPriority};
 use crate::time::Duration;
 use crate::units::{QueueLimit, Rate};
 use crate::{rng_for, Rng};
@@ -280,8 +280,30 @@ fn hosts_of(p: &PathConfig, d: usize) -> (&str, &str) {
     (&p.between[d], &p.between[1 - d])
 }
 
-fn new_queue<P: PacketMeta + Send + Sync + 'static>(capacity: Rate, abw: Rate, limit: QueueLimit, rng: Rng) -> BandwidthQueue<P> {
-    BandwidthQueue::new(capacity, abw, Box::new(DropTail::new(limit)), rng)
+/// A bandwidth queue with the discipline an entry asks for (`qdisc`, and `red` for RED;
+/// validated with the config).
+fn new_queue<P: PacketMeta + Send + Sync + 'static>(capacity: Rate, abw: Rate, limit: QueueLimit, qdisc: QdiscKind, red: Option<&RedSettings>, rng: Rng) -> BandwidthQueue<P> {
+    let discipline: Box<dyn Qdisc<P>> = match (qdisc, red) {
+        (QdiscKind::Red, Some(r)) => Box::new(Red::new(red_params(r), limit, capacity)),
+        (QdiscKind::Prio, _) => Box::new(StrictPriority::new(limit)),
+        _ => Box::new(DropTail::new(limit)),
+    };
+    BandwidthQueue::new(capacity, abw, discipline, rng)
+}
+
+fn red_params(r: &RedSettings) -> RedParams {
+    let d = RedParams::with_thresholds(r.min_th, r.max_th);
+    RedParams {
+        max_p: r.max_p.unwrap_or(d.max_p),
+        w_q: r.w_q.unwrap_or(d.w_q),
+        gentle: r.gentle.unwrap_or(d.gentle),
+        wait: r.wait.unwrap_or(d.wait),
+        byte_mode: r.byte_mode.unwrap_or(d.byte_mode),
+        mean_packet: r.mean_packet.map_or(d.mean_packet, |m| m.bytes() as u32),
+        ecn: r.ecn.unwrap_or(d.ecn),
+        adaptive: r.adaptive.unwrap_or(d.adaptive),
+        ..d
+    }
 }
 
 fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) -> Result<(), ConfigError> {
@@ -326,7 +348,9 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
         let tables: Vec<AbwTable> = members.iter().map(|&k| specs[k].table.clone()).collect();
         let reactivity = Reactivity::new(tables, QueueRule::Fixed(limit), cfg.run.flow_idle_timeout);
         let abw = reactivity.current_abw();
-        let queue = new_queue(capacity, abw, limit, b.rng()).with_reactivity(reactivity);
+        // A shared queue takes the discipline of its first member path.
+        let first = &cfg.paths[specs[members[0]].path];
+        let queue = new_queue(capacity, abw, limit, first.qdisc, first.red.as_ref(), b.rng()).with_reactivity(reactivity);
         let dests = s.destinations.join(",");
         let name = match s.direction {
             SharedDirection::Out => format!("shared[{c}] {}->{{{dests}}}", s.source),
@@ -350,7 +374,7 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
             }
             None => {
                 let abw = s.table.at(1);
-                let mut q = new_queue(s.capacity, abw, s.queue, b.rng()).with_propagation(one_way);
+                let mut q = new_queue(s.capacity, abw, s.queue, p.qdisc, p.red.as_ref(), b.rng()).with_propagation(one_way);
                 if !s.table.is_constant() {
                     q = q.with_reactivity(Reactivity::new(vec![s.table.clone()], s.rule.clone(), cfg.run.flow_idle_timeout));
                 }
@@ -432,7 +456,7 @@ fn compile_links<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
 fn link_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>, l: &LinkConfig, d: usize, from: &str, to: &str) -> Vec<Hop> {
     let rate = l.rate.get(d);
     let limit = l.queue.map(|q| q.get(d)).unwrap_or(DEFAULT_LINK_QUEUE);
-    let q = new_queue(rate, rate, limit, b.rng()).with_propagation(l.delay);
+    let q = new_queue(rate, rate, limit, l.qdisc, l.red.as_ref(), b.rng()).with_propagation(l.delay);
     let mut hops = vec![Hop { element: b.add(format!("{from}->{to}"), "queue", Element::Queue(q)), slot: 0 }];
     if let Some(loss) = l.loss.map(|x| x.get(d)).filter(|x| x.get() > 0.0) {
         let rng = b.rng();

@@ -16,6 +16,7 @@ use std::net::IpAddr;
 
 use pathtwin_core::config::{Config, ConfigError};
 use pathtwin_core::element::{Element, Occupancy, QueueStats};
+use pathtwin_core::qdisc::RedStats;
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::topology::{self, ElementInfo, ResolvedDirection};
 use serde::Serialize;
@@ -131,6 +132,10 @@ pub struct QueueSnapshot {
     /// Placeholder share of the link's transmitted bytes.
     pub placeholder_share: f64,
     pub active_flows: Vec<u32>,
+    /// The discipline's average queue (RED's, in its thresholds' unit), if it keeps one.
+    pub avg_queue: Option<f64>,
+    /// Early drops, forced drops and ECN marks of an active queue manager.
+    pub aqm: Option<RedStats>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -249,6 +254,10 @@ fn kernel_settings(cfg: &Config, opts: &EmulatorOptions) -> (Vec<(String, String
         sysctls.push((CC_SYSCTL.to_string(), cc));
     }
     // (Whether the kernel lets a namespace use `cc` is settled by `allow_congestion_control`.)
+    if let Some(ecn) = t.ecn {
+        // 1: request ECN on outgoing connections and accept it on incoming ones.
+        sysctls.push(("net.ipv4.tcp_ecn".to_string(), if ecn { "1" } else { "0" }.to_string()));
+    }
     if let Some(sack) = t.sack {
         sysctls.push(("net.ipv4.tcp_sack".to_string(), if sack { "1" } else { "0" }.to_string()));
     }
@@ -412,6 +421,8 @@ impl Emulator {
                 stats: *q.stats(),
                 placeholder_share: q.placeholder_share(),
                 active_flows: q.active_flows().map(<[u32]>::to_vec).unwrap_or_default(),
+                avg_queue: q.qdisc_average(),
+                aqm: q.aqm_stats(),
             })
             .collect();
         let hosts = names

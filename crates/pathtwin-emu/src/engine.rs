@@ -84,6 +84,12 @@ impl PacketMeta for EmuPacket {
     fn set_mark(&mut self, mark: Mark) {
         self.ip.set_mark(mark)
     }
+    fn ecn_capable(&self) -> bool {
+        self.ip.ecn_capable()
+    }
+    fn set_ce(&mut self) {
+        self.ip.set_ce()
+    }
 }
 
 /// Everything from host `src` to host `dst` crosses `hops` in order.
@@ -149,6 +155,8 @@ pub struct QueueSample {
     pub drops: u64,
     pub placeholder_drops: u64,
     pub active_flows: u32,
+    /// The discipline's average queue (RED), if it keeps one.
+    pub avg_queue: Option<f64>,
 }
 
 /// How the loop waits for deadlines.
@@ -597,6 +605,7 @@ impl<D: PacketIo> Engine<D> {
                     drops: st.drops,
                     placeholder_drops: st.placeholder_drops,
                     active_flows: q.active_flows().map_or(0, |a| a.iter().sum()),
+                    avg_queue: q.qdisc_average(),
                 });
                 self.reschedule(i);
             }

@@ -130,11 +130,27 @@ impl IpPacket {
     /// Rewrites the DiffServ field so that the mark travels with the packet, fixing the IPv4
     /// header checksum incrementally (RFC 1624) rather than recomputing it.
     fn write_dscp(&mut self, dscp: u8) {
+        let tc = self.traffic_class();
+        self.write_traffic_class((dscp << 2) | (tc & 0x03));
+    }
+
+    /// The IPv4 TOS byte or the IPv6 traffic class: DSCP in the high six bits, ECN in the
+    /// low two (RFC 2474, RFC 3168).
+    fn traffic_class(&self) -> u8 {
+        match self.src {
+            IpAddr::V4(_) => self.bytes[1],
+            // It spans the low nibble of byte 0 and the high nibble of byte 1.
+            IpAddr::V6(_) => ((self.bytes[0] & 0x0f) << 4) | (self.bytes[1] >> 4),
+        }
+    }
+
+    fn write_traffic_class(&mut self, tc: u8) {
         match self.src {
             IpAddr::V4(_) => {
                 let old = u16::from_be_bytes([self.bytes[0], self.bytes[1]]);
-                self.bytes[1] = (dscp << 2) | (self.bytes[1] & 0x03);
+                self.bytes[1] = tc;
                 let new = u16::from_be_bytes([self.bytes[0], self.bytes[1]]);
+                // Incremental update of the header checksum (RFC 1624 eq. 3).
                 let ck = u16::from_be_bytes([self.bytes[10], self.bytes[11]]);
                 let mut sum = (!ck as u32) + (!old as u32) + new as u32;
                 while sum > 0xffff {
@@ -144,10 +160,6 @@ impl IpPacket {
                 self.bytes[10..12].copy_from_slice(&ck.to_be_bytes());
             }
             IpAddr::V6(_) => {
-                // Traffic class spans the low nibble of byte 0 and the high nibble of byte 1;
-                // the ECN bits (low two of the class) are kept.
-                let tc = ((self.bytes[0] & 0x0f) << 4) | (self.bytes[1] >> 4);
-                let tc = (dscp << 2) | (tc & 0x03);
                 self.bytes[0] = (self.bytes[0] & 0xf0) | (tc >> 4);
                 self.bytes[1] = (self.bytes[1] & 0x0f) | (tc << 4);
             }
@@ -225,6 +237,14 @@ impl PacketMeta for IpPacket {
             self.write_dscp(dscp_for_mark(mark));
         }
     }
+    /// ECT(0), ECT(1) or already CE in the real header (the sending kernel's choice).
+    fn ecn_capable(&self) -> bool {
+        self.traffic_class() & 0x03 != 0
+    }
+    fn set_ce(&mut self) {
+        let tc = self.traffic_class();
+        self.write_traffic_class(tc | 0x03);
+    }
 }
 
 #[cfg(test)]
@@ -238,6 +258,24 @@ mod tests {
         let mut out = Vec::new();
         b.write(&mut out, payload).unwrap();
         out
+    }
+
+    /// The header checksum after CE marking equals one computed from scratch.
+    #[test]
+    fn ce_mark_sets_the_ecn_bits_and_keeps_the_ipv4_checksum_valid() {
+        let mut bytes = tcp_v4(false, &[0u8; 10]);
+        bytes[1] = 0x02 | (10 << 2); // ECT(0), DSCP AF11
+        let ip = etherparse::Ipv4HeaderSlice::from_slice(&bytes).unwrap().to_header();
+        let ck = ip.calc_header_checksum();
+        bytes[10..12].copy_from_slice(&ck.to_be_bytes());
+        let mut p = IpPacket::parse(bytes).unwrap();
+        assert!(p.ecn_capable());
+        p.set_ce();
+        let h = etherparse::Ipv4HeaderSlice::from_slice(&p.bytes).unwrap();
+        assert_eq!(h.ecn().value(), 3, "CE");
+        assert_eq!(h.slice()[1] >> 2, 10, "DSCP kept");
+        assert_eq!(h.header_checksum(), h.to_header().calc_header_checksum());
+        assert!(!IpPacket::parse(tcp_v4(false, &[0u8; 10])).unwrap().ecn_capable(), "Not-ECT");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::table::{Cell, Table};
 use crate::tcp_settings::{check_tables, check_tables_used, table_name, tcp_config};
 use pathtwin_core::config::{Config, ConfigError};
 use pathtwin_core::element::Element;
+use pathtwin_core::qdisc::RedStats;
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::topology::{self, Network};
 use pathtwin_core::units::Rate;
@@ -190,6 +191,7 @@ impl Simulation {
                 ("departed_bytes", "i64"),
                 ("abw_bps", "f64"),
                 ("active_flows", "i64"),
+                ("avg_queue", "f64"),
             ]),
             drops_at_last_sample: vec![0; n_elements],
             finished: false,
@@ -563,6 +565,8 @@ impl Simulation {
                 Cell::I(q.stats().departure_bytes as i64),
                 Cell::F(q.abw().as_f64()),
                 Cell::I(q.active_flows().map_or(0, |a| a.iter().sum::<u32>()) as i64),
+                // RED's average queue (in its thresholds' unit); NaN for disciplines without one.
+                Cell::F(q.qdisc_average().unwrap_or(f64::NAN)),
             ]);
             // Advancing may have moved departures into the output buffer.
             self.schedule_element(e);
@@ -656,11 +660,16 @@ impl Simulation {
             ("placeholder_drops", "i64"),
             ("placeholder_share", "f64"),
             ("utilization", "f64"),
+            ("early_drops", "i64"),
+            ("forced_drops", "i64"),
+            ("ecn_marks", "i64"),
         ]);
         for e in self.net.queue_ids() {
             let q = self.net.elements[e].as_queue().expect("queue id");
             let s = q.stats();
             let capacity_bytes = Rate::bytes_in(q.capacity(), now - Instant::ZERO) as f64;
+            // Without an active queue manager every drop is a tail drop.
+            let aqm = q.aqm_stats().unwrap_or(RedStats { forced_drops: s.drops, ..Default::default() });
             queues.push(vec![
                 Cell::S(self.net.element_info[e].name.clone()),
                 Cell::S(q.qdisc_name().to_string()),
@@ -678,6 +687,9 @@ impl Simulation {
                 Cell::I(s.placeholder_drops as i64),
                 Cell::F(q.placeholder_share()),
                 Cell::F(if capacity_bytes > 0.0 { s.departure_bytes as f64 / capacity_bytes } else { 0.0 }),
+                Cell::I(aqm.early_drops as i64),
+                Cell::I(aqm.forced_drops as i64),
+                Cell::I(aqm.ecn_marks as i64),
             ]);
         }
         Results {

@@ -181,6 +181,16 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
         self.qdisc.limit()
     }
 
+    /// The discipline's average queue (RED), if it keeps one.
+    pub fn qdisc_average(&self) -> Option<f64> {
+        self.qdisc.average()
+    }
+
+    /// Early drops, forced drops and ECN marks of an active queue manager.
+    pub fn aqm_stats(&self) -> Option<crate::qdisc::RedStats> {
+        self.qdisc.aqm_stats()
+    }
+
     pub fn qdisc_name(&self) -> &'static str {
         self.qdisc.name()
     }

@@ -6,12 +6,17 @@
 //! admission at arrival ([`Qdisc::enqueue`]) and order at departure ([`Qdisc::dequeue`]);
 //! the bandwidth queue owns the link and the clock.
 //!
-//! New disciplines (RED, RIO, FRIO, strict priority) implement [`Qdisc`]; they receive `now`
-//! (RED's idle-time decay) and the element's seeded RNG (random early drops).
+//! Disciplines: [`DropTail`], [`Red`] (gentle, wait, byte mode, ECN, adaptive) and
+//! [`StrictPriority`]. They receive `now` (RED's idle-time decay) and the element's seeded
+//! RNG (random early drops). RIO and FRIO are still to come.
 
 mod droptail;
+mod prio;
+mod red;
 
 pub use droptail::DropTail;
+pub use prio::{StrictPriority, BANDS};
+pub use red::{Red, RedParams, RedStats};
 
 use crate::packet::{FlowKey, Mark};
 use crate::time::Instant;
@@ -92,4 +97,13 @@ pub trait Qdisc<P>: Send + Sync {
     fn limit(&self) -> QueueLimit;
     /// A short name for results ("droptail", "red", ...).
     fn name(&self) -> &'static str;
+    /// The average queue an active queue manager acts on (RED's avg, in its thresholds'
+    /// unit), or `None` for disciplines without one.
+    fn average(&self) -> Option<f64> {
+        None
+    }
+    /// Early drops, forced drops and ECN marks of an active queue manager.
+    fn aqm_stats(&self) -> Option<RedStats> {
+        None
+    }
 }
