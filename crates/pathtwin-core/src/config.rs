@@ -211,6 +211,10 @@ pub struct TcpSettings {
     /// Tail loss probes (RFC 8985 §7), with SACK; default on, as in Linux.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tlp: Option<bool>,
+    /// Ask for ECN (RFC 3168) in the SYN; default off. Either way a server accepts ECN when
+    /// asked, as Linux's default `net.ipv4.tcp_ecn = 2`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<bool>,
 }
 
 impl TcpSettings {
@@ -228,6 +232,7 @@ impl TcpSettings {
             rcv_window: over.rcv_window.or(self.rcv_window),
             rack: over.rack.or(self.rack),
             tlp: over.tlp.or(self.tlp),
+            ecn: over.ecn.or(self.ecn),
         }
     }
 }

@@ -229,6 +229,11 @@ fn kernel_settings(cfg: &Config, opts: &EmulatorOptions) -> (Vec<(String, String
     if let Some(sack) = t.sack {
         sysctls.push(("net.ipv4.tcp_sack".to_string(), if sack { "1" } else { "0" }.to_string()));
     }
+    // 1: request ECN and accept it; 2 (Linux's default, what `ecn = false` means in the
+    // simulator too): accept when asked, never ask.
+    if let Some(ecn) = t.ecn {
+        sysctls.push(("net.ipv4.tcp_ecn".to_string(), if ecn { "1" } else { "2" }.to_string()));
+    }
     // Linux charges buffers with skb overhead and keeps about half of a buffer for data
     // (the same convention that doubles SO_SNDBUF/SO_RCVBUF), so a window of w needs 2w.
     if let Some(w) = t.rcv_window {

@@ -77,5 +77,5 @@ pub use cc::{AckEvent, Bbr, BbrMode, CcParams, CongestionControl, DeliveryEvent,
 pub use rate::RateSample;
 pub use config::{CcAlgorithm, ConfigError, TcpConfig};
 pub use endpoint::{Endpoint, State};
-pub use segment::{Flags, SackBlocks, Segment};
+pub use segment::{Ecn, Flags, SackBlocks, Segment};
 pub use stats::{Event, Stats};
