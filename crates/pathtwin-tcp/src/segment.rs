@@ -130,6 +130,15 @@ impl Ecn {
     pub fn is_capable(self) -> bool {
         self != Ecn::NotEct
     }
+    /// The two ECN bits of the IPv4 TOS / IPv6 traffic-class byte (RFC 3168 §5: Not-ECT
+    /// 00, ECT(0) 10, CE 11).
+    pub fn codepoint(self) -> u8 {
+        match self {
+            Ecn::NotEct => 0b00,
+            Ecn::Ect0 => 0b10,
+            Ecn::Ce => 0b11,
+        }
+    }
 }
 
 /// Up to four SACK blocks (RFC 2018), each a half-open sequence range `[start, end)`,
