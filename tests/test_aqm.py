@@ -136,3 +136,20 @@ def test_red_average_queue_agrees_between_simulator_and_emulator(tmp_path):
     qs = pd.read_parquet(tmp_path / "emu" / "queue_series.parquet")
     emu_avg = qs[(qs.queue == "a->b") & (qs.t_s > 5)].avg_queue.mean()
     assert abs(emu_avg - sim_avg) / sim_avg < 0.15, (sim_avg, emu_avg)
+
+
+def test_red_with_ecn_marks_simulated_tcp_instead_of_dropping():
+    """With `[tcp] ecn = true` the simulated endpoints negotiate ECN (RFC 3168): RED marks
+    CE where it would have dropped early, the senders halve on the echo, and early drops and
+    retransmissions all but vanish against the same run without ECN."""
+    red = {"qdisc": "red", "red": {"min_th": "5p", "max_th": "15p", "ecn": True}}
+    with_ecn = dumbbell(red, flows=4)
+    with_ecn["tcp"]["ecn"] = True
+    marked = pathtwin.simulate(with_ecn)
+    dropped = pathtwin.simulate(dumbbell(red, flows=4))
+    qm = marked.queues.set_index("queue").loc["a->b"]
+    qd = dropped.queues.set_index("queue").loc["a->b"]
+    assert qm.ecn_marks > 0 and qd.ecn_marks == 0
+    assert marked.flows.ecn_reductions.sum() > 0 and dropped.flows.ecn_reductions.sum() == 0
+    assert qm.early_drops < 0.1 * qd.early_drops, (qm.early_drops, qd.early_drops)
+    assert marked.flows.retransmits.sum() < 0.2 * dropped.flows.retransmits.sum()

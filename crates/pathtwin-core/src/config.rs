@@ -387,8 +387,9 @@ pub struct TcpSettings {
     /// recovery only (`"impatient"`, default) or on every one (`"slow-but-steady"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub newreno_timer: Option<NewRenoTimerName>,
-    /// Negotiate ECN (RFC 3168), so that RED with `ecn = true` marks instead of dropping.
-    /// The emulator's kernels do (`net.ipv4.tcp_ecn`); the simulator's TCP does not yet.
+    /// Ask for ECN (RFC 3168) in the SYN; default off. Either way a server accepts ECN when
+    /// asked, as Linux's default `net.ipv4.tcp_ecn = 2`. RED with `ecn = true` then marks
+    /// instead of dropping early.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ecn: Option<bool>,
 }

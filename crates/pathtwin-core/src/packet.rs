@@ -45,15 +45,16 @@ pub trait PacketMeta {
     }
     /// Sets the drop precedence (markers call this).
     fn set_mark(&mut self, _mark: Mark) {}
+    /// Whether the packet's IP ECN field says ECN-capable transport (ECT(0), ECT(1) or CE,
+    /// RFC 3168 §5): a queue may then mark it instead of dropping it.
+    fn ecn_capable(&self) -> bool {
+        false
+    }
+    /// Sets the IP ECN field to CE (congestion experienced); only meaningful when
+    /// [`ecn_capable`](Self::ecn_capable).
+    fn set_ce(&mut self) {}
     /// Strict-priority band: 0 is served first.
     fn priority(&self) -> u8 {
         1
     }
-    /// Whether the packet carries an ECN-capable codepoint, ECT(0) or ECT(1) (RFC 3168 §5),
-    /// so that an active queue manager may mark it instead of dropping it.
-    fn ecn_capable(&self) -> bool {
-        false
-    }
-    /// Marks the packet Congestion Experienced (RFC 3168 §5).
-    fn set_ce(&mut self) {}
 }

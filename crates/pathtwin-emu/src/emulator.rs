@@ -254,12 +254,13 @@ fn kernel_settings(cfg: &Config, opts: &EmulatorOptions) -> (Vec<(String, String
         sysctls.push((CC_SYSCTL.to_string(), cc));
     }
     // (Whether the kernel lets a namespace use `cc` is settled by `allow_congestion_control`.)
-    if let Some(ecn) = t.ecn {
-        // 1: request ECN on outgoing connections and accept it on incoming ones.
-        sysctls.push(("net.ipv4.tcp_ecn".to_string(), if ecn { "1" } else { "0" }.to_string()));
-    }
     if let Some(sack) = t.sack {
         sysctls.push(("net.ipv4.tcp_sack".to_string(), if sack { "1" } else { "0" }.to_string()));
+    }
+    // 1: request ECN and accept it; 2 (Linux's default, what `ecn = false` means in the
+    // simulator too): accept when asked, never ask.
+    if let Some(ecn) = t.ecn {
+        sysctls.push(("net.ipv4.tcp_ecn".to_string(), if ecn { "1" } else { "2" }.to_string()));
     }
     // Linux charges buffers with skb overhead and keeps about half of a buffer for data
     // (the same convention that doubles SO_SNDBUF/SO_RCVBUF), so a window of w needs 2w.

@@ -70,6 +70,7 @@ impl PcapWriter {
         let hdr_len = 20 + tcp_len;
         // IPv4 header (RFC 791).
         buf[0] = 0x45;
+        buf[1] = seg.ecn.codepoint(); // DSCP 0
         buf[2..4].copy_from_slice(&(wire_len.min(u16::MAX as u32) as u16).to_be_bytes());
         buf[4..6].copy_from_slice(&self.ip_id.to_be_bytes());
         self.ip_id = self.ip_id.wrapping_add(1);

@@ -596,6 +596,8 @@ impl Simulation {
             ("timeouts", "i64"),
             ("lost_retransmissions", "i64"),
             ("tail_loss_probes", "i64"),
+            ("ecn_reductions", "i64"),
+            ("ce_received", "i64"),
             ("rtt_min_ms", "f64"),
             ("rtt_mean_ms", "f64"),
             ("completion_s", "f64"),
@@ -636,6 +638,9 @@ impl Simulation {
                 Cell::I(ep.timeouts as i64),
                 Cell::I(ep.lost_retransmissions as i64),
                 Cell::I(ep.tail_loss_probes as i64),
+                Cell::I(ep.ecn_reductions as i64),
+                // CE marks on the flow's data, counted where they arrive: at the receiver.
+                Cell::I(conn.endpoints[SERVER].stats().ce_received as i64),
                 Cell::F(ep.rtt_min.map_or(f64::NAN, |d| d.as_millis_f64())),
                 Cell::F(rtt_mean),
                 Cell::F(conn.completed_at.map_or(f64::NAN, |t| (t - conn.start).as_secs_f64())),

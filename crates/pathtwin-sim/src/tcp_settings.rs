@@ -44,6 +44,9 @@ pub fn tcp_config(s: &TcpSettings, cc_key: &str) -> Result<TcpConfig, ConfigErro
     if let Some(v) = s.tlp {
         c.tlp = v;
     }
+    if let Some(v) = s.ecn {
+        c.ecn = v;
+    }
     if let Some(v) = s.newreno_timer {
         c.newreno_timer = match v {
             NewRenoTimerName::Impatient => NewRenoTimer::Impatient,
@@ -124,13 +127,10 @@ fn checked(cc: CcAlgorithm, key: &str) -> Result<CcAlgorithm, ConfigError> {
     })
 }
 
-/// Checks what the simulator cannot honour (`ecn`) and the controller tables written in one section (`[tcp]` or a flow's `tcp`, named by
+/// Checks the controller tables written in one section (`[tcp]` or a flow's `tcp`, named by
 /// `key`), so that a bad parameter is reported where it was written.
 pub fn check_tables(s: &TcpSettings, key: &str) -> Result<(), ConfigError> {
-    if s.ecn == Some(true) {
-        // Refused rather than ignored: a user asking for ECN expects marks, not drops.
-        return Err(ConfigError::invalid(format!("{key}.ecn"), "the simulator's TCP does not negotiate ECN yet (the emulator's kernel TCP does)"));
-    }
+
     if let Some(v) = &s.vegas {
         vegas_params(Some(v), key)?;
     }

@@ -210,6 +210,11 @@ pub struct TcpConfig {
     /// retransmission timeout. On by default, as in Linux (`net.ipv4.tcp_early_retrans =
     /// 3`). Without RACK (or SACK) it has no effect.
     pub tlp: bool,
+    /// Ask for ECN (RFC 3168) in our SYN. False behaves as Linux's default `net.ipv4.tcp_ecn
+    /// = 2`: we never ask, but a server accepts a peer's ECN-setup SYN; true is `tcp_ecn =
+    /// 1`: a client asks and a server accepts. ECN is used when the client asked and the
+    /// server accepted.
+    pub ecn: bool,
     /// How long TIME-WAIT lasts. 60 s is Linux's `TCP_TIMEWAIT_LEN` (RFC 9293's 2·MSL would
     /// be 4 min). [`crate::Event::Closed`] is reported on entering TIME-WAIT, so a driver
     /// need not wait for it.
@@ -236,6 +241,7 @@ impl Default for TcpConfig {
             newreno_timer: NewRenoTimer::Impatient,
             rack: true,
             tlp: true,
+            ecn: false,
             time_wait: Duration::from_secs(60),
         }
     }

@@ -81,5 +81,5 @@ pub use cc::{
 pub use config::{CcAlgorithm, ConfigError, NewRenoTimer, TcpConfig};
 pub use rate::RateSample;
 pub use endpoint::{Endpoint, State};
-pub use segment::{Flags, SackBlocks, Segment};
+pub use segment::{Ecn, Flags, SackBlocks, Segment};
 pub use stats::{Event, Stats};

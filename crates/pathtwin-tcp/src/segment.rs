@@ -2,7 +2,9 @@
 //!
 //! This module owns [`Segment`], its [`Flags`] and its inline [`SackBlocks`], and the size
 //! the header would have on the wire ([`Segment::header_bytes`]). It does not own the IP
-//! header, the payload bytes (the model never carries them) or wire encoding.
+//! header beyond its ECN codepoint ([`Ecn`], RFC 3168 §5, carried beside the segment so that
+//! queues can read and set it), the payload bytes (the model never carries them) or wire
+//! encoding.
 //!
 //! Sequence numbers are 64-bit and never wrap in a run, so comparisons are plain integer
 //! comparisons instead of RFC 9293's modular arithmetic. SYN and FIN each occupy one
@@ -109,6 +111,36 @@ impl fmt::Debug for Flags {
     }
 }
 
+/// The ECN field of the IP header (RFC 3168 §5). The simulator carries it with the segment;
+/// a queue that marks instead of dropping turns [`Ecn::Ect0`] into [`Ecn::Ce`]. ECT(1) is
+/// not modelled: nothing in the model sends it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
+pub enum Ecn {
+    /// Not-ECT: the sender does not take part in ECN; queues must drop, not mark.
+    #[default]
+    NotEct,
+    /// ECT(0): ECN-capable transport.
+    Ect0,
+    /// CE: congestion experienced, set by a queue.
+    Ce,
+}
+
+impl Ecn {
+    /// ECN-capable, whether marked already or not: a queue may mark it.
+    pub fn is_capable(self) -> bool {
+        self != Ecn::NotEct
+    }
+    /// The two ECN bits of the IPv4 TOS / IPv6 traffic-class byte (RFC 3168 §5: Not-ECT
+    /// 00, ECT(0) 10, CE 11).
+    pub fn codepoint(self) -> u8 {
+        match self {
+            Ecn::NotEct => 0b00,
+            Ecn::Ect0 => 0b10,
+            Ecn::Ce => 0b11,
+        }
+    }
+}
+
 /// Up to four SACK blocks (RFC 2018), each a half-open sequence range `[start, end)`,
 /// stored inline so that a segment is `Copy` and never allocates.
 ///
@@ -172,6 +204,8 @@ pub struct Segment {
     pub mss: Option<u16>,
     /// SACK-permitted option, sent on SYN segments only.
     pub sack_permitted: bool,
+    /// The IP header's ECN codepoint (not part of the TCP header).
+    pub ecn: Ecn,
 }
 
 /// The fixed TCP header without options (RFC 9293 §3.1).

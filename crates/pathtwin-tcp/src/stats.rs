@@ -55,6 +55,12 @@ pub struct Stats {
     pub tail_loss_probes: u64,
     /// Duplicate ACKs received (RFC 5681 definition; with SACK, RFC 6675's).
     pub dupacks_received: u64,
+    /// Responses to ECN-Echo (RFC 3168 §6.1.2), at most one per window of data: the
+    /// controller was told through `CongestionControl::on_ecn` (BBR v1 ignores it) and CWR
+    /// went out. Echoes during loss recovery, already reduced for, are not counted.
+    pub ecn_reductions: u64,
+    /// Data segments received with the IP ECN field set to CE (RFC 3168 §6.1.3).
+    pub ce_received: u64,
     /// Smallest valid RTT sample.
     pub rtt_min: Option<Duration>,
     /// Sum and count of valid RTT samples, for the mean.

@@ -561,6 +561,10 @@ impl CongestionControl for Bbr {
     /// The ACK that ends recovery restores cwnd in `on_delivery`.
     fn on_exit_recovery(&mut self, _now: Instant, _flight: u64) {}
 
+    /// BBR v1 ignores ECN (Linux's `tcp_bbr.c` has no `cwnd_event` for CA_EVENT_ECN and
+    /// sets no `ssthresh` that CWR could apply): a CE mark changes nothing.
+    fn on_ecn(&mut self, _now: Instant, _flight: u64) {}
+
     /// Linux `tcp_enter_loss` and `bbr_set_state(TCP_CA_Loss)`.
     fn on_rto(&mut self, _now: Instant, _flight: u64, first: bool) {
         if first {

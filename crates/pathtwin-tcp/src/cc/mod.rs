@@ -141,6 +141,17 @@ pub trait CongestionControl: fmt::Debug + Send + Sync {
     /// (RFC 5681 §3.1: ssthresh is then held constant).
     fn on_rto(&mut self, now: Instant, flight: u64, first: bool);
 
+    /// An ACK carried ECN-Echo (RFC 3168 §6.1.2): a queue marked one of our segments
+    /// instead of dropping it. The endpoint calls this at most once per window of data and
+    /// not during loss recovery, and retransmits nothing. `flight` is FlightSize. The
+    /// default reacts as to a fast retransmit whose recovery ends at once (RFC 3168 §6.1.2:
+    /// "as in Fast Retransmit/Fast Recovery"), which is what Linux does through its CWR
+    /// state with every controller's own `ssthresh`.
+    fn on_ecn(&mut self, now: Instant, flight: u64) {
+        self.on_enter_recovery(now, flight);
+        self.on_exit_recovery(now, flight);
+    }
+
     /// A data segment or FIN was sent.
     fn on_packet_sent(&mut self, _ev: &SentEvent) {}
 

@@ -14,7 +14,7 @@ use crate::config::NewRenoTimer;
 use crate::rack::{pto_deadline, TlpOutcome};
 use crate::reassembly::Reassembly;
 use crate::recovery::{AckOutcome, Flavour};
-use crate::segment::{Flags, Segment};
+use crate::segment::{Ecn, Flags, Segment};
 use crate::stats::Event;
 use pathtwin_core::time::{Duration, Instant};
 
@@ -37,6 +37,7 @@ impl Endpoint {
                     self.peer_isn = seg.seq;
                     self.rx = Reassembly::new(seg.seq + 1);
                     self.peer_syn = Some((seg.mss, seg.sack_permitted));
+                    self.peer_ecn_setup = is_ecn_setup_syn(seg.flags);
                     self.peer_wnd = seg.wnd;
                     self.state = State::SynReceived;
                     self.syn_pending = true;
@@ -50,7 +51,9 @@ impl Endpoint {
                     self.peer_isn = seg.seq;
                     self.rx = Reassembly::new(seg.seq + 1);
                     self.peer_wnd = seg.wnd;
-                    self.establish(now, seg.mss, seg.sack_permitted);
+                    // RFC 3168 §6.1.1: an ECN-setup SYN-ACK has ECE and not CWR.
+                    let ecn = self.ecn_requested && seg.flags.contains(Flags::ECE) && !seg.flags.contains(Flags::CWR);
+                    self.establish(now, seg.mss, seg.sack_permitted, ecn);
                     self.ack_now = true;
                 }
                 return;
@@ -61,6 +64,8 @@ impl Endpoint {
                     if seg.seq == self.peer_isn {
                         self.syn_pending = true;
                         self.syn_retransmitted = true;
+                        // A client that gave up on ECN resends its SYN without ECE|CWR.
+                        self.peer_ecn_setup = is_ecn_setup_syn(seg.flags);
                     }
                     return;
                 }
@@ -68,7 +73,7 @@ impl Endpoint {
                     return;
                 }
                 let (mss, sack) = self.peer_syn.unwrap_or((None, false));
-                self.establish(now, mss, sack);
+                self.establish(now, mss, sack, self.peer_ecn_setup);
                 // The ACK may carry data: fall through.
             }
             _ => {}
@@ -218,6 +223,9 @@ impl Endpoint {
             }
         }
         self.maybe_enter_recovery(now, is_dupack, dupacks);
+        if self.ecn_ok && seg.flags.contains(Flags::ECE) {
+            self.on_ecn_echo(now, ack);
+        }
         if let Some(sample) = self.sb.rate_mut().generate(now, self.stats.rtt_min) {
             self.cc.on_delivery(&DeliveryEvent {
                 now,
@@ -324,6 +332,25 @@ impl Endpoint {
         }
     }
 
+    /// An ACK with ECN-Echo (RFC 3168 §6.1.2): reduce the window as for a fast retransmit,
+    /// retransmit nothing, and say so with CWR on the next new data segment. Once per window
+    /// of data: echoes on ACKs that do not go beyond what was sent at the last reduction
+    /// belong to marks already reacted to (Linux's CWR state, which ends at `high_seq`).
+    /// During loss recovery (fast or after a timeout) the window has been reduced already
+    /// for this window of data; only CWR is sent, so that the receiver stops echoing, as
+    /// Linux queues CWR on entering recovery.
+    fn on_ecn_echo(&mut self, now: Instant, ack: u64) {
+        if ack <= self.ecn_high_seq {
+            return;
+        }
+        self.ecn_high_seq = self.snd_max;
+        self.cwr_pending = true;
+        if !self.recovery.in_recovery() && self.timeout_recover.is_none() {
+            self.cc.on_ecn(now, self.sb.outstanding());
+            self.stats.ecn_reductions += 1;
+        }
+    }
+
     /// Fast retransmit: RFC 5681 §3.2 steps 2–4, RFC 6582 §3.2 step 2, RFC 6675 §5 step 4.
     fn enter_recovery(&mut self, now: Instant) {
         // The episode's window reduction covers any loss a probe outstanding would reveal
@@ -372,6 +399,19 @@ impl Endpoint {
         if !self.state.may_receive() {
             return;
         }
+        // RFC 3168 §6.1.3: CWR ends the echo of earlier marks; a CE mark on this very
+        // segment starts it again.
+        let mut ce = false;
+        if self.ecn_ok {
+            if seg.flags.contains(Flags::CWR) {
+                self.ece_pending = false;
+            }
+            if seg.ecn == Ecn::Ce {
+                self.stats.ce_received += 1;
+                self.ece_pending = true;
+                ce = true;
+            }
+        }
         let fin = seg.flags.fin();
         let a = self.rx.on_segment(seg.seq, seg.len as u64, fin, self.cfg.rcv_buffer);
         if a.delivered > 0 {
@@ -390,6 +430,11 @@ impl Endpoint {
         } else {
             self.ack_now = true;
         }
+        if ce {
+            // The sender should hear of the mark without the delayed-ACK wait, as Linux's
+            // quick-ACK mode on CE (`tcp_ecn_check_ce`).
+            self.ack_now = true;
+        }
         if a.fin {
             self.push_event(Event::PeerClosed);
             match self.state {
@@ -403,4 +448,9 @@ impl Endpoint {
             self.time_wait_at = Some(now + self.cfg.time_wait);
         }
     }
+}
+
+/// RFC 3168 §6.1.1: an ECN-setup SYN carries both ECE and CWR.
+fn is_ecn_setup_syn(flags: Flags) -> bool {
+    flags.contains(Flags::ECE | Flags::CWR)
 }

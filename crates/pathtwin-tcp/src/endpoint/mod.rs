@@ -8,6 +8,14 @@
 //! three in one slot, the retransmission timer keeps running under the other two, so a
 //! fired probe re-arms it explicitly (RFC 8985 §7.3).
 //!
+//! ECN (RFC 3168 §6.1), as Linux does it: a client with `TcpConfig::ecn` sends an ECN-setup
+//! SYN (ECE|CWR), and not again when the SYN is retransmitted; a server accepts whenever
+//! asked (SYN-ACK with ECE). Then new data segments are ECT(0) and nothing else is; the
+//! receiver acknowledges a CE-marked segment at once and sets ECE on everything it sends
+//! until a segment with CWR arrives; the sender reduces through
+//! [`CongestionControl::on_ecn`] at most once per window of data, retransmits nothing,
+//! and sets CWR on its next new data segment.
+//!
 //! This module owns the public [`Endpoint`] API, the handshake, timers and event reporting;
 //! segment input is in `input`, segment output in `output`. Call order is in the crate
 //! docs: after every input, `poll_event` until `None`, `poll_transmit` until `None`, then
@@ -16,7 +24,8 @@
 //! Simplifications, each harmless in a simulator whose hosts only talk TCP to each other:
 //! no simultaneous open; no Nagle algorithm (as `TCP_NODELAY`); no persist timer, because
 //! the advertised window never shrinks (applications read instantly) and a window smaller
-//! than one segment is still used when nothing is in flight; RST segments are not validated against the window; SYNs are retried without limit.
+//! than one segment is still used when nothing is in flight (so there are no window probes
+//! to keep out of ECN); RST segments are not validated against the window; SYNs are retried without limit.
 
 mod input;
 mod output;
@@ -138,6 +147,21 @@ pub struct Endpoint {
     /// Value of `written` when AllAcked was last reported.
     all_acked_reported: u64,
 
+    // ECN (RFC 3168).
+    /// Our SYN asked for ECN (ECE|CWR); a retransmitted SYN no longer does.
+    ecn_requested: bool,
+    /// The peer's SYN asked for ECN.
+    peer_ecn_setup: bool,
+    /// Both ends agreed: data goes out ECT(0) and ECE/CWR are meaningful.
+    ecn_ok: bool,
+    /// Sender: we reduced for an ECN-Echo and the next new data segment carries CWR.
+    cwr_pending: bool,
+    /// Sender: `snd_max` at the last ECN reduction; ECN-Echo on ACKs up to it belongs to the
+    /// window already reduced for (RFC 3168 §6.1.2: once per window).
+    ecn_high_seq: u64,
+    /// Receiver: a CE mark arrived and no CWR since: every ACK carries ECE (§6.1.3).
+    ece_pending: bool,
+
     // Receive side.
     rx: Reassembly,
     ack_now: bool,
@@ -197,6 +221,12 @@ impl Endpoint {
             pacing_wakeup: None,
             limited_transmit_bytes: 0,
             all_acked_reported: 0,
+            ecn_requested: false,
+            peer_ecn_setup: false,
+            ecn_ok: false,
+            cwr_pending: false,
+            ecn_high_seq: 0,
+            ece_pending: false,
             rx: Reassembly::new(0),
             ack_now: false,
             unacked_bytes: 0,
@@ -339,6 +369,10 @@ impl Endpoint {
     pub fn sack_enabled(&self) -> bool {
         self.sack_ok
     }
+    /// Whether ECN was negotiated (RFC 3168 §6.1.1).
+    pub fn ecn_enabled(&self) -> bool {
+        self.ecn_ok
+    }
     pub fn in_recovery(&self) -> bool {
         self.recovery.in_recovery()
     }
@@ -378,9 +412,10 @@ impl Endpoint {
     /// The handshake completed (on the SYN-ACK for the client, on the ACK of our SYN-ACK
     /// for the server): fix the MSS, SACK use and initial window, and take the handshake's
     /// RTT sample.
-    fn establish(&mut self, now: Instant, peer_mss: Option<u16>, peer_sack: bool) {
+    fn establish(&mut self, now: Instant, peer_mss: Option<u16>, peer_sack: bool, ecn: bool) {
         self.smss = self.cfg.mss.min(peer_mss.map_or(DEFAULT_PEER_MSS, u32::from));
         self.sack_ok = self.cfg.sack && peer_sack;
+        self.ecn_ok = ecn;
         if self.syn_retransmitted {
             self.rtt.restart_after_syn_timeout(RTO_AFTER_SYN_TIMEOUT);
         } else if let Some(sent) = self.syn_sent_at {

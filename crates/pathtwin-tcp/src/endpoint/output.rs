@@ -37,7 +37,7 @@ use crate::cc::SentEvent;
 use crate::rack::TlpProbe;
 use crate::recovery::Flavour;
 use crate::scoreboard::{Candidate, Retransmit};
-use crate::segment::{Flags, SackBlocks, Segment};
+use crate::segment::{Ecn, Flags, SackBlocks, Segment};
 use pathtwin_core::time::{Duration, Instant};
 
 impl Endpoint {
@@ -85,9 +85,13 @@ impl Endpoint {
         self.rto_at = Some(now + self.rtt.rto());
         let mss = Some(self.cfg.mss.min(u16::MAX as u32) as u16);
         let seg = if self.state == State::SynSent {
+            // RFC 3168 §6.1.1 ECN-setup SYN. A retransmitted SYN goes without it, as Linux
+            // does (`tcp_ecn_clear_syn`), in case a middlebox drops ECN-setup SYNs.
+            self.ecn_requested = self.cfg.ecn && !self.syn_retransmitted;
+            let ecn_setup = if self.ecn_requested { Flags::ECE | Flags::CWR } else { Flags::EMPTY };
             Segment {
                 seq: self.isn,
-                flags: Flags::SYN,
+                flags: Flags::SYN | ecn_setup,
                 wnd: self.cfg.rcv_buffer,
                 mss,
                 sack_permitted: self.cfg.sack,
@@ -95,10 +99,12 @@ impl Endpoint {
             }
         } else {
             let peer_sack = self.peer_syn.is_some_and(|(_, sack)| sack);
+            // A server accepts ECN whenever asked (Linux's `tcp_ecn` 1 and 2 alike).
+            let ecn_setup = if self.peer_ecn_setup { Flags::ECE } else { Flags::EMPTY };
             Segment {
                 seq: self.isn,
                 ack: self.rx.rcv_nxt(),
-                flags: Flags::SYN | Flags::ACK,
+                flags: Flags::SYN | Flags::ACK | ecn_setup,
                 wnd: self.cfg.rcv_buffer,
                 mss,
                 sack_permitted: self.cfg.sack && peer_sack,
@@ -210,7 +216,20 @@ impl Endpoint {
         if self.tlp {
             self.arm_pto(now);
         }
-        Some(self.header(start, if fin { Flags::FIN } else { Flags::EMPTY }, len as u32))
+        let mut flags = if fin { Flags::FIN } else { Flags::EMPTY };
+        let mut seg_ecn = Ecn::NotEct;
+        if self.ecn_ok && len > 0 {
+            // RFC 3168 §6.1.2: CWR on the first new data after a reduction; §6.1.5–6.1.6:
+            // only new data is ECT, not pure ACKs, retransmissions or a bare FIN (Linux's
+            // `tcp_ecn_send`).
+            seg_ecn = Ecn::Ect0;
+            if std::mem::take(&mut self.cwr_pending) {
+                flags |= Flags::CWR;
+            }
+        }
+        let mut seg = self.header(start, flags, len as u32);
+        seg.ecn = seg_ecn;
+        Some(seg)
     }
 
     /// TLP_send_probe (RFC 8985 §7.3): one new segment if the receive window allows,
@@ -274,15 +293,18 @@ impl Endpoint {
         self.ack_now = false;
         self.unacked_bytes = 0;
         self.delack_at = None;
+        // RFC 3168 §6.1.3: ECE on every segment we send until the peer's CWR arrives.
+        let ece = if self.ecn_ok && self.ece_pending { Flags::ECE } else { Flags::EMPTY };
         Segment {
             seq,
             ack: self.rx.rcv_nxt(),
-            flags: flags | Flags::ACK,
+            flags: flags | Flags::ACK | ece,
             len,
             wnd: self.cfg.rcv_buffer,
             sack: if self.sack_ok { self.rx.sack_blocks() } else { SackBlocks::EMPTY },
             mss: None,
             sack_permitted: false,
+            ecn: Ecn::NotEct,
         }
     }
 }

@@ -4,14 +4,17 @@
 //! server (`listen`, ISN 1 000 000). Each direction is a FIFO link: an optional drop filter,
 //! then an optional bottleneck of `rate_bps` with a DropTail limit in packets (counting the
 //! one in transmission), then a fixed one-way delay plus an optional per-segment extra delay
-//! (which reorders segments). Packet size on the wire is the payload
+//! (which reorders segments). Instead of dropping, a direction can mark ECN-capable
+//! segments CE: chosen ones through a mark filter, or every one that finds at least a
+//! threshold of packets in the bottleneck (a step marker, as RED with ECN at min = max).
+//! Packet size on the wire is the payload
 //! plus TCP header (with options) plus a 20-byte IPv4 header. The loop handles one thing at
 //! a time — an arrival or an endpoint timer, arrivals first on ties — and after each one
 //! drains both endpoints' `poll_transmit` and `poll_event`, as a driver must.
 #![allow(dead_code)]
 
 use pathtwin_core::time::{Duration, Instant};
-use pathtwin_tcp::{Endpoint, Event, Segment, TcpConfig};
+use pathtwin_tcp::{Ecn, Endpoint, Event, Segment, TcpConfig};
 use std::collections::{BTreeSet, VecDeque};
 
 pub const IP_HEADER: u64 = 20;
@@ -66,6 +69,10 @@ pub fn delay_data_indices(list: &[(u64, Duration)]) -> DelayFn {
         list.iter().find(|(i, _)| *i == n - 1).map_or(Duration::ZERO, |(_, d)| *d)
     })
 }
+
+/// Decides whether an ECN-capable segment offered to a link is marked CE (not-ECT segments
+/// are never marked). The same shape as [`DropFn`], so the `drop_*` selectors serve.
+pub type MarkFn = DropFn;
 
 /// Drops the data segments (payload > 0) with these 0-based indices in the order they are
 /// offered to the link, retransmissions included.
@@ -124,6 +131,10 @@ struct Dir {
     departures: VecDeque<Instant>,
     busy_until: Instant,
     drop: Option<DropFn>,
+    mark: Option<MarkFn>,
+    /// Mark ECT packets CE that find at least this many packets in the bottleneck.
+    mark_threshold: Option<usize>,
+    ce_marks: u64,
     extra_delay: Option<DelayFn>,
     filter_drops: u64,
     queue_drops: u64,
@@ -164,6 +175,9 @@ impl Sim {
             departures: VecDeque::new(),
             busy_until: Instant::ZERO,
             drop: None,
+            mark: None,
+            mark_threshold: None,
+            ce_marks: 0,
             extra_delay: None,
             filter_drops: 0,
             queue_drops: 0,
@@ -192,6 +206,22 @@ impl Sim {
         self.dirs[side].drop = Some(f);
     }
 
+    /// Installs a CE-mark filter on the direction leaving `side`.
+    pub fn set_mark(&mut self, side: usize, f: MarkFn) {
+        self.dirs[side].mark = Some(f);
+    }
+
+    /// Marks ECT packets leaving `side` CE when they find `packets` or more in the
+    /// bottleneck (instead of dropping them, until the queue limit).
+    pub fn set_mark_threshold(&mut self, side: usize, packets: usize) {
+        self.dirs[side].mark_threshold = Some(packets);
+    }
+
+    /// Segments leaving `side` that were marked CE.
+    pub fn ce_marks(&self, side: usize) -> u64 {
+        self.dirs[side].ce_marks
+    }
+
     /// Installs an extra-delay function on the direction leaving `side`.
     pub fn set_extra_delay(&mut self, side: usize, f: DelayFn) {
         self.dirs[side].extra_delay = Some(f);
@@ -213,7 +243,7 @@ impl Sim {
         self.dirs[side].delivered_wire_bytes
     }
 
-    fn offer(&mut self, side: usize, seg: Segment) {
+    fn offer(&mut self, side: usize, mut seg: Segment) {
         let now = self.now;
         if self.record {
             self.sent[side].push((now, seg));
@@ -225,6 +255,12 @@ impl Sim {
                 return;
             }
         }
+        if let Some(f) = d.mark.as_mut() {
+            if f(&seg) && seg.ecn.is_capable() {
+                seg.ecn = Ecn::Ce;
+                d.ce_marks += 1;
+            }
+        }
         let leaves = match d.cfg.rate_bps {
             None => now,
             Some(rate) => {
@@ -234,6 +270,10 @@ impl Sim {
                 if d.cfg.queue_limit.is_some_and(|limit| d.departures.len() >= limit) {
                     d.queue_drops += 1;
                     return;
+                }
+                if d.mark_threshold.is_some_and(|k| d.departures.len() >= k) && seg.ecn == Ecn::Ect0 {
+                    seg.ecn = Ecn::Ce;
+                    d.ce_marks += 1;
                 }
                 let tx_ns = (wire_bytes(&seg) as u128 * 8 * 1_000_000_000 / rate as u128) as u64;
                 d.busy_until = d.busy_until.max(now) + Duration::from_nanos(tx_ns);
