@@ -39,3 +39,16 @@ def test_monarch_figure12_with_the_kernels_controllers_in_the_emulator(tmp_path)
     assert t[("emu", "reno")]["rtt_max_ms"] > 300
     assert t[("emu", "bbr")]["rtt_mean_ms"] < 0.7 * t[("emu", "reno")]["rtt_mean_ms"]
     assert (tmp_path / "figure12.png").stat().st_size > 10_000
+
+
+def test_acc_4a_vegas_shares_the_bottleneck_and_keeps_alpha_to_beta_packets_per_flow():
+    """ACC §IV-A's first phase with Vegas (α = 1, β = 3): ten flows with the same RTT share
+    30 Mbit/s fairly (3 Mbit/s each on the wire, the paper's number), the link stays full,
+    and the bottleneck holds between α and β packets per flow."""
+    r = run_cli("reproduce", "acc-4a", "--duration", "10s", "--json")
+    assert r.returncode == 0, r.stderr
+    runs = {(x["cc"], x["buffer_packets"]): x for x in json.loads(r.stdout)}
+    first = runs[("vegas", 90)]["phases"][0]
+    assert abs(first["rate_mbps"]["1"] - 3.0) < 0.3, first
+    assert first["utilisation"] > 0.95
+    assert 10 * 1 <= first["queue_packets"] <= 10 * 3 + 2, first

@@ -179,11 +179,18 @@ fn parse_quantity(kind: &str, text: &str) -> PyResult<f64> {
     r.map_err(config_err)
 }
 
+/// The congestion controls the simulator runs (`[tcp] cc` names).
+#[pyfunction]
+fn simulator_congestion_controls() -> Vec<&'static str> {
+    pathtwin_sim::congestion_controls().to_vec()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     m.add_class::<PySimulation>()?;
     m.add_function(wrap_pyfunction!(validate_config, m)?)?;
     m.add_function(wrap_pyfunction!(queue_bounds, m)?)?;
     m.add_function(wrap_pyfunction!(parse_quantity, m)?)?;
+    m.add_function(wrap_pyfunction!(simulator_congestion_controls, m)?)?;
     Ok(())
 }

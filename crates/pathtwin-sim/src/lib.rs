@@ -21,3 +21,8 @@ pub mod table;
 mod tcp_settings;
 
 pub use sim::{Results, SimError, Simulation};
+
+/// The names `[tcp] cc` accepts in the simulator.
+pub fn congestion_controls() -> &'static [&'static str] {
+    pathtwin_tcp::CcAlgorithm::simulator_names()
+}
