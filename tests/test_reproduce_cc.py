@@ -52,3 +52,18 @@ def test_acc_4a_vegas_shares_the_bottleneck_and_keeps_alpha_to_beta_packets_per_
     assert abs(first["rate_mbps"]["1"] - 3.0) < 0.3, first
     assert first["utilisation"] > 0.95
     assert 10 * 1 <= first["queue_packets"] <= 10 * 3 + 2, first
+
+
+def test_acc_3c_vegas_failures_the_paper_names():
+    """ACC §III-C (and §III-A's problems ii and iii): a Vegas flow starting on a path with a
+    standing queue takes its queue into its base RTT and ends with more than the flows that
+    were there first; Vegas-k, forgetting its base RTT, keeps growing the queue; with the
+    reverse direction congested, Vegas reads the ACKs' queueing as its own backlog and uses
+    under 10 % of the forward path."""
+    r = run_cli("reproduce", "acc-3c", "--json")
+    assert r.returncode == 0, r.stderr
+    res = {(x["scenario"], x["cc"]): x for x in json.loads(r.stdout)}
+    loaded = res[("loaded start", "vegas")]
+    assert loaded["shares"]["new"] > 1.5 * min(loaded["shares"]["old0"], loaded["shares"]["old1"]), loaded
+    assert res[("loaded start", "vegas-k")]["queue_packets"] > 3 * loaded["queue_packets"]
+    assert res[("reverse congestion", "vegas")]["shares"]["forward"] < 0.10
