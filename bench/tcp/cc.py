@@ -63,11 +63,11 @@ QUEUE_SAMPLE = "2ms"
 
 
 def run_ns2(ns: str, cc: str, duration: float, rtts: list[int], starts: list[float],
-            queue: int = QUEUE_PKTS) -> dict:
+            queue: int = QUEUE_PKTS, warmup: float = 0.0) -> dict:
     """Runs cc_dumbbell.tcl; per flow bytes and timeouts, and the bottleneck's mean packets
     (waiting per the queue monitor, plus the fraction of time one was on the link)."""
     cmd = [ns, str(HERE / "cc_dumbbell.tcl"), cc, f"{duration:g}", ",".join(f"{r:.5f}" for r in run.path_rtts(rtts)),
-           ",".join(f"{s:g}" for s in starts), str(queue)]
+           ",".join(f"{s:g}" for s in starts), str(queue), f"{warmup:g}"]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE)
     if r.returncode != 0:
         raise RuntimeError(f"ns-2 failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
@@ -127,18 +127,30 @@ def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float]
 BOTTLENECK_QUEUE = "r1->r2"
 
 
-def run_pathtwin(cc: str, duration: float, rtts: list[int], starts: list[float], queue: int = QUEUE_PKTS) -> dict:
+def run_pathtwin(cc: str, duration: float, rtts: list[int], starts: list[float], queue: int = QUEUE_PKTS,
+                 warmup: float = 0.0) -> dict:
+    """The same measurements as run_ns2, over warmup..duration: bytes delivered in order
+    (flow_series' delivered_bytes at the last sample before warmup subtracted), and the mean
+    of the bottleneck's queue_series `packets` snapshots from warmup on."""
     import pathtwin
 
     res = pathtwin.simulate(scenario_toml(cc, duration, rtts, starts, queue))
     f = res.flows
     qs = res.queue_series
     names = list(qs["queue"])
-    pk = [p for name, p in zip(names, qs["packets"]) if name == BOTTLENECK_QUEUE]
+    pk = [p for name, t, p in zip(names, qs["time_s"], qs["packets"]) if name == BOTTLENECK_QUEUE and t > warmup]
     if not pk:
         raise RuntimeError(f"no queue named {BOTTLENECK_QUEUE!r} in queue_series (have {sorted(set(names))})")
-    return {"bytes": [int(f["bytes_delivered"][i]) for i in range(len(rtts))],
-            "timeouts": [int(f["timeouts"][i]) for i in range(len(rtts))],
+    before = [0] * len(rtts)
+    timeouts_before = [0] * len(rtts)
+    if warmup > 0:
+        fs = res.flow_series
+        for flow, t, delivered in zip(fs["flow"], fs["time_s"], fs["delivered_bytes"]):
+            if t <= warmup + 1e-9:
+                before[int(flow)] = int(delivered)
+        # The flows table has totals only; timeouts are reported over the whole run.
+    return {"bytes": [int(f["bytes_delivered"][i]) - before[i] for i in range(len(rtts))],
+            "timeouts": [int(f["timeouts"][i]) - timeouts_before[i] for i in range(len(rtts))],
             "queue_pkts": sum(pk) / len(pk)}
 
 
@@ -164,19 +176,20 @@ class Result:
         return self.pathtwin_queue / self.ns2_queue if self.ns2_queue else float("nan")
 
 
-def compare(ns: str, cc: str, nflows: int, duration: float, draws: int, queue: int = QUEUE_PKTS) -> Result:
+def compare(ns: str, cc: str, nflows: int, duration: float, draws: int, queue: int = QUEUE_PKTS,
+            warmup: float = 0.0) -> Result:
     rtts = SCENARIOS[nflows]
     acc = {k: [0.0] * nflows for k in ("pm", "nm", "pt", "nt")}
     pq = nq = 0.0
     per_draw = []
     for d in range(draws):
         starts = run.start_times(nflows, d)
-        p = run_pathtwin(cc, duration, rtts, starts, queue)
-        n = run_ns2(ns, cc, duration, rtts, starts, queue)
+        p = run_pathtwin(cc, duration, rtts, starts, queue, warmup)
+        n = run_ns2(ns, cc, duration, rtts, starts, queue, warmup)
         per_draw.append({"starts": starts, "pathtwin": p, "ns2": n})
         for i in range(nflows):
-            acc["pm"][i] += p["bytes"][i] * 8 / duration / 1e6 / draws
-            acc["nm"][i] += n["bytes"][i] * 8 / duration / 1e6 / draws
+            acc["pm"][i] += p["bytes"][i] * 8 / (duration - warmup) / 1e6 / draws
+            acc["nm"][i] += n["bytes"][i] * 8 / (duration - warmup) / 1e6 / draws
             acc["pt"][i] += p["timeouts"][i] / draws
             acc["nt"][i] += n["timeouts"][i] / draws
         pq += p["queue_pkts"] / draws
@@ -206,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cc", default=",".join(CCS), help="comma-separated subset of " + ",".join(CCS))
     ap.add_argument("--flows", default=",".join(map(str, SCENARIOS)), help="comma-separated subset of 1,2,10")
     ap.add_argument("--queue", type=int, default=QUEUE_PKTS, help=f"bottleneck buffer in packets (default {QUEUE_PKTS})")
+    ap.add_argument("--warmup", type=float, default=0.0,
+                    help="measure goodput and queue from this time on (steady state; RTOs stay whole-run in pathtwin)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results (with every draw) to this file")
     args = ap.parse_args(argv)
     duration = args.duration or (20.0 if args.quick else 60.0)
@@ -229,8 +244,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"bench/tcp: --cc: unknown controller {cc!r} (have {', '.join(CCS)})", file=sys.stderr)
                 return 2
             print(f"running {n} flows {cc} ...", file=sys.stderr, flush=True)
-            results.append(compare(ns, cc, n, duration, draws, args.queue))
-    print(f"Vegas/CUBIC/BIC dumbbell: 20 Mbit/s 2 ms bottleneck, {args.queue}p DropTail, {duration:g} s, mean of "
+            results.append(compare(ns, cc, n, duration, draws, args.queue, args.warmup))
+    print(f"Vegas/CUBIC/BIC dumbbell: 20 Mbit/s 2 ms bottleneck, {args.queue}p DropTail, {duration:g} s (measured from "
+          f"{args.warmup:g} s), mean of "
           f"{draws} start-time draws; goodput per flow (* = more than 10 % from ns-2), mean packets in the "
           f"bottleneck (q* = more than 20 %)")
     print(fmt(results))
