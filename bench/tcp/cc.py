@@ -11,8 +11,8 @@ packets in it (waiting or on the link) in both and the ratio. The settings that 
 (packet size, window, RTO, RTT clock, the tie-breaking delays) are those of run.py, whose
 helpers this script reuses.
 
-    python3 bench/tcp/cc.py                  # 60 s, 3 draws, 1/2/10 flows x vegas/cubic/bic
-    python3 bench/tcp/cc.py --quick          # 20 s, 1 draw
+    python3 bench/tcp/cc.py                  # 60 s from 20 s on, 3 draws, 1/2/10 flows x vegas/cubic/bic
+    python3 bench/tcp/cc.py --quick          # 20 s from 5 s on, 1 draw
     python3 bench/tcp/cc.py --cc vegas --flows 2
 
 Needs `ns` (Debian `ns2`) and the pathtwin Python package. A benchmark, not a test: it
@@ -45,11 +45,15 @@ def _load_run():
 
 run = _load_run()
 
-#: Packets that may wait at the bottleneck: 2.4 BDPs of the 110-ms flow and large enough
-#: that Vegas (α 1, β 3 segments per flow) never fills it, so that the Vegas comparison
-#: isolates congestion avoidance (ns-2's Vegas cuts to 3/4 on a fast retransmit, pathtwin's
-#: halves, as Linux's).
-QUEUE_PKTS = 400
+#: Packets that may wait at the bottleneck, per controller. Vegas: large enough that it never
+#: fills (α 1, β 3 segments per flow), so that the comparison isolates congestion avoidance
+#: (ns-2's Vegas cuts to 3/4 on a fast retransmit, pathtwin's halves, as Linux's). CUBIC and
+#: BIC: 1.5 BDPs of the 40-ms path, so that losses come every few seconds.
+QUEUE_PKTS = {"vegas": 400, "cubic": 100, "bic": 100}
+#: Goodput and queue are measured from here on (steady state): the first slow start differs
+#: by design (ns-2's Vegas averages the round's RTTs and leaves slow start early; ns-2's Linux
+#: agent takes seconds to repair the first overshoot), see README.md.
+WARMUP_S = 20.0
 #: Base RTTs (ms) per scenario: the flow counts of the issue, with different RTTs so that
 #: the order of the flows means something.
 SCENARIOS = {
@@ -63,9 +67,10 @@ QUEUE_SAMPLE = "2ms"
 
 
 def run_ns2(ns: str, cc: str, duration: float, rtts: list[int], starts: list[float],
-            queue: int = QUEUE_PKTS, warmup: float = 0.0) -> dict:
+            queue: int | None = None, warmup: float = 0.0) -> dict:
     """Runs cc_dumbbell.tcl; per flow bytes and timeouts, and the bottleneck's mean packets
     (waiting per the queue monitor, plus the fraction of time one was on the link)."""
+    queue = queue or QUEUE_PKTS[cc]
     cmd = [ns, str(HERE / "cc_dumbbell.tcl"), cc, f"{duration:g}", ",".join(f"{r:.5f}" for r in run.path_rtts(rtts)),
            ",".join(f"{s:g}" for s in starts), str(queue), f"{warmup:g}"]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE)
@@ -76,9 +81,10 @@ def run_ns2(ns: str, cc: str, duration: float, rtts: list[int], starts: list[flo
             "queue_pkts": out["queue_waiting"] + out["link_busy"]}
 
 
-def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float], queue: int = QUEUE_PKTS) -> str:
+def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float], queue: int | None = None) -> str:
     """The same dumbbell as cc_dumbbell.tcl, in pathtwin's `[[link]]` view."""
     n = len(rtts)
+    queue = queue or QUEUE_PKTS[cc]
     hosts = [f"s{i}" for i in range(n)] + [f"d{i}" for i in range(n)]
     sack = cc != "vegas"  # ns-2's Vegas runs with a plain sink; its Linux agent with Sack1
     lines = [
@@ -127,7 +133,7 @@ def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float]
 BOTTLENECK_QUEUE = "r1->r2"
 
 
-def run_pathtwin(cc: str, duration: float, rtts: list[int], starts: list[float], queue: int = QUEUE_PKTS,
+def run_pathtwin(cc: str, duration: float, rtts: list[int], starts: list[float], queue: int | None = None,
                  warmup: float = 0.0) -> dict:
     """The same measurements as run_ns2, over warmup..duration: bytes delivered in order
     (flow_series' delivered_bytes at the last sample before warmup subtracted), and the mean
@@ -176,7 +182,7 @@ class Result:
         return self.pathtwin_queue / self.ns2_queue if self.ns2_queue else float("nan")
 
 
-def compare(ns: str, cc: str, nflows: int, duration: float, draws: int, queue: int = QUEUE_PKTS,
+def compare(ns: str, cc: str, nflows: int, duration: float, draws: int, queue: int | None = None,
             warmup: float = 0.0) -> Result:
     rtts = SCENARIOS[nflows]
     acc = {k: [0.0] * nflows for k in ("pm", "nm", "pt", "nt")}
@@ -218,13 +224,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draws", type=int, default=None, help="start-time draws per case (default 3)")
     ap.add_argument("--cc", default=",".join(CCS), help="comma-separated subset of " + ",".join(CCS))
     ap.add_argument("--flows", default=",".join(map(str, SCENARIOS)), help="comma-separated subset of 1,2,10")
-    ap.add_argument("--queue", type=int, default=QUEUE_PKTS, help=f"bottleneck buffer in packets (default {QUEUE_PKTS})")
-    ap.add_argument("--warmup", type=float, default=0.0,
-                    help="measure goodput and queue from this time on (steady state; RTOs stay whole-run in pathtwin)")
+    ap.add_argument("--queue", type=int, default=None, help=f"bottleneck buffer in packets (default {QUEUE_PKTS})")
+    ap.add_argument("--warmup", type=float, default=None,
+                    help=f"measure goodput and queue from this time on (default {WARMUP_S:g} s, 5 s with --quick; RTOs are whole-run)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results (with every draw) to this file")
     args = ap.parse_args(argv)
     duration = args.duration or (20.0 if args.quick else 60.0)
     draws = args.draws or (1 if args.quick else 3)
+    if args.warmup is None:
+        args.warmup = 5.0 if args.quick else WARMUP_S
+    if args.warmup >= duration:
+        print(f"bench/tcp: --warmup {args.warmup:g} must be below the duration {duration:g}", file=sys.stderr)
+        return 2
     try:
         ns = run.check_ns2()
         import pathtwin  # noqa: F401
@@ -245,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             print(f"running {n} flows {cc} ...", file=sys.stderr, flush=True)
             results.append(compare(ns, cc, n, duration, draws, args.queue, args.warmup))
-    print(f"Vegas/CUBIC/BIC dumbbell: 20 Mbit/s 2 ms bottleneck, {args.queue}p DropTail, {duration:g} s (measured from "
+    print(f"Vegas/CUBIC/BIC dumbbell: 20 Mbit/s 2 ms bottleneck, {args.queue or QUEUE_PKTS} p DropTail, {duration:g} s (measured from "
           f"{args.warmup:g} s), mean of "
           f"{draws} start-time draws; goodput per flow (* = more than 10 % from ns-2), mean packets in the "
           f"bottleneck (q* = more than 20 %)")

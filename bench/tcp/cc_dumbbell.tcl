@@ -12,8 +12,8 @@
 #
 # s_i --100 Mbit/s, RTT_i/2 - 3 ms-- r1 ==20 Mbit/s, 2 ms, DropTail== r2 --100 Mbit/s, 1 ms-- d_i
 #
-# Prints one JSON line: per flow the payload bytes delivered in order by DURATION and the
-# timeouts; for the bottleneck the time-mean packets waiting (queue monitor) and the fraction
+# Prints one JSON line: per flow the payload bytes delivered in order from WARMUP to DURATION
+# and the timeouts of the whole run; for the bottleneck the time-mean packets waiting (queue monitor) and the fraction
 # of time the link serialised (bytes departed / capacity), whose sum is comparable with
 # pathtwin's queue occupancy (which counts the packet on the link).
 
@@ -123,7 +123,7 @@ proc finish {} {
     set rows {}
     for {set i 0} {$i < $nflows} {incr i} {
         lappend rows [format {{"rtt_ms": %s, "bytes": %s, "timeouts": %d}} [lindex $rtts $i] \
-            [expr {$got($i,end) - $got($i,warm)}] [expr {$tos($i,end) - $tos($i,warm)}]]
+            [expr {$got($i,end) - $got($i,warm)}] $tos($i,end)]
     }
     puts [format {{"peer": "ns-2", "cc": "%s", "duration_s": %s, "warmup_s": %s, "queue_waiting": %.4f, "link_busy": %.4f, "flows": [%s]}} \
         $cc $duration $warmup $qmean $busy [join $rows ", "]]
