@@ -256,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             print(f"running {n} flows {cc} ...", file=sys.stderr, flush=True)
             results.append(compare(ns, cc, n, duration, draws, args.queue, args.warmup))
-    print(f"Vegas/CUBIC/BIC dumbbell: 20 Mbit/s 2 ms bottleneck, {args.queue or QUEUE_PKTS} p DropTail, {duration:g} s (measured from "
+    buffers = f"{args.queue}p" if args.queue else ", ".join(f"{q}p ({c})" for c, q in QUEUE_PKTS.items())
+    print(f"Vegas/CUBIC/BIC dumbbell: 20 Mbit/s 2 ms bottleneck, {buffers} DropTail, {duration:g} s (measured from "
           f"{args.warmup:g} s), mean of "
           f"{draws} start-time draws; goodput per flow (* = more than 10 % from ns-2), mean packets in the "
           f"bottleneck (q* = more than 20 %)")
