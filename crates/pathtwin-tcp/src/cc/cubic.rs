@@ -146,7 +146,8 @@ impl Cubic {
         let previous = self.w_max().unwrap_or(0.0);
         self.w_max = Some(if p.fast_convergence && w < previous { w * (1.0 + p.beta) / 2.0 } else { w });
         self.cwnd_prior = w;
-        self.ssthresh = (flight as f64 / self.smss * p.beta).max(2.0);
+        // min(FlightSize, cwnd): with SACK, FlightSize after a long recovery spans several windows (SACKed data included), and β times that re-inflates ssthresh at each timeout; Linux (and ns-2's port) scale cwnd.
+        self.ssthresh = ((flight as f64 / self.smss).min(w) * p.beta).max(2.0);
         self.epoch = None;
         self.hystart = None;
     }
