@@ -37,68 +37,23 @@ switch -- $cc {
     default { puts stderr "unknown cc $cc"; exit 2 }
 }
 
-# The settings of dumbbell.tcl (README.md, part 1 table): packetSize_ is the payload with
+# The settings shared with dumbbell.tcl (common.tcl; README.md, part 1 table): packetSize_ is the payload with
 # useHeaders_ true, window effectively unlimited, 1 ms RTT clock, 200 ms minimum RTO.
-Agent/TCP set useHeaders_  true
-Agent/TCP set packetSize_  $mss
-Agent/TCP set window_      100000
-Agent/TCP set maxcwnd_     0
-Agent/TCP set windowInit_  2
-Agent/TCP set syn_         true
-Agent/TCP set delay_growth_ true
-Agent/TCP set tcpTick_     0.001
-Agent/TCP set minrto_      0.2
-Agent/TCP set maxrto_      60
-Agent/TCP set rtxcur_init_ 1.0
-Agent/TCP set numdupacks_  3
-Agent/TCP set singledup_   1
-Agent/TCP set timestamps_  false
-Agent/TCP set ecn_         0
-Agent/TCP set maxburst_    0
-Agent/TCP set overhead_    0
-# ns-2's Vegas sends its own segments (tcp-vegas.cc output()) without adding the 40 header
-# bytes that useHeaders_ makes the base agent add: checked with a queue monitor, 1460-byte
-# packets with packetSize_ 1460. Its packetSize_ is therefore the wire size; the payload
-# counted per acknowledged packet stays $mss.
+source [file join [file dirname [info script]] common.tcl]
+agent_defaults $mss
 Agent/TCP/Vegas set packetSize_ [expr {$mss + 40}]
 Agent/TCP/Vegas set v_alpha_ 1
 Agent/TCP/Vegas set v_beta_  3
 Agent/TCP/Vegas set v_gamma_ 1
-Agent/TCPSink set packetSize_ 40
 
 set ns [new Simulator]
-Queue/DropTail set drop_front_ false
-Queue/DropTail set queue_in_bytes_ false
-
-set r1 [$ns node]
-set r2 [$ns node]
-$ns duplex-link $r1 $r2 20Mb 2ms DropTail
-$ns queue-limit $r1 $r2 [expr {$qpkts + 1}]
-$ns queue-limit $r2 $r1 [expr {$qpkts + 1}]
+dumbbell $ns $rtts $qpkts $tcpclass $sinkclass
 set qmon [$ns monitor-queue $r1 $r2 ""]
-
 for {set i 0} {$i < $nflows} {incr i} {
-    set rtt [lindex $rtts $i]
-    set a [expr {$rtt / 2.0 - 3.0}]
-    set s($i) [$ns node]
-    set d($i) [$ns node]
-    $ns duplex-link $s($i) $r1 100Mb ${a}ms DropTail
-    $ns duplex-link $r2 $d($i) 100Mb 1ms DropTail
-    foreach {x y} [list $s($i) $r1 $r1 $s($i) $r2 $d($i) $d($i) $r2] { $ns queue-limit $x $y 10000 }
-    set tcp($i) [new $tcpclass]
-    $tcp($i) set fid_ $i
-    set sink($i) [new $sinkclass]
-    $ns attach-agent $s($i) $tcp($i)
-    $ns attach-agent $d($i) $sink($i)
-    $ns connect $tcp($i) $sink($i)
     if {$cc != "vegas"} { $ns at 0.0 "$tcp($i) select_ca $cc" }
-    set ftp($i) [new Application/FTP]
-    $ftp($i) attach-agent $tcp($i)
-    $ns at [lindex $starts $i] "$ftp($i) start"
+    start_ftp $ns $i [lindex $starts $i]
 }
 
-# Each sender's cumulative ACK (and timeouts) is read one ACK-path delay after WARMUP and
-# after DURATION; the difference is what the receiver got in between.
 proc snapshot {i at} {
     global tcp mss got tos
     set pk [$tcp($i) set ack_]

@@ -46,28 +46,10 @@ switch -- $timer {
 # whole packet.
 set mss     1460
 
-Agent/TCP set useHeaders_  true
-Agent/TCP set packetSize_  $mss
-Agent/TCP set window_      100000    ;# effectively unlimited (default 20 caps cwnd)
-Agent/TCP set maxcwnd_     0
-Agent/TCP set windowInit_  2
-Agent/TCP set syn_         true      ;# a 40-byte SYN first, as pathtwin's handshake
-Agent/TCP set delay_growth_ true
-Agent/TCP set tcpTick_     0.001     ;# pathtwin's 1 ms RTT clock (rtt.rs G); default 0.01
-# run.py --ns2-tick sets another tick (ns-2's default 0.01) to show what the clock changes.
-if {[info exists env(PATHTWIN_NS2_TCPTICK)]} { Agent/TCP set tcpTick_ $env(PATHTWIN_NS2_TCPTICK) }
-Agent/TCP set minrto_      0.2
-Agent/TCP set maxrto_      60
-Agent/TCP set rtxcur_init_ 1.0
-Agent/TCP set numdupacks_  3
-Agent/TCP set singledup_   1         ;# limited transmit, as pathtwin
-Agent/TCP set timestamps_  false
-Agent/TCP set ecn_         0
-Agent/TCP set maxburst_    0
-Agent/TCP set overhead_    0
+source [file join [file dirname [info script]] common.tcl]
+agent_defaults $mss
 Agent/TCP/Newreno set newreno_changes1_ $changes1
 Agent/TCP/Newreno set partial_window_deflation_ 1
-Agent/TCPSink set packetSize_ 40
 
 set ns [new Simulator]
 if {$tracefile != ""} {
@@ -75,33 +57,9 @@ if {$tracefile != ""} {
     $ns trace-all $tf
 }
 
-Queue/DropTail set drop_front_ false
-Queue/DropTail set queue_in_bytes_ false
-
-set r1 [$ns node]
-set r2 [$ns node]
-$ns duplex-link $r1 $r2 20Mb 2ms DropTail
-# limit_ counts the packet being serialised: 51 = pathtwin's "50p" waiting.
-$ns queue-limit $r1 $r2 51
-$ns queue-limit $r2 $r1 51
-
+dumbbell $ns $rtts 50 $tcpclass $sinkclass
 for {set i 0} {$i < $nflows} {incr i} {
-    set rtt [lindex $rtts $i]
-    set a [expr {$rtt / 2.0 - 3.0}]
-    set s($i) [$ns node]
-    set d($i) [$ns node]
-    $ns duplex-link $s($i) $r1 100Mb ${a}ms DropTail
-    $ns duplex-link $r2 $d($i) 100Mb 1ms DropTail
-    foreach {x y} [list $s($i) $r1 $r1 $s($i) $r2 $d($i) $d($i) $r2] { $ns queue-limit $x $y 10000 }
-    set tcp($i) [new $tcpclass]
-    $tcp($i) set fid_ $i
-    set sink($i) [new $sinkclass]
-    $ns attach-agent $s($i) $tcp($i)
-    $ns attach-agent $d($i) $sink($i)
-    $ns connect $tcp($i) $sink($i)
-    set ftp($i) [new Application/FTP]
-    $ftp($i) attach-agent $tcp($i)
-    $ns at [lindex $starts $i] "$ftp($i) start"
+    start_ftp $ns $i [lindex $starts $i]
     if {$tracefile != ""} {
         if {$i == 0} { set vf [open $tracefile.vars w] }
         $tcp($i) attach $vf
