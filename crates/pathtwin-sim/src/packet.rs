@@ -29,6 +29,8 @@ pub struct SimPacket {
     /// The IP header's ECN field: copied from the segment when sent, possibly set to CE by
     /// a queue on the way, and written back into the segment on arrival.
     pub ecn: Ecn,
+    /// Strict-priority band: 0 for Monaco's out-of-band control packets, else 1.
+    pub band: u8,
 }
 
 impl PacketMeta for SimPacket {
@@ -51,6 +53,9 @@ impl PacketMeta for SimPacket {
         if self.ecn.is_capable() {
             self.ecn = Ecn::Ce;
         }
+    }
+    fn priority(&self) -> u8 {
+        self.band
     }
 }
 
@@ -77,7 +82,7 @@ impl SegmentSlab {
                 (self.segments.len() - 1) as u32
             }
         };
-        SimPacket { src, dst, conn, segment, wire_len, payload_len, hop: 0, from_client, flags, ecn: seg.ecn }
+        SimPacket { src, dst, conn, segment, wire_len, payload_len, hop: 0, from_client, flags, ecn: seg.ecn, band: seg.band() }
     }
 
     /// The segment of a packet that has arrived, with the ECN field the packet arrived with
