@@ -15,7 +15,9 @@
 //! [`CaptureStats`]; only an unreadable file is a [`TraceError`].
 //!
 //! A capture named by path is memory-mapped when it is a regular file (no copy of every
-//! byte through a read buffer), else read. A mapped file must not be truncated by another
+//! byte through a read buffer), else read. Pages every reader has passed are handed back
+//! as the analysis goes ([`MappedCapture`]), so a mapped capture of any size costs a bounded
+//! amount of resident memory instead of its size. A mapped file must not be truncated by another
 //! program while it is analysed: the kernel would stop the process (SIGBUS) on touching the
 //! vanished pages. Appending, as a running tcpdump does, is harmless: the analysis sees the
 //! file as it was when opened. A capture in memory is analysed by several threads, each
@@ -35,7 +37,7 @@ pub mod tracker;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 pub use error::TraceError;
 pub use monarch::{FlowDiagnosis, ProbeKind, Verdict};
@@ -62,16 +64,37 @@ pub fn analyze<R: Read>(input: R, opts: &AnalyzeOptions, progress: impl FnMut(u6
 /// [`analyze`] on a capture in memory, split over [`AnalyzeOptions::threads`] threads: each
 /// reads every frame (framing is a fifth of the work) and tracks the flows of its shard.
 /// The result is the same for any number of threads.
-pub fn analyze_slice(data: &[u8], opts: &AnalyzeOptions, mut progress: impl FnMut(u64) -> bool) -> Result<Analysis, TraceError> {
+pub fn analyze_slice(data: &[u8], opts: &AnalyzeOptions, progress: impl FnMut(u64) -> bool) -> Result<Analysis, TraceError> {
+    analyze_shards(data, opts, progress, &|_| {})
+}
+
+/// [`analyze_slice`], calling `release(offset)` whenever every shard has read past `offset`
+/// (in steps of [`RELEASE_STEP`]), so that a mapped capture can drop what it no longer needs.
+fn analyze_shards(
+    data: &[u8],
+    opts: &AnalyzeOptions,
+    mut progress: impl FnMut(u64) -> bool,
+    release: &(dyn Fn(usize) + Sync),
+) -> Result<Analysis, TraceError> {
     let shards = match opts.threads {
         0 => auto_threads(data.len()),
         // Each thread frames the whole capture: beyond a few, more only cost.
         n => n.min(MAX_THREADS),
     };
     let stop = AtomicBool::new(false);
+    let positions: Vec<AtomicU64> = (0..shards).map(|_| AtomicU64::new(0)).collect();
+    let released = AtomicUsize::new(0);
     let shard = |i: usize, progress: &mut dyn FnMut(u64) -> bool| {
         let mut tracker = tracker::Tracker::shard(opts.clone(), i, shards);
         let summary = capture::read_frames_from_slice(data, |f| track(&mut tracker, f), |n| {
+            positions[i].store(n, Ordering::Relaxed);
+            let behind_all = positions.iter().map(|p| p.load(Ordering::Relaxed)).min().unwrap_or(0) as usize;
+            let done = released.load(Ordering::Relaxed);
+            if behind_all >= done + RELEASE_STEP
+                && released.compare_exchange(done, behind_all, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+            {
+                release(behind_all);
+            }
             // The first shard reports progress; any failure or cancellation stops them all.
             let go = !stop.load(Ordering::Relaxed) && progress(n);
             if !go {
@@ -110,6 +133,11 @@ pub fn analyze_slice(data: &[u8], opts: &AnalyzeOptions, mut progress: impl FnMu
     Ok(finish(parts, summary.expect("at least one shard")))
 }
 
+/// How far every reader must have moved on before a mapped capture's pages behind them are
+/// released: large enough that the system calls cost nothing, small against the 1 GB a
+/// capture analysis should stay under.
+pub const RELEASE_STEP: usize = 64 << 20;
+
 /// The most threads [`analyze_slice`] starts.
 const MAX_THREADS: usize = 16;
 
@@ -124,8 +152,8 @@ fn auto_threads(len: usize) -> usize {
 /// [`analyze`] on a file, memory-mapped if it is a regular file.
 pub fn analyze_path(path: &Path, opts: &AnalyzeOptions, progress: impl FnMut(u64) -> bool) -> Result<Analysis, TraceError> {
     let file = File::open(path)?;
-    match map(&file) {
-        Some(data) => analyze_slice(&data, opts, progress),
+    match MappedCapture::map(&file) {
+        Some(m) => analyze_shards(m.data(), opts, progress, &|upto| m.release_before(upto)),
         None => analyze(file, opts, progress),
     }
 }
@@ -149,19 +177,51 @@ fn finish(parts: Vec<(Vec<ConnRecord>, CaptureStats)>, summary: capture::ReadSum
     Analysis { conns, stats }
 }
 
-/// Maps a regular, non-empty file read-only; `None` (read it instead) for anything else
-/// (a pipe, a device) or when mapping fails.
-fn map(file: &File) -> Option<memmap2::Mmap> {
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() == 0 {
-        return None;
+/// A capture file mapped read-only and read once, front to back, whose pages behind the
+/// readers are given back with [`release_before`](Self::release_before). A mapped file's
+/// pages count in the process's resident memory while mapped, so without this a 10 GB
+/// capture read through a map ends with 10 GB resident.
+pub struct MappedCapture {
+    map: memmap2::Mmap,
+    /// Everything before this offset has been released.
+    released: AtomicUsize,
+}
+
+impl MappedCapture {
+    /// Maps a regular, non-empty file; `None` (read it instead) for anything else (a pipe,
+    /// a device) or when mapping fails.
+    pub fn map(file: &File) -> Option<MappedCapture> {
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || meta.len() == 0 {
+            return None;
+        }
+        // SAFETY: the map is only read, and lives no longer than the analysis that borrows it.
+        // Another program truncating the file meanwhile is the documented exception above.
+        let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
+        // Read once front to back: let the kernel read ahead.
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Some(MappedCapture { map, released: AtomicUsize::new(0) })
     }
-    // SAFETY: the map is only read, and lives no longer than the analysis that borrows it.
-    // Another program truncating the file meanwhile is the documented exception above.
-    let data = unsafe { memmap2::Mmap::map(file) }.ok()?;
-    // Read once front to back: let the kernel read ahead and drop pages behind.
-    let _ = data.advise(memmap2::Advice::Sequential);
-    Some(data)
+
+    pub fn data(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Drops the pages wholly before `offset` from this process: every reader has passed
+    /// them. Failure only costs memory, so it is ignored.
+    pub fn release_before(&self, offset: usize) {
+        const PAGE: usize = 4096;
+        let end = offset.min(self.map.len()) & !(PAGE - 1);
+        let start = self.released.fetch_max(end, Ordering::Relaxed);
+        if end > start {
+            // SAFETY: MADV_DONTNEED on a private read-only file mapping only unmaps the
+            // pages; touching them again would fault them back in from the unchanged file,
+            // so even a late reader would see the same bytes. No reader goes back: frames are
+            // handled (and their slices dropped) before the offset that covers them is
+            // reported.
+            let _ = unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
+        }
+    }
 }
 
 /// The result of [`diagnose`].
@@ -195,8 +255,16 @@ fn diagnose_with(
 /// [`diagnose`] on a file, memory-mapped if it is a regular file.
 pub fn diagnose_path(path: &Path, progress: impl FnMut(u64) -> bool) -> Result<Diagnosis, TraceError> {
     let file = File::open(path)?;
-    match map(&file) {
-        Some(data) => diagnose_with(|on_frame| capture::read_frames_from_slice(&data, on_frame, progress)),
+    let mut progress = progress;
+    match MappedCapture::map(&file) {
+        Some(m) => diagnose_with(|on_frame| {
+            capture::read_frames_from_slice(m.data(), on_frame, |n| {
+                if n as usize >= m.released.load(Ordering::Relaxed) + RELEASE_STEP {
+                    m.release_before(n as usize);
+                }
+                progress(n)
+            })
+        }),
         None => diagnose(file, progress),
     }
 }
