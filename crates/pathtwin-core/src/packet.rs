@@ -39,6 +39,14 @@ pub trait PacketMeta {
     fn flow_key(&self) -> FlowKey;
     /// TCP flags, or `None` for non-TCP packets.
     fn tcp_flags(&self) -> Option<TcpFlags>;
+    /// The TCP sequence number of the segment's first octet, or `None` for non-TCP packets
+    /// (and packet types that do not expose it). The simulator gives its unwrapped 64-bit
+    /// sequence; the emulator gives the 32-bit value from the wire, so a reader compares
+    /// sequence numbers modulo 2^32 (RFC 1982 serial arithmetic), which works for both.
+    /// The TCP-friendly marker reads it to recognise retransmissions.
+    fn tcp_seq(&self) -> Option<u64> {
+        None
+    }
     /// Drop precedence set by a marker.
     fn mark(&self) -> Mark {
         Mark::Unmarked
