@@ -487,12 +487,12 @@ fn place_markers<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
     let cfg = b.cfg;
     let n = b.net.hosts.len();
     let mut egress_count = vec![0usize; n];
+    let elements: Vec<usize> = cfg.markers.iter().enumerate().map(|(i, m)| b.add(m.element_name(i), "marker", Element::Marker(Marker::new(m.policy())))).collect();
     // Entrances first, so that egress markers (inserted at the front) end up ahead of them.
     let entrances = cfg.markers.iter().enumerate().filter(|(_, m)| matches!(m.placement(), Placement::Direction(..)));
     let egresses = cfg.markers.iter().enumerate().filter(|(_, m)| matches!(m.placement(), Placement::Host(_)));
     for (i, m) in entrances.chain(egresses) {
-        let element = b.add(m.element_name(i), "marker", Element::Marker(Marker::new(m.policy())));
-        let hop = Hop { element, slot: 0 };
+        let hop = Hop { element: elements[i], slot: 0 };
         match m.placement() {
             Placement::Host(h) => {
                 let h = b.net.host_id(h).expect("validated host");

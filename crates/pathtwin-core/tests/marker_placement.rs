@@ -51,7 +51,7 @@ fn paths_view_egress_and_direction_markers() {
     assert_eq!(names(&net, "c", "a"), ["marker[3] c->a", "c->a"]);
     // One element per entry, shared by the routes it is on, listed in config order.
     let markers: Vec<_> = net.marker_ids().map(|e| net.element_info[e].name.clone()).collect();
-    assert_eq!(markers.len(), 4);
+    assert_eq!(markers, ["marker[0] a->b", "marker[1] a", "marker[2] a", "marker[3] c->a"]);
     assert!(net.marker_ids().all(|e| net.elements[e].as_marker().is_some()));
     let first = |s: &str, d: &str| net.route(net.host_id(s).unwrap(), net.host_id(d).unwrap()).unwrap()[0].element;
     assert_eq!(first("a", "b"), first("a", "c"));

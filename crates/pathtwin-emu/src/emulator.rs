@@ -16,6 +16,8 @@ use std::net::IpAddr;
 
 use pathtwin_core::config::{Config, ConfigError};
 use pathtwin_core::element::{Element, Occupancy, QueueStats};
+use pathtwin_core::marker::{Marker, MarkerStats};
+use pathtwin_core::packet::PacketMeta;
 use pathtwin_core::qdisc::RedStats;
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::topology::{self, ElementInfo, ResolvedDirection};
@@ -96,6 +98,8 @@ pub struct Snapshot {
     pub t_s: f64,
     pub routes: Vec<RouteSnapshot>,
     pub queues: Vec<QueueSnapshot>,
+    /// One entry per `[[marker]]`, with the same counts as the simulator's `markers` table.
+    pub markers: Vec<MarkerSnapshot>,
     pub hosts: Vec<HostSnapshot>,
     pub lateness: LatenessSummary,
     pub wake_lateness: LatenessSummary,
@@ -136,6 +140,37 @@ pub struct QueueSnapshot {
     pub avg_queue: Option<f64>,
     /// Early drops, forced drops and ECN marks of an active queue manager.
     pub aqm: Option<RedStats>,
+}
+
+/// What one marker decided since the start: IN is green, OUT is yellow plus red (a
+/// two-colour policy has no yellow); per-colour counts flattened into the JSON.
+#[derive(Clone, Debug, Serialize)]
+pub struct MarkerSnapshot {
+    pub element: usize,
+    pub name: String,
+    pub kind: &'static str,
+    pub in_packets: u64,
+    pub in_bytes: u64,
+    pub out_packets: u64,
+    pub out_bytes: u64,
+    #[serde(flatten)]
+    pub stats: MarkerStats,
+}
+
+impl MarkerSnapshot {
+    fn new<P: PacketMeta>(element: usize, name: String, m: &Marker<P>) -> Self {
+        let s = *m.stats();
+        MarkerSnapshot {
+            element,
+            name,
+            kind: m.kind(),
+            in_packets: s.in_packets(),
+            in_bytes: s.in_bytes(),
+            out_packets: s.out_packets(),
+            out_bytes: s.out_bytes(),
+            stats: s,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -426,6 +461,13 @@ impl Emulator {
                 aqm: q.aqm_stats(),
             })
             .collect();
+        let markers = self
+            .engine
+            .elements()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.as_marker().map(|m| MarkerSnapshot::new(i, self.element_info[i].name.clone(), m)))
+            .collect();
         let hosts = names
             .iter()
             .zip(&self.engine.host_counters)
@@ -436,6 +478,7 @@ impl Emulator {
             t_s: self.engine.now().as_secs_f64(),
             routes,
             queues,
+            markers,
             hosts,
             lateness: (&self.engine.lateness).into(),
             wake_lateness: (&self.engine.wake_lateness).into(),

@@ -24,8 +24,7 @@
 //!
 //! `rtt` is a parameter because an edge marker sees one direction of a flow and cannot time
 //! its round trips; the window estimate therefore counts packets per configured `rtt`.
-//! Sequence numbers are compared modulo 2^32 (RFC 1982), so the emulator's 32-bit wire values
-//! and the simulator's unwrapped ones work alike. Flows idle for 16 `rtt` and a whole interval
+//! Sequence numbers are compared modulo 2^32 (RFC 1982), as a TCP header carries them. Flows idle for 16 `rtt` and a whole interval
 //! are forgotten at the next interval.
 
 use super::Color;
