@@ -60,15 +60,13 @@ fn paths_view_egress_and_direction_markers() {
 #[test]
 fn links_view_marker_sits_before_the_link_direction_queue_on_every_route() {
     let cfg = Config::from_toml(
-        &format!(
-            "hosts = [\"s0\", \"s1\", \"d0\"]\nrouters = [\"r1\", \"r2\"]\n\
+        "hosts = [\"s0\", \"s1\", \"d0\"]\nrouters = [\"r1\", \"r2\"]\n\
              [[link]]\nbetween = [\"s0\", \"r1\"]\nrate = \"100mbit\"\ndelay = \"1ms\"\n\
              [[link]]\nbetween = [\"s1\", \"r1\"]\nrate = \"100mbit\"\ndelay = \"1ms\"\n\
              [[link]]\nbetween = [\"r1\", \"r2\"]\nrate = \"10mbit\"\ndelay = \"20ms\"\n\
              [[link]]\nbetween = [\"r2\", \"d0\"]\nrate = \"100mbit\"\ndelay = \"1ms\"\n\
              [[marker]]\nbetween = [\"r1\", \"r2\"]\nkind = \"tcp-friendly\"\ninterval = \"400ms\"\nbudget = \"296KB\"\n\
-             [[marker]]\nat = \"s0\"\nkind = \"srtcm\"\ncir = \"1mbit\"\ncbs = \"3KB\"\nebs = \"3KB\"\n"
-        ),
+             [[marker]]\nat = \"s0\"\nkind = \"srtcm\"\ncir = \"1mbit\"\ncbs = \"3KB\"\nebs = \"3KB\"\n",
         "t.toml",
     )
     .unwrap();

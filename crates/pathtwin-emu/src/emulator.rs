@@ -531,3 +531,30 @@ impl Emulator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::IpPacket;
+    use pathtwin_core::marker::{Policy, SrTcm};
+    use pathtwin_core::units::{Rate, Size};
+
+    /// The snapshot's marker entry has every column of the simulator's `markers` table
+    /// (python/pathtwin/results.py MARKER_COLUMNS, with `name` for `marker`), so that
+    /// results from both engines line up.
+    #[test]
+    fn a_marker_snapshot_has_the_simulator_table_columns() {
+        let mut m: Marker<IpPacket> = Marker::new(Policy::SrTcm(SrTcm::new(Rate::from_bps(8), Size::from_bytes(100), Size::from_bytes(100))));
+        let mut bytes = Vec::new();
+        etherparse::PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).udp(1, 2).write(&mut bytes, &[0; 52]).unwrap();
+        m.push(Instant::ZERO, IpPacket::parse(bytes).unwrap());
+        let json = serde_json::to_value(MarkerSnapshot::new(4, "marker[0] h1".into(), &m)).unwrap();
+        for key in [
+            "name", "kind", "in_packets", "in_bytes", "out_packets", "out_bytes", "green_packets", "green_bytes", "yellow_packets",
+            "yellow_bytes", "red_packets", "red_bytes", "protected_packets",
+        ] {
+            assert!(json.get(key).is_some(), "{key} missing from {json}");
+        }
+        assert_eq!((json["kind"].as_str(), json["in_packets"].as_u64(), json["in_bytes"].as_u64()), (Some("srtcm"), Some(1), Some(80)));
+    }
+}

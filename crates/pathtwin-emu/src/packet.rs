@@ -331,7 +331,7 @@ mod tests {
         PacketBuilder::ipv6([0xfd; 16], [0xfe; 16], 64).tcp(40000, 5201, 0xfff0_0001, 65535).ack(1).write(&mut out, b"data").unwrap();
         // Traffic class 0x01 (ECT(1)) with a flow label, to see that neither is disturbed.
         out[1] = (out[1] & 0x0f) | 0x10;
-        out[0] = (out[0] & 0xf0) | 0x00;
+        out[0] &= 0xf0;
         out[2] = 0xab;
         let mut p = IpPacket::parse(out).unwrap();
         assert_eq!(p.mark(), Mark::Unmarked);

@@ -280,7 +280,7 @@ mod tests {
                 spread_outs_big += 1;
             }
             big += 1000;
-            if k % 26 == 0 {
+            if k.is_multiple_of(26) {
                 let had_budget = m.budget >= 1040;
                 let c = m.color(t, &Pkt::data(1, small));
                 small += 1000;
