@@ -145,3 +145,15 @@ rtt = "40ms"
     let in_tf = m.i64s("in_packets")[1];
     assert!(af11 <= in_tf && in_tf - af11 <= 62, "captured {af11} IN, marked {in_tf}");
 }
+
+#[test]
+fn marking_is_deterministic() {
+    let markers = "[[marker]]\nat = \"client\"\nkind = \"tcp-friendly\"\ninterval = \"400ms\"\nbudget = \"296KB\"\nrtt = \"40ms\"\n";
+    let (a, pa) = run(markers, 3, "det-a");
+    let (b, pb) = run(markers, 3, "det-b");
+    for col in ["in_packets", "in_bytes", "out_packets", "out_bytes", "protected_packets"] {
+        assert_eq!(a.markers.i64s(col), b.markers.i64s(col), "{col}");
+    }
+    assert_eq!(pa, pb, "the same packets carry the same marks");
+    assert!(a.markers.i64s("out_packets")[0] > 0);
+}

@@ -11,7 +11,8 @@
 //! bucket = "296KB"
 //! ```
 //! `kind = "srtcm"` takes `cir, cbs, ebs` (RFC 2697); `"trtcm"` takes `cir, cbs, pir, pbs`
-//! (RFC 2698); `"tcp-friendly"` takes `interval, budget` and optionally `rtt` (default
+//! (RFC 2698); both take `color_aware = true` to meter a packet's existing mark as its
+//! precolour (OUT = yellow); `"tcp-friendly"` takes `interval, budget` and optionally `rtt` (default
 //! [`DEFAULT_TF_RTT`]). Rates are bit rates (`"5.92mbit"`), sizes IP bytes.
 
 use super::{Policy, SrTcm, TcpFriendly, TokenBucket, TrTcm};
@@ -77,6 +78,10 @@ pub struct MarkerConfig {
     pub budget: Option<Size>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt: Option<Duration>,
+    /// srTCM/trTCM: meter colour-aware, reading the precolour from the packet's mark
+    /// (default false: colour-blind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub color_aware: Option<bool>,
 }
 
 /// Where a validated marker sits.
@@ -114,13 +119,19 @@ impl MarkerConfig {
                 (None, None, Some(r), Some(d)) => Policy::TokenBucket(TokenBucket::continuous(r, d)),
                 _ => need("token-bucket form"),
             },
-            MarkerKind::Srtcm => Policy::SrTcm(SrTcm::new(self.cir.unwrap_or_else(|| need("cir")), self.cbs.unwrap_or_else(|| need("cbs")), self.ebs.unwrap_or_else(|| need("ebs")))),
-            MarkerKind::Trtcm => Policy::TrTcm(TrTcm::new(
-                self.cir.unwrap_or_else(|| need("cir")),
-                self.cbs.unwrap_or_else(|| need("cbs")),
-                self.pir.unwrap_or_else(|| need("pir")),
-                self.pbs.unwrap_or_else(|| need("pbs")),
-            )),
+            MarkerKind::Srtcm => Policy::SrTcm(
+                SrTcm::new(self.cir.unwrap_or_else(|| need("cir")), self.cbs.unwrap_or_else(|| need("cbs")), self.ebs.unwrap_or_else(|| need("ebs")))
+                    .color_aware(self.color_aware.unwrap_or(false)),
+            ),
+            MarkerKind::Trtcm => Policy::TrTcm(
+                TrTcm::new(
+                    self.cir.unwrap_or_else(|| need("cir")),
+                    self.cbs.unwrap_or_else(|| need("cbs")),
+                    self.pir.unwrap_or_else(|| need("pir")),
+                    self.pbs.unwrap_or_else(|| need("pbs")),
+                )
+                .color_aware(self.color_aware.unwrap_or(false)),
+            ),
             MarkerKind::TcpFriendly => Policy::TcpFriendly(TcpFriendly::new(
                 self.budget.unwrap_or_else(|| need("budget")),
                 self.interval.unwrap_or_else(|| need("interval")),
@@ -152,7 +163,7 @@ impl MarkerConfig {
             }
         }
         let kind = self.kind.name();
-        let fields: [(&str, bool); 11] = [
+        let fields: [(&str, bool); 12] = [
             ("interval", self.interval.is_some()),
             ("bucket", self.bucket.is_some()),
             ("rate", self.rate.is_some()),
@@ -164,6 +175,7 @@ impl MarkerConfig {
             ("pbs", self.pbs.is_some()),
             ("budget", self.budget.is_some()),
             ("rtt", self.rtt.is_some()),
+            ("color_aware", self.color_aware.is_some()),
         ];
         let (required, optional): (&[&str], &[&str]) = match self.kind {
             MarkerKind::TokenBucket => match (self.interval.is_some() || self.bucket.is_some(), self.rate.is_some() || self.depth.is_some()) {
@@ -173,8 +185,8 @@ impl MarkerConfig {
                 (false, true) => (&["rate", "depth"], &[]),
                 _ => (&["interval", "bucket"], &[]),
             },
-            MarkerKind::Srtcm => (&["cir", "cbs", "ebs"], &[]),
-            MarkerKind::Trtcm => (&["cir", "cbs", "pir", "pbs"], &[]),
+            MarkerKind::Srtcm => (&["cir", "cbs", "ebs"], &["color_aware"]),
+            MarkerKind::Trtcm => (&["cir", "cbs", "pir", "pbs"], &["color_aware"]),
             MarkerKind::TcpFriendly => (&["interval", "budget"], &["rtt"]),
         };
         for (field, present) in fields {
@@ -243,7 +255,8 @@ mod tests {
     #[test]
     fn every_kind_parses() {
         parse("at = \"a\"\nkind = \"srtcm\"\ncir = \"1mbit\"\ncbs = \"3KB\"\nebs = \"6KB\"\n").unwrap();
-        parse("at = \"a\"\nkind = \"trtcm\"\ncir = \"1mbit\"\ncbs = \"3KB\"\npir = \"2mbit\"\npbs = \"6KB\"\n").unwrap();
+        let cfg = parse("at = \"a\"\nkind = \"trtcm\"\ncir = \"1mbit\"\ncbs = \"3KB\"\npir = \"2mbit\"\npbs = \"6KB\"\ncolor_aware = true\n").unwrap();
+        assert!(matches!(cfg.markers[0].policy(), crate::marker::Policy::TrTcm(t) if t.is_color_aware()));
         parse("at = \"a\"\nkind = \"tcp-friendly\"\ninterval = \"400ms\"\nbudget = \"296KB\"\nrtt = \"80ms\"\n").unwrap();
     }
 
@@ -269,7 +282,9 @@ mod tests {
         }
         let e = parse("at = \"a\"\nkind = \"leaky\"\n").unwrap_err();
         assert!(e.starts_with("t.toml:8: marker[0].kind: unknown variant `leaky`") && !e.contains('\n'), "{e}");
-        let e = parse("at = \"a\"\nkind = \"srtcm\"\ncir = \"1mbit\"\ncbs = \"3KB\"\nebs = \"6KB\"\ncolor_aware = true\n").unwrap_err();
-        assert!(e.contains("marker[0].color_aware: unknown field"), "{e}");
+        let e = parse("at = \"a\"\nkind = \"srtcm\"\ncir = \"1mbit\"\ncbs = \"3KB\"\nebs = \"6KB\"\ncolour_aware = true\n").unwrap_err();
+        assert!(e.contains("marker[0].colour_aware: unknown field"), "{e}");
+        let e = parse("at = \"a\"\nkind = \"token-bucket\"\ninterval = \"1s\"\nbucket = \"1KB\"\ncolor_aware = true\n").unwrap_err();
+        assert_eq!(e, "marker[0].color_aware: not used by kind = \"token-bucket\"");
     }
 }

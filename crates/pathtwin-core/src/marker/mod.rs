@@ -6,7 +6,7 @@
 //! into the DSCP AF11/AF12 of the real header) and counts what it decided. The policies:
 //! - [`TokenBucket`] — per-interval refill (the thesis's marker: B bytes every T) or a
 //!   continuous bucket (rate r, depth b);
-//! - [`SrTcm`] (RFC 2697) and [`TrTcm`] (RFC 2698), colour-blind;
+//! - [`SrTcm`] (RFC 2697) and [`TrTcm`] (RFC 2698), colour-blind or colour-aware;
 //! - [`TcpFriendly`] (Feroz, Rao, Kalyanaraman; draft-azeem-tcpfriendly-diffserv-00).
 //!
 //! Colours and marks: a three-colour meter's green is IN, yellow and red are both OUT, as
@@ -48,6 +48,15 @@ impl Color {
     }
 }
 
+/// The colour a colour-aware meter reads from a packet's mark: OUT is yellow (AF12, the
+/// middle precedence), IN and unmarked are green (as RIO treats unmarked packets as IN).
+fn precolor(mark: Mark) -> Color {
+    match mark {
+        Mark::Out => Color::Yellow,
+        Mark::In | Mark::Unmarked => Color::Green,
+    }
+}
+
 /// A marking policy and its state.
 #[derive(Clone, Debug)]
 pub enum Policy {
@@ -62,8 +71,8 @@ impl Policy {
     pub fn color<P: PacketMeta>(&mut self, now: Instant, pkt: &P) -> Color {
         match self {
             Policy::TokenBucket(p) => p.color(now, pkt.wire_len()),
-            Policy::SrTcm(p) => p.color(now, pkt.wire_len()),
-            Policy::TrTcm(p) => p.color(now, pkt.wire_len()),
+            Policy::SrTcm(p) => p.color(now, pkt.wire_len(), precolor(pkt.mark())),
+            Policy::TrTcm(p) => p.color(now, pkt.wire_len(), precolor(pkt.mark())),
             Policy::TcpFriendly(p) => p.color(now, pkt),
         }
     }
@@ -251,5 +260,19 @@ mod tests {
         let s = m.stats();
         assert_eq!((s.green_packets, s.yellow_packets, s.red_packets), (1, 1, 1));
         assert_eq!((s.out_packets(), s.out_bytes()), (2, 2080));
+    }
+
+    #[test]
+    fn a_colour_aware_meter_reads_an_upstream_out_mark_as_yellow() {
+        // Plenty of committed tokens: colour-blind, everything would be green.
+        let sr = SrTcm::new(Rate::from_bps(8), Size::from_bytes(10_000), Size::from_bytes(10_000)).color_aware(true);
+        let mut m = Marker::new(Policy::SrTcm(sr));
+        let mut out = Pkt::data(1, 0);
+        out.mark = Mark::Out;
+        m.push(Instant::ZERO, out);
+        m.push(Instant::ZERO, Pkt::data(1, 1000));
+        let marks: Vec<_> = std::iter::from_fn(|| m.poll_output(Instant::ZERO)).map(|(_, p)| p.mark).collect();
+        assert_eq!(marks, vec![Mark::Out, Mark::In]);
+        assert_eq!((m.stats().yellow_packets, m.stats().green_packets), (1, 1));
     }
 }
