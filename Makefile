@@ -7,7 +7,8 @@
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 PIP := $(PYTHON) -m pip
-export PATH := $(HOME)/.cargo/bin:$(PATH)
+# The venv's bin comes first: maturin's build backend runs the `maturin` it installed there.
+export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
 .PHONY: setup build demo test test-rust test-python bench clean
 

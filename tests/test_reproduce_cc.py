@@ -54,6 +54,46 @@ def test_acc_4a_vegas_shares_the_bottleneck_and_keeps_alpha_to_beta_packets_per_
     assert 10 * 1 <= first["queue_packets"] <= 10 * 3 + 2, first
 
 
+def test_acc_4a_monaco_matches_the_papers_shares_without_loss_and_halves_with_a_short_buffer():
+    """ACC §IV-A with Monaco, as the paper reports it: with a 90-packet buffer no loss, about
+    a* = 3 packets queued per flow, and per-flow rates 3 → 2 → 1.5 → 3 → 6 Mbit/s as the sets
+    join and leave; with 55 packets (less than 3 × 20 flows), losses between 20 and 30 s."""
+    r = run_cli("reproduce", "acc-4a", "--json")
+    assert r.returncode == 0, r.stderr
+    runs = {(x["cc"], x["buffer_packets"]): x for x in json.loads(r.stdout)}
+    deep, short = runs[("monaco", 90)], runs[("monaco", 55)]
+    for phase in deep["phases"]:
+        assert phase["drops"] == 0, phase
+        assert phase["utilisation"] > 0.98, phase
+        assert 2.5 * phase["active_flows"] <= phase["queue_packets"] <= 4.0 * phase["active_flows"], phase
+    paper = {1: [3.0, 2.0, 1.5, None, None], 2: [None, 2.0, 1.5, 3.0, None], 3: [None, None, 1.5, 3.0, 6.0]}
+    for s, rates in paper.items():
+        for phase, want in zip(deep["phases"], rates):
+            if want is not None:
+                assert abs(phase["rate_mbps"][str(s)] - want) <= 0.1 * want, (s, phase)
+    assert deep["timeouts"] == 0 and deep["fast_retransmits"] == 0
+    assert short["phases"][2]["drops"] > 0 and short["fast_retransmits"] > 0
+    assert short["phases"][4]["drops"] == 0, "five flows keep 15 packets, well inside 55"
+
+
+def test_acc_4b_monaco_allocates_the_parking_lot_as_the_framework_predicts():
+    """ACC §IV-B, N = 3: with every flow keeping a* in the network, §II-B's framework gives a
+    proportionally fair allocation (short flows C/(m + k/N), long flows a third of that,
+    (m + k/N)·a* packets per bottleneck); Monaco gets there without loss and with the long
+    flows' rates independent of their RTTs, where Vegas's differ by far more."""
+    from pathtwin.reproduce import acc
+
+    monaco, vegas = acc.section4b("monaco", 3), acc.section4b("vegas", 3)
+    share = acc.MSS / acc.PACKET_BYTES
+    pred = monaco.predicted
+    assert monaco.drops == 0 and min(monaco.utilisation) > 0.99
+    assert abs(monaco.short_goodput_bps - pred["short_bps"] * share) <= 0.1 * pred["short_bps"] * share
+    for q in monaco.queue_packets:
+        assert abs(q - pred["queue_packets"]) <= 0.2 * pred["queue_packets"], monaco.queue_packets
+    spread = lambda r: max(r.long_goodput_bps) / min(r.long_goodput_bps)
+    assert spread(monaco) < 1.6 < spread(vegas), (monaco.long_goodput_bps, vegas.long_goodput_bps)
+
+
 def test_acc_3c_vegas_failures_the_paper_names():
     """ACC §III-C (and §III-A's problems ii and iii): a Vegas flow starting on a path with a
     standing queue takes its queue into its base RTT and ends with more than the flows that
@@ -67,3 +107,10 @@ def test_acc_3c_vegas_failures_the_paper_names():
     assert loaded["shares"]["new"] > 1.5 * min(loaded["shares"]["old0"], loaded["shares"]["old1"]), loaded
     assert res[("loaded start", "vegas-k")]["queue_packets"] > 3 * loaded["queue_packets"]
     assert res[("reverse congestion", "vegas")]["shares"]["forward"] < 0.10
+    # Monaco, under the same conditions: a flow that starts on the loaded path gets the same
+    # share as the old ones (its out-of-band probe measures the queue, not a base RTT), and
+    # with the reverse path congested it keeps most of the forward path, without loss.
+    m = res[("loaded start", "monaco")]
+    assert max(m["shares"].values()) < 1.15 * min(m["shares"].values()) and m["drops"] == 0, m
+    reverse = res[("reverse congestion", "monaco")]
+    assert reverse["shares"]["forward"] > 0.6 and reverse["drops"] == 0, reverse

@@ -1,5 +1,5 @@
 """Congestion controllers as a user selects them: `[tcp] cc`, `[[flow]] cc`, the per-controller
-tables (`[tcp.vegas]`, `[tcp.cubic]`, `[tcp.bic]`), one-line errors for names and parameters
+tables (`[tcp.vegas]`, `[tcp.cubic]`, `[tcp.bic]`, `[tcp.monaco]`), one-line errors for names and parameters
 an engine cannot honour, and each controller's defining behaviour on a simulated path."""
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ def scenario(tmp_path, extra: str, duration="10s", rtt="40ms", abw="10mbit", que
 
 
 def test_every_simulator_controller_runs_and_is_reported(tmp_path):
-    names = ["reno", "newreno", "vegas", "bic", "cubic", "bbr"]
+    names = ["reno", "newreno", "vegas", "bic", "cubic", "bbr", "monaco"]
     flows = "".join(f'[[flow]]\nfrom = "a"\nto = "b"\ncc = "{n}"\nlabel = "{n}"\n' for n in names)
     out = tmp_path / "out"
     r = run_cli("sim", scenario(tmp_path, flows), "-o", out, "--no-plots")
     assert r.returncode == 0, r.stderr
     f = pd.read_parquet(out / "flows.parquet")
     assert sorted(f.cc) == sorted(names)
-    # Six flows share 10 Mbit/s: together they fill it (goodput is ~95 % of the IP rate).
+    # Seven flows share 10 Mbit/s: together they fill it (goodput is ~95 % of the IP rate).
     assert f.goodput_bps.sum() > 0.85 * 10e6, f[["cc", "goodput_bps"]]
     assert (f.goodput_bps > 0).all()
 
@@ -51,7 +51,7 @@ def test_unknown_controller_is_one_line_naming_key_and_the_simulators_names(tmp_
     line = r.stderr.strip()
     assert "\n" not in line, line
     assert "tcp.cc" in line and '"hybla"' in line
-    for n in ("reno", "newreno", "vegas", "cubic", "bic", "bbr"):
+    for n in ("reno", "newreno", "vegas", "cubic", "bic", "bbr", "monaco"):
         assert n in line, line
     # The flow's own shortcut is named as such.
     r = run_cli("sim", scenario(tmp_path, '[[flow]]\nfrom = "a"\nto = "b"\ncc = "hybla"\n'), "-o", tmp_path / "o")
@@ -63,6 +63,8 @@ def test_unknown_controller_is_one_line_naming_key_and_the_simulators_names(tmp_
     ('[tcp.vegas]\nalpha = 4\nbeta = 2\n', "tcp.vegas.beta"),
     ('[tcp.bic]\nmax_increment = 0\n', "tcp.bic.max_increment"),
     ('[tcp.vegas]\nalpah = 1\n', "tcp.vegas.alpah"),
+    ('[tcp.monaco]\nk = 2\n', "tcp.monaco.k"),
+    ('[tcp.monaco]\ntarget = 0\n', "tcp.monaco.target"),
 ])
 def test_bad_parameters_name_their_key(tmp_path, table, key):
     cc = key.split(".")[1]
@@ -147,12 +149,56 @@ def test_bbr_does_not_fill_a_deep_buffer(tmp_path):
     assert bbr_rtt < 2.5 * 40 and reno_rtt > 2 * bbr_rtt, (bbr_rtt, reno_rtt)
 
 
+MONACO_DUMBBELL = """
+hosts = ["a0", "a1", "a2", "a3", "b"]
+routers = ["r"]
+[run]
+duration = "20s"
+sample_interval = "100ms"
+[tcp]
+cc = "monaco"
+[[link]]
+between = ["r", "b"]
+rate = "10mbit"
+delay = "10ms"
+queue = "200p"
+qdisc = "{qdisc}"
+"""
+
+
+def _monaco_dumbbell(tmp_path, qdisc: str):
+    text = MONACO_DUMBBELL.format(qdisc=qdisc)
+    for i in range(4):
+        text += f'[[link]]\nbetween = ["a{i}", "r"]\nrate = "1gbit"\ndelay = "{1 + 5 * i}ms"\nqdisc = "{qdisc}"\n'
+        text += f'[[flow]]\nfrom = "a{i}"\nto = "b"\nlabel = "f{i}"\n'
+    p = tmp_path / f"monaco-{qdisc}.toml"
+    p.write_text(text)
+    return pathtwin.simulate(p)
+
+
+def test_monaco_keeps_its_target_per_flow_behind_a_strict_priority_router(tmp_path):
+    """Monaco's estimate is Little's law at the receiver: with its probes served ahead of data,
+    each of four flows keeps a* = 3 packets queued whatever its RTT (1 to 16 ms of access
+    delay), so the bottleneck holds about 12 packets, stays full and loses nothing, and the
+    flows share it equally. Behind a plain FIFO the probe waits with the data, the estimate
+    reads no queue, and the windows grow until the 200-packet buffer overflows."""
+    res = _monaco_dumbbell(tmp_path, "prio")
+    q = res.queue_series[res.queue_series.queue == "r->b"]
+    steady = q[q.time_s > 10]
+    assert 0.8 * 12 <= steady.packets.mean() <= 1.3 * 12, steady.packets.mean()
+    assert q.drops.sum() == 0
+    shares = _steady(res, 10).groupby("label").goodput_bps.mean()
+    assert shares.sum() > 0.9 * 10e6 and shares.max() < 1.15 * shares.min(), shares
+    fifo = _monaco_dumbbell(tmp_path, "droptail")
+    assert fifo.queue_series.drops.sum() > 0 and fifo.flows.retransmits.sum() > 0
+
+
 def test_same_seed_same_results_for_every_controller():
     cfg = {
         "hosts": ["a", "b"],
         "run": {"duration": "5s", "seed": 7},
         "path": [{"between": ["a", "b"], "rtt": "30ms", "abw": "8mbit", "queue": "30p", "loss": "0.5%"}],
-        "flow": [{"from": "a", "to": "b", "cc": n} for n in ("vegas", "bic", "cubic", "bbr")],
+        "flow": [{"from": "a", "to": "b", "cc": n} for n in ("vegas", "bic", "cubic", "bbr", "monaco")],
     }
     a, b = pathtwin.simulate(cfg), pathtwin.simulate(cfg)
     pd.testing.assert_frame_equal(a.flow_series, b.flow_series)

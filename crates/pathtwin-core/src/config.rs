@@ -330,6 +330,23 @@ pub struct BicSettings {
     pub fast_convergence: Option<bool>,
 }
 
+/// `[tcp.monaco]`: Monaco's gain and target (ACC paper eq. 13); unset fields keep the
+/// paper's K = 0.5 and a* = 3 packets.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonacoSettings {
+    /// Proportional gain K, in (0, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k: Option<f64>,
+    /// Target accumulation a* in segments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<f64>,
+    /// Start in slow start until the accumulation reaches the target (default false, as the
+    /// paper).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_start: Option<bool>,
+}
+
 /// NewReno's retransmission timer during fast recovery without SACK (RFC 6582 §3.2 step 5):
 /// `"impatient"` (the default) or `"slow-but-steady"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -345,7 +362,7 @@ pub enum NewRenoTimerName {
 /// (`pathtwin_tcp`'s list) in `sim`, the kernel's (`reno`, `cubic`, `bbr`, whatever the
 /// machine offers) in `emu`; each engine checks the name and says which names it has. The
 /// controller's parameters sit in one table per controller (`[tcp.vegas]`, `[tcp.cubic]`,
-/// `[tcp.bic]`), used by whichever flows run that controller; an engine that cannot honour
+/// `[tcp.bic]`, `[tcp.monaco]`), used by whichever flows run that controller; an engine that cannot honour
 /// them (the emulator runs the kernel's code) rejects them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -358,6 +375,8 @@ pub struct TcpSettings {
     pub cubic: Option<CubicSettings>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bic: Option<BicSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monaco: Option<MonacoSettings>,
     /// Maximum segment size in bytes of payload.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mss: Option<u32>,
@@ -396,6 +415,11 @@ pub struct TcpSettings {
 }
 
 impl TcpSettings {
+    /// Each per-controller table by name, and whether this section sets it.
+    pub fn controller_tables(&self) -> [(&'static str, bool); 4] {
+        [("vegas", self.vegas.is_some()), ("cubic", self.cubic.is_some()), ("bic", self.bic.is_some()), ("monaco", self.monaco.is_some())]
+    }
+
     /// `self` with every field that `over` sets replaced.
     pub fn overridden_by(&self, over: &TcpSettings) -> TcpSettings {
         TcpSettings {
@@ -403,6 +427,7 @@ impl TcpSettings {
             vegas: over.vegas.clone().or_else(|| self.vegas.clone()),
             cubic: over.cubic.clone().or_else(|| self.cubic.clone()),
             bic: over.bic.clone().or_else(|| self.bic.clone()),
+            monaco: over.monaco.clone().or_else(|| self.monaco.clone()),
             mss: over.mss.or(self.mss),
             sack: over.sack.or(self.sack),
             delayed_ack: over.delayed_ack.or(self.delayed_ack),

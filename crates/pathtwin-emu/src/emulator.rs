@@ -269,9 +269,7 @@ fn allow_congestion_control(cc: &str) -> Result<(), EmuError> {
 /// per-controller tables of `[tcp]` (`[tcp.cubic]`, …) are the simulator's, and silently
 /// running something else than asked would make a comparison meaningless.
 fn reject_simulator_only_settings(cfg: &Config) -> Result<(), EmuError> {
-    let t = &cfg.tcp;
-    let tables = [("vegas", t.vegas.is_some()), ("cubic", t.cubic.is_some()), ("bic", t.bic.is_some())];
-    match tables.iter().find(|(_, set)| *set) {
+    match cfg.tcp.controller_tables().iter().find(|(_, set)| *set) {
         Some((name, _)) => Err(EmuError::Config(ConfigError::invalid(
             format!("tcp.{name}"),
             "the emulator runs the kernel's congestion control and cannot set its parameters (they are the simulator's); remove the table or use `pathtwin sim`",

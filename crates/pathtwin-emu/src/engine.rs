@@ -93,6 +93,9 @@ impl PacketMeta for EmuPacket {
     fn set_ce(&mut self) {
         self.ip.set_ce()
     }
+    fn priority(&self) -> u8 {
+        self.ip.priority_band()
+    }
 }
 
 /// Everything from host `src` to host `dst` crosses `hops` in order.

@@ -43,6 +43,8 @@ pub struct IpPacket {
     mark: Mark,
     /// The TCP header's sequence number, for markers that recognise retransmissions.
     tcp_seq: Option<u32>,
+    /// Strict-priority band from the DSCP (see `band_from_dscp`).
+    band: u8,
 }
 
 /// DiffServ code points for assured forwarding (RFC 2597): AFx1 is low drop precedence
@@ -55,6 +57,18 @@ fn mark_from_dscp(dscp: u8) -> Mark {
     }
 }
 
+/// The strict-priority band of a code point, as a router's DiffServ classifier would map it
+/// (RFC 4594 §3): network control (CS6, CS7) and expedited forwarding (EF, RFC 3246) go first,
+/// so out-of-band control traffic — Monaco's probes in the simulator — can be sent from a
+/// real host by setting `IP_TOS`; lower effort (CS1, RFC 8622's LE) goes last; the rest is
+/// band 1.
+fn band_from_dscp(dscp: u8) -> u8 {
+    match dscp {
+        46 | 48 | 56 => 0,
+        1 | 8 => 2,
+        _ => 1,
+    }
+}
 
 impl IpPacket {
     /// Parses `bytes` as one IP datagram (no link-layer header).
@@ -91,7 +105,7 @@ impl IpPacket {
             Some(TransportSlice::Icmpv6(i)) => (Transport::Icmpv6, i.payload().len()),
             None => (Transport::Other(proto), sliced.net.as_ref().and_then(|n| n.ip_payload_ref()).map_or(0, |p| p.payload.len())),
         };
-        Ok(IpPacket { src, dst, transport, payload_len: payload_len as u32, mark: mark_from_dscp(dscp), tcp_seq, bytes })
+        Ok(IpPacket { src, dst, transport, payload_len: payload_len as u32, mark: mark_from_dscp(dscp), tcp_seq, band: band_from_dscp(dscp), bytes })
     }
 
     pub fn src(&self) -> IpAddr {
@@ -102,6 +116,10 @@ impl IpPacket {
     }
     pub fn transport(&self) -> Transport {
         self.transport
+    }
+    /// The strict-priority band the packet's DSCP asks for: 0 first, 1 by default.
+    pub fn priority_band(&self) -> u8 {
+        self.band
     }
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
@@ -323,6 +341,27 @@ mod tests {
         assert_eq!(reparsed.mark(), Mark::Out);
         let h = etherparse::Ipv4HeaderSlice::from_slice(p.bytes()).unwrap().to_header();
         assert_eq!(h.header_checksum, h.calc_header_checksum());
+    }
+
+    /// RFC 4594's classes: network control and EF ahead of data, lower effort behind it,
+    /// read from both IP versions' headers.
+    #[test]
+    fn the_dscp_picks_the_strict_priority_band() {
+        let v4 = |dscp: u8| {
+            let mut bytes = tcp_v4(false, b"x");
+            bytes[1] = dscp << 2;
+            IpPacket::parse(bytes).unwrap()
+        };
+        assert_eq!(v4(46).priority_band(), 0, "EF");
+        assert_eq!(v4(48).priority_band(), 0, "CS6");
+        assert_eq!(v4(0).priority_band(), 1, "best effort");
+        assert_eq!(v4(10).priority_band(), 1, "AF11 is data");
+        assert_eq!(v4(8).priority_band(), 2, "CS1");
+        let mut out = Vec::new();
+        PacketBuilder::ipv6([0xfd; 16], [0xfe; 16], 64).udp(1, 2).write(&mut out, &[0]).unwrap();
+        out[0] = 0x60 | (46 >> 2); // traffic class = EF << 2, split across the first two bytes
+        out[1] = ((46 & 0x3) << 6) as u8;
+        assert_eq!(IpPacket::parse(out).unwrap().priority_band(), 0);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! DiffServ mark, the segment's sequence number, and what the model reads of it. It implements [`PacketMeta`] so that the shared elements can carry it.
 //!
 //! The segment itself (≈100 bytes with its SACK blocks) stays in a [`SegmentSlab`] while the
-//! packet travels; elements move only this 36-byte header. Profiling the dumbbell benchmark
+//! packet travels; elements move only this 40-byte header. Profiling the dumbbell benchmark
 //! showed packet copies at 15 % of the run time before this split.
 
 use pathtwin_core::packet::{FlowKey, Mark, PacketMeta, TcpFlags};
@@ -34,6 +34,8 @@ pub struct SimPacket {
     /// The segment's sequence number as a TCP header carries it (modulo 2^32), for markers
     /// that recognise retransmissions.
     pub seq: u32,
+    /// Strict-priority band: 0 for Monaco's out-of-band control packets, else 1.
+    pub band: u8,
 }
 
 impl PacketMeta for SimPacket {
@@ -66,6 +68,9 @@ impl PacketMeta for SimPacket {
             self.ecn = Ecn::Ce;
         }
     }
+    fn priority(&self) -> u8 {
+        self.band
+    }
 }
 
 /// Segments of packets in flight, reused through a free list.
@@ -93,7 +98,7 @@ impl SegmentSlab {
         };
         // A TCP header carries the sequence number modulo 2^32; the truncation is the wire's.
         let seq = seg.seq as u32;
-        SimPacket { src, dst, conn, segment, wire_len, payload_len, hop: 0, from_client, flags, ecn: seg.ecn, mark: Mark::Unmarked, seq }
+        SimPacket { src, dst, conn, segment, wire_len, payload_len, hop: 0, from_client, flags, ecn: seg.ecn, mark: Mark::Unmarked, seq, band: seg.band() }
     }
 
     /// The segment of a packet that has arrived, with the ECN field the packet arrived with
@@ -139,7 +144,7 @@ mod tests {
         assert_eq!(pkt.mark(), Mark::Unmarked);
         pkt.set_mark(Mark::Out);
         assert_eq!(pkt.mark(), Mark::Out);
-        assert_eq!(std::mem::size_of::<SimPacket>(), 36);
+        assert_eq!(std::mem::size_of::<SimPacket>(), 40);
     }
 
     #[test]

@@ -225,8 +225,12 @@ impl Simulation {
     }
 
     /// Records `pkt` in the capture of `host`, if that host is captured. A write error stops
-    /// that capture rather than the run.
+    /// that capture rather than the run. Monaco's control packets are not TCP and are left
+    /// out, so that a capture reads as the TCP conversation it is.
     fn capture(&mut self, host: u32, now: Instant, pkt: &SimPacket, seg: &pathtwin_tcp::Segment) {
+        if seg.control.is_some() {
+            return;
+        }
         let Some(slot) = self.captures.get_mut(host as usize) else { return };
         let Some(w) = slot else { return };
         let (client_port, server_port) = pcap::ports(pkt.conn);

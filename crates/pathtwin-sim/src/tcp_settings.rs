@@ -1,13 +1,13 @@
 //! Maps the config's TCP settings (`[tcp]`, a flow's `tcp`, the per-controller tables
-//! `[tcp.vegas]`, `[tcp.cubic]`, `[tcp.bic]`) onto the endpoint's [`TcpConfig`].
+//! `[tcp.vegas]`, `[tcp.cubic]`, `[tcp.bic]`, `[tcp.monaco]`) onto the endpoint's [`TcpConfig`].
 //!
 //! This module owns the simulator's reading of `cc`: a name the simulator cannot run, or a
 //! parameter that makes no sense, is an error naming the key and, for a name, listing the
 //! names the simulator has. It does not own the defaults (those are `TcpConfig`'s and the
 //! controllers' own, each with its source) nor the schema (`pathtwin_core::config`).
 
-use pathtwin_core::config::{BicSettings, ConfigError, CubicPreset, CubicSettings, NewRenoTimerName, TcpSettings, VegasPreset, VegasSettings};
-use pathtwin_tcp::{BicParams, CcAlgorithm, ConfigError as TcpConfigError, CubicParams, NewRenoTimer, TcpConfig, VegasParams};
+use pathtwin_core::config::{BicSettings, ConfigError, CubicPreset, CubicSettings, MonacoSettings, NewRenoTimerName, TcpSettings, VegasPreset, VegasSettings};
+use pathtwin_tcp::{BicParams, CcAlgorithm, ConfigError as TcpConfigError, CubicParams, MonacoParams, NewRenoTimer, TcpConfig, VegasParams};
 
 /// The endpoint config for merged settings whose `cc` was written under `cc_key` (`"tcp"`,
 /// `"flow[3].tcp"`, or `"flow[3]"` for the flow's `cc` shortcut). Check each section's
@@ -68,6 +68,7 @@ fn cc_algorithm(name: &str, s: &TcpSettings, key: &str) -> Result<CcAlgorithm, C
         "cubic" => CcAlgorithm::Cubic(cubic_params(s.cubic.as_ref(), key)?),
         "bic" => CcAlgorithm::Bic(bic_params(s.bic.as_ref(), key)?),
         "bbr" => CcAlgorithm::Bbr,
+        "monaco" => CcAlgorithm::Monaco(monaco_params(s.monaco.as_ref(), key)?),
         _ => {
             return Err(ConfigError::invalid(
                 format!("{key}.cc"),
@@ -116,6 +117,15 @@ fn bic_params(v: Option<&BicSettings>, key: &str) -> Result<BicParams, ConfigErr
     checked(CcAlgorithm::Bic(p), key).map(|_| p)
 }
 
+fn monaco_params(v: Option<&MonacoSettings>, key: &str) -> Result<MonacoParams, ConfigError> {
+    let mut p = MonacoParams::PAPER;
+    let Some(v) = v else { return Ok(p) };
+    p.k = v.k.unwrap_or(p.k);
+    p.target = v.target.unwrap_or(p.target);
+    p.slow_start = v.slow_start.unwrap_or(p.slow_start);
+    checked(CcAlgorithm::Monaco(p), key).map(|_| p)
+}
+
 /// The controller's own range checks (`CcAlgorithm::validate`), with the error's key moved
 /// from `tcp.` to the section the table was written in.
 fn checked(cc: CcAlgorithm, key: &str) -> Result<CcAlgorithm, ConfigError> {
@@ -130,7 +140,6 @@ fn checked(cc: CcAlgorithm, key: &str) -> Result<CcAlgorithm, ConfigError> {
 /// Checks the controller tables written in one section (`[tcp]` or a flow's `tcp`, named by
 /// `key`), so that a bad parameter is reported where it was written.
 pub fn check_tables(s: &TcpSettings, key: &str) -> Result<(), ConfigError> {
-
     if let Some(v) = &s.vegas {
         vegas_params(Some(v), key)?;
     }
@@ -139,6 +148,9 @@ pub fn check_tables(s: &TcpSettings, key: &str) -> Result<(), ConfigError> {
     }
     if let Some(v) = &s.bic {
         bic_params(Some(v), key)?;
+    }
+    if let Some(v) = &s.monaco {
+        monaco_params(Some(v), key)?;
     }
     Ok(())
 }
@@ -154,7 +166,7 @@ pub fn table_name(cc: &CcAlgorithm) -> &'static str {
 /// Per-controller tables that no flow uses are a mistake (a typo in `cc`, or a table left
 /// from another experiment): the simulator would silently ignore them.
 pub fn check_tables_used(tables: &TcpSettings, used: &[&str], key: &str) -> Result<(), ConfigError> {
-    for (name, present) in [("vegas", tables.vegas.is_some()), ("cubic", tables.cubic.is_some()), ("bic", tables.bic.is_some())] {
+    for (name, present) in tables.controller_tables() {
         if present && !used.contains(&name) {
             return Err(ConfigError::invalid(format!("{key}.{name}"), format!("no flow runs cc = {name:?}, so these parameters would be ignored")));
         }

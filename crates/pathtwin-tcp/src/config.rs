@@ -5,7 +5,7 @@
 //! files: the simulator maps its TOML schema onto this struct and calls
 //! [`TcpConfig::validate`], so that a user's mistake is reported with the key that caused it.
 
-use crate::cc::{Bbr, Bic, BicParams, CcParams, CongestionControl, Cubic, CubicParams, Reno, Vegas, VegasParams};
+use crate::cc::{Bbr, Bic, BicParams, CcParams, CongestionControl, Cubic, CubicParams, Monaco, MonacoParams, Reno, Vegas, VegasParams};
 use crate::recovery::Flavour;
 use pathtwin_core::time::Duration;
 use std::fmt;
@@ -34,6 +34,10 @@ pub enum CcAlgorithm {
     Cubic(CubicParams),
     /// BBR v1 (see [`Bbr`]), paced; NewReno recovery without SACK.
     Bbr,
+    /// Monaco (see [`Monaco`]): the endpoint sends its control packets, the window follows
+    /// the receiver's accumulation answers, paced; NewReno recovery without SACK. Its
+    /// out-of-band packets need strict-priority queues (`qdisc = "prio"`) on the path.
+    Monaco(MonacoParams),
     /// A controller defined outside this crate; it uses NewReno recovery without SACK.
     Custom { name: &'static str, build: CcBuilder },
 }
@@ -48,14 +52,20 @@ impl CcAlgorithm {
             CcAlgorithm::Bic(_) => "bic",
             CcAlgorithm::Cubic(_) => "cubic",
             CcAlgorithm::Bbr => "bbr",
+            CcAlgorithm::Monaco(_) => "monaco",
             CcAlgorithm::Custom { name, .. } => name,
         }
+    }
+
+    /// Whether the endpoint must run Monaco's control protocol for this controller.
+    pub fn uses_control_packets(&self) -> bool {
+        matches!(self, CcAlgorithm::Monaco(_))
     }
 
     /// Every controller name the simulator accepts in a config (Vegas-k is `"vegas"` with a
     /// base-RTT window set, so it has no name of its own here).
     pub fn simulator_names() -> &'static [&'static str] {
-        &["reno", "newreno", "vegas", "bic", "cubic", "bbr"]
+        &["reno", "newreno", "vegas", "bic", "cubic", "bbr", "monaco"]
     }
 
     /// Checks the parameters of the built-in controllers; errors name the key as
@@ -83,6 +93,10 @@ impl CcAlgorithm {
                 check(p.c.is_finite() && p.c > 0.0, "tcp.cubic.c", p.c, "must be a positive number of segments per second cubed")?;
                 check(fraction(p.beta), "tcp.cubic.beta", p.beta, "must be between 0 and 1 (exclusive)")
             }
+            CcAlgorithm::Monaco(p) => {
+                check(p.k.is_finite() && p.k > 0.0 && p.k <= 1.0, "tcp.monaco.k", p.k, "must be a gain in (0, 1]")?;
+                check(p.target.is_finite() && p.target > 0.0, "tcp.monaco.target", p.target, "must be a positive number of segments")
+            }
             CcAlgorithm::Reno | CcAlgorithm::NewReno | CcAlgorithm::Bbr | CcAlgorithm::Custom { .. } => Ok(()),
         }
     }
@@ -95,6 +109,7 @@ impl CcAlgorithm {
             CcAlgorithm::Bic(p) => Box::new(Bic::new(params, *p)),
             CcAlgorithm::Cubic(p) => Box::new(Cubic::new(params, *p)),
             CcAlgorithm::Bbr => Box::new(Bbr::new(params)),
+            CcAlgorithm::Monaco(p) => Box::new(Monaco::new(params, *p)),
             CcAlgorithm::Custom { build, .. } => build(params),
         }
     }
@@ -108,6 +123,7 @@ impl CcAlgorithm {
             | CcAlgorithm::Bic(_)
             | CcAlgorithm::Cubic(_)
             | CcAlgorithm::Bbr
+            | CcAlgorithm::Monaco(_)
             | CcAlgorithm::Custom { .. } => Flavour::NewReno,
         }
     }
@@ -119,6 +135,7 @@ impl fmt::Debug for CcAlgorithm {
             CcAlgorithm::Vegas(p) => f.debug_tuple(self.name()).field(p).finish(),
             CcAlgorithm::Bic(p) => f.debug_tuple(self.name()).field(p).finish(),
             CcAlgorithm::Cubic(p) => f.debug_tuple(self.name()).field(p).finish(),
+            CcAlgorithm::Monaco(p) => f.debug_tuple(self.name()).field(p).finish(),
             _ => f.write_str(self.name()),
         }
     }
@@ -133,6 +150,7 @@ impl PartialEq for CcAlgorithm {
             (CcAlgorithm::Vegas(a), CcAlgorithm::Vegas(b)) => a == b,
             (CcAlgorithm::Bic(a), CcAlgorithm::Bic(b)) => a == b,
             (CcAlgorithm::Cubic(a), CcAlgorithm::Cubic(b)) => a == b,
+            (CcAlgorithm::Monaco(a), CcAlgorithm::Monaco(b)) => a == b,
             _ => self.name() == other.name(),
         }
     }
@@ -344,6 +362,7 @@ mod tests {
             CcAlgorithm::Bic(BicParams::default()),
             CcAlgorithm::Cubic(CubicParams::default()),
             CcAlgorithm::Bbr,
+            CcAlgorithm::Monaco(MonacoParams::default()),
         ];
         let names: Vec<&str> = built_in.iter().map(|a| a.name()).collect();
         assert_eq!(names, CcAlgorithm::simulator_names());

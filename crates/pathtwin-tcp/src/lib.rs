@@ -52,7 +52,8 @@
 //! - [`config`]: [`TcpConfig`] and the choice of congestion controller.
 //! - [`rtt`]: RFC 6298 round-trip estimation and the retransmission timeout.
 //! - [`cc`]: the congestion-control trait, Reno (RFC 5681), Vegas and Vegas-k, BIC, CUBIC
-//!   (RFC 9438 with HyStart++) and BBR v1.
+//!   (RFC 9438 with HyStart++), BBR v1 and Monaco.
+//! - [`monaco`]: Monaco's control packets and the receiver's accumulation estimator.
 //! - [`rate`]: delivery-rate estimation (draft-cheng-iccrg-delivery-rate-estimation).
 //! - `recovery`: which loss-recovery flavour runs and its state (RFC 5681, 6582, 6675).
 //! - `rack`: RACK time-based loss detection (RFC 8985 §6), which finds lost
@@ -64,6 +65,7 @@
 pub mod cc;
 pub mod config;
 pub mod endpoint;
+pub mod monaco;
 mod rack;
 mod ranges;
 pub mod rate;
@@ -75,11 +77,12 @@ pub mod segment;
 mod stats;
 
 pub use cc::{
-    AckEvent, Bbr, BbrMode, Bic, BicParams, CcParams, CongestionControl, Cubic, CubicParams, DeliveryEvent, Reno, SentEvent, Vegas,
-    VegasParams,
+    AckEvent, Bbr, BbrMode, Bic, BicParams, CcParams, CongestionControl, Cubic, CubicParams, DeliveryEvent, Monaco, MonacoParams, Reno,
+    SentEvent, Vegas, VegasParams,
 };
+pub use monaco::AccumulationFeedback;
 pub use config::{CcAlgorithm, ConfigError, NewRenoTimer, TcpConfig};
 pub use rate::RateSample;
 pub use endpoint::{Endpoint, State};
-pub use segment::{Ecn, Flags, SackBlocks, Segment};
+pub use segment::{Control, Ecn, Flags, SackBlocks, Segment};
 pub use stats::{Event, Stats};

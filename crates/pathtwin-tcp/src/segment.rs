@@ -6,6 +6,10 @@
 //! queues can read and set it), the payload bytes (the model never carries them) or wire
 //! encoding.
 //!
+//! A segment may instead be one of Monaco's control packets ([`Control`]; ACC paper
+//! §III-B.1): it then carries no TCP header fields that matter, occupies no sequence space
+//! and is consumed by the peer's accumulation estimator, not by TCP.
+//!
 //! Sequence numbers are 64-bit and never wrap in a run, so comparisons are plain integer
 //! comparisons instead of RFC 9293's modular arithmetic. SYN and FIN each occupy one
 //! sequence number, as on the wire. The window field holds the advertised window already
@@ -141,6 +145,34 @@ impl Ecn {
     }
 }
 
+/// A Monaco control packet (ACC paper §III-B.1). The forward pair is sent once per control
+/// period: [`Control::Probe`] out of band, then [`Control::Count`] in band behind the data;
+/// the receiver answers with [`Control::Feedback`] out of band.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Control {
+    /// The forward out-of-band packet of pair `seq`: it skips queues (band 0), so its
+    /// arrival marks the forward propagation delay.
+    Probe { seq: u32 },
+    /// The forward in-band packet of pair `seq`, with the payload bytes the sender has sent
+    /// in total when it was sent (the paper carries the bytes of one period; a running total
+    /// gives the same answer and survives a lost pair).
+    Count { seq: u32, bytes_sent: u64 },
+    /// The reverse out-of-band answer to pair `seq`: the estimated accumulation in whole
+    /// bytes and whether data sent before the pair's in-band packet went missing since the
+    /// last answer.
+    Feedback { seq: u32, accumulation: u64, loss: bool },
+}
+
+impl Control {
+    /// The strict-priority band the packet travels in: 0 (out of band) or 1 (with data).
+    pub fn band(self) -> u8 {
+        match self {
+            Control::Count { .. } => 1,
+            Control::Probe { .. } | Control::Feedback { .. } => 0,
+        }
+    }
+}
+
 /// Up to four SACK blocks (RFC 2018), each a half-open sequence range `[start, end)`,
 /// stored inline so that a segment is `Copy` and never allocates.
 ///
@@ -206,12 +238,20 @@ pub struct Segment {
     pub sack_permitted: bool,
     /// The IP header's ECN codepoint (not part of the TCP header).
     pub ecn: Ecn,
+    /// Set on a Monaco control packet, which is not a TCP segment at all.
+    pub control: Option<Control>,
 }
 
 /// The fixed TCP header without options (RFC 9293 §3.1).
 pub const TCP_BASE_HEADER: u32 = 20;
 
 impl Segment {
+    /// The strict-priority band of the packet: band 0 for Monaco's out-of-band control
+    /// packets, 1 (the default of every packet) otherwise.
+    pub fn band(&self) -> u8 {
+        self.control.map_or(1, Control::band)
+    }
+
     /// Sequence space the segment occupies: payload plus one each for SYN and FIN.
     pub fn seq_len(&self) -> u64 {
         self.len as u64 + self.flags.syn() as u64 + self.flags.fin() as u64
@@ -227,7 +267,13 @@ impl Segment {
     /// Option sizes are RFC 9293 §3.2 (MSS: kind, length, 2 bytes = 4), RFC 2018 §2–3
     /// (SACK-permitted: 2; SACK: 2 + 8 per block). Padding models the NOP/EOL filler real
     /// stacks add so that the data offset is a whole number of 32-bit words.
+    ///
+    /// A Monaco control packet is a fixed 20-byte header, the size of the paper's Linux
+    /// implementation's and of a TCP header without options.
     pub fn header_bytes(&self) -> u32 {
+        if self.control.is_some() {
+            return TCP_BASE_HEADER;
+        }
         let mut options = 0u32;
         if self.mss.is_some() {
             options += 4;

@@ -45,23 +45,29 @@ PAPER_RATE_4A = {
 SETS_4A = {1: (10, 4.0, 0, 30), 2: (5, 9.0, 10, 40), 3: (5, 14.0, 20, 50)}
 #: Monaco's target accumulation (packets) and Vegas's band, which the queue is read against.
 TARGET_PACKETS = 3.0
+#: ns-2's `windowInit_` when the paper's simulations ran (ALGORITHMS.md §8).
+NS2_INITIAL_WINDOW = 2
 #: The controllers the reproductions compare, in the paper's order.
 PAPER_CONTROLLERS = ("monaco", "vegas")
 
 
 def controllers() -> tuple[str, ...]:
-    """The paper's controllers this simulator runs (Monaco is not in it yet: its runs are
-    left out, and the CLI says so)."""
+    """The paper's controllers this simulator runs (a build without one of them leaves its runs
+    out, and the CLI says so)."""
     from .. import _native
 
     have = set(_native.simulator_congestion_controls())
     return tuple(c for c in PAPER_CONTROLLERS if c in have)
 
 
-def _tcp(cc: str) -> dict:
-    """Per-flow TCP settings of both reproductions: the paper's packet size, no delayed ACKs
-    (ns-2's default sink), and a window limit that never binds."""
+def _tcp(cc: str, initial_window: Optional[int] = None) -> dict:
+    """Per-flow TCP settings of the reproductions: the paper's packet size, no delayed ACKs
+    (ns-2's default sink), and a window limit that never binds. §IV passes ns-2's initial
+    window of the paper's time, 2 packets: ten flows starting together with today's 10 would
+    put 100 packets into §IV-A's 90-packet buffer before any controller could act."""
     t = {"cc": cc, "mss": MSS, "delayed_ack": False, "max_window": "16MiB", "rcv_window": "16MiB", "sack": True}
+    if initial_window is not None:
+        t["initial_window"] = initial_window
     if cc == "vegas":
         # The paper compares Monaco's a* = 3 packets with Vegas's band; α = 1, β = 3 are
         # Brakmo & Peterson's and ns-2's values (the ones the paper's ns-2 runs used).
@@ -93,7 +99,7 @@ def config_4a(cc: str = "monaco", buffer_packets: int = 90, duration_s: float = 
             links.append({"between": ["r2", dst], "rate": "10mbit", "delay": f"{one_way_ms - 3.0:g}ms",
                           **_bottleneck_qdisc(cc)})
             flows.append({"from": src, "to": dst, "start": f"{start}s", "stop": f"{min(stop, duration_s):g}s",
-                          "label": f"set{s}#{i}", "tcp": _tcp(cc)})
+                          "label": f"set{s}#{i}", "tcp": _tcp(cc, NS2_INITIAL_WINDOW)})
     return {
         "name": f"acc-4a-{cc}-{buffer_packets}p",
         "hosts": hosts,
@@ -214,14 +220,14 @@ def config_4b(cc: str = "monaco", n_bottlenecks: int = 3, short_per_link: int = 
         hosts += [src, dst]
         links.append({"between": [src, routers[0]], "rate": "1gbit", "delay": f"{d:g}ms", **q})
         links.append({"between": [routers[-1], dst], "rate": "1gbit", "delay": f"{d:g}ms", **q})
-        flows.append({"from": src, "to": dst, "label": f"long{k}", "tcp": _tcp(cc)})
+        flows.append({"from": src, "to": dst, "label": f"long{k}", "tcp": _tcp(cc, NS2_INITIAL_WINDOW)})
     for j in range(1, n_bottlenecks + 1):
         for i in range(short_per_link):
             src, dst = f"short{j}_{i}_s", f"short{j}_{i}_d"
             hosts += [src, dst]
             links.append({"between": [src, routers[j - 1]], "rate": "1gbit", "delay": "1ms", **q})
             links.append({"between": [routers[j], dst], "rate": "1gbit", "delay": "1ms", **q})
-            flows.append({"from": src, "to": dst, "label": f"short{j}#{i}", "tcp": _tcp(cc)})
+            flows.append({"from": src, "to": dst, "label": f"short{j}#{i}", "tcp": _tcp(cc, NS2_INITIAL_WINDOW)})
     return {
         "name": f"acc-4b-{cc}-N{n_bottlenecks}",
         "hosts": hosts,
@@ -261,8 +267,13 @@ class Result4B:
 
 
 def section4b(cc: str = "monaco", n_bottlenecks: int = 3, short_per_link: int = 2, duration_s: float = 50.0,
-              seed: int = 1, out: Optional[Path] = None, settle_s: float = 10.0) -> Result4B:
-    """Runs the parking lot once; rates and queues average over [settle_s, end)."""
+              seed: int = 1, out: Optional[Path] = None, settle_s: Optional[float] = None) -> Result4B:
+    """Runs the parking lot once; rates and queues average over [settle_s, end), by default
+    the last 40 % of the run: Monaco has no slow start, and its longest-RTT flow (184 ms)
+    grows by 1.5 packets per round trip towards a window of some 250 packets, which takes
+    most of the first 30 s."""
+    if settle_s is None:
+        settle_s = 0.6 * duration_s
     cfg = config_4b(cc, n_bottlenecks, short_per_link, duration_s, seed)
     res = simulate(cfg, out=out)
     fs, qs = res.flow_series, res.queue_series

@@ -2,9 +2,13 @@
 //! a band is served only while every band before it is empty. Monaco's routers need it: its
 //! out-of-band control packets (band 0) must skip the data queue (ACC paper §III-B).
 //!
-//! One limit applies to all bands together, as a router's shared buffer: an arrival that
-//! would exceed it is dropped, whatever its band (drop-tail, no pushing out of lower bands).
-//! Bands above [`BANDS`] − 1 share the last band. Placeholders are band 1, as data.
+//! Band 0 is the paper's "separate dedicated high priority queue": it has a buffer of its
+//! own of the configured size, so control packets are not dropped because data filled the
+//! router (a shared buffer lost Monaco's probes whenever its flows overflowed the data
+//! queue, and with them the feedback that would have drained it). Bands 1 and up share the
+//! configured limit, as one data buffer: an arrival that would exceed its buffer is dropped
+//! (drop-tail, no pushing out of lower bands). Bands above [`BANDS`] − 1 share the last
+//! band. Placeholders are band 1, as data.
 
 use super::{Backlog, Qdisc, Queued};
 use crate::packet::PacketMeta;
@@ -18,13 +22,16 @@ pub const BANDS: usize = 3;
 
 pub struct StrictPriority<P> {
     bands: [VecDeque<Queued<P>>; BANDS],
+    /// Everything queued, all bands.
     backlog: Backlog,
+    /// Band 0 alone, which has its own buffer.
+    control: Backlog,
     limit: QueueLimit,
 }
 
 impl<P> StrictPriority<P> {
     pub fn new(limit: QueueLimit) -> Self {
-        StrictPriority { bands: Default::default(), backlog: Backlog::default(), limit }
+        StrictPriority { bands: Default::default(), backlog: Backlog::default(), control: Backlog::default(), limit }
     }
 
     /// Items waiting in `band`.
@@ -35,18 +42,30 @@ impl<P> StrictPriority<P> {
 
 impl<P: PacketMeta + Send + Sync> Qdisc<P> for StrictPriority<P> {
     fn enqueue(&mut self, _now: Instant, item: Queued<P>, _rng: &mut Rng) -> Result<(), Queued<P>> {
-        if self.backlog.would_exceed(self.limit, item.wire_len) {
+        let band = (item.priority as usize).min(BANDS - 1);
+        let buffer = if band == 0 {
+            self.control
+        } else {
+            Backlog { packets: self.backlog.packets - self.control.packets, bytes: self.backlog.bytes - self.control.bytes }
+        };
+        if buffer.would_exceed(self.limit, item.wire_len) {
             return Err(item);
         }
         self.backlog.add(item.wire_len);
-        let band = (item.priority as usize).min(BANDS - 1);
+        if band == 0 {
+            self.control.add(item.wire_len);
+        }
         self.bands[band].push_back(item);
         Ok(())
     }
 
     fn dequeue(&mut self, _now: Instant) -> Option<Queued<P>> {
-        let item = self.bands.iter_mut().find_map(VecDeque::pop_front)?;
+        let band = self.bands.iter().position(|b| !b.is_empty())?;
+        let item = self.bands[band].pop_front()?;
         self.backlog.remove(item.wire_len);
+        if band == 0 {
+            self.control.remove(item.wire_len);
+        }
         Some(item)
     }
 
@@ -107,12 +126,18 @@ mod tests {
     }
 
     #[test]
-    fn one_limit_for_all_bands() {
+    fn band_0_has_its_own_buffer_and_the_data_bands_share_one() {
         let mut q = StrictPriority::new(QueueLimit::Packets(2));
         let mut rng = Rng::seed_from_u64(1);
         q.enqueue(Instant::ZERO, item(1), &mut rng).unwrap();
-        q.enqueue(Instant::ZERO, item(1), &mut rng).unwrap();
-        assert!(q.enqueue(Instant::ZERO, item(0), &mut rng).is_err(), "a full buffer drops even band 0");
-        assert_eq!(q.backlog(), Backlog { packets: 2, bytes: 200 });
+        q.enqueue(Instant::ZERO, item(2), &mut rng).unwrap();
+        assert!(q.enqueue(Instant::ZERO, item(1), &mut rng).is_err(), "bands 1 and 2 share the limit");
+        q.enqueue(Instant::ZERO, item(0), &mut rng).expect("full data buffer, control still admitted");
+        q.enqueue(Instant::ZERO, item(0), &mut rng).unwrap();
+        assert!(q.enqueue(Instant::ZERO, item(0), &mut rng).is_err(), "band 0's own buffer is full");
+        assert_eq!(q.backlog(), Backlog { packets: 4, bytes: 400 });
+        assert_eq!(q.dequeue(Instant::ZERO).unwrap().priority, 0);
+        q.enqueue(Instant::ZERO, item(0), &mut rng).expect("room again in band 0");
+        assert!(q.enqueue(Instant::ZERO, item(1), &mut rng).is_err(), "control leaving frees no data room");
     }
 }

@@ -1,7 +1,8 @@
 //! Congestion control: the [`CongestionControl`] trait every controller implements, the
 //! events it receives, and the controllers themselves: [`Reno`] (RFC 5681), [`Vegas`] and
 //! Vegas-k (Brakmo & Peterson 1995; ACC paper §III-A), [`Bic`] (Xu et al. 2004, Linux 2.6),
-//! [`Cubic`] (RFC 9438, with HyStart++ of RFC 9406) and [`Bbr`] (v1).
+//! [`Cubic`] (RFC 9438, with HyStart++ of RFC 9406), [`Bbr`] (v1) and [`Monaco`] (ACC
+//! paper §III-B).
 //!
 //! Division of labour (the same as Linux's `tcp_congestion_ops` and quinn's `Controller`):
 //! a controller owns `cwnd` and `ssthresh` and decides how they react to ACKs, losses and
@@ -28,13 +29,15 @@
 //! Hooks the window-based controllers use: Vegas and CUBIC's HyStart++ act once per round
 //! trip, counted from `on_packet_sent` and ACKed bytes (`round.rs`), on `on_ack`'s RTT
 //! samples; BIC and CUBIC apply their own β in `on_enter_recovery`, CUBIC reads `now` and
-//! SRTT in `on_ack`. Planned: Monaco (`pacing_rate` for its leaky bucket; its out-of-band
-//! control packets need an endpoint extension beyond this trait).
+//! SRTT in `on_ack`. Monaco's window moves only on the receiver's answers to its control
+//! packets, which the endpoint runs (`crate::monaco`) and hands over through
+//! [`CongestionControl::on_accumulation`]; it paces through `pacing_rate`.
 
 pub mod bbr;
 mod bic;
 mod cubic;
 mod hystart;
+mod monaco;
 mod reno;
 mod round;
 mod vegas;
@@ -42,9 +45,11 @@ mod vegas;
 pub use bbr::{Bbr, BbrMode};
 pub use bic::{Bic, BicParams};
 pub use cubic::{Cubic, CubicParams};
+pub use monaco::{Monaco, MonacoParams};
 pub use reno::Reno;
 pub use vegas::{Vegas, VegasParams};
 
+use crate::monaco::AccumulationFeedback;
 use crate::rate::RateSample;
 use pathtwin_core::time::{Duration, Instant};
 use std::any::Any;
@@ -159,6 +164,11 @@ pub trait CongestionControl: fmt::Debug + Send + Sync {
     /// once per such ACK, after [`on_ack`](Self::on_ack), recovery entry or exit and loss
     /// detection. Window-based controllers ignore it.
     fn on_delivery(&mut self, _ev: &DeliveryEvent) {}
+
+    /// The receiver answered one of Monaco's control pairs (see `crate::monaco`); only
+    /// controllers built with [`CcAlgorithm::uses_control_packets`](crate::CcAlgorithm)
+    /// receive these.
+    fn on_accumulation(&mut self, _now: Instant, _fb: &AccumulationFeedback) {}
 
     /// Whether data sent from now on should count as application-limited in delivery-rate
     /// samples, although the application has data (BBR's ProbeRTT, whose deliberately low

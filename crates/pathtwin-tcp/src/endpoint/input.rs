@@ -22,7 +22,14 @@ impl Endpoint {
     /// A segment from the peer arrived at `now`. Follow with
     /// [`poll_transmit`](Self::poll_transmit) until `None`.
     pub fn handle_segment(&mut self, now: Instant, seg: &Segment) {
+        if let Some(c) = seg.control {
+            self.handle_control(now, c);
+            return;
+        }
         self.stats.segments_received += 1;
+        if seg.len > 0 {
+            self.control_rx.on_data(now, seg.len);
+        }
         if seg.flags.rst() {
             self.on_rst();
             return;

@@ -16,6 +16,13 @@
 //! [`CongestionControl::on_ecn`] at most once per window of data, retransmits nothing,
 //! and sets CWR on its next new data segment.
 //!
+//! Monaco (ACC paper §III-B): when the controller is Monaco the endpoint sends its control
+//! pairs (`crate::monaco::ControlSender`) ahead of anything else and hands the answers to
+//! the controller; every endpoint answers control pairs it receives
+//! (`crate::monaco::AccumulationEstimator`), so a receiver needs no configuration. Control
+//! packets bypass TCP entirely: they occupy no sequence space, are never acknowledged, and
+//! are not counted in the segment statistics.
+//!
 //! This module owns the public [`Endpoint`] API, the handshake, timers and event reporting;
 //! segment input is in `input`, segment output in `output`. Call order is in the crate
 //! docs: after every input, `poll_event` until `None`, `poll_transmit` until `None`, then
@@ -32,12 +39,13 @@ mod output;
 
 use crate::cc::{CcParams, CongestionControl};
 use crate::config::TcpConfig;
+use crate::monaco::{AccumulationEstimator, AccumulationFeedback, ControlSender};
 use crate::rack::{Rack, TlpProbe};
 use crate::reassembly::Reassembly;
 use crate::recovery::{Flavour, Recovery};
 use crate::rtt::RttEstimator;
 use crate::scoreboard::Scoreboard;
-use crate::segment::Segment;
+use crate::segment::{Control, Segment};
 use crate::stats::{Event, Stats};
 use pathtwin_core::time::{Duration, Instant};
 use std::collections::VecDeque;
@@ -162,6 +170,12 @@ pub struct Endpoint {
     /// Receiver: a CE mark arrived and no CWR since: every ACK carries ECE (§6.1.3).
     ece_pending: bool,
 
+    // Monaco's control protocol.
+    /// Sends control pairs; present when the controller is Monaco and the handshake is over.
+    control_tx: Option<ControlSender>,
+    /// Answers the peer's control pairs.
+    control_rx: AccumulationEstimator,
+
     // Receive side.
     rx: Reassembly,
     ack_now: bool,
@@ -227,6 +241,8 @@ impl Endpoint {
             cwr_pending: false,
             ecn_high_seq: 0,
             ece_pending: false,
+            control_tx: None,
+            control_rx: AccumulationEstimator::default(),
             rx: Reassembly::new(0),
             ack_now: false,
             unacked_bytes: 0,
@@ -278,7 +294,8 @@ impl Endpoint {
     /// retransmission, RACK reordering timer, tail loss probe, delayed ACK, pacing or
     /// TIME-WAIT.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.rto_at, self.delack_at, self.time_wait_at, self.pacing_wakeup, self.rack_at, self.pto_at]
+        let control = self.control_tx.as_ref().and_then(ControlSender::poll_timeout);
+        [self.rto_at, self.delack_at, self.time_wait_at, self.pacing_wakeup, self.rack_at, self.pto_at, control]
             .into_iter()
             .flatten()
             .min()
@@ -317,6 +334,9 @@ impl Endpoint {
         if self.time_wait_at.is_some_and(|t| t <= now) {
             self.time_wait_at = None;
             self.state = State::Closed;
+        }
+        if let Some(tx) = &mut self.control_tx {
+            tx.handle_timeout(now);
         }
     }
 
@@ -387,6 +407,10 @@ impl Endpoint {
     pub fn config(&self) -> &TcpConfig {
         &self.cfg
     }
+    /// Monaco's control-pair sender, when the controller is Monaco.
+    pub fn control_sender(&self) -> Option<&ControlSender> {
+        self.control_tx.as_ref()
+    }
 
     /// What is really in the network, as Linux's `tcp_packets_in_flight` counts it: RFC
     /// 6675 pipe, less, without SACK, the segments duplicate ACKs reported delivered (which
@@ -428,6 +452,9 @@ impl Endpoint {
             (self.cfg.initial_window as u64 * smss).min(self.cfg.max_window)
         };
         self.cc = self.cfg.cc.build(&CcParams { smss: self.smss, initial_cwnd, max_window: self.cfg.max_window });
+        if self.cfg.cc.uses_control_packets() {
+            self.control_tx = Some(ControlSender::default());
+        }
         let flavour = if self.sack_ok { Flavour::Sack } else { self.cfg.cc.flavour_without_sack() };
         self.recovery = Recovery::new(flavour);
         if self.sack_ok && self.cfg.rack {
@@ -441,6 +468,19 @@ impl Endpoint {
         self.next_send_at = now;
         self.state = State::Established;
         self.push_event(Event::Connected);
+    }
+
+    /// A Monaco control packet arrived: the peer's pair for our estimator, or its answer to
+    /// ours for the controller.
+    fn handle_control(&mut self, now: Instant, c: Control) {
+        match c {
+            Control::Feedback { seq, accumulation, loss } => {
+                if self.control_tx.as_mut().is_some_and(|tx| tx.on_feedback(seq)) {
+                    self.cc.on_accumulation(now, &AccumulationFeedback { accumulation, loss });
+                }
+            }
+            Control::Probe { .. } | Control::Count { .. } => self.control_rx.on_control(now, c),
+        }
     }
 
     fn take_rtt_sample(&mut self, r: Duration) {

@@ -37,7 +37,7 @@ use crate::cc::SentEvent;
 use crate::rack::TlpProbe;
 use crate::recovery::Flavour;
 use crate::scoreboard::{Candidate, Retransmit};
-use crate::segment::{Ecn, Flags, SackBlocks, Segment};
+use crate::segment::{Control, Ecn, Flags, SackBlocks, Segment};
 use pathtwin_core::time::{Duration, Instant};
 
 impl Endpoint {
@@ -46,6 +46,10 @@ impl Endpoint {
         if let Some(rst) = self.rst_pending.take() {
             self.count_sent(&rst);
             return Some(rst);
+        }
+        if let Some(c) = self.transmit_control(now) {
+            self.stats.control_packets_sent += 1;
+            return Some(Segment { control: Some(c), ..Segment::default() });
         }
         let seg = match self.state {
             State::Closed | State::Listen => None,
@@ -62,6 +66,17 @@ impl Endpoint {
             self.count_sent(s);
         }
         seg
+    }
+
+    /// Monaco: an answer we owe the peer, else the next packet of our own control pair.
+    /// Neither waits for cwnd or the pacer.
+    fn transmit_control(&mut self, now: Instant) -> Option<Control> {
+        if let Some(answer) = self.control_rx.poll_transmit() {
+            return Some(answer);
+        }
+        let active = self.state.may_send() && self.data_end() > self.snd_una;
+        let (bytes_sent, rto) = (self.stats.bytes_sent, self.rtt.rto());
+        self.control_tx.as_mut()?.poll_transmit(now, active, bytes_sent, rto)
     }
 
     fn count_sent(&mut self, seg: &Segment) {
@@ -305,6 +320,7 @@ impl Endpoint {
             mss: None,
             sack_permitted: false,
             ecn: Ecn::NotEct,
+            control: None,
         }
     }
 }
