@@ -430,6 +430,8 @@ fn compile_links<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
         for d in 0..2 {
             let (from, to) = if d == 0 { (a, c) } else { (c, a) };
             let hops = link_direction(b, l, d, nodes[from], nodes[to]);
+            // The direction's queue is its first hop; markers placed on it go before it.
+            b.link_queues.push((nodes[from].to_string(), nodes[to].to_string(), hops[0].element));
             adj[from].push((to, l.delay, hops));
         }
     }
@@ -468,9 +470,7 @@ fn link_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>,
     let rate = l.rate.get(d);
     let limit = l.queue.map(|q| q.get(d)).unwrap_or(DEFAULT_LINK_QUEUE);
     let q = new_queue(rate, rate, limit, l.qdisc, l.red.as_ref(), b.rng()).with_propagation(l.delay);
-    let queue = b.add(format!("{from}->{to}"), "queue", Element::Queue(q));
-    b.link_queues.push((from.to_string(), to.to_string(), queue));
-    let mut hops = vec![Hop { element: queue, slot: 0 }];
+    let mut hops = vec![Hop { element: b.add(format!("{from}->{to}"), "queue", Element::Queue(q)), slot: 0 }];
     if let Some(loss) = l.loss.map(|x| x.get(d)).filter(|x| x.get() > 0.0) {
         let rng = b.rng();
         hops.push(Hop { element: b.add(format!("{from}->{to} loss"), "loss", Element::Loss(RandomLoss::new(loss, rng))), slot: 0 });

@@ -16,8 +16,6 @@ use std::net::IpAddr;
 
 use pathtwin_core::config::{Config, ConfigError};
 use pathtwin_core::element::{Element, Occupancy, QueueStats};
-use pathtwin_core::marker::{Marker, MarkerStats};
-use pathtwin_core::packet::PacketMeta;
 use pathtwin_core::qdisc::RedStats;
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::topology::{self, ElementInfo, ResolvedDirection};
@@ -154,11 +152,11 @@ pub struct MarkerSnapshot {
     pub out_packets: u64,
     pub out_bytes: u64,
     #[serde(flatten)]
-    pub stats: MarkerStats,
+    pub stats: pathtwin_core::marker::MarkerStats,
 }
 
 impl MarkerSnapshot {
-    fn new<P: PacketMeta>(element: usize, name: String, m: &Marker<P>) -> Self {
+    fn new<P: pathtwin_core::packet::PacketMeta>(element: usize, name: String, m: &pathtwin_core::marker::Marker<P>) -> Self {
         let s = *m.stats();
         MarkerSnapshot {
             element,
@@ -534,7 +532,7 @@ impl Emulator {
 mod tests {
     use super::*;
     use crate::packet::IpPacket;
-    use pathtwin_core::marker::{Policy, SrTcm};
+    use pathtwin_core::marker::{Marker, Policy, SrTcm};
     use pathtwin_core::units::{Rate, Size};
 
     /// The snapshot's marker entry has every column of the simulator's `markers` table
