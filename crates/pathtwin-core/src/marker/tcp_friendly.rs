@@ -24,8 +24,8 @@
 //!
 //! `rtt` is a parameter because an edge marker sees one direction of a flow and cannot time
 //! its round trips; the window estimate therefore counts packets per configured `rtt`.
-//! Sequence numbers are compared modulo 2^32 (RFC 1982), as a TCP header carries them. Flows idle for 16 `rtt` and a whole interval
-//! are forgotten at the next interval.
+//! Sequence numbers are compared modulo 2^32 (RFC 1982), as a TCP header carries them. Flows
+//! idle for 16 `rtt` and a whole interval are forgotten at the next interval.
 
 use super::Color;
 use crate::packet::{FlowKey, PacketMeta};
@@ -152,10 +152,7 @@ impl TcpFriendly {
         let mut retransmission = false;
         if let Some(seq) = pkt.tcp_seq().filter(|_| pkt.payload_len() > 0) {
             let (start, end) = (seq as u32, (seq as u32).wrapping_add(pkt.payload_len()));
-            match flow.highest_end {
-                Some(h) if seq_before(start, h) => retransmission = true,
-                _ => {}
-            }
+            retransmission = flow.highest_end.is_some_and(|h| seq_before(start, h));
             if flow.highest_end.is_none_or(|h| seq_before(h, end)) {
                 flow.highest_end = Some(end);
             }
