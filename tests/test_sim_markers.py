@@ -58,3 +58,37 @@ def test_marker_config_errors_name_the_key(marker, message):
     with pytest.raises(pathtwin.PathtwinError) as e:
         pathtwin.simulate(config(**marker))
     assert str(e.value).endswith(message) and "\n" not in str(e.value), str(e.value)
+
+
+def test_sim_command_prints_the_markers_table(tmp_path):
+    import os
+
+    from conftest import run_cli
+
+    scen = tmp_path / "m.toml"
+    scen.write_text("""
+hosts = ["a", "b"]
+[run]
+duration = "4s"
+[[path]]
+between = ["a", "b"]
+rtt = "40ms"
+abw = "10mbit"
+mode = "link"
+[[flow]]
+from = "a"
+to = "b"
+[[marker]]
+at = "a"
+kind = "token-bucket"
+rate = "2mbit"
+depth = "10KB"
+""")
+    r = run_cli("sim", scen, "-o", tmp_path / "out", env=dict(os.environ, COLUMNS="200"))
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "marker[0] a" in ln)
+    cells = [c.strip() for c in line.replace("│", "|").split("|") if c.strip()]
+    assert cells[1] == "token-bucket"
+    # IN at most 2 Mbit/s plus the 10 KB bucket over 4 s (2.02); tokens that overflow the
+    # bucket while slow start sends below 2 Mbit/s are lost, a few tens of milliseconds' worth.
+    assert 1.95 < float(cells[2]) <= 2.02, line
