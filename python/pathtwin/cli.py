@@ -90,6 +90,18 @@ def _print_flows(res) -> None:
         t.add_row(r.label, f"{r.src}→{r.dst}", r.cc, f"{r.goodput_bps/1e6:.3f}", str(r.retransmits),
                   str(r.timeouts), f"{r.rtt_min_ms:.2f}", f"{r.rtt_mean_ms:.2f}")
     c.print(t)
+    m = res.tables.get("markers")
+    if m is not None and len(m):
+        secs = max(res.run["simulated_s"], 1e-9)
+        mt = Table(title="markers")
+        for col in ("marker", "kind", "IN (Mbit/s)", "OUT (Mbit/s)", "IN share", "green", "yellow", "red", "protected"):
+            mt.add_column(col, justify="right")
+        for _, r in m.iterrows():
+            total = r.in_bytes + r.out_bytes
+            mt.add_row(r.marker, r.kind, f"{r.in_bytes * 8 / secs / 1e6:.3f}", f"{r.out_bytes * 8 / secs / 1e6:.3f}",
+                       f"{r.in_bytes / total:.2f}" if total else "-", str(r.green_packets), str(r.yellow_packets),
+                       str(r.red_packets), str(r.protected_packets))
+        c.print(mt)
     if res.path is not None:
         c.print(f"results in {res.path}")
 

@@ -159,6 +159,19 @@ def _stats_tables(snap: dict, prev: Optional[dict], dt: float):
         queues.add_row(q["name"], q["limit"], f"{q['abw_bps'] / 1e6:.3f}", str(q["bytes"]), str(q["placeholder_bytes"]),
                        str(q["drops"]), str(q["placeholder_drops"]), f"{q['placeholder_share']:.2f}",
                        ",".join(map(str, q["active_flows"])))
+    if snap.get("markers"):
+        # Markers are shown inside the queues panel's group so the callers stay unchanged.
+        from rich.console import Group
+
+        marks = Table(title="markers")
+        for c in ("marker", "kind", "IN pkts", "OUT pkts", "IN Mbit/s", "green", "yellow", "red", "protected"):
+            marks.add_column(c, justify="right")
+        old_marks = {m["element"]: m for m in (prev or {}).get("markers", [])}
+        for m in snap["markers"]:
+            marks.add_row(m["name"], m["kind"], str(m["in_packets"]), str(m["out_packets"]),
+                          rate("in_bytes", m, old_marks.get(m["element"])), str(m["green_packets"]),
+                          str(m["yellow_packets"]), str(m["red_packets"]), str(m["protected_packets"]))
+        queues = Group(queues, marks)
     lat = snap["lateness"]
     timing = (f"release lateness: p50 {lat['p50_ns'] / 1e3:.1f} µs  p99 {lat['p99_ns'] / 1e3:.1f} µs  "
               f"max {lat['max_ns'] / 1e3:.1f} µs  ({lat['count']} packets)")

@@ -344,7 +344,8 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
     Tables: ``queues`` (per queue totals, incl. placeholder share), ``queue_series``
     (occupancy, placeholder bytes, ABW, drops and active flows over time), ``flows`` (bytes
     per flow and direction, in and out of the network), ``routes`` (per host pair),
-    ``timing`` (release and timer lateness quantiles) and ``flow_series`` (every sending TCP
+    ``timing`` (release and timer lateness quantiles), ``markers`` (per ``[[marker]]``, the
+    simulator's columns, ``results.MARKER_COLUMNS``) and ``flow_series`` (every sending TCP
     socket of every host every ``[run] sample_interval``, from the kernel's ``tcp_info``:
     the simulator's columns ``time_s``, ``flow``, ``label``, ``cwnd_bytes`` and
     ``ssthresh_bytes`` (the kernel's segments × ``snd_mss``), ``srtt_ms``, ``goodput_bps``,
@@ -356,7 +357,7 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
     ``pathtwin_emu::sampler``).
     """
     from . import __version__
-    from .results import git_revision, write_result_dir
+    from .results import MARKER_COLUMNS, git_revision, write_result_dir
 
     snap = raw["snapshot"]
     names = {q["element"]: q["name"] for q in snap["queues"]}
@@ -383,6 +384,7 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
         "routes": _columns(snap["routes"], route_keys),
         "timing": _summary_rows(snap),
         "flow_series": _columns(raw.get("flow_series", []), FLOW_SERIES_COLUMNS),
+        "markers": _columns([{**m, "marker": m["name"]} for m in snap.get("markers", [])], MARKER_COLUMNS),
     }
     cfg = raw["config"]
     run = {

@@ -20,7 +20,12 @@ from typing import Any, Mapping
 from .errors import PathtwinError
 
 FORMAT_VERSION = 1
-TABLES = ("flows", "flow_series", "queues", "queue_series")
+TABLES = ("flows", "flow_series", "queues", "queue_series", "markers")
+# Columns of the ``markers`` table, the same from both engines: per ``[[marker]]``, IN (green)
+# and OUT (yellow + red) packets and bytes, each colour, and the packets the TCP-friendly
+# marker protected. A two-colour policy has no yellow.
+MARKER_COLUMNS = ("marker", "kind", "in_packets", "in_bytes", "out_packets", "out_bytes", "green_packets",
+                  "green_bytes", "yellow_packets", "yellow_bytes", "red_packets", "red_bytes", "protected_packets")
 
 
 def git_revision() -> str:
@@ -94,6 +99,10 @@ class Result:
     @property
     def queue_series(self):
         return self.tables["queue_series"]
+
+    @property
+    def markers(self):
+        return self.tables["markers"]
 
 
 def columns_to_frame(columns: Mapping[str, list]):

@@ -39,8 +39,8 @@ def _run_chunks(sim, on_progress=None) -> bool:
 def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=None) -> Result:
     """Simulates ``config`` (a TOML path or text, or a dict); writes ``out`` if given.
 
-    Returns a ``Result`` whose ``flows``, ``flow_series``, ``queues`` and ``queue_series``
-    are pandas DataFrames and whose ``run`` is the ``run.json`` content.
+    Returns a ``Result`` whose ``flows``, ``flow_series``, ``queues``, ``queue_series`` and
+    ``markers`` are pandas DataFrames and whose ``run`` is the ``run.json`` content.
     """
     from . import _native
 
@@ -84,7 +84,7 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
         "source": origin or None,
         "captures": [str(Path(c).relative_to(Path(out))) for c in captures] if captures else [],
     }
-    tables = {name: raw[name] for name in ("flows", "flow_series", "queues", "queue_series")}
+    tables = {name: raw[name] for name in ("flows", "flow_series", "queues", "queue_series", "markers")}
     path = None
     if out is not None:
         path = write_result_dir(Path(out), run, tables)

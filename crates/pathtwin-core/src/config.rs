@@ -6,7 +6,8 @@
 //!   classes;
 //! - **links** (router level): `hosts`, `routers`, `[[link]]` with rate, one-way delay, queue;
 //! - workload (simulator): `[run]`, `[tcp]` defaults and `[[flow]]` entries; the emulator
-//!   ignores `[[flow]]`, as real applications are its workload.
+//!   ignores `[[flow]]`, as real applications are its workload;
+//! - `[[marker]]` DiffServ markers in either view (schema in `marker::config`).
 //!
 //! Per-direction values are written once for both directions (`"10mbit"`), as
 //! `"a_to_b/b_to_a"`, or as a two-element array; the first value is the direction from
@@ -609,6 +610,9 @@ pub struct Config {
     pub links: Vec<LinkConfig>,
     #[serde(default, rename = "flow")]
     pub flows: Vec<FlowConfig>,
+    /// DiffServ markers (`crate::marker::config`).
+    #[serde(default, rename = "marker", skip_serializing_if = "Vec::is_empty")]
+    pub markers: Vec<crate::marker::config::MarkerConfig>,
 }
 
 impl Config {
@@ -769,6 +773,9 @@ impl Config {
                     }
                 }
             }
+        }
+        for (i, m) in self.markers.iter().enumerate() {
+            m.validate(i, self)?;
         }
         for (i, h) in self.run.pcap.iter().enumerate() {
             if !is_host(h) {

@@ -16,6 +16,19 @@ pub enum Mark {
     Out,
 }
 
+impl Mark {
+    /// The DiffServ code point a mark travels as: AF11 (10) for IN and AF12 (12) for OUT,
+    /// the low and middle drop precedence of assured-forwarding class 1 (RFC 2597 §6), so
+    /// that a capture shows what a marker decided; 0 (default forwarding) when unmarked.
+    pub fn dscp(self) -> u8 {
+        match self {
+            Mark::In => 10,
+            Mark::Out => 12,
+            Mark::Unmarked => 0,
+        }
+    }
+}
+
 /// TCP header flags the flow monitor looks at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct TcpFlags {
@@ -39,6 +52,13 @@ pub trait PacketMeta {
     fn flow_key(&self) -> FlowKey;
     /// TCP flags, or `None` for non-TCP packets.
     fn tcp_flags(&self) -> Option<TcpFlags>;
+    /// The TCP sequence number of the segment's first octet, or `None` for non-TCP packets
+    /// (and packet types that do not expose it). Both engines give the 32-bit value a TCP
+    /// header carries, so a reader compares sequence numbers modulo 2^32 (RFC 1982 serial
+    /// arithmetic). The TCP-friendly marker reads it to recognise retransmissions.
+    fn tcp_seq(&self) -> Option<u64> {
+        None
+    }
     /// Drop precedence set by a marker.
     fn mark(&self) -> Mark {
         Mark::Unmarked

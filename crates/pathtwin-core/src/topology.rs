@@ -7,11 +7,14 @@
 //! and each member keeps its own delay line after it. Links view: each direction of a link is
 //! a queue with the link's propagation delay, then loss, and a route is the
 //! concatenation along the lowest-delay node path (ties: fewer hops, then names), computed
-//! with Dijkstra.
+//! with Dijkstra. `[[marker]]` entries then add one marker element each to the routes through
+//! their point (see [`place_markers`]).
 
 use crate::bounds::{self, Bounds, PathBoundsInput, DEFAULT_MAX_QUEUE};
 use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, QdiscKind, RedSettings, SharedDirection, TableSpec, View};
 use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity};
+use crate::marker::config::Placement;
+use crate::marker::Marker;
 use crate::packet::PacketMeta;
 use crate::qdisc::{DropTail, Qdisc, Red, RedParams, StrictPriority};
 use crate::time::Duration;
@@ -96,11 +99,18 @@ impl<P> Network<P> {
     pub fn queue_ids(&self) -> impl Iterator<Item = usize> + '_ {
         self.element_info.iter().enumerate().filter(|(_, i)| i.kind == "queue").map(|(k, _)| k)
     }
+
+    /// Indices of the markers, in `[[marker]]` order.
+    pub fn marker_ids(&self) -> impl Iterator<Item = usize> + '_ {
+        self.element_info.iter().enumerate().filter(|(_, i)| i.kind == "marker").map(|(k, _)| k)
+    }
 }
 
 struct Builder<'a, P> {
     cfg: &'a Config,
     net: Network<P>,
+    /// Links view: (from, to, queue element) of every link direction, for markers.
+    link_queues: Vec<(String, String, usize)>,
 }
 
 impl<'a, P: PacketMeta + Send + Sync + 'static> Builder<'a, P> {
@@ -132,11 +142,12 @@ pub fn compile<P: PacketMeta + Send + Sync + 'static>(cfg: &Config) -> Result<Ne
         resolved: Vec::new(),
         warnings: Vec::new(),
     };
-    let mut b = Builder { cfg, net };
+    let mut b = Builder { cfg, net, link_queues: Vec::new() };
     match cfg.view() {
         View::Paths => compile_paths(&mut b)?,
         View::Links => compile_links(&mut b)?,
     }
+    place_markers(&mut b);
     Ok(b.net)
 }
 
@@ -419,6 +430,8 @@ fn compile_links<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
         for d in 0..2 {
             let (from, to) = if d == 0 { (a, c) } else { (c, a) };
             let hops = link_direction(b, l, d, nodes[from], nodes[to]);
+            // The direction's queue is its first hop; markers placed on it go before it.
+            b.link_queues.push((nodes[from].to_string(), nodes[to].to_string(), hops[0].element));
             adj[from].push((to, l.delay, hops));
         }
     }
@@ -463,6 +476,52 @@ fn link_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>,
         hops.push(Hop { element: b.add(format!("{from}->{to} loss"), "loss", Element::Loss(RandomLoss::new(loss, rng))), slot: 0 });
     }
     hops
+}
+
+/// Adds one marker element per `[[marker]]` entry (after all other elements, so that their
+/// RNG streams do not move) and puts it on the routes through its point: a path or link
+/// direction's marker right before that direction's queue on every route that crosses it; a
+/// host's marker as the first hop of every route from the host, ahead of entrance markers.
+/// Markers at one point keep their config order.
+fn place_markers<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) {
+    let cfg = b.cfg;
+    let n = b.net.hosts.len();
+    let mut egress_count = vec![0usize; n];
+    let elements: Vec<usize> = cfg.markers.iter().enumerate().map(|(i, m)| b.add(m.element_name(i), "marker", Element::Marker(Marker::new(m.policy())))).collect();
+    // Entrances first, so that egress markers (inserted at the front) end up ahead of them.
+    let entrances = cfg.markers.iter().enumerate().filter(|(_, m)| matches!(m.placement(), Placement::Direction(..)));
+    let egresses = cfg.markers.iter().enumerate().filter(|(_, m)| matches!(m.placement(), Placement::Host(_)));
+    for (i, m) in entrances.chain(egresses) {
+        let hop = Hop { element: elements[i], slot: 0 };
+        match m.placement() {
+            Placement::Host(h) => {
+                let h = b.net.host_id(h).expect("validated host");
+                for route in b.net.routes[h * n..(h + 1) * n].iter_mut().flatten() {
+                    route.insert(egress_count[h], hop);
+                }
+                egress_count[h] += 1;
+            }
+            Placement::Direction(from, to) => {
+                let queues: Vec<usize> = match cfg.view() {
+                    // A path direction's queue (its own or its shared class's) is the first
+                    // hop of that one route; a shared queue is not marked for other members.
+                    View::Paths => {
+                        let (a, c) = (b.net.host_id(from).expect("validated"), b.net.host_id(to).expect("validated"));
+                        let route = b.net.routes[a * n + c].as_mut().expect("a path's route");
+                        let at = route.iter().position(|x| b.net.element_info[x.element].kind != "marker").expect("a queue");
+                        route.insert(at, hop);
+                        continue;
+                    }
+                    View::Links => b.link_queues.iter().filter(|(f, t, _)| f == from && t == to).map(|&(_, _, q)| q).collect(),
+                };
+                for route in b.net.routes.iter_mut().flatten() {
+                    if let Some(at) = route.iter().position(|x| queues.contains(&x.element)) {
+                        route.insert(at, hop);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Lowest total delay, then fewest hops, then lowest node index: deterministic routes.

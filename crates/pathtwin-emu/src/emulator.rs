@@ -96,6 +96,8 @@ pub struct Snapshot {
     pub t_s: f64,
     pub routes: Vec<RouteSnapshot>,
     pub queues: Vec<QueueSnapshot>,
+    /// One entry per `[[marker]]`, with the same counts as the simulator's `markers` table.
+    pub markers: Vec<MarkerSnapshot>,
     pub hosts: Vec<HostSnapshot>,
     pub lateness: LatenessSummary,
     pub wake_lateness: LatenessSummary,
@@ -136,6 +138,37 @@ pub struct QueueSnapshot {
     pub avg_queue: Option<f64>,
     /// Early drops, forced drops and ECN marks of an active queue manager.
     pub aqm: Option<RedStats>,
+}
+
+/// What one marker decided since the start: IN is green, OUT is yellow plus red (a
+/// two-colour policy has no yellow); per-colour counts flattened into the JSON.
+#[derive(Clone, Debug, Serialize)]
+pub struct MarkerSnapshot {
+    pub element: usize,
+    pub name: String,
+    pub kind: &'static str,
+    pub in_packets: u64,
+    pub in_bytes: u64,
+    pub out_packets: u64,
+    pub out_bytes: u64,
+    #[serde(flatten)]
+    pub stats: pathtwin_core::marker::MarkerStats,
+}
+
+impl MarkerSnapshot {
+    fn new<P: pathtwin_core::packet::PacketMeta>(element: usize, name: String, m: &pathtwin_core::marker::Marker<P>) -> Self {
+        let s = *m.stats();
+        MarkerSnapshot {
+            element,
+            name,
+            kind: m.kind(),
+            in_packets: s.in_packets(),
+            in_bytes: s.in_bytes(),
+            out_packets: s.out_packets(),
+            out_bytes: s.out_bytes(),
+            stats: s,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -424,6 +457,13 @@ impl Emulator {
                 aqm: q.aqm_stats(),
             })
             .collect();
+        let markers = self
+            .engine
+            .elements()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.as_marker().map(|m| MarkerSnapshot::new(i, self.element_info[i].name.clone(), m)))
+            .collect();
         let hosts = names
             .iter()
             .zip(&self.engine.host_counters)
@@ -434,6 +474,7 @@ impl Emulator {
             t_s: self.engine.now().as_secs_f64(),
             routes,
             queues,
+            markers,
             hosts,
             lateness: (&self.engine.lateness).into(),
             wake_lateness: (&self.engine.wake_lateness).into(),
@@ -484,5 +525,32 @@ impl Emulator {
             flow_series: self.sampler.as_ref().map(TcpSampler::flow_series).unwrap_or_default(),
             tcp_sampling: self.sampler.as_ref().map(TcpSampler::stats),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::IpPacket;
+    use pathtwin_core::marker::{Marker, Policy, SrTcm};
+    use pathtwin_core::units::{Rate, Size};
+
+    /// The snapshot's marker entry has every column of the simulator's `markers` table
+    /// (python/pathtwin/results.py MARKER_COLUMNS, with `name` for `marker`), so that
+    /// results from both engines line up.
+    #[test]
+    fn a_marker_snapshot_has_the_simulator_table_columns() {
+        let mut m: Marker<IpPacket> = Marker::new(Policy::SrTcm(SrTcm::new(Rate::from_bps(8), Size::from_bytes(100), Size::from_bytes(100))));
+        let mut bytes = Vec::new();
+        etherparse::PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).udp(1, 2).write(&mut bytes, &[0; 52]).unwrap();
+        m.push(Instant::ZERO, IpPacket::parse(bytes).unwrap());
+        let json = serde_json::to_value(MarkerSnapshot::new(4, "marker[0] h1".into(), &m)).unwrap();
+        for key in [
+            "name", "kind", "in_packets", "in_bytes", "out_packets", "out_bytes", "green_packets", "green_bytes", "yellow_packets",
+            "yellow_bytes", "red_packets", "red_bytes", "protected_packets",
+        ] {
+            assert!(json.get(key).is_some(), "{key} missing from {json}");
+        }
+        assert_eq!((json["kind"].as_str(), json["in_packets"].as_u64(), json["in_bytes"].as_u64()), (Some("srtcm"), Some(1), Some(80)));
     }
 }

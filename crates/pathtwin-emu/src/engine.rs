@@ -78,6 +78,9 @@ impl PacketMeta for EmuPacket {
     fn tcp_flags(&self) -> Option<TcpFlags> {
         self.ip.tcp_flags()
     }
+    fn tcp_seq(&self) -> Option<u64> {
+        self.ip.tcp_seq()
+    }
     fn mark(&self) -> Mark {
         self.ip.mark()
     }
@@ -722,5 +725,35 @@ mod tests {
         assert_eq!(q2.stats().placeholder_departures, 2, "placeholder 2 must still be on the link at 5 ms");
         assert_eq!(q2.occupancy().placeholder_packets, 1);
         assert_eq!(e.reordered_pushes, 0);
+    }
+
+    /// A marker on a route writes its decision into the datagrams the destination receives
+    /// (DSCP AF11 for IN, AF12 for OUT, RFC 2597), with a valid IPv4 header checksum, and
+    /// adds no delay.
+    #[test]
+    fn a_marker_on_the_route_rewrites_the_dscp_of_delivered_datagrams() {
+        use pathtwin_core::marker::{Marker, Policy, TokenBucket};
+        use pathtwin_core::units::Size;
+        // Tokens for two 500-byte datagrams in the first 400 ms.
+        let tb = TokenBucket::per_interval(Size::from_bytes(1000), Duration::from_millis(400));
+        let marker = Element::Marker(Marker::new(Policy::TokenBucket(tb)));
+        let routes = vec![Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }, Hop { element: 1, slot: 0 }] }];
+        let mut e = engine(2, vec![marker, queue(1_000_000_000, 1_000_000_000)], routes);
+        for tag in 0..3u8 {
+            e.forward(Instant::ZERO, EmuPacket { ip: udp(1, 2, 500, tag), route: 0, hop: 0 });
+        }
+        e.run_model(Instant::from_nanos(1_000_000));
+        let sent = e.hosts[1].device.sent.borrow();
+        let dscps: Vec<u8> = sent
+            .iter()
+            .map(|p| {
+                let h = etherparse::Ipv4HeaderSlice::from_slice(p).unwrap();
+                assert_eq!(h.header_checksum(), h.to_header().calc_header_checksum());
+                h.dcp().value()
+            })
+            .collect();
+        assert_eq!(dscps, [10, 10, 12]);
+        let s = e.elements[0].as_marker().unwrap().stats();
+        assert_eq!((s.in_packets(), s.out_packets(), s.out_bytes()), (2, 1, 500));
     }
 }

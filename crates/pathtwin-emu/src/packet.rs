@@ -41,6 +41,8 @@ pub struct IpPacket {
     transport: Transport,
     payload_len: u32,
     mark: Mark,
+    /// The TCP header's sequence number, for markers that recognise retransmissions.
+    tcp_seq: Option<u32>,
     /// Strict-priority band from the DSCP (see `band_from_dscp`).
     band: u8,
 }
@@ -68,16 +70,6 @@ fn band_from_dscp(dscp: u8) -> u8 {
     }
 }
 
-/// The code point written for a mark: AF11 for IN and AF12 for OUT, so that a capture
-/// shows what a marker decided.
-fn dscp_for_mark(mark: Mark) -> u8 {
-    match mark {
-        Mark::In => 10,
-        Mark::Out => 12,
-        Mark::Unmarked => 0,
-    }
-}
-
 impl IpPacket {
     /// Parses `bytes` as one IP datagram (no link-layer header).
     pub fn parse(bytes: Vec<u8>) -> Result<IpPacket, ParseError> {
@@ -92,6 +84,10 @@ impl IpPacket {
                 (IpAddr::V6(h.source_addr()), IpAddr::V6(h.destination_addr()), h.traffic_class() >> 2, v6.payload().ip_number.0)
             }
             None => return Err(ParseError::Malformed("no IP header".into())),
+        };
+        let tcp_seq = match &sliced.transport {
+            Some(TransportSlice::Tcp(t)) => Some(t.sequence_number()),
+            _ => None,
         };
         let (transport, payload_len) = match &sliced.transport {
             Some(TransportSlice::Tcp(t)) => (
@@ -109,7 +105,7 @@ impl IpPacket {
             Some(TransportSlice::Icmpv6(i)) => (Transport::Icmpv6, i.payload().len()),
             None => (Transport::Other(proto), sliced.net.as_ref().and_then(|n| n.ip_payload_ref()).map_or(0, |p| p.payload.len())),
         };
-        Ok(IpPacket { src, dst, transport, payload_len: payload_len as u32, mark: mark_from_dscp(dscp), band: band_from_dscp(dscp), bytes })
+        Ok(IpPacket { src, dst, transport, payload_len: payload_len as u32, mark: mark_from_dscp(dscp), tcp_seq, band: band_from_dscp(dscp), bytes })
     }
 
     pub fn src(&self) -> IpAddr {
@@ -247,13 +243,16 @@ impl PacketMeta for IpPacket {
             _ => None,
         }
     }
+    fn tcp_seq(&self) -> Option<u64> {
+        self.tcp_seq.map(u64::from)
+    }
     fn mark(&self) -> Mark {
         self.mark
     }
     fn set_mark(&mut self, mark: Mark) {
         if mark != self.mark {
             self.mark = mark;
-            self.write_dscp(dscp_for_mark(mark));
+            self.write_dscp(mark.dscp());
         }
     }
     /// ECT(0), ECT(1) or already CE in the real header (the sending kernel's choice).
@@ -363,6 +362,41 @@ mod tests {
         out[0] = 0x60 | (46 >> 2); // traffic class = EF << 2, split across the first two bytes
         out[1] = ((46 & 0x3) << 6) as u8;
         assert_eq!(IpPacket::parse(out).unwrap().priority_band(), 0);
+    }
+
+    #[test]
+    fn marking_an_ipv6_datagram_rewrites_the_traffic_class_dscp_and_keeps_ecn() {
+        let mut out = Vec::new();
+        PacketBuilder::ipv6([0xfd; 16], [0xfe; 16], 64).tcp(40000, 5201, 0xfff0_0001, 65535).ack(1).write(&mut out, b"data").unwrap();
+        // Traffic class 0x01 (ECT(1)) with a flow label, to see that neither is disturbed.
+        out[1] = (out[1] & 0x0f) | 0x10;
+        out[0] &= 0xf0;
+        out[2] = 0xab;
+        let mut p = IpPacket::parse(out).unwrap();
+        assert_eq!(p.mark(), Mark::Unmarked);
+        for (mark, dscp) in [(Mark::Out, 12u8), (Mark::In, 10)] {
+            p.set_mark(mark);
+            let h = etherparse::Ipv6HeaderSlice::from_slice(p.bytes()).unwrap();
+            assert_eq!(h.traffic_class(), dscp << 2 | 0x01, "AF1x DSCP over ECT(1)");
+            assert_eq!(h.flow_label().value() >> 8 & 0xff, 0xab, "flow label kept");
+            assert_eq!(IpPacket::parse(p.bytes().to_vec()).unwrap().mark(), mark);
+        }
+        assert_eq!(p.tcp_seq(), Some(0xfff0_0001));
+    }
+
+    #[test]
+    fn marking_ipv4_in_then_out_keeps_the_checksum_valid_each_time() {
+        let mut p = IpPacket::parse(tcp_v4(false, b"data")).unwrap();
+        for mark in [Mark::In, Mark::Out, Mark::Unmarked, Mark::Out] {
+            p.set_mark(mark);
+            let h = etherparse::Ipv4HeaderSlice::from_slice(p.bytes()).unwrap();
+            assert_eq!(h.dcp().value(), mark.dscp());
+            assert_eq!(h.header_checksum(), h.to_header().calc_header_checksum(), "{mark:?}");
+        }
+        assert_eq!(p.tcp_seq(), Some(7));
+        let mut udp = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).udp(1, 2).write(&mut udp, b"x").unwrap();
+        assert_eq!(IpPacket::parse(udp).unwrap().tcp_seq(), None);
     }
 
     #[test]

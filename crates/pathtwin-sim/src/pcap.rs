@@ -64,13 +64,15 @@ impl PcapWriter {
         dst_port: u16,
         seg: &Segment,
         wire_len: u32,
+        dscp: u8,
     ) -> io::Result<()> {
         let mut buf = [0u8; SNAPLEN as usize];
         let tcp_len = seg.header_bytes() as usize;
         let hdr_len = 20 + tcp_len;
         // IPv4 header (RFC 791).
         buf[0] = 0x45;
-        buf[1] = seg.ecn.codepoint(); // DSCP 0
+        // DSCP (a marker's decision, RFC 2474) and ECN (RFC 3168) share the TOS byte.
+        buf[1] = dscp << 2 | seg.ecn.codepoint();
         buf[2..4].copy_from_slice(&(wire_len.min(u16::MAX as u32) as u16).to_be_bytes());
         buf[4..6].copy_from_slice(&self.ip_id.to_be_bytes());
         self.ip_id = self.ip_id.wrapping_add(1);

@@ -67,6 +67,8 @@ pub struct Results {
     pub flow_series: Table,
     pub queues: Table,
     pub queue_series: Table,
+    /// One row per `[[marker]]`: IN/OUT and per-colour packets and bytes.
+    pub markers: Table,
     /// Simulated seconds covered.
     pub simulated_s: f64,
     /// Events processed.
@@ -233,7 +235,7 @@ impl Simulation {
         let Some(w) = slot else { return };
         let (client_port, server_port) = pcap::ports(pkt.conn);
         let (sp, dp) = if pkt.from_client { (client_port, server_port) } else { (server_port, client_port) };
-        let res = w.record(now.as_nanos(), pcap::host_addr(pkt.src), pcap::host_addr(pkt.dst), sp, dp, seg, pkt.wire_len);
+        let res = w.record(now.as_nanos(), pcap::host_addr(pkt.src), pcap::host_addr(pkt.dst), sp, dp, seg, pkt.wire_len, pkt.mark.dscp());
         if res.is_err() {
             *slot = None;
         }
@@ -578,6 +580,46 @@ impl Simulation {
     }
 
     /// The tables as of now; callable at any time (an interrupted run keeps what it measured).
+    /// The `markers` table: what each marker decided. IN is green and OUT is yellow plus
+    /// red; a two-colour policy (token bucket, TCP-friendly) has no yellow.
+    fn marker_table(&self) -> Table {
+        let mut t = Table::with_schema(&[
+            ("marker", "str"),
+            ("kind", "str"),
+            ("in_packets", "i64"),
+            ("in_bytes", "i64"),
+            ("out_packets", "i64"),
+            ("out_bytes", "i64"),
+            ("green_packets", "i64"),
+            ("green_bytes", "i64"),
+            ("yellow_packets", "i64"),
+            ("yellow_bytes", "i64"),
+            ("red_packets", "i64"),
+            ("red_bytes", "i64"),
+            ("protected_packets", "i64"),
+        ]);
+        for e in self.net.marker_ids() {
+            let m = self.net.elements[e].as_marker().expect("marker id");
+            let s = m.stats();
+            t.push(vec![
+                Cell::S(self.net.element_info[e].name.clone()),
+                Cell::S(m.kind().to_string()),
+                Cell::I(s.in_packets() as i64),
+                Cell::I(s.in_bytes() as i64),
+                Cell::I(s.out_packets() as i64),
+                Cell::I(s.out_bytes() as i64),
+                Cell::I(s.green_packets as i64),
+                Cell::I(s.green_bytes as i64),
+                Cell::I(s.yellow_packets as i64),
+                Cell::I(s.yellow_bytes as i64),
+                Cell::I(s.red_packets as i64),
+                Cell::I(s.red_bytes as i64),
+                Cell::I(s.protected_packets as i64),
+            ]);
+        }
+        t
+    }
+
     pub fn results(&self) -> Results {
         let now = self.events.now().min(self.end);
         let mut flows = Table::with_schema(&[
@@ -706,6 +748,7 @@ impl Simulation {
             flow_series: self.flow_series.clone(),
             queues,
             queue_series: self.queue_series.clone(),
+            markers: self.marker_table(),
             simulated_s: now.as_secs_f64(),
             events: self.events.processed(),
             complete: self.is_finished(),

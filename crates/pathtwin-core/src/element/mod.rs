@@ -16,6 +16,7 @@ pub use loss::RandomLoss;
 pub use queue::{BandwidthQueue, Occupancy, QueueStats, PLACEHOLDER_LEN};
 pub use reactivity::{AbwTable, QueueRule, Reactivity};
 
+use crate::marker::Marker;
 use crate::packet::PacketMeta;
 use crate::time::Instant;
 
@@ -23,6 +24,8 @@ pub enum Element<P> {
     Delay(DelayLine<P>),
     Queue(BandwidthQueue<P>),
     Loss(RandomLoss<P>),
+    /// A DiffServ marker (zero delay; see [`crate::marker`]).
+    Marker(Marker<P>),
 }
 
 impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
@@ -37,6 +40,10 @@ impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
             }
             Element::Queue(e) => e.push(at, pkt, slot),
             Element::Loss(e) => e.push(at, pkt),
+            Element::Marker(e) => {
+                e.push(at, pkt);
+                None
+            }
         }
     }
 
@@ -46,6 +53,7 @@ impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
             Element::Delay(e) => e.next_wakeup(),
             Element::Queue(e) => e.next_wakeup(),
             Element::Loss(e) => e.next_wakeup(),
+            Element::Marker(e) => e.next_wakeup(),
         }
     }
 
@@ -55,6 +63,14 @@ impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
             Element::Delay(e) => e.poll_output(now),
             Element::Queue(e) => e.poll_output(now),
             Element::Loss(e) => e.poll_output(now),
+            Element::Marker(e) => e.poll_output(now),
+        }
+    }
+
+    pub fn as_marker(&self) -> Option<&Marker<P>> {
+        match self {
+            Element::Marker(m) => Some(m),
+            _ => None,
         }
     }
 
