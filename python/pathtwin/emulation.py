@@ -376,6 +376,11 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
     # An active queue manager's drops split into early and forced, and its ECN marks.
     for k in ("early_drops", "forced_drops", "ecn_marks"):
         queues[k] = [(q.get("aqm") or {}).get(k, q["drops"] if k == "forced_drops" else 0) for q in snap["queues"]]
+    # ... and per drop precedence (RIO/FRIO; unmarked traffic is IN), as the simulator's table.
+    for cls in ("in", "out"):
+        per_class = [(q.get("aqm") or {}).get(cls, {}) for q in snap["queues"]]
+        queues[f"{cls}_arrivals"] = [c.get("arrivals", 0) for c in per_class]
+        queues[f"{cls}_drops"] = [c.get("early_drops", 0) + c.get("forced_drops", 0) for c in per_class]
     tables = {
         "queues": queues,
         "queue_series": series,
