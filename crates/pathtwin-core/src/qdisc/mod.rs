@@ -11,6 +11,7 @@
 //! `now` (RED's idle-time decay) and the element's seeded RNG (random early drops). RED's
 //! average and drop curve live once, in `red_curve`, for RED and RIO alike.
 
+mod aqm;
 mod droptail;
 mod prio;
 mod red;
@@ -22,7 +23,8 @@ mod testing;
 pub use droptail::DropTail;
 pub use prio::{StrictPriority, BANDS};
 pub use red::{Red, RedParams};
-pub use red_curve::{AqmStats, Class, ClassStats, RedCurve};
+pub use aqm::{ActiveQueue, AqmQueue, AqmStats, Class, ClassStats};
+pub use red_curve::{RedAverage, RedCurve, Verdict};
 pub use rio::{FrioParams, Rio, RioParams};
 
 use crate::packet::{FlowKey, Mark};

@@ -30,8 +30,9 @@
 //! [min_th + 0.4·(max_th − min_th), min_th + 0.6·(max_th − min_th)]: up by
 //! min(0.01, max_p/4) above it, times 0.9 below it, within [0.01, 0.5].
 
-use super::red_curve::{in_units, settle, AqmStats, Class, IdleClock, Outcome, RedAverage, RedCurve};
-use super::{Backlog, DropTail, Qdisc, Queued};
+use super::aqm::{active_queue_qdisc, ActiveQueue, AqmQueue, AqmStats, Class};
+use super::red_curve::{in_units, RedAverage, RedCurve, Verdict};
+use super::Queued;
 use crate::packet::PacketMeta;
 use crate::time::{Duration, Instant};
 use crate::units::{QueueLimit, Rate};
@@ -83,16 +84,13 @@ impl RedParams {
 pub struct Red<P> {
     curve: RedCurve,
     average: RedAverage,
-    idle: IdleClock,
-    fifo: DropTail<P>,
-    capacity: Rate,
-    stats: AqmStats,
+    queue: AqmQueue<P>,
 }
 
-impl<P> Red<P> {
+impl<P: Send + Sync> Red<P> {
     /// A RED queue with hard limit `limit` on a link of `capacity`.
     pub fn new(p: RedParams, limit: QueueLimit, capacity: Rate) -> Self {
-        Red { curve: RedCurve::new(p), average: RedAverage::default(), idle: IdleClock::new(), fifo: DropTail::new(limit), capacity, stats: AqmStats::default() }
+        Red { curve: RedCurve::new(p), average: RedAverage::default(), queue: AqmQueue::new(limit, capacity) }
     }
 
     /// The average queue, in the thresholds' unit (packets or bytes).
@@ -105,7 +103,7 @@ impl<P> Red<P> {
     }
 
     pub fn red_stats(&self) -> AqmStats {
-        self.stats
+        self.queue.stats
     }
 
     /// p_b for the current average (see [`RedCurve::base_probability`]).
@@ -117,87 +115,47 @@ impl<P> Red<P> {
     fn update_average(&mut self, now: Instant, q: f64) {
         let p = &self.curve.p;
         // The link could have sent m packets of mean size while idle (ns-2's estimator).
-        let m = self.idle.take_m(now, self.capacity, p.mean_packet);
+        let m = self.queue.idle_m(now, p.mean_packet);
         self.average.decay(p.w_q, m);
         self.average.update(p.w_q, q);
     }
 }
 
-impl<P: PacketMeta + Send + Sync> Red<P> {
-    /// RED's decision for one arrival, then the hard limit.
-    fn admit(&mut self, now: Instant, item: Queued<P>, rng: &mut Rng) -> Result<(), Queued<P>> {
-        let q = in_units(self.curve.p.min_th, self.fifo.backlog());
+impl<P: PacketMeta + Send + Sync> ActiveQueue<P> for Red<P> {
+    fn queue(&self) -> &AqmQueue<P> {
+        &self.queue
+    }
+
+    fn queue_mut(&mut self) -> &mut AqmQueue<P> {
+        &mut self.queue
+    }
+
+    fn judge(&mut self, now: Instant, item: &Queued<P>, rng: &mut Rng) -> (Verdict, Class, bool) {
+        let q = in_units(self.curve.p.min_th, self.queue.backlog());
         self.update_average(now, q);
         if self.curve.p.adaptive {
             self.curve.adapt(now, self.average.avg);
         }
-        let verdict = self.curve.judge(self.average.avg, item.wire_len, rng);
-        let class = Class::of(item.mark);
-        let item = settle(verdict, item, class, self.curve.p.ecn, &mut self.stats)?;
-        let real = !item.is_placeholder();
-        self.fifo.enqueue(now, item, rng).inspect_err(|_| {
-            if real {
-                self.stats.record(class, Outcome::ForcedDrop);
-            }
-        })
-    }
-}
-
-impl<P: PacketMeta + Send + Sync> Qdisc<P> for Red<P> {
-    fn enqueue(&mut self, now: Instant, item: Queued<P>, rng: &mut Rng) -> Result<(), Queued<P>> {
-        let admitted = self.admit(now, item, rng);
-        if admitted.is_err() && self.fifo.backlog().packets == 0 {
-            // A dropped arrival leaves an idle queue idle: the decay must keep counting from
-            // now, or an average left high by a burst would outlive the burst and drop every
-            // packet of the flows it stalled.
-            self.idle.mark_idle(now);
-        }
-        admitted
+        (self.curve.judge(self.average.avg, item.wire_len, rng), Class::of(item.mark), self.curve.p.ecn)
     }
 
-    fn dequeue(&mut self, now: Instant) -> Option<Queued<P>> {
-        let item = self.fifo.dequeue(now)?;
-        if self.fifo.backlog().packets == 0 {
-            self.idle.mark_idle(now);
-        }
-        Some(item)
-    }
-
-    fn fifo_head_real(&self) -> Option<(u64, u32)> {
-        self.fifo.fifo_head_real()
-    }
-
-    fn backlog(&self) -> Backlog {
-        self.fifo.backlog()
-    }
-
-    fn set_limit(&mut self, limit: QueueLimit) {
-        self.fifo.set_limit(limit);
-    }
-
-    fn limit(&self) -> QueueLimit {
-        self.fifo.limit()
-    }
-
-    fn name(&self) -> &'static str {
+    fn kind_name(&self) -> &'static str {
         "red"
     }
 
-    fn average(&self) -> Option<f64> {
-        Some(self.average.avg)
-    }
-
-    fn aqm_stats(&self) -> Option<AqmStats> {
-        Some(self.stats)
+    fn reported_average(&self) -> f64 {
+        self.average.avg
     }
 }
+
+active_queue_qdisc!(Red);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::packet::Mark;
     use crate::qdisc::testing::{packet, placeholder, Pkt};
-    use crate::qdisc::ClassStats;
+    use crate::qdisc::{ClassStats, Qdisc};
     use rand::SeedableRng;
 
     fn item(ect: bool) -> Queued<Pkt> {
@@ -242,7 +200,7 @@ mod tests {
     fn idle_time_decays_the_average_as_m_empty_arrivals() {
         let mut r = red(params());
         r.average.avg = 10.0;
-        r.idle.mark_idle(Instant::ZERO);
+        r.queue.idle.mark_idle(Instant::ZERO);
         // 1 s idle at 10 Mbit/s with 500-byte mean packets: m = 2500.
         r.update_average(Instant::ZERO + Duration::from_secs(1), 0.0);
         let expect = 10.0 * 0.998f64.powf(2500.0) * 0.998;
@@ -257,14 +215,14 @@ mod tests {
     fn count_spreads_drops_uniformly() {
         let mut r = red(RedParams { w_q: 0.0, wait: false, ..params() });
         r.average.avg = 10.0; // p_b = 0.05
-        r.idle.mark_busy();
+        r.queue.idle.mark_busy();
         let mut rng = Rng::seed_from_u64(7);
         let n = 200_000;
         let mut dropped = 0;
         for _ in 0..n {
             match r.enqueue(Instant::ZERO, item(false), &mut rng) {
                 Ok(()) => {
-                    r.fifo.dequeue(Instant::ZERO);
+                    r.queue.fifo.dequeue(Instant::ZERO);
                 }
                 Err(_) => dropped += 1,
             }
@@ -278,12 +236,12 @@ mod tests {
     #[test]
     fn ecn_capable_packets_are_marked_not_dropped_early_but_forced_drops_stay() {
         let mut r = red(RedParams { ecn: true, w_q: 0.0, ..params() });
-        r.idle.mark_busy();
+        r.queue.idle.mark_busy();
         r.average.avg = 14.9;
         r.curve.count = 1000; // the next early decision is certain
         let mut rng = Rng::seed_from_u64(1);
         r.enqueue(Instant::ZERO, item(true), &mut rng).expect("marked, not dropped");
-        let marked = r.fifo.dequeue(Instant::ZERO).unwrap();
+        let marked = r.queue.fifo.dequeue(Instant::ZERO).unwrap();
         assert!(marked.packet.unwrap().ce);
         assert_eq!(r.red_stats().ecn_marks, 1);
         r.curve.count = 1000;
@@ -297,7 +255,7 @@ mod tests {
     #[test]
     fn placeholders_count_in_the_average_but_are_never_dropped_early() {
         let mut r = red(RedParams { w_q: 0.0, ..params() });
-        r.idle.mark_busy();
+        r.queue.idle.mark_busy();
         r.average.avg = 14.0;
         let mut rng = Rng::seed_from_u64(3);
         for _ in 0..200 {
@@ -305,7 +263,7 @@ mod tests {
         }
         assert_eq!(r.red_stats().early_drops, 0);
         let mut r = red(RedParams { w_q: 0.5, ..params() });
-        r.idle.mark_busy();
+        r.queue.idle.mark_busy();
         for _ in 0..10 {
             r.enqueue(Instant::ZERO, placeholder(), &mut rng).unwrap();
         }
@@ -318,7 +276,7 @@ mod tests {
     #[test]
     fn an_empty_queue_keeps_decaying_across_dropped_arrivals() {
         let mut r = red(params());
-        r.idle.mark_busy();
+        r.queue.idle.mark_busy();
         r.average.avg = 31.0; // above 2·max_th: forced drops
         let mut rng = Rng::seed_from_u64(9);
         let t = |ms| Instant::ZERO + Duration::from_millis(ms);
@@ -332,7 +290,7 @@ mod tests {
     #[test]
     fn adaptive_red_steps_max_p_toward_the_target_band() {
         let mut r = red(RedParams { adaptive: true, w_q: 0.0, ..params() });
-        r.idle.mark_busy();
+        r.queue.idle.mark_busy();
         r.average.avg = 14.0; // above the band [9, 11]
         let mut rng = Rng::seed_from_u64(5);
         let t = |ms| Instant::ZERO + Duration::from_millis(ms);

@@ -1,105 +1,17 @@
-//! RED's machinery, shared by [`Red`](super::Red) and RIO/FRIO ([`Rio`](super::Rio)): the
-//! exponentially weighted average and its idle-time decay ([`RedAverage`], [`IdleClock`]),
-//! one drop curve with its `count` ([`RedCurve`]), and what a verdict does to an arrival
-//! (drop, ECN mark, admit) with its per-class statistics ([`AqmStats`]).
+//! RED's equations, shared by [`Red`](super::Red) and RIO/FRIO ([`Rio`](super::Rio)): the
+//! exponentially weighted average ([`RedAverage`]) and one drop curve with its `count`
+//! ([`RedCurve`]).
 //!
 //! The equations are Floyd & Jacobson 1993 with ns-2's `queue/red.cc` variants (see the
 //! `red` module doc). RIO (Clark & Fang 1998) is two of these curves over two averages,
 //! which is why the curve does not own its average: a caller passes the average a class is
-//! tested on. This module owns no queue; disciplines own their FIFO and their limit.
+//! tested on. The queue under the curves is `aqm`'s.
 
-use super::{Backlog, Queued};
-use crate::packet::{Mark, PacketMeta};
+use super::{Backlog, RedParams};
 use crate::time::Instant;
-use crate::units::{QueueLimit, Rate};
+use crate::units::QueueLimit;
 use crate::Rng;
 use rand::Rng as _;
-
-use super::RedParams;
-
-/// The drop precedence a discipline files an arrival under. RIO treats unmarked traffic as
-/// IN (the `Mark` doc: the conservative choice); RED records its arrivals by the same rule,
-/// so its per-class counters show how much traffic a marker put in each class.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Class {
-    In,
-    Out,
-}
-
-impl Class {
-    pub fn of(mark: Mark) -> Class {
-        match mark {
-            Mark::Out => Class::Out,
-            Mark::In | Mark::Unmarked => Class::In,
-        }
-    }
-}
-
-/// What one drop precedence saw at an active queue manager (real packets only: the
-/// bandwidth queue counts placeholders itself).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ClassStats {
-    pub arrivals: u64,
-    pub early_drops: u64,
-    pub forced_drops: u64,
-    pub ecn_marks: u64,
-}
-
-impl ClassStats {
-    pub fn drops(&self) -> u64 {
-        self.early_drops + self.forced_drops
-    }
-}
-
-/// What an active queue manager did, beyond the queue's own counters: totals, and the same
-/// split by drop precedence (`in` includes unmarked traffic).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct AqmStats {
-    pub early_drops: u64,
-    pub forced_drops: u64,
-    pub ecn_marks: u64,
-    #[serde(rename = "in")]
-    pub in_class: ClassStats,
-    #[serde(rename = "out")]
-    pub out_class: ClassStats,
-}
-
-/// One arrival's outcome, as counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    Arrival,
-    EarlyDrop,
-    ForcedDrop,
-    EcnMark,
-}
-
-impl AqmStats {
-    pub fn record(&mut self, class: Class, outcome: Outcome) {
-        let c = match class {
-            Class::In => &mut self.in_class,
-            Class::Out => &mut self.out_class,
-        };
-        let (total, per_class) = match outcome {
-            Outcome::Arrival => {
-                c.arrivals += 1;
-                return;
-            }
-            Outcome::EarlyDrop => (&mut self.early_drops, &mut c.early_drops),
-            Outcome::ForcedDrop => (&mut self.forced_drops, &mut c.forced_drops),
-            Outcome::EcnMark => (&mut self.ecn_marks, &mut c.ecn_marks),
-        };
-        *total += 1;
-        *per_class += 1;
-    }
-
-    /// The class's counters.
-    pub fn class(&self, class: Class) -> &ClassStats {
-        match class {
-            Class::In => &self.in_class,
-            Class::Out => &self.out_class,
-        }
-    }
-}
 
 /// The instantaneous queue in a threshold's unit (packets or bytes).
 pub fn in_units(unit: QueueLimit, b: Backlog) -> f64 {
@@ -129,45 +41,6 @@ impl RedAverage {
     /// Decays as if `m` empty arrivals had been seen: `avg ← (1 − w_q)^m·avg`.
     pub fn decay(&mut self, w_q: f64, m: f64) {
         self.avg *= (1.0 - w_q).powf(m);
-    }
-}
-
-/// When a queue last became empty, for ns-2's idle-time estimator.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct IdleClock {
-    since: Option<Instant>,
-}
-
-impl IdleClock {
-    /// A queue that has been empty since time zero.
-    pub fn new() -> Self {
-        IdleClock { since: Some(Instant::ZERO) }
-    }
-
-    /// The queue is empty from `now`.
-    pub fn mark_idle(&mut self, now: Instant) {
-        self.since = Some(now);
-    }
-
-    /// The queue is busy; nothing to decay at the next arrival.
-    #[cfg(test)]
-    pub fn mark_busy(&mut self) {
-        self.since = None;
-    }
-
-    /// At an arrival: the number of mean-size packets the link could have sent since the
-    /// queue became empty, `m = idle·C/(8·mean packet)` (0 if it was not empty).
-    pub fn take_m(&mut self, now: Instant, capacity: Rate, mean_packet: u32) -> f64 {
-        match self.since.take() {
-            Some(since) => now.saturating_since(since).as_secs_f64() * capacity.bps() as f64 / (8.0 * mean_packet as f64),
-            None => 0.0,
-        }
-    }
-}
-
-impl Default for IdleClock {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -272,31 +145,3 @@ impl RedCurve {
     }
 }
 
-/// Carries out `verdict` on `item` of drop precedence `class`: admitted items come back as
-/// `Ok` (for the caller's FIFO and limit), early drops of ECN-capable packets are marked CE
-/// instead when `ecn` is on, other drops come back as `Err`. Placeholders ignore verdicts
-/// (see the `red` module doc) and are not counted.
-pub fn settle<P: PacketMeta>(verdict: Verdict, mut item: Queued<P>, class: Class, ecn: bool, stats: &mut AqmStats) -> Result<Queued<P>, Queued<P>> {
-    if item.is_placeholder() {
-        return Ok(item);
-    }
-    stats.record(class, Outcome::Arrival);
-    match verdict {
-        Verdict::Admit => Ok(item),
-        Verdict::EarlyDrop => match &mut item.packet {
-            Some(pkt) if ecn && pkt.ecn_capable() => {
-                pkt.set_ce();
-                stats.record(class, Outcome::EcnMark);
-                Ok(item)
-            }
-            _ => {
-                stats.record(class, Outcome::EarlyDrop);
-                Err(item)
-            }
-        },
-        Verdict::ForcedDrop => {
-            stats.record(class, Outcome::ForcedDrop);
-            Err(item)
-        }
-    }
-}
