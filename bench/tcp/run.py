@@ -113,8 +113,10 @@ def run_ns2(ns: str, cc: str, sack: bool, timer: str | None, duration: float, rt
 
 
 def scenario_toml(cc: str, sack: bool, timer: str | None, duration: float, rtts: list[int],
-                  starts: list[float]) -> str:
-    """The same dumbbell as dumbbell.tcl, in pathtwin's `[[link]]` view."""
+                  starts: list[float], queue: str = BOTTLENECK["queue"], qdisc: list[str] | None = None,
+                  sample_interval: str = "1s") -> str:
+    """The same dumbbell as dumbbell.tcl, in pathtwin's `[[link]]` view. `queue` and `qdisc`
+    (TOML lines such as `qdisc = "red"`) set the bottleneck's queue (bench/aqm)."""
     n = len(rtts)
     hosts = [f"s{i}" for i in range(n)] + [f"d{i}" for i in range(n)]
     lines = [
@@ -125,7 +127,7 @@ def scenario_toml(cc: str, sack: bool, timer: str | None, duration: float, rtts:
         "[run]",
         f'duration = "{duration:g}s"',
         "seed = 1",
-        'sample_interval = "1s"',
+        f'sample_interval = "{sample_interval}"',
         "",
         "[tcp]",
         f'cc = "{cc}"',
@@ -144,11 +146,11 @@ def scenario_toml(cc: str, sack: bool, timer: str | None, duration: float, rtts:
         lines.append(f'newreno_timer = "{timer}"')
     lines.append("")
 
-    def link(a: str, b: str, rate: str, delay_ms: float, queue: str) -> None:
+    def link(a: str, b: str, rate: str, delay_ms: float, queue: str, extra: list[str] = ()) -> None:
         lines.extend(["[[link]]", f'between = ["{a}", "{b}"]', f'rate = "{rate}"',
-                      f'delay = "{round(delay_ms * 1e6)}ns"', f'queue = "{queue}"', ""])
+                      f'delay = "{round(delay_ms * 1e6)}ns"', f'queue = "{queue}"', *extra, ""])
 
-    link("r1", "r2", BOTTLENECK["rate"], float(BOTTLENECK["delay"].removesuffix("ms")), BOTTLENECK["queue"])
+    link("r1", "r2", BOTTLENECK["rate"], float(BOTTLENECK["delay"].removesuffix("ms")), queue, qdisc or [])
     bn_ms = float(BOTTLENECK["delay"].removesuffix("ms"))
     for i, rtt in enumerate(path_rtts(rtts)):
         link(f"s{i}", "r1", ACCESS_RATE, rtt / 2 - bn_ms - DEST_ACCESS_DELAY_MS, "10000p")
