@@ -207,6 +207,25 @@ mod tests {
         assert!((r.average() - expect).abs() < 1e-9, "{} vs {expect}", r.average());
     }
 
+    /// The idle time starts when the link, done sending, finds the queue empty (the
+    /// `dequeue` that returns nothing), as ns-2's `red.cc`: not when the last packet left
+    /// the queue for the link.
+    #[test]
+    fn idle_time_counts_from_when_the_link_finds_the_queue_empty() {
+        let mut r = red(params());
+        let mut rng = Rng::seed_from_u64(1);
+        let t = |ms| Instant::ZERO + Duration::from_millis(ms);
+        r.enqueue(t(0), item(false), &mut rng).unwrap();
+        r.average.avg = 10.0;
+        assert!(r.dequeue(t(0)).is_some(), "onto the link; the queue is empty from now");
+        assert!(r.dequeue(t(100)).is_none(), "the link is done and finds nothing");
+        assert!(r.dequeue(t(150)).is_none(), "asking again does not restart the idle time");
+        r.enqueue(t(300), item(false), &mut rng).unwrap();
+        // 200 ms idle at 10 Mbit/s, 500-byte mean: m = 500; then one arrival at q = 0.
+        let expect = 10.0 * 0.998f64.powf(500.0) * 0.998;
+        assert!((r.average() - expect).abs() < 1e-9, "{} vs {expect}", r.average());
+    }
+
     /// With avg held fixed, `count` makes the gap X between early drops uniform (Floyd &
     /// Jacobson §7): with count including the arrival being judged, the survival after n
     /// arrivals telescopes to (1 − (n+1)·p_b)/(1 − p_b), so P(X = n) = p_b/(1 − p_b) for

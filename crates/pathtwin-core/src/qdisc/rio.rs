@@ -16,9 +16,12 @@
 //! whole queue, so they are dropped first whenever IN traffic builds one. Decoupled (ns-2's
 //! `rio_d`) gives each class its own average of its own packets. Each curve has RED's
 //! gentle region, `wait`, byte mode and ECN marking with its own `count`; `w_q` of the IN
-//! curve weighs avg_in, that of the OUT curve avg_total and avg_out. When the queue empties
+//! curve weighs avg_in, that of the OUT curve avg_total and avg_out. While the link is idle
 //! all averages decay as RED's does (ns-2's idle estimator, with the IN curve's mean packet
-//! size): the link, not a class, was idle. Unmarked packets are IN (the `Mark` doc).
+//! size): the link, not a class, was idle. (ns-2's dsRED starts that idle time when the last
+//! packet leaves the queue rather than when the link finishes sending it; pathtwin keeps
+//! RED's rule for both, so that RIO with IN traffic only is exactly RED.) Unmarked packets
+//! are IN (the `Mark` doc).
 //!
 //! Placeholders (NSDI'09 cross traffic) are unmarked, hence IN: they stand for the path's
 //! other traffic, which a DiffServ-unaware Internet leaves unmarked, and filing them as OUT
