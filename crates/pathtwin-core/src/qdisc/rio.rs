@@ -260,7 +260,7 @@ mod tests {
     use crate::qdisc::testing::{packet, placeholder, Pkt};
     use crate::qdisc::{Qdisc, Red};
     use crate::time::Duration;
-    use rand::SeedableRng;
+    use rand::{Rng as _, SeedableRng};
 
     const T0: Instant = Instant::ZERO;
 
@@ -391,11 +391,11 @@ mod tests {
         let mut pattern = Rng::seed_from_u64(6);
         let mut t = T0;
         for _ in 0..50_000 {
-            t = t + Duration::from_micros(rand::Rng::gen_range(&mut pattern, 0..900));
+            t += Duration::from_micros(pattern.gen_range(0..900));
             let a = q.enqueue(t, packet(1, Mark::Unmarked, false), &mut r1).is_ok();
             let b = red.enqueue(t, packet(1, Mark::Unmarked, false), &mut r2).is_ok();
             assert_eq!(a, b);
-            if rand::Rng::gen_bool(&mut pattern, 0.45) {
+            if pattern.gen_bool(0.45) {
                 assert_eq!(q.dequeue(t).is_some(), red.dequeue(t).is_some());
             }
             assert_eq!(q.average(), Qdisc::<Pkt>::average(&red));
