@@ -120,11 +120,5 @@ proc finish {} {
     exit 0
 }
 
-set last 0
-for {set i 0} {$i < $nflows} {incr i} {
-    set back [expr {[lindex $rtts $i] / 2000.0 + 0.001}]
-    $ns at [expr {$duration + $back}] "snapshot $i"
-    if {$back > $last} { set last $back }
-}
-$ns at [expr {$duration + $last + 0.001}] "finish"
+schedule_end $ns $rtts $duration
 $ns run

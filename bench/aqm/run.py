@@ -178,14 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     duration = args.duration or (30.0 if args.quick else 60.0)
     draws = args.draws or (2 if args.quick else 3)
-    try:
-        ns = tcp.check_ns2()
-        import pathtwin  # noqa: F401
-    except tcp.Missing as e:
-        print(f"bench/aqm: {e}", file=sys.stderr)
-        return 2
-    except ImportError:
-        print("bench/aqm: the pathtwin package is missing (pip install -e .)", file=sys.stderr)
+    ns = tcp.peers("bench/aqm")
+    if ns is None:
         return 2
     names = [s.strip() for s in args.scenarios.split(",")] if args.scenarios else list(SCENARIOS)
     rows = []

@@ -64,3 +64,16 @@ proc start_ftp {ns i at} {
     $ftp($i) attach-agent $tcp($i)
     $ns at $at "$ftp($i) start"
 }
+
+# Each sender's cumulative ACK is read one ACK-path delay after DURATION (the reverse path
+# carries only ACKs and never queues), so it counts what the receiver held at DURATION:
+# schedules the caller's `snapshot i` for every flow i that late, then `finish`.
+proc schedule_end {ns rtts duration} {
+    set last 0
+    for {set i 0} {$i < [llength $rtts]} {incr i} {
+        set back [expr {[lindex $rtts $i] / 2000.0 + 0.001}]
+        $ns at [expr {$duration + $back}] "snapshot $i"
+        if {$back > $last} { set last $back }
+    }
+    $ns at [expr {$duration + $last + 0.001}] "finish"
+}

@@ -76,6 +76,21 @@ def check_ns2() -> str:
     return ns
 
 
+def peers(bench: str) -> str | None:
+    """`ns`'s path when both peers are there; otherwise None, after printing in one line,
+    prefixed with `bench` ("bench/tcp"), which one is missing."""
+    try:
+        ns = check_ns2()
+        import pathtwin  # noqa: F401
+    except Missing as e:
+        print(f"{bench}: {e}", file=sys.stderr)
+        return None
+    except ImportError:
+        print(f"{bench}: the pathtwin package is missing (pip install -e .)", file=sys.stderr)
+        return None
+    return ns
+
+
 def start_times(n: int, draw: int) -> list[float]:
     """Flow start times: draw 0 is the plain i × 0.1 s stagger; later draws add a seeded
     uniform jitter of up to 0.1 s to each flow, so that the runs cover several phases."""
@@ -228,14 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     duration = args.duration or (20.0 if args.quick else 60.0)
     draws = args.draws or (2 if args.quick else 5)
-    try:
-        ns = check_ns2()
-        import pathtwin  # noqa: F401
-    except Missing as e:
-        print(f"bench/tcp: {e}", file=sys.stderr)
-        return 2
-    except ImportError:
-        print("bench/tcp: the pathtwin package is missing (pip install -e .)", file=sys.stderr)
+    ns = peers("bench/tcp")
+    if ns is None:
         return 2
     if args.ns2_tick is not None:
         os.environ["PATHTWIN_NS2_TCPTICK"] = f"{args.ns2_tick:g}"
