@@ -186,3 +186,17 @@ def test_disciplines_without_classes_report_zero_per_class_counts():
     tail = pathtwin.simulate(dumbbell({}, flows=2, duration="5s")).queues
     for col in ("in_arrivals", "out_arrivals", "in_drops", "out_drops"):
         assert (tail[col] == 0).all(), tail
+
+
+def test_emulator_queue_snapshots_give_the_simulators_aqm_columns():
+    """The emulator's queue snapshot carries `aqm` as pathtwin-core's AqmStats serializes it
+    (per class under "in" and "out"); its results get the simulator's columns."""
+    from pathtwin.emulation import aqm_columns
+
+    rio = {"drops": 9, "aqm": {"early_drops": 5, "forced_drops": 4, "ecn_marks": 1,
+                               "in": {"arrivals": 100, "early_drops": 1, "forced_drops": 2, "ecn_marks": 0},
+                               "out": {"arrivals": 50, "early_drops": 4, "forced_drops": 2, "ecn_marks": 1}}}
+    tail = {"drops": 3, "aqm": None}
+    cols = aqm_columns([rio, tail])
+    assert cols == {"early_drops": [5, 0], "forced_drops": [4, 3], "ecn_marks": [1, 0], "in_arrivals": [100, 0],
+                    "in_drops": [3, 0], "out_arrivals": [50, 0], "out_drops": [6, 0]}

@@ -292,3 +292,39 @@ macro_rules! active_queue_qdisc {
     };
 }
 pub(crate) use active_queue_qdisc;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_count_per_class_and_in_total() {
+        let mut s = AqmStats::default();
+        let events = [
+            (Class::In, Outcome::Arrival),
+            (Class::Out, Outcome::Arrival),
+            (Class::Out, Outcome::EarlyDrop),
+            (Class::In, Outcome::EcnMark),
+            (Class::Out, Outcome::ForcedDrop),
+        ];
+        for (class, outcome) in events {
+            s.record(class, outcome);
+        }
+        assert_eq!((s.early_drops, s.forced_drops, s.ecn_marks), (1, 1, 1));
+        assert_eq!(*s.class(Class::In), ClassStats { arrivals: 1, early_drops: 0, forced_drops: 0, ecn_marks: 1 });
+        assert_eq!(s.class(Class::Out).drops(), 2);
+        assert_eq!(Class::of(Mark::Unmarked), Class::In, "unmarked traffic is IN");
+    }
+
+    /// The emulator's snapshot serializes these as they are; Python's `aqm_columns` reads
+    /// the classes under "in" and "out".
+    #[test]
+    fn stats_serialize_the_classes_under_in_and_out() {
+        let mut s = AqmStats::default();
+        s.record(Class::Out, Outcome::Arrival);
+        let v = serde_json::to_value(s).unwrap();
+        assert_eq!(v["out"]["arrivals"], 1);
+        assert_eq!(v["in"]["early_drops"], 0);
+        assert_eq!(v["early_drops"], 0);
+    }
+}
