@@ -30,18 +30,24 @@
 //!
 //! FRIO ([`FrioParams`]) — **[P] a proposal**: no public definition was found
 //! (ALGORITHMS.md §2). For OUT arrivals only, with per-flow queued packets and bytes over all
-//! classes, `n` the flows with packets queued and `avgcq = avg/n` (avg the one OUT packets
-//! are tested on, in the thresholds' unit):
-//! - a flow with `max_q` or more packets queued is dropped (FRED's per-flow cap);
-//! - a *strike* is counted when the flow holds more than `2·avgcq` while avg is at or above
-//!   the OUT min_th (FRED counts it only in congestion, too); a flow with more than one
-//!   strike is dropped whenever it holds at least `avgcq`. Strikes are forgotten when the
-//!   flow's last packet leaves, as FRED frees the flow's state;
-//! - a flow with at most `min_q` packets queued is never dropped early (forced drops above
-//!   the curve still apply, as in FRED);
-//! - otherwise RIO's OUT rule.
+//! classes, `n` the flows with packets queued (this arrival's flow included) and
+//! `avgcq = avg/n` (avg the one OUT packets are tested on, in the thresholds' unit), the
+//! first rule that applies decides:
+//! 1. a flow with `max_q` or more packets queued is dropped (FRED's per-flow cap);
+//! 2. a flow with more than one *strike* is dropped while it holds at least `avgcq`. A
+//!    strike is counted at an arrival that finds the flow holding more than `2·avgcq` while
+//!    avg is at or above the OUT min_th (FRED: at or above max_th, and only when it drops);
+//!    strikes are forgotten when the flow's last packet leaves, as FRED frees its state;
+//! 3. a flow with at most `min_q` packets queued is admitted unless avg is beyond the
+//!    curve (forced drop, as in FRED): never an early drop;
+//! 4. otherwise RIO's OUT rule.
 //!
-//! Drops by the first two rules count as forced drops. The IN class is RIO's, unchanged.
+//! Proposed here, beyond ALGORITHMS.md's sketch: strikes from min_th on (earlier than FRED,
+//! so that "repeatedly exceeded" can happen below max_th, where RIO's OUT curve works); the
+//! per-flow counts include the flow's IN packets (its share of the buffer is what FRED
+//! bounds); the placeholders' aggregate counts as one flow; `max_q` defaults to FRED's
+//! maxq = min_th (config). Drops by rules 1 and 2 count as forced drops. The IN class is
+//! RIO's, unchanged.
 
 use super::aqm::{active_queue_qdisc, ActiveQueue, AqmQueue, AqmStats, Class};
 use super::red_curve::{in_units, RedAverage, RedCurve, Verdict};
