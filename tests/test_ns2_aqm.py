@@ -12,12 +12,10 @@ Every packet is unmarked (IN) until pathtwin's markers exist.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 pytestmark = pytest.mark.skipif(shutil.which("ns") is None, reason="ns-2 (`ns`) not installed")
 
@@ -25,16 +23,7 @@ DURATION_S = 60.0
 DRAWS = 4
 
 
-def _bench():
-    path = Path(__file__).resolve().parents[1] / "bench" / "aqm" / "run.py"
-    spec = importlib.util.spec_from_file_location("bench_aqm_run", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-bench = _bench()
+bench = load_script("bench/aqm/run.py", "bench_aqm_run")
 
 
 @pytest.fixture(scope="module")

@@ -6,50 +6,32 @@
 //! packets' backlog only, so OUT is dropped later, the queue grows, and IN loses more.
 
 use pathtwin_core::element::BandwidthQueue;
-use pathtwin_core::packet::{FlowKey, Mark, PacketMeta, TcpFlags};
+use pathtwin_core::packet::Mark;
 use pathtwin_core::qdisc::{Rio, RioParams};
 use pathtwin_core::rng_for;
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::units::{QueueLimit, Rate};
 
-#[derive(Debug)]
-struct Pkt(Mark);
+mod common;
+use common::P;
 
-impl PacketMeta for Pkt {
-    fn wire_len(&self) -> u32 {
-        1000
-    }
-    fn payload_len(&self) -> u32 {
-        960
-    }
-    fn flow_key(&self) -> FlowKey {
-        u64::from(self.0 == Mark::Out)
-    }
-    fn tcp_flags(&self) -> Option<TcpFlags> {
-        None
-    }
-    fn mark(&self) -> Mark {
-        self.0
-    }
-}
-
-/// (IN, OUT) fraction of each class's arrivals lost over 30 s.
+/// (IN, OUT) fraction of each class's arrivals lost over 30 s of arrivals.
 fn loss(coupled: bool) -> (f64, f64) {
     let c = Rate::from_mbps(10);
     let rio = Rio::new(RioParams { coupled, ..RioParams::ns2_default() }, None, QueueLimit::Packets(200), c);
-    let mut q: BandwidthQueue<Pkt> = BandwidthQueue::new(c, c, Box::new(rio), rng_for(1, 1));
-    // 1000-byte packets: IN every 1 ms (8 Mbit/s), OUT every 2 ms (4 Mbit/s), half a
-    // millisecond apart so that no two arrive together.
+    let mut q: BandwidthQueue<P> = BandwidthQueue::new(c, c, Box::new(rio), rng_for(1, 1));
+    // 1500-byte packets: IN every 1.5 ms (8 Mbit/s), OUT every 3 ms (4 Mbit/s), 0.75 ms
+    // apart so that no two arrive together.
     let (mut lost_in, mut lost_out, mut n_in, mut n_out) = (0u64, 0u64, 0u64, 0u64);
-    for k in 0..30_000u64 {
-        let t = Instant::ZERO + Duration::from_millis(k);
+    for k in 0..20_000u64 {
+        let t = Instant::ZERO + Duration::from_micros(1500 * k);
         n_in += 1;
-        lost_in += u64::from(q.push(t, Pkt(Mark::In), 0).is_some());
+        lost_in += u64::from(q.push(t, P(Mark::In), 0).is_some());
         while q.poll_output(t).is_some() {}
         if k % 2 == 0 {
-            let t = t + Duration::from_micros(500);
+            let t = t + Duration::from_micros(750);
             n_out += 1;
-            lost_out += u64::from(q.push(t, Pkt(Mark::Out), 0).is_some());
+            lost_out += u64::from(q.push(t, P(Mark::Out), 0).is_some());
             while q.poll_output(t).is_some() {}
         }
     }

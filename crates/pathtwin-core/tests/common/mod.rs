@@ -1,9 +1,10 @@
-//! What the integration tests share: a packet type to compile networks with (the tests
-//! only look at the compiled elements, never at packets).
+//! What the integration tests share: a packet type, 1500 bytes on the wire, whose only
+//! content is its drop precedence (its flow is its mark: flow 1 for OUT, 0 otherwise).
 
-use pathtwin_core::packet::{FlowKey, PacketMeta, TcpFlags};
+use pathtwin_core::packet::{FlowKey, Mark, PacketMeta, TcpFlags};
 
-pub struct P;
+#[derive(Debug)]
+pub struct P(pub Mark);
 
 impl PacketMeta for P {
     fn wire_len(&self) -> u32 {
@@ -13,9 +14,12 @@ impl PacketMeta for P {
         1460
     }
     fn flow_key(&self) -> FlowKey {
-        0
+        u64::from(self.0 == Mark::Out)
     }
     fn tcp_flags(&self) -> Option<TcpFlags> {
         None
+    }
+    fn mark(&self) -> Mark {
+        self.0
     }
 }
