@@ -59,10 +59,11 @@ class Scenario:
 
 
 def red(name: str, min_th: int, max_th: int, max_p: float, gentle: bool, wait: bool = True) -> Scenario:
+    # ns-2.35's RED never drops while the queue holds at most one packet: short_queue_exempt.
     b = lambda x: "true" if x else "false"  # noqa: E731
     return Scenario(name, "red", [min_th, max_th, max_p, 0.002, int(gentle), int(wait)],
                     ['qdisc = "red"', f'red = {{ min_th = "{min_th}p", max_th = "{max_th}p", max_p = {max_p}, '
-                     f'w_q = 0.002, gentle = {b(gentle)}, wait = {b(wait)}, mean_packet = "500B" }}'])
+                     f'w_q = 0.002, gentle = {b(gentle)}, wait = {b(wait)}, mean_packet = "500B", short_queue_exempt = true }}'])
 
 
 def rio(name: str, inp: tuple, out: tuple) -> Scenario:

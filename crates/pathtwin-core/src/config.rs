@@ -186,6 +186,9 @@ pub struct RedSettings {
     /// Adaptive RED (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<bool>,
+    /// Never drop while the queue holds at most one packet, as ns-2.35's RED (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_queue_exempt: Option<bool>,
 }
 
 impl RedSettings {

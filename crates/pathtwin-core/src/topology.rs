@@ -338,6 +338,7 @@ fn red_params(r: &RedSettings) -> RedParams {
         mean_packet: r.mean_packet.map_or(d.mean_packet, |m| m.bytes() as u32),
         ecn: r.ecn.unwrap_or(d.ecn),
         adaptive: r.adaptive.unwrap_or(d.adaptive),
+        short_queue_exempt: r.short_queue_exempt.unwrap_or(d.short_queue_exempt),
         ..d
     }
 }

@@ -57,6 +57,10 @@ pub struct RedParams {
     /// Mark ECN-capable packets instead of dropping them early.
     pub ecn: bool,
     pub adaptive: bool,
+    /// Never drop, early or forced by the average, while the queue holds at most one packet
+    /// (ns-2.35's `red.cc`: `qavg >= th_min && qlen > 1`; not in Floyd & Jacobson). RED only;
+    /// RIO's classes ignore it, as ns-2's dsRED has no such rule.
+    pub short_queue_exempt: bool,
     /// Adaptive RED's adjustment interval (0.5 s in the paper).
     pub interval: Duration,
 }
@@ -76,6 +80,7 @@ impl RedParams {
             mean_packet: 500,
             ecn: false,
             adaptive: false,
+            short_queue_exempt: false,
             interval: Duration::from_millis(500),
         }
     }
@@ -136,7 +141,13 @@ impl<P: PacketMeta + Send + Sync> ActiveQueue<P> for Red<P> {
         if self.curve.p.adaptive {
             self.curve.adapt(now, self.average.avg);
         }
-        (self.curve.judge(self.average.avg, item.wire_len, rng), Class::of(item.mark), self.curve.p.ecn)
+        let class = Class::of(item.mark);
+        if self.curve.p.short_queue_exempt && self.queue.backlog().packets <= 1 {
+            // As below min_th: nothing dropped, and the next drop decision starts afresh.
+            self.curve.count = -1;
+            return (Verdict::Admit, class, self.curve.p.ecn);
+        }
+        (self.curve.judge(self.average.avg, item.wire_len, rng), class, self.curve.p.ecn)
     }
 
     fn kind_name(&self) -> &'static str {
@@ -224,6 +235,23 @@ mod tests {
         // 200 ms idle at 10 Mbit/s, 500-byte mean: m = 500; then one arrival at q = 0.
         let expect = 10.0 * 0.998f64.powf(500.0) * 0.998;
         assert!((r.average() - expect).abs() < 1e-9, "{} vs {expect}", r.average());
+    }
+
+    /// ns-2's rule, when asked for: nothing is dropped while the queue holds at most one
+    /// packet, however high the average; from two packets on, RED as usual.
+    #[test]
+    fn short_queue_exempt_spares_arrivals_at_a_nearly_empty_queue() {
+        let mut r = red(RedParams { short_queue_exempt: true, w_q: 0.0, ..params() });
+        r.queue.idle.mark_busy();
+        r.average.avg = 40.0; // beyond 2·max_th: every arrival would be a forced drop
+        let mut rng = Rng::seed_from_u64(2);
+        assert!(r.enqueue(Instant::ZERO, item(false), &mut rng).is_ok(), "empty queue");
+        assert!(r.enqueue(Instant::ZERO, item(false), &mut rng).is_ok(), "one packet queued");
+        assert!(r.enqueue(Instant::ZERO, item(false), &mut rng).is_err(), "two queued: forced drop");
+        let mut plain = red(RedParams { w_q: 0.0, ..params() });
+        plain.queue.idle.mark_busy();
+        plain.average.avg = 40.0;
+        assert!(plain.enqueue(Instant::ZERO, item(false), &mut rng).is_err(), "Floyd & Jacobson's RED drops");
     }
 
     /// With avg held fixed, `count` makes the gap X between early drops uniform (Floyd &
