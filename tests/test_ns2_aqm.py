@@ -2,12 +2,12 @@
 dumbbell of `bench/aqm/run.py` (eight Reno flows, 20 Mbit/s, 100-packet buffer; see
 bench/aqm/README.md): 60 s, four start-time draws per scenario.
 
-The expectations are ns-2's own numbers from the same runs: the aggregate goodput within
-10 %, the average queue within 20 % (RED with min_th 5 is the loosest: ns-2.35's red.cc
-also never drops while the instantaneous queue holds at most one packet, a rule pathtwin
-does not have, and its average stays some 15 % higher), RIO's drops and early drops within
-15 %, and the same orderings: the scenarios by average queue, the RTT classes by goodput.
-Every packet is unmarked (IN) until pathtwin's markers exist.
+The expectations are ns-2's own numbers from the same runs: the aggregate goodput and the
+bottleneck's throughput within 10 %, the average queue within 15 %, the drops within 15 %
+(not for gentle RED, whose drops run some 20 % above ns-2's with the average queue and the
+goodput within 3 %: open, see the README), and the same orderings: the scenarios by average
+queue, the RTT classes by goodput. Every packet is unmarked (IN) until pathtwin's markers
+exist.
 """
 
 from __future__ import annotations
@@ -40,14 +40,15 @@ def table(rows) -> str:
 def test_goodput_and_average_queue_agree_with_ns2(rows, scenario):
     r = rows[scenario]
     assert abs(r["goodput_mbps"].ratio - 1) <= 0.10, table(rows)
-    assert abs(r["avg_queue"].ratio - 1) <= 0.20, table(rows)
     assert abs(r["in_mbps"].ratio - 1) <= 0.10, table(rows)
+    assert abs(r["avg_queue"].ratio - 1) <= 0.15, table(rows)
     assert r["out_mbps"].pathtwin == r["out_mbps"].ns2 == 0, "no packet is OUT"
 
 
-def test_rio_drops_agree_with_ns2(rows):
-    r = rows["rio-c 15/30 in"]
-    for metric in ("drops", "early_drops", "avg_queue"):
+@pytest.mark.parametrize("scenario", ["red 5/15", "rio-c 15/30 in"])
+def test_drops_agree_with_ns2(rows, scenario):
+    r = rows[scenario]
+    for metric in [m for m in ("drops", "early_drops") if m in r]:
         assert abs(r[metric].ratio - 1) <= 0.15, table(rows)
 
 
