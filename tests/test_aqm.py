@@ -188,7 +188,7 @@ def test_disciplines_without_classes_report_zero_per_class_counts():
         assert (tail[col] == 0).all(), tail
 
 
-def test_emulator_queue_snapshots_give_the_simulators_aqm_columns():
+def test_queue_snapshots_give_the_simulators_aqm_columns():
     """The emulator's queue snapshot carries `aqm` as pathtwin-core's AqmStats serializes it
     (per class under "in" and "out"); its results get the simulator's columns."""
     from pathtwin.emulation import aqm_columns
