@@ -1,7 +1,9 @@
-"""Shared helpers for the Python tests: running the CLI as a user would."""
+"""Shared helpers for the Python tests: running the CLI as a user would, loading a bench
+script as a module."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -17,6 +19,16 @@ def run_cli(*args, timeout=600, **kw) -> subprocess.CompletedProcess:
     """Runs `pathtwin ARGS...` in a subprocess and returns the completed process."""
     return subprocess.run([sys.executable, "-m", "pathtwin.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, **kw)
+
+
+def load_script(relpath: str, name: str):
+    """Imports the script at `relpath` (from the repository root, e.g. a bench runner) as
+    module `name`."""
+    spec = importlib.util.spec_from_file_location(name, REPO / relpath)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.fixture

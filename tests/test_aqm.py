@@ -60,6 +60,12 @@ def test_strict_priority_with_one_band_is_fifo():
     ({"qdisc": "red", "red": {"min_th": "5p", "max_th": "15p", "max_p": 2}}, "link[0].red.max_p"),
     ({"qdisc": "red", "red": {"min_th": "5p", "max_th": "15p", "wq": 0.1}}, "link[0].red.wq"),
     ({"qdisc": "codel"}, "link[0].qdisc"),
+    ({"qdisc": "rio", "rio": {"out": {"min_th": "15p", "max_th": "5p"}}}, "link[0].rio.out.max_th"),
+    ({"qdisc": "rio", "rio": {"in": {"min_th": "50KB", "max_th": "490KB"}, "out": {"min_th": "5p", "max_th": "15p"}}},
+     "link[0].rio.out.min_th"),
+    ({"rio": {"coupled": False}}, "link[0].rio"),
+    ({"qdisc": "frio", "frio": {"min_q": 4, "max_q": 3}}, "link[0].frio.max_q"),
+    ({"qdisc": "rio", "frio": {"min_q": 2}}, "link[0].frio"),
 ])
 def test_bad_qdisc_settings_are_one_line_errors_naming_the_key(tmp_path, extra, key):
     cfg = dumbbell({}, flows=1, duration="1s")
@@ -153,3 +159,44 @@ def test_red_with_ecn_marks_simulated_tcp_instead_of_dropping():
     assert marked.flows.ecn_reductions.sum() > 0 and dropped.flows.ecn_reductions.sum() == 0
     assert qm.early_drops < 0.1 * qd.early_drops, (qm.early_drops, qd.early_drops)
     assert marked.flows.retransmits.sum() < 0.2 * dropped.flows.retransmits.sum()
+
+
+#: The thesis's "appropriate" RIO (papers/tcp-friendly-marker-thesis-ch3-4.txt), in bytes.
+RIO_THESIS = {"qdisc": "rio", "rio": {"in": {"min_th": "50KB", "max_th": "490KB", "max_p": 0.005},
+                                      "out": {"min_th": "10KB", "max_th": "200KB", "max_p": 0.25}, "w_q": 0.002}}
+
+
+def test_rio_counts_arrivals_and_drops_per_class_and_unmarked_traffic_is_in():
+    """Until markers exist every packet is unmarked, which RIO files as IN: the `queues`
+    table's per-class columns show all arrivals and drops on the IN side, none on the OUT
+    side, and FRIO (whose rules are for OUT packets) behaves exactly as RIO."""
+    rio = pathtwin.simulate(dumbbell(RIO_THESIS, flows=6, duration="20s"))
+    q = rio.queues.set_index("queue").loc["a->b"]
+    assert q.qdisc == "rio"
+    assert q.in_arrivals == q.arrivals and q.out_arrivals == 0, q
+    assert q.in_drops == q.drops > 0 and q.out_drops == 0, q
+    assert q.early_drops > 0, q
+    frio = pathtwin.simulate(dumbbell({**RIO_THESIS, "qdisc": "frio", "frio": {"min_q": 2}}, flows=6, duration="20s"))
+    assert (frio.queues.qdisc == "frio").all()
+    cols = ["arrivals", "drops", "early_drops", "forced_drops", "in_arrivals", "in_drops"]
+    pd.testing.assert_frame_equal(frio.queues[cols], rio.queues[cols])
+
+
+def test_disciplines_without_classes_report_zero_per_class_counts():
+    tail = pathtwin.simulate(dumbbell({}, flows=2, duration="5s")).queues
+    for col in ("in_arrivals", "out_arrivals", "in_drops", "out_drops"):
+        assert (tail[col] == 0).all(), tail
+
+
+def test_queue_snapshots_give_the_simulators_aqm_columns():
+    """The emulator's queue snapshot carries `aqm` as pathtwin-core's AqmStats serializes it
+    (per class under "in" and "out"); its results get the simulator's columns."""
+    from pathtwin.emulation import aqm_columns
+
+    rio = {"drops": 9, "aqm": {"early_drops": 5, "forced_drops": 4, "ecn_marks": 1,
+                               "in": {"arrivals": 100, "early_drops": 1, "forced_drops": 2, "ecn_marks": 0},
+                               "out": {"arrivals": 50, "early_drops": 4, "forced_drops": 2, "ecn_marks": 1}}}
+    tail = {"drops": 3, "aqm": None}
+    cols = aqm_columns([rio, tail])
+    assert cols == {"early_drops": [5, 0], "forced_drops": [4, 3], "ecn_marks": [1, 0], "in_arrivals": [100, 0],
+                    "in_drops": [3, 0], "out_arrivals": [50, 0], "out_drops": [6, 0]}

@@ -235,14 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.warmup >= duration:
         print(f"bench/tcp: --warmup {args.warmup:g} must be below the duration {duration:g}", file=sys.stderr)
         return 2
-    try:
-        ns = run.check_ns2()
-        import pathtwin  # noqa: F401
-    except run.Missing as e:
-        print(f"bench/tcp: {e}", file=sys.stderr)
-        return 2
-    except ImportError:
-        print("bench/tcp: the pathtwin package is missing (pip install -e .)", file=sys.stderr)
+    ns = run.peers("bench/tcp")
+    if ns is None:
         return 2
     results = []
     for n in [int(x) for x in args.flows.split(",")]:

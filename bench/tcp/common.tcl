@@ -31,12 +31,14 @@ proc agent_defaults {mss} {
 # A 20 Mbit/s, 2 ms bottleneck r1-r2 holding QPKTS packets (plus the one on the link, as
 # pathtwin counts it), and per flow i a sender s(i) and receiver d(i) on 100 Mbit/s access
 # links whose delays make the flow's RTT the i-th of RTTS (ms). Fills the global arrays tcp,
-# sink, s, d and sets r1, r2.
-proc dumbbell {ns rtts qpkts tcpclass sinkclass} {
+# sink, s, d and sets r1, r2. QTYPE is the r1 -> r2 queue (bench/aqm: RED, dsRED/core); the
+# reverse direction, which carries only ACKs, stays DropTail.
+proc dumbbell {ns rtts qpkts tcpclass sinkclass {qtype DropTail}} {
     global tcp sink s d r1 r2
     set r1 [$ns node]
     set r2 [$ns node]
-    $ns duplex-link $r1 $r2 20Mb 2ms DropTail
+    $ns simplex-link $r1 $r2 20Mb 2ms $qtype
+    $ns simplex-link $r2 $r1 20Mb 2ms DropTail
     $ns queue-limit $r1 $r2 [expr {$qpkts + 1}]
     $ns queue-limit $r2 $r1 [expr {$qpkts + 1}]
     for {set i 0} {$i < [llength $rtts]} {incr i} {
@@ -61,4 +63,17 @@ proc start_ftp {ns i at} {
     set ftp($i) [new Application/FTP]
     $ftp($i) attach-agent $tcp($i)
     $ns at $at "$ftp($i) start"
+}
+
+# Each sender's cumulative ACK is read one ACK-path delay after DURATION (the reverse path
+# carries only ACKs and never queues), so it counts what the receiver held at DURATION:
+# schedules the caller's `snapshot i` for every flow i that late, then `finish`.
+proc schedule_end {ns rtts duration} {
+    set last 0
+    for {set i 0} {$i < [llength $rtts]} {incr i} {
+        set back [expr {[lindex $rtts $i] / 2000.0 + 0.001}]
+        $ns at [expr {$duration + $back}] "snapshot $i"
+        if {$back > $last} { set last $back }
+    }
+    $ns at [expr {$duration + $last + 0.001}] "finish"
 }

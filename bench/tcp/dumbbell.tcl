@@ -67,8 +67,7 @@ for {set i 0} {$i < $nflows} {incr i} {
     }
 }
 
-# Each sender's cumulative ACK is read one ACK-path delay after DURATION (the reverse path
-# carries only ACKs and never queues), so it counts what the receiver held at DURATION.
+# Each sender's cumulative ACK, read at the time `schedule_end` (common.tcl) gives.
 proc snapshot {i} {
     global tcp mss got rex tos
     set pk [$tcp($i) set ack_]
@@ -91,11 +90,5 @@ proc finish {} {
     exit 0
 }
 
-set last 0
-for {set i 0} {$i < $nflows} {incr i} {
-    set back [expr {[lindex $rtts $i] / 2000.0 + 0.001}]
-    $ns at [expr {$duration + $back}] "snapshot $i"
-    if {$back > $last} { set last $back }
-}
-$ns at [expr {$duration + $last + 0.001}] "finish"
+schedule_end $ns $rtts $duration
 $ns run

@@ -76,6 +76,21 @@ def check_ns2() -> str:
     return ns
 
 
+def peers(bench: str) -> str | None:
+    """`ns`'s path when both peers are there; otherwise None, after printing in one line,
+    prefixed with `bench` ("bench/tcp"), which one is missing."""
+    try:
+        ns = check_ns2()
+        import pathtwin  # noqa: F401
+    except Missing as e:
+        print(f"{bench}: {e}", file=sys.stderr)
+        return None
+    except ImportError:
+        print(f"{bench}: the pathtwin package is missing (pip install -e .)", file=sys.stderr)
+        return None
+    return ns
+
+
 def start_times(n: int, draw: int) -> list[float]:
     """Flow start times: draw 0 is the plain i × 0.1 s stagger; later draws add a seeded
     uniform jitter of up to 0.1 s to each flow, so that the runs cover several phases."""
@@ -113,8 +128,10 @@ def run_ns2(ns: str, cc: str, sack: bool, timer: str | None, duration: float, rt
 
 
 def scenario_toml(cc: str, sack: bool, timer: str | None, duration: float, rtts: list[int],
-                  starts: list[float]) -> str:
-    """The same dumbbell as dumbbell.tcl, in pathtwin's `[[link]]` view."""
+                  starts: list[float], queue: str = BOTTLENECK["queue"], qdisc: list[str] | None = None,
+                  sample_interval: str = "1s") -> str:
+    """The same dumbbell as dumbbell.tcl, in pathtwin's `[[link]]` view. `queue` and `qdisc`
+    (TOML lines such as `qdisc = "red"`) set the bottleneck's queue (bench/aqm)."""
     n = len(rtts)
     hosts = [f"s{i}" for i in range(n)] + [f"d{i}" for i in range(n)]
     lines = [
@@ -125,7 +142,7 @@ def scenario_toml(cc: str, sack: bool, timer: str | None, duration: float, rtts:
         "[run]",
         f'duration = "{duration:g}s"',
         "seed = 1",
-        'sample_interval = "1s"',
+        f'sample_interval = "{sample_interval}"',
         "",
         "[tcp]",
         f'cc = "{cc}"',
@@ -144,11 +161,11 @@ def scenario_toml(cc: str, sack: bool, timer: str | None, duration: float, rtts:
         lines.append(f'newreno_timer = "{timer}"')
     lines.append("")
 
-    def link(a: str, b: str, rate: str, delay_ms: float, queue: str) -> None:
+    def link(a: str, b: str, rate: str, delay_ms: float, queue: str, extra: list[str] = ()) -> None:
         lines.extend(["[[link]]", f'between = ["{a}", "{b}"]', f'rate = "{rate}"',
-                      f'delay = "{round(delay_ms * 1e6)}ns"', f'queue = "{queue}"', ""])
+                      f'delay = "{round(delay_ms * 1e6)}ns"', f'queue = "{queue}"', *extra, ""])
 
-    link("r1", "r2", BOTTLENECK["rate"], float(BOTTLENECK["delay"].removesuffix("ms")), BOTTLENECK["queue"])
+    link("r1", "r2", BOTTLENECK["rate"], float(BOTTLENECK["delay"].removesuffix("ms")), queue, qdisc or [])
     bn_ms = float(BOTTLENECK["delay"].removesuffix("ms"))
     for i, rtt in enumerate(path_rtts(rtts)):
         link(f"s{i}", "r1", ACCESS_RATE, rtt / 2 - bn_ms - DEST_ACCESS_DELAY_MS, "10000p")
@@ -226,14 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     duration = args.duration or (20.0 if args.quick else 60.0)
     draws = args.draws or (2 if args.quick else 5)
-    try:
-        ns = check_ns2()
-        import pathtwin  # noqa: F401
-    except Missing as e:
-        print(f"bench/tcp: {e}", file=sys.stderr)
-        return 2
-    except ImportError:
-        print("bench/tcp: the pathtwin package is missing (pip install -e .)", file=sys.stderr)
+    ns = peers("bench/tcp")
+    if ns is None:
         return 2
     if args.ns2_tick is not None:
         os.environ["PATHTWIN_NS2_TCPTICK"] = f"{args.ns2_tick:g}"

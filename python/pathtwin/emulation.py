@@ -338,6 +338,21 @@ FLOW_SERIES_COLUMNS = ("time_s", "flow", "label", "src", "dst", "src_port", "dst
                        "bytes_retrans", "bytes_received")
 
 
+def aqm_columns(queues: list[dict]) -> dict:
+    """The `queues` table's active-queue-management columns from the emulator's queue
+    snapshots, as the simulator writes them: drops split into early and forced, ECN marks,
+    and per drop precedence (RIO/FRIO; unmarked traffic is IN) arrivals and drops. A queue
+    without an active queue manager has `aqm` null: all its drops are forced (tail) drops."""
+    aqm = [q.get("aqm") or {} for q in queues]
+    cols = {k: [a.get(k, q["drops"] if k == "forced_drops" else 0) for a, q in zip(aqm, queues)]
+            for k in ("early_drops", "forced_drops", "ecn_marks")}
+    for cls in ("in", "out"):
+        per_class = [a.get(cls, {}) for a in aqm]
+        cols[f"{cls}_arrivals"] = [c.get("arrivals", 0) for c in per_class]
+        cols[f"{cls}_drops"] = [c.get("early_drops", 0) + c.get("forced_drops", 0) for c in per_class]
+    return cols
+
+
 def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, warnings: list, source) -> Path:
     """Writes an emulation's ``run.json`` and Parquet tables (layout of ``results.py``).
 
@@ -374,9 +389,7 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
                  "packets_in", "bytes_in", "payload_bytes_in", "packets_out", "bytes_out", "payload_bytes_out")
     route_keys = ("src", "dst", "packets_in", "bytes_in", "packets_out", "bytes_out", "write_drops")
     queues = _columns(snap["queues"], queue_keys)
-    # An active queue manager's drops split into early and forced, and its ECN marks.
-    for k in ("early_drops", "forced_drops", "ecn_marks"):
-        queues[k] = [(q.get("aqm") or {}).get(k, q["drops"] if k == "forced_drops" else 0) for q in snap["queues"]]
+    queues.update(aqm_columns(snap["queues"]))
     tables = {
         "queues": queues,
         "queue_series": series,

@@ -11,12 +11,12 @@
 //! their point (see [`place_markers`]).
 
 use crate::bounds::{self, Bounds, PathBoundsInput, DEFAULT_MAX_QUEUE};
-use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, QdiscKind, RedSettings, SharedDirection, TableSpec, View};
+use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, QdiscKind, QdiscSpec, RedSettings, RioSettings, SharedDirection, TableSpec, View};
 use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity};
 use crate::marker::config::Placement;
 use crate::marker::Marker;
 use crate::packet::PacketMeta;
-use crate::qdisc::{DropTail, Qdisc, Red, RedParams, StrictPriority};
+use crate::qdisc::{DropTail, FrioParams, Qdisc, Red, RedParams, Rio, RioParams, StrictPriority};
 use crate::time::Duration;
 use crate::units::{QueueLimit, Rate};
 use crate::{rng_for, Rng};
@@ -291,15 +291,51 @@ fn hosts_of(p: &PathConfig, d: usize) -> (&str, &str) {
     (&p.between[d], &p.between[1 - d])
 }
 
-/// A bandwidth queue with the discipline an entry asks for (`qdisc`, and `red` for RED;
-/// validated with the config).
-fn new_queue<P: PacketMeta + Send + Sync + 'static>(capacity: Rate, abw: Rate, limit: QueueLimit, qdisc: QdiscKind, red: Option<&RedSettings>, rng: Rng) -> BandwidthQueue<P> {
-    let discipline: Box<dyn Qdisc<P>> = match (qdisc, red) {
+/// A bandwidth queue with the discipline an entry asks for (`qdisc`, and its `red`, `rio`
+/// and `frio` tables; validated with the config).
+fn new_queue<P: PacketMeta + Send + Sync + 'static>(capacity: Rate, abw: Rate, limit: QueueLimit, q: QdiscSpec<'_>, rng: Rng) -> BandwidthQueue<P> {
+    let discipline: Box<dyn Qdisc<P>> = match (q.kind, q.red) {
         (QdiscKind::Red, Some(r)) => Box::new(Red::new(red_params(r), limit, capacity)),
+        (QdiscKind::Rio, _) => Box::new(Rio::new(rio_params(q.rio), None, limit, capacity)),
+        (QdiscKind::Frio, _) => Box::new(Rio::new(rio_params(q.rio), Some(frio_params(q)), limit, capacity)),
         (QdiscKind::Prio, _) => Box::new(StrictPriority::new(limit)),
         _ => Box::new(DropTail::new(limit)),
     };
     BandwidthQueue::new(capacity, abw, discipline, rng)
+}
+
+/// RIO's parameters from an entry's `rio` table: ns-2's defaults for what it leaves out.
+pub fn rio_params(r: Option<&RioSettings>) -> RioParams {
+    let d = RioParams::ns2_default();
+    let Some(r) = r else { return d };
+    let class = |c: &Option<crate::config::RioClassSettings>, d: RedParams| {
+        let base = match c {
+            Some(c) => RedParams { max_p: c.max_p.unwrap_or(d.max_p), ..RedParams::with_thresholds(c.min_th, c.max_th) },
+            None => d,
+        };
+        RedParams {
+            w_q: r.w_q.unwrap_or(base.w_q),
+            gentle: r.gentle.unwrap_or(base.gentle),
+            wait: r.wait.unwrap_or(base.wait),
+            byte_mode: r.byte_mode.unwrap_or(base.byte_mode),
+            mean_packet: r.mean_packet.map_or(base.mean_packet, |m| m.bytes() as u32),
+            ecn: r.ecn.unwrap_or(base.ecn),
+            ..base
+        }
+    };
+    RioParams { in_class: class(&r.in_class, d.in_class), out_class: class(&r.out_class, d.out_class), coupled: r.coupled.unwrap_or(d.coupled) }
+}
+
+/// FRIO's per-flow limits from an entry's `frio` table: min_q 2 (Lin & Morris), max_q FRED's
+/// maxq = the OUT min_th in packets (bytes over the mean packet size, rounded up).
+pub fn frio_params(q: QdiscSpec<'_>) -> FrioParams {
+    let out = rio_params(q.rio).out_class;
+    let default_max = match out.min_th {
+        QueueLimit::Packets(n) => n,
+        QueueLimit::Bytes(b) => b.div_ceil(out.mean_packet as u64),
+    };
+    let f = q.frio.cloned().unwrap_or_default();
+    FrioParams { min_q: f.min_q.unwrap_or(2), max_q: f.max_q.unwrap_or(default_max.min(u32::MAX as u64) as u32) }
 }
 
 fn red_params(r: &RedSettings) -> RedParams {
@@ -313,6 +349,7 @@ fn red_params(r: &RedSettings) -> RedParams {
         mean_packet: r.mean_packet.map_or(d.mean_packet, |m| m.bytes() as u32),
         ecn: r.ecn.unwrap_or(d.ecn),
         adaptive: r.adaptive.unwrap_or(d.adaptive),
+        short_queue_exempt: r.short_queue_exempt.unwrap_or(d.short_queue_exempt),
         ..d
     }
 }
@@ -361,7 +398,7 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
         let abw = reactivity.current_abw();
         // A shared queue takes the discipline of its first member path.
         let first = &cfg.paths[specs[members[0]].path];
-        let queue = new_queue(capacity, abw, limit, first.qdisc, first.red.as_ref(), b.rng()).with_reactivity(reactivity);
+        let queue = new_queue(capacity, abw, limit, first.qdisc_spec(), b.rng()).with_reactivity(reactivity);
         let dests = s.destinations.join(",");
         let name = match s.direction {
             SharedDirection::Out => format!("shared[{c}] {}->{{{dests}}}", s.source),
@@ -385,7 +422,7 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
             }
             None => {
                 let abw = s.table.at(1);
-                let mut q = new_queue(s.capacity, abw, s.queue, p.qdisc, p.red.as_ref(), b.rng()).with_propagation(one_way);
+                let mut q = new_queue(s.capacity, abw, s.queue, p.qdisc_spec(), b.rng()).with_propagation(one_way);
                 if !s.table.is_constant() {
                     q = q.with_reactivity(Reactivity::new(vec![s.table.clone()], s.rule.clone(), cfg.run.flow_idle_timeout));
                 }
@@ -469,7 +506,7 @@ fn compile_links<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
 fn link_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>, l: &LinkConfig, d: usize, from: &str, to: &str) -> Vec<Hop> {
     let rate = l.rate.get(d);
     let limit = l.queue.map(|q| q.get(d)).unwrap_or(DEFAULT_LINK_QUEUE);
-    let q = new_queue(rate, rate, limit, l.qdisc, l.red.as_ref(), b.rng()).with_propagation(l.delay);
+    let q = new_queue(rate, rate, limit, l.qdisc_spec(), b.rng()).with_propagation(l.delay);
     let mut hops = vec![Hop { element: b.add(format!("{from}->{to}"), "queue", Element::Queue(q)), slot: 0 }];
     if let Some(loss) = l.loss.map(|x| x.get(d)).filter(|x| x.get() > 0.0) {
         let rng = b.rng();

@@ -2,25 +2,11 @@
 //! the paths view derives.
 
 use pathtwin_core::config::Config;
-use pathtwin_core::packet::{FlowKey, PacketMeta, TcpFlags};
 use pathtwin_core::topology::{compile, Network};
 use pathtwin_core::units::QueueLimit;
 
-struct P;
-impl PacketMeta for P {
-    fn wire_len(&self) -> u32 {
-        1500
-    }
-    fn payload_len(&self) -> u32 {
-        1460
-    }
-    fn flow_key(&self) -> FlowKey {
-        0
-    }
-    fn tcp_flags(&self) -> Option<TcpFlags> {
-        None
-    }
-}
+mod common;
+use common::P;
 
 fn names(net: &Network<P>, src: &str, dst: &str) -> Vec<String> {
     let r = net.route(net.host_id(src).unwrap(), net.host_id(dst).unwrap()).expect("route");

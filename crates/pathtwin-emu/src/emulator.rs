@@ -16,7 +16,7 @@ use std::net::IpAddr;
 
 use pathtwin_core::config::{Config, ConfigError};
 use pathtwin_core::element::{Element, Occupancy, QueueStats};
-use pathtwin_core::qdisc::RedStats;
+use pathtwin_core::qdisc::AqmStats;
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::topology::{self, ElementInfo, ResolvedDirection};
 use serde::Serialize;
@@ -137,7 +137,7 @@ pub struct QueueSnapshot {
     /// The discipline's average queue (RED's, in its thresholds' unit), if it keeps one.
     pub avg_queue: Option<f64>,
     /// Early drops, forced drops and ECN marks of an active queue manager.
-    pub aqm: Option<RedStats>,
+    pub aqm: Option<AqmStats>,
 }
 
 /// What one marker decided since the start: IN is green, OUT is yellow plus red (a

@@ -9,7 +9,7 @@ use crate::table::{Cell, Table};
 use crate::tcp_settings::{check_tables, check_tables_used, table_name, tcp_config};
 use pathtwin_core::config::{Config, ConfigError};
 use pathtwin_core::element::Element;
-use pathtwin_core::qdisc::RedStats;
+use pathtwin_core::qdisc::AqmStats;
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::topology::{self, Network};
 use pathtwin_core::units::Rate;
@@ -714,13 +714,19 @@ impl Simulation {
             ("early_drops", "i64"),
             ("forced_drops", "i64"),
             ("ecn_marks", "i64"),
+            // Per drop precedence (RIO/FRIO's IN and OUT; unmarked traffic is IN), real
+            // packets at an active queue manager; zeros for other disciplines.
+            ("in_arrivals", "i64"),
+            ("out_arrivals", "i64"),
+            ("in_drops", "i64"),
+            ("out_drops", "i64"),
         ]);
         for e in self.net.queue_ids() {
             let q = self.net.elements[e].as_queue().expect("queue id");
             let s = q.stats();
             let capacity_bytes = Rate::bytes_in(q.capacity(), now - Instant::ZERO) as f64;
             // Without an active queue manager every drop is a tail drop.
-            let aqm = q.aqm_stats().unwrap_or(RedStats { forced_drops: s.drops, ..Default::default() });
+            let aqm = q.aqm_stats().unwrap_or(AqmStats { forced_drops: s.drops, ..Default::default() });
             queues.push(vec![
                 Cell::S(self.net.element_info[e].name.clone()),
                 Cell::S(q.qdisc_name().to_string()),
@@ -741,6 +747,10 @@ impl Simulation {
                 Cell::I(aqm.early_drops as i64),
                 Cell::I(aqm.forced_drops as i64),
                 Cell::I(aqm.ecn_marks as i64),
+                Cell::I(aqm.in_class.arrivals as i64),
+                Cell::I(aqm.out_class.arrivals as i64),
+                Cell::I(aqm.in_class.drops() as i64),
+                Cell::I(aqm.out_class.drops() as i64),
             ]);
         }
         Results {

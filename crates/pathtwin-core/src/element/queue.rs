@@ -187,7 +187,7 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
     }
 
     /// Early drops, forced drops and ECN marks of an active queue manager.
-    pub fn aqm_stats(&self) -> Option<crate::qdisc::RedStats> {
+    pub fn aqm_stats(&self) -> Option<crate::qdisc::AqmStats> {
         self.qdisc.aqm_stats()
     }
 

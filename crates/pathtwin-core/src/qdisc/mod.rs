@@ -6,17 +6,26 @@
 //! admission at arrival ([`Qdisc::enqueue`]) and order at departure ([`Qdisc::dequeue`]);
 //! the bandwidth queue owns the link and the clock.
 //!
-//! Disciplines: [`DropTail`], [`Red`] (gentle, wait, byte mode, ECN, adaptive) and
-//! [`StrictPriority`]. They receive `now` (RED's idle-time decay) and the element's seeded
-//! RNG (random early drops). RIO and FRIO are still to come.
+//! Disciplines: [`DropTail`], [`Red`] (gentle, wait, byte mode, ECN, adaptive), [`Rio`]
+//! (RIO and FRIO, DiffServ IN/OUT drop precedence) and [`StrictPriority`]. They receive
+//! `now` (RED's idle-time decay) and the element's seeded RNG (random early drops). RED's
+//! average and drop curve live once, in `red_curve`, for RED and RIO alike.
 
+mod aqm;
 mod droptail;
 mod prio;
 mod red;
+mod red_curve;
+mod rio;
+#[cfg(test)]
+mod testing;
 
 pub use droptail::DropTail;
 pub use prio::{StrictPriority, BANDS};
-pub use red::{Red, RedParams, RedStats};
+pub use red::{Red, RedParams};
+pub use aqm::{ActiveQueue, AqmQueue, AqmStats, Class, ClassStats};
+pub use red_curve::{RedAverage, RedCurve, Verdict};
+pub use rio::{FrioParams, Rio, RioParams};
 
 use crate::packet::{FlowKey, Mark};
 use crate::time::Instant;
@@ -102,8 +111,9 @@ pub trait Qdisc<P>: Send + Sync {
     fn average(&self) -> Option<f64> {
         None
     }
-    /// Early drops, forced drops and ECN marks of an active queue manager.
-    fn aqm_stats(&self) -> Option<RedStats> {
+    /// Early drops, forced drops and ECN marks of an active queue manager, in total and per
+    /// drop precedence.
+    fn aqm_stats(&self) -> Option<AqmStats> {
         None
     }
 }

@@ -30,12 +30,13 @@
 //! [min_th + 0.4·(max_th − min_th), min_th + 0.6·(max_th − min_th)]: up by
 //! min(0.01, max_p/4) above it, times 0.9 below it, within [0.01, 0.5].
 
-use super::{Backlog, DropTail, Qdisc, Queued};
+use super::aqm::{active_queue_qdisc, ActiveQueue, AqmQueue, AqmStats, Class};
+use super::red_curve::{in_units, RedAverage, RedCurve, Verdict};
+use super::Queued;
 use crate::packet::PacketMeta;
 use crate::time::{Duration, Instant};
 use crate::units::{QueueLimit, Rate};
 use crate::Rng;
-use rand::Rng as _;
 
 /// RED's parameters. Thresholds count packets or bytes, as the average does.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -56,6 +57,10 @@ pub struct RedParams {
     /// Mark ECN-capable packets instead of dropping them early.
     pub ecn: bool,
     pub adaptive: bool,
+    /// Never drop, early or forced by the average, while the queue holds at most one packet
+    /// (ns-2.35's `red.cc`: `qavg >= th_min && qlen > 1`; not in Floyd & Jacobson). RED only;
+    /// RIO's classes ignore it, as ns-2's dsRED has no such rule.
+    pub short_queue_exempt: bool,
     /// Adaptive RED's adjustment interval (0.5 s in the paper).
     pub interval: Duration,
 }
@@ -75,283 +80,97 @@ impl RedParams {
             mean_packet: 500,
             ecn: false,
             adaptive: false,
+            short_queue_exempt: false,
             interval: Duration::from_millis(500),
         }
     }
 }
 
-/// What RED did, beyond the queue's own counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct RedStats {
-    pub early_drops: u64,
-    pub forced_drops: u64,
-    pub ecn_marks: u64,
-}
-
 pub struct Red<P> {
-    p: RedParams,
-    fifo: DropTail<P>,
-    capacity: Rate,
-    avg: f64,
-    count: i64,
-    /// When the queue last became empty (for the idle decay), if it is empty now.
-    idle_since: Option<Instant>,
-    next_adapt: Option<Instant>,
-    stats: RedStats,
+    curve: RedCurve,
+    average: RedAverage,
+    queue: AqmQueue<P>,
 }
 
-impl<P> Red<P> {
+impl<P: Send + Sync> Red<P> {
     /// A RED queue with hard limit `limit` on a link of `capacity`.
     pub fn new(p: RedParams, limit: QueueLimit, capacity: Rate) -> Self {
-        Red { p, fifo: DropTail::new(limit), capacity, avg: 0.0, count: -1, idle_since: Some(Instant::ZERO), next_adapt: None, stats: RedStats::default() }
+        Red { curve: RedCurve::new(p), average: RedAverage::default(), queue: AqmQueue::new(limit, capacity) }
     }
 
     /// The average queue, in the thresholds' unit (packets or bytes).
     pub fn average(&self) -> f64 {
-        self.avg
+        self.average.avg
     }
 
     pub fn max_p(&self) -> f64 {
-        self.p.max_p
+        self.curve.p.max_p
     }
 
-    pub fn red_stats(&self) -> RedStats {
-        self.stats
+    pub fn red_stats(&self) -> AqmStats {
+        self.queue.stats
     }
 
-    fn units(&self, b: Backlog) -> f64 {
-        match self.p.min_th {
-            QueueLimit::Packets(_) => b.packets as f64,
-            QueueLimit::Bytes(_) => b.bytes as f64,
-        }
-    }
-
-    fn threshold(t: QueueLimit) -> f64 {
-        match t {
-            QueueLimit::Packets(n) => n as f64,
-            QueueLimit::Bytes(n) => n as f64,
-        }
+    /// p_b for the current average (see [`RedCurve::base_probability`]).
+    pub fn base_probability(&self) -> Option<f64> {
+        self.curve.base_probability(self.average.avg)
     }
 
     /// The average after an arrival at `now` sees the instantaneous queue `q`.
     fn update_average(&mut self, now: Instant, q: f64) {
-        if let Some(since) = self.idle_since.take() {
-            // The link could have sent m packets of mean size while idle (ns-2's estimator).
-            let idle = now.saturating_since(since).as_secs_f64();
-            let m = idle * self.capacity.bps() as f64 / (8.0 * self.p.mean_packet as f64);
-            self.avg *= (1.0 - self.p.w_q).powf(m);
-        }
-        self.avg = (1.0 - self.p.w_q) * self.avg + self.p.w_q * q;
-    }
-
-    fn adapt(&mut self, now: Instant) {
-        let next = *self.next_adapt.get_or_insert(now + self.p.interval);
-        if now < next {
-            return;
-        }
-        self.next_adapt = Some(now + self.p.interval);
-        let (lo, hi) = (Self::threshold(self.p.min_th), Self::threshold(self.p.max_th));
-        let (band_lo, band_hi) = (lo + 0.4 * (hi - lo), lo + 0.6 * (hi - lo));
-        if self.avg > band_hi && self.p.max_p <= 0.5 {
-            self.p.max_p += (self.p.max_p / 4.0).min(0.01);
-        } else if self.avg < band_lo && self.p.max_p >= 0.01 {
-            self.p.max_p *= 0.9;
-        }
-    }
-
-    /// p_b for the current average (gentle region included); `None` above the forced-drop
-    /// threshold, `Some(0)` below min_th.
-    pub fn base_probability(&self) -> Option<f64> {
-        let (lo, hi) = (Self::threshold(self.p.min_th), Self::threshold(self.p.max_th));
-        let avg = self.avg;
-        if avg < lo {
-            Some(0.0)
-        } else if avg < hi {
-            Some(self.p.max_p * (avg - lo) / (hi - lo))
-        } else if self.p.gentle && avg < 2.0 * hi {
-            Some(self.p.max_p + (1.0 - self.p.max_p) * (avg - hi) / hi)
-        } else {
-            None
-        }
-    }
-
-    /// p_a from p_b and the arrivals since the last early drop (`count`, already counting
-    /// this arrival), with or without ns-2's `wait`.
-    pub fn actual_probability(p_b: f64, count: i64, wait: bool) -> f64 {
-        let c = count as f64 * p_b;
-        if wait {
-            if c < 1.0 {
-                0.0
-            } else if c < 2.0 {
-                p_b / (2.0 - c)
-            } else {
-                1.0
-            }
-        } else if c < 1.0 {
-            p_b / (1.0 - c)
-        } else {
-            1.0
-        }
+        let p = &self.curve.p;
+        // The link could have sent m packets of mean size while idle (ns-2's estimator).
+        let m = self.queue.idle_m(now, p.mean_packet);
+        self.average.decay(p.w_q, m);
+        self.average.update(p.w_q, q);
     }
 }
 
-/// What RED decides for one arrival.
-enum Verdict {
-    Admit,
-    EarlyDrop,
-    ForcedDrop,
-}
+impl<P: PacketMeta + Send + Sync> ActiveQueue<P> for Red<P> {
+    fn queue(&self) -> &AqmQueue<P> {
+        &self.queue
+    }
 
-impl<P: PacketMeta + Send + Sync> Red<P> {
-    fn judge(&mut self, now: Instant, item: &Queued<P>, rng: &mut Rng) -> Verdict {
-        let q = self.units(self.fifo.backlog());
+    fn queue_mut(&mut self) -> &mut AqmQueue<P> {
+        &mut self.queue
+    }
+
+    fn judge(&mut self, now: Instant, item: &Queued<P>, rng: &mut Rng) -> (Verdict, Class, bool) {
+        let q = in_units(self.curve.p.min_th, self.queue.backlog());
         self.update_average(now, q);
-        if self.p.adaptive {
-            self.adapt(now);
+        if self.curve.p.adaptive {
+            self.curve.adapt(now, self.average.avg);
         }
-        match self.base_probability() {
-            Some(p_b) if p_b <= 0.0 => {
-                self.count = -1;
-                Verdict::Admit
-            }
-            Some(mut p_b) => {
-                self.count += 1;
-                if self.p.byte_mode {
-                    p_b *= item.wire_len as f64 / self.p.mean_packet as f64;
-                }
-                let p_a = Self::actual_probability(p_b, self.count, self.p.wait);
-                if rng.gen::<f64>() < p_a {
-                    self.count = 0;
-                    Verdict::EarlyDrop
-                } else {
-                    Verdict::Admit
-                }
-            }
-            None => {
-                self.count = 0;
-                Verdict::ForcedDrop
-            }
+        let class = Class::of(item.mark);
+        if self.curve.p.short_queue_exempt && self.queue.backlog().packets <= 1 {
+            // As below min_th: nothing dropped, and the next drop decision starts afresh.
+            self.curve.count = -1;
+            return (Verdict::Admit, class, self.curve.p.ecn);
         }
+        (self.curve.judge(self.average.avg, item.wire_len, rng), class, self.curve.p.ecn)
     }
 
-    /// RED's decision for one arrival, then the hard limit.
-    fn admit(&mut self, now: Instant, mut item: Queued<P>, rng: &mut Rng) -> Result<(), Queued<P>> {
-        match self.judge(now, &item, rng) {
-            Verdict::Admit => {}
-            _ if item.is_placeholder() => {}
-            Verdict::EarlyDrop => match &mut item.packet {
-                Some(pkt) if self.p.ecn && pkt.ecn_capable() => {
-                    pkt.set_ce();
-                    self.stats.ecn_marks += 1;
-                }
-                _ => {
-                    self.stats.early_drops += 1;
-                    return Err(item);
-                }
-            },
-            Verdict::ForcedDrop => {
-                self.stats.forced_drops += 1;
-                return Err(item);
-            }
-        }
-        let real = !item.is_placeholder();
-        self.fifo.enqueue(now, item, rng).inspect_err(|_| {
-            if real {
-                self.stats.forced_drops += 1;
-            }
-        })
-    }
-}
-
-impl<P: PacketMeta + Send + Sync> Qdisc<P> for Red<P> {
-    fn enqueue(&mut self, now: Instant, item: Queued<P>, rng: &mut Rng) -> Result<(), Queued<P>> {
-        let admitted = self.admit(now, item, rng);
-        if admitted.is_err() && self.fifo.backlog().packets == 0 {
-            // A dropped arrival leaves an idle queue idle: the decay must keep counting from
-            // now, or an average left high by a burst would outlive the burst and drop every
-            // packet of the flows it stalled.
-            self.idle_since = Some(now);
-        }
-        admitted
-    }
-
-    fn dequeue(&mut self, now: Instant) -> Option<Queued<P>> {
-        let item = self.fifo.dequeue(now)?;
-        if self.fifo.backlog().packets == 0 {
-            self.idle_since = Some(now);
-        }
-        Some(item)
-    }
-
-    fn fifo_head_real(&self) -> Option<(u64, u32)> {
-        self.fifo.fifo_head_real()
-    }
-
-    fn backlog(&self) -> Backlog {
-        self.fifo.backlog()
-    }
-
-    fn set_limit(&mut self, limit: QueueLimit) {
-        self.fifo.set_limit(limit);
-    }
-
-    fn limit(&self) -> QueueLimit {
-        self.fifo.limit()
-    }
-
-    fn name(&self) -> &'static str {
+    fn kind_name(&self) -> &'static str {
         "red"
     }
 
-    fn average(&self) -> Option<f64> {
-        Some(self.avg)
-    }
-
-    fn aqm_stats(&self) -> Option<RedStats> {
-        Some(self.stats)
+    fn reported_average(&self) -> f64 {
+        self.average.avg
     }
 }
+
+active_queue_qdisc!(Red);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{FlowKey, Mark, TcpFlags};
+    use crate::packet::Mark;
+    use crate::qdisc::testing::{packet, placeholder, Pkt};
+    use crate::qdisc::{ClassStats, Qdisc};
     use rand::SeedableRng;
 
-    #[derive(Debug)]
-    struct Pkt {
-        len: u32,
-        ect: bool,
-        ce: bool,
-    }
-
-    impl PacketMeta for Pkt {
-        fn wire_len(&self) -> u32 {
-            self.len
-        }
-        fn payload_len(&self) -> u32 {
-            self.len
-        }
-        fn flow_key(&self) -> FlowKey {
-            0
-        }
-        fn tcp_flags(&self) -> Option<TcpFlags> {
-            None
-        }
-        fn ecn_capable(&self) -> bool {
-            self.ect
-        }
-        fn set_ce(&mut self) {
-            self.ce = true;
-        }
-    }
-
     fn item(ect: bool) -> Queued<Pkt> {
-        Queued { packet: Some(Pkt { len: 1000, ect, ce: false }), wire_len: 1000, flow: 0, mark: Mark::Unmarked, priority: 1, enqueued_at: Instant::ZERO }
-    }
-
-    fn placeholder() -> Queued<Pkt> {
-        Queued { packet: None, ..item(false) }
+        packet(0, Mark::Unmarked, ect)
     }
 
     fn red(p: RedParams) -> Red<Pkt> {
@@ -365,22 +184,22 @@ mod tests {
     #[test]
     fn base_probability_is_linear_then_gentle_then_forced() {
         let mut r = red(params());
-        r.avg = 10.0;
+        r.average.avg = 10.0;
         assert!((r.base_probability().unwrap() - 0.05).abs() < 1e-12);
-        r.avg = 20.0; // gentle: 0.1 + 0.9·(20 − 15)/15
+        r.average.avg = 20.0; // gentle: 0.1 + 0.9·(20 − 15)/15
         assert!((r.base_probability().unwrap() - 0.4).abs() < 1e-12);
-        r.avg = 31.0;
+        r.average.avg = 31.0;
         assert_eq!(r.base_probability(), None);
         let mut r = red(RedParams { gentle: false, ..params() });
-        r.avg = 16.0;
+        r.average.avg = 16.0;
         assert_eq!(r.base_probability(), None, "without gentle, max_th forces drops");
-        r.avg = 4.0;
+        r.average.avg = 4.0;
         assert_eq!(r.base_probability(), Some(0.0));
     }
 
     #[test]
     fn actual_probability_with_and_without_wait() {
-        let p = Red::<Pkt>::actual_probability;
+        let p = RedCurve::actual_probability;
         assert!((p(0.02, 10, false) - 0.02 / 0.8).abs() < 1e-12);
         assert_eq!(p(0.02, 10, true), 0.0, "wait: nothing while count·p_b < 1");
         assert!((p(0.02, 60, true) - 0.02 / 0.8).abs() < 1e-12);
@@ -391,12 +210,48 @@ mod tests {
     #[test]
     fn idle_time_decays_the_average_as_m_empty_arrivals() {
         let mut r = red(params());
-        r.avg = 10.0;
-        r.idle_since = Some(Instant::ZERO);
+        r.average.avg = 10.0;
+        r.queue.idle.mark_idle(Instant::ZERO);
         // 1 s idle at 10 Mbit/s with 500-byte mean packets: m = 2500.
         r.update_average(Instant::ZERO + Duration::from_secs(1), 0.0);
         let expect = 10.0 * 0.998f64.powf(2500.0) * 0.998;
-        assert!((r.avg - expect).abs() < 1e-9, "{} vs {expect}", r.avg);
+        assert!((r.average() - expect).abs() < 1e-9, "{} vs {expect}", r.average());
+    }
+
+    /// The idle time starts when the link, done sending, finds the queue empty (the
+    /// `dequeue` that returns nothing), as ns-2's `red.cc`: not when the last packet left
+    /// the queue for the link.
+    #[test]
+    fn idle_time_counts_from_when_the_link_finds_the_queue_empty() {
+        let mut r = red(params());
+        let mut rng = Rng::seed_from_u64(1);
+        let t = |ms| Instant::ZERO + Duration::from_millis(ms);
+        r.enqueue(t(0), item(false), &mut rng).unwrap();
+        r.average.avg = 10.0;
+        assert!(r.dequeue(t(0)).is_some(), "onto the link; the queue is empty from now");
+        assert!(r.dequeue(t(100)).is_none(), "the link is done and finds nothing");
+        assert!(r.dequeue(t(150)).is_none(), "asking again does not restart the idle time");
+        r.enqueue(t(300), item(false), &mut rng).unwrap();
+        // 200 ms idle at 10 Mbit/s, 500-byte mean: m = 500; then one arrival at q = 0.
+        let expect = 10.0 * 0.998f64.powf(500.0) * 0.998;
+        assert!((r.average() - expect).abs() < 1e-9, "{} vs {expect}", r.average());
+    }
+
+    /// ns-2's rule, when asked for: nothing is dropped while the queue holds at most one
+    /// packet, however high the average; from two packets on, RED as usual.
+    #[test]
+    fn short_queue_exempt_spares_arrivals_at_a_nearly_empty_queue() {
+        let mut r = red(RedParams { short_queue_exempt: true, w_q: 0.0, ..params() });
+        r.queue.idle.mark_busy();
+        r.average.avg = 40.0; // beyond 2·max_th: every arrival would be a forced drop
+        let mut rng = Rng::seed_from_u64(2);
+        assert!(r.enqueue(Instant::ZERO, item(false), &mut rng).is_ok(), "empty queue");
+        assert!(r.enqueue(Instant::ZERO, item(false), &mut rng).is_ok(), "one packet queued");
+        assert!(r.enqueue(Instant::ZERO, item(false), &mut rng).is_err(), "two queued: forced drop");
+        let mut plain = red(RedParams { w_q: 0.0, ..params() });
+        plain.queue.idle.mark_busy();
+        plain.average.avg = 40.0;
+        assert!(plain.enqueue(Instant::ZERO, item(false), &mut rng).is_err(), "Floyd & Jacobson's RED drops");
     }
 
     /// With avg held fixed, `count` makes the gap X between early drops uniform (Floyd &
@@ -406,15 +261,15 @@ mod tests {
     #[test]
     fn count_spreads_drops_uniformly() {
         let mut r = red(RedParams { w_q: 0.0, wait: false, ..params() });
-        r.avg = 10.0; // p_b = 0.05
-        r.idle_since = None;
+        r.average.avg = 10.0; // p_b = 0.05
+        r.queue.idle.mark_busy();
         let mut rng = Rng::seed_from_u64(7);
         let n = 200_000;
         let mut dropped = 0;
         for _ in 0..n {
             match r.enqueue(Instant::ZERO, item(false), &mut rng) {
                 Ok(()) => {
-                    r.fifo.dequeue(Instant::ZERO);
+                    r.queue.fifo.dequeue(Instant::ZERO);
                 }
                 Err(_) => dropped += 1,
             }
@@ -428,33 +283,34 @@ mod tests {
     #[test]
     fn ecn_capable_packets_are_marked_not_dropped_early_but_forced_drops_stay() {
         let mut r = red(RedParams { ecn: true, w_q: 0.0, ..params() });
-        r.idle_since = None;
-        r.avg = 14.9;
-        r.count = 1000; // the next early decision is certain
+        r.queue.idle.mark_busy();
+        r.average.avg = 14.9;
+        r.curve.count = 1000; // the next early decision is certain
         let mut rng = Rng::seed_from_u64(1);
         r.enqueue(Instant::ZERO, item(true), &mut rng).expect("marked, not dropped");
-        let marked = r.fifo.dequeue(Instant::ZERO).unwrap();
+        let marked = r.queue.fifo.dequeue(Instant::ZERO).unwrap();
         assert!(marked.packet.unwrap().ce);
         assert_eq!(r.red_stats().ecn_marks, 1);
-        r.count = 1000;
+        r.curve.count = 1000;
         assert!(r.enqueue(Instant::ZERO, item(false), &mut rng).is_err(), "not ECN-capable: dropped");
-        r.avg = 40.0;
+        r.average.avg = 40.0;
         assert!(r.enqueue(Instant::ZERO, item(true), &mut rng).is_err(), "forced drops are drops");
-        assert_eq!(r.red_stats(), RedStats { early_drops: 1, forced_drops: 1, ecn_marks: 1 });
+        let class = ClassStats { arrivals: 3, early_drops: 1, forced_drops: 1, ecn_marks: 1 };
+        assert_eq!(r.red_stats(), AqmStats { early_drops: 1, forced_drops: 1, ecn_marks: 1, in_class: class, out_class: ClassStats::default() });
     }
 
     #[test]
     fn placeholders_count_in_the_average_but_are_never_dropped_early() {
         let mut r = red(RedParams { w_q: 0.0, ..params() });
-        r.idle_since = None;
-        r.avg = 14.0;
+        r.queue.idle.mark_busy();
+        r.average.avg = 14.0;
         let mut rng = Rng::seed_from_u64(3);
         for _ in 0..200 {
             assert!(r.enqueue(Instant::ZERO, placeholder(), &mut rng).is_ok());
         }
         assert_eq!(r.red_stats().early_drops, 0);
         let mut r = red(RedParams { w_q: 0.5, ..params() });
-        r.idle_since = None;
+        r.queue.idle.mark_busy();
         for _ in 0..10 {
             r.enqueue(Instant::ZERO, placeholder(), &mut rng).unwrap();
         }
@@ -467,8 +323,8 @@ mod tests {
     #[test]
     fn an_empty_queue_keeps_decaying_across_dropped_arrivals() {
         let mut r = red(params());
-        r.idle_since = None;
-        r.avg = 31.0; // above 2·max_th: forced drops
+        r.queue.idle.mark_busy();
+        r.average.avg = 31.0; // above 2·max_th: forced drops
         let mut rng = Rng::seed_from_u64(9);
         let t = |ms| Instant::ZERO + Duration::from_millis(ms);
         assert!(r.enqueue(t(0), item(false), &mut rng).is_err());
@@ -481,14 +337,14 @@ mod tests {
     #[test]
     fn adaptive_red_steps_max_p_toward_the_target_band() {
         let mut r = red(RedParams { adaptive: true, w_q: 0.0, ..params() });
-        r.idle_since = None;
-        r.avg = 14.0; // above the band [9, 11]
+        r.queue.idle.mark_busy();
+        r.average.avg = 14.0; // above the band [9, 11]
         let mut rng = Rng::seed_from_u64(5);
         let t = |ms| Instant::ZERO + Duration::from_millis(ms);
         let _ = r.enqueue(t(0), item(false), &mut rng);
         let _ = r.enqueue(t(500), item(false), &mut rng);
         assert!((r.max_p() - 0.11).abs() < 1e-12, "+min(0.01, max_p/4): {}", r.max_p());
-        r.avg = 6.0; // below the band
+        r.average.avg = 6.0; // below the band
         let _ = r.enqueue(t(1000), item(false), &mut rng);
         assert!((r.max_p() - 0.099).abs() < 1e-12, "×0.9: {}", r.max_p());
     }
