@@ -34,15 +34,19 @@ GOAL_RSS_BYTES = 1 << 30
 
 def run_measured(cmd: list[str]) -> tuple[float, int, int]:
     """(wall seconds, peak RSS bytes, exit status) of one child process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        err = proc.stderr.read().decode(errors="replace").strip().splitlines()
-        print(f"  {cmd[0]} failed ({proc.returncode}): {err[-1] if err else ''}", file=sys.stderr)
-    return wall, usage.ru_maxrss * 1024, proc.returncode
+    # stderr goes to a file, not a pipe: a tool that writes more than a pipe holds would
+    # block before exiting while we wait for it.
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        rc = os.waitstatus_to_exitcode(status)
+        if rc != 0:
+            err.seek(0)
+            lines = err.read().decode(errors="replace").strip().splitlines()
+            print(f"  {cmd[0]} failed ({rc}): {lines[-1] if lines else ''}", file=sys.stderr)
+    return wall, usage.ru_maxrss * 1024, rc
 
 
 def main() -> int:

@@ -189,9 +189,11 @@ def bounds(
 
 @app.command()
 def reproduce(
-    name: str = typer.Argument(..., help="nsdi09-table2, nsdi09-figure5, acc-4a, acc-4b, acc-3c or monarch-fig12"),
+    name: str = typer.Argument(..., help="nsdi09-table2, nsdi09-figure5, acc-4a, acc-4b, acc-3c, monarch-fig12 or "
+                                         "thesis-tcp-friendly"),
     engine: str = typer.Option("sim", help="sim or emu"),
-    seeds: int = typer.Option(5, help="Seeds to average over (Table 2)."),
+    seeds: Optional[int] = typer.Option(None, help="Seeds to average over (default 5 for nsdi09-table2, 3 for thesis-tcp-friendly)."),
+    only: Optional[str] = typer.Option(None, help="thesis-tcp-friendly: configurations to run, e.g. AC (default ABCD)."),
     duration: Optional[str] = typer.Option(None, help="Override the run duration, e.g. 10s."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Keep each run's result directory here."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable results."),
@@ -201,10 +203,11 @@ def reproduce(
 
     if engine not in ("sim", "emu"):
         raise PathtwinError(f"--engine: expected sim or emu, got {engine!r}")
-    if seeds < 1:
+    if seeds is not None and seeds < 1:
         raise PathtwinError("--seeds: must be at least 1")
     if name == "nsdi09-table2":
         err = _console(stderr=True)
+        seeds = seeds or 5
         rows = rp.table2(engine=engine, seeds=seeds, duration=duration, out=out,
                          progress=None if as_json else (lambda m, s: err.print(f"  {m} mode, seed {s} done")))
         if as_json:
@@ -241,6 +244,10 @@ def reproduce(
             monarch.print_figure12(transfers)
             if out is not None:
                 print(f"figure: {Path(out) / 'figure12.png'}")
+    elif name == "thesis-tcp-friendly":
+        if engine != "sim":
+            raise PathtwinError("--engine: thesis-tcp-friendly runs in the simulator (SACK and Reno are the simulator's TCP)")
+        _reproduce_thesis(duration, out, as_json, only, seeds or 3)
     elif name in ACC_REPRODUCTIONS:
         if engine != "sim":
             raise PathtwinError(f"--engine: {name} runs in the simulator (Monaco and Vegas are the simulator's controllers)")
@@ -252,7 +259,31 @@ def reproduce(
 
 
 ACC_REPRODUCTIONS = ("acc-4a", "acc-4b", "acc-3c")
-REPRODUCTIONS = ("nsdi09-table2", "nsdi09-figure5", *ACC_REPRODUCTIONS, "monarch-fig12")
+REPRODUCTIONS = ("nsdi09-table2", "nsdi09-figure5", *ACC_REPRODUCTIONS, "monarch-fig12", "thesis-tcp-friendly")
+
+
+def _reproduce_thesis(duration: Optional[str], out: Optional[Path], as_json: bool, only: Optional[str], seeds: int) -> None:
+    """The TCP-friendly marker thesis's Tables 4.1–4.4 (see ``pathtwin.reproduce.thesis``)."""
+    import dataclasses
+
+    from .config import parse_quantity
+    from .reproduce import thesis
+
+    configurations = tuple(only.upper()) if only else tuple(thesis.CONFIGURATIONS)
+    bad = [c for c in configurations if c not in thesis.CONFIGURATIONS]
+    if bad:
+        raise PathtwinError(f"--only: no configuration {''.join(bad)!r} (the thesis has A, B, C, D)")
+    dur = parse_quantity("time", duration, "--duration") if duration else thesis.DURATION_S
+    err = _console(stderr=True)
+    rows = []
+    for c in configurations:
+        rows += thesis.run((c,), seeds=tuple(range(1, seeds + 1)), duration_s=dur, out=Path(out) if out else None)
+        if not as_json:
+            err.print(f"  configuration {c} done")
+    if as_json:
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+    else:
+        thesis.print_tables(rows)
 
 
 def _reproduce_acc(name: str, duration: Optional[str], out: Optional[Path], as_json: bool) -> None:

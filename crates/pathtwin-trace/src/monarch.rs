@@ -176,8 +176,17 @@ impl Diagnoser {
                     let expect = if tcp.has(flags::ACK) && tcp.seq == 0 { tcp.ack } else { tcp.seq };
                     self.response(key, Some(expect as u64), pkt.ip_id);
                 } else if tcp.has(flags::SYN) && tcp.has(flags::ACK) {
-                    let key = (pkt.dst, pkt.src, ProbeKind::Tcp, ((tcp.dst_port as u32) << 16) | tcp.src_port as u32);
-                    self.flows.entry(key).or_default().real_tcp = true;
+                    // A real connection, not a probe flow, in both directions: forget what was
+                    // taken for probes and record no more of it, so that a capture of ordinary
+                    // traffic costs memory per connection, not per packet.
+                    let client = (pkt.dst, pkt.src, ProbeKind::Tcp, ((tcp.dst_port as u32) << 16) | tcp.src_port as u32);
+                    let server = (pkt.src, pkt.dst, ProbeKind::Tcp, ((tcp.src_port as u32) << 16) | tcp.dst_port as u32);
+                    for key in [client, server] {
+                        let flow = self.flows.entry(key).or_default();
+                        flow.real_tcp = true;
+                        flow.probes = Vec::new();
+                        flow.pending = HashMap::new();
+                    }
                 } else {
                     let key = (pkt.src, pkt.dst, ProbeKind::Tcp, ((tcp.src_port as u32) << 16) | tcp.dst_port as u32);
                     // A SYN probe is answered by RST-ACK acknowledging seq + 1.
@@ -192,6 +201,9 @@ impl Diagnoser {
     fn probe(&mut self, key: FlowKey, id: Option<u64>) {
         let Some(id) = id else { return };
         let flow = self.flows.entry(key).or_default();
+        if flow.real_tcp {
+            return;
+        }
         let idx = flow.probes.len();
         flow.probes.push(Probe { response: None });
         // A repeated key (a retransmitted probe) points at the newest copy.
@@ -331,4 +343,46 @@ fn diagnose(local: IpAddr, remote: IpAddr, kind: ProbeKind, probes: &[Probe]) ->
         (Verdict::Confirmed, "no upstream loss or harmful reordering")
     };
     d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::TcpHeader;
+
+    #[allow(clippy::too_many_arguments)]
+    fn tcp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, fl: u8, seq: u32, ack: u32, ip_id: u16) -> Packet<'static> {
+        let h = TcpHeader { src_port: sport, dst_port: dport, seq, ack, flags: fl, window: 65535, raw_options: &[], payload_len: 0 };
+        Packet { src: IpAddr::from(src), dst: IpAddr::from(dst), ip_id, ip_len: 40, transport: Transport::Tcp(h, &[]) }
+    }
+
+    /// A capture of an ordinary connection holds no probe flow, and once its SYN-ACK is seen
+    /// neither direction's packets are kept: memory per connection, not per packet.
+    #[test]
+    fn a_real_connection_is_not_kept_as_probes() {
+        let (c, s) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        let mut d = Diagnoser::new();
+        d.on_packet(&tcp(c, s, 4000, 80, flags::SYN, 1, 0, 1));
+        d.on_packet(&tcp(s, c, 80, 4000, flags::SYN | flags::ACK, 100, 2, 1));
+        for i in 0..1000 {
+            d.on_packet(&tcp(s, c, 80, 4000, flags::ACK, 101 + i * 1000, 2, 2 + i as u16));
+            d.on_packet(&tcp(c, s, 4000, 80, flags::ACK, 2, 101 + i * 1000, 2 + i as u16));
+        }
+        assert!(d.flows.values().all(|f| f.probes.is_empty() && f.pending.is_empty()));
+        assert!(d.finish().is_empty());
+    }
+
+    /// ACK probes to a closed port answered by RSTs with a counting IP ID: one flow, confirmed.
+    #[test]
+    fn ack_probes_answered_by_rsts_are_a_confirmed_flow() {
+        let (m, t) = ([10, 0, 0, 1], [10, 0, 0, 9]);
+        let mut d = Diagnoser::new();
+        for i in 0..20u32 {
+            d.on_packet(&tcp(m, t, 5000, 33434, flags::ACK, 1, 1000 + i, 0));
+            d.on_packet(&tcp(t, m, 33434, 5000, flags::RST, 1000 + i, 0, 7 + i as u16));
+        }
+        let flows = d.finish();
+        assert_eq!(flows.len(), 1);
+        assert_eq!((flows[0].probes, flows[0].responses, flows[0].verdict), (20, 20, Verdict::Confirmed));
+    }
 }

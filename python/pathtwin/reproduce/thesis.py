@@ -1,0 +1,191 @@
+"""Reproduction of the TCP-friendly marker thesis's Chapter 4
+(``shared/papers/tcp-friendly-marker-thesis-ch3-4.txt``): Tables 4.1–4.4.
+
+One source sends 50 or 100 long-lived TCP flows to one destination through a marking router
+R0, a bottleneck gateway R1 (10 Mbit/s towards R2, where RIO, FRIO or RED runs) and R2; the
+round trip is 200 ms. Configurations A–D cross TCP SACK or Reno with "appropriate" (OUT
+thresholds 10/200 KB) or "inappropriate" (10/30 KB) RED-like parameters; Cases 1–4 are the TCP
+friendly marker with FRIO, the TCP friendly marker with RIO, a token bucket marker with RIO,
+and no marker ("RIO defaults to RED using OUT parameters"). Both markers get 296 KB of tokens
+every 400 ms (5.92 Mbit/s of IN traffic on a 10 Mbit/s link).
+
+What the thesis leaves unsaid, and what this module chooses (each a constant below):
+
+- Where the 200 ms sit: the thesis delays the destination's outgoing packets (the ACKs) by the
+  whole round trip; a link delay is the same each way here, so R2–D carries 100 ms each way.
+  TCP sees the same RTT either way; the forward data path has 100 ms more propagation than
+  the thesis's, which changes nothing at the queue.
+- The bottleneck buffer: not given. 500 KB, just above the IN class's 490 KB maximum
+  threshold, so that RIO's thresholds and not the buffer decide what is dropped.
+- Packet size and TCP: 1460-byte segments (the Ethernet testbed), an initial window of 2
+  segments and a 1 s minimum RTO (RFC 2414 and RFC 2988, the rules of the thesis's time),
+  no RACK or tail loss probes (they came a decade later), delayed ACKs on.
+- Run length and starts: 100 s, flows starting at uniformly random times in the first
+  second (seeded), metrics over the whole run; several seeds, averaged.
+- RIO's remaining parameters: ns-2's (w_q 0.002, gentle off as in the thesis's era, the
+  `wait` rule), RIO-C (OUT tested on the whole queue's average).
+
+Metrics, as the thesis defines them: timeouts summed over the flows; the packet loss
+probability at the bottleneck (drops over arrivals, %); mean per-flow goodput (bytes/s of new
+data) and its coefficient of variation across the flows.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..sim import simulate
+
+#: The thesis's numbers, Tables 4.1–4.4: per configuration and case, for 100 then 50 flows,
+#: (timeouts, loss %, mean goodput B/s, CoV).
+PAPER = {
+    "A": {1: ((41, 4.0, 11421, 0.06), (2, 2.14, 22236, 0.03)),
+          2: ((120, 5.46, 10575, 0.12), (9, 2.67, 20742, 0.04)),
+          3: ((911, 7.75, 9705, 0.33), (253, 4.13, 18892, 0.12)),
+          4: ((1322, 9.01, 9015, 0.38), (491, 5.25, 17865, 0.17))},
+    "B": {1: ((62, 4.33, 11391, 0.07), (8, 2.49, 22079, 0.03)),
+          2: ((176, 5.47, 10472, 0.14), (16, 2.83, 20635, 0.04)),
+          3: ((1127, 12.49, 9660, 0.31), (350, 6.66, 18486, 0.19)),
+          4: ((1405, 16.47, 8807, 0.37), (610, 9.63, 17319, 0.25))},
+    "C": {1: ((92, 5.02, 10854, 0.07), (7, 2.79, 21687, 0.05)),
+          2: ((152, 6.17, 10168, 0.13), (10, 3.63, 20104, 0.06)),
+          3: ((1200, 9.16, 9092, 0.4), (320, 5.71, 17277, 0.22)),
+          4: ((1864, 10.75, 8316, 0.45), (689, 7.03, 16825, 0.25))},
+    "D": {1: ((130, 6.33, 10668, 0.08), (13, 3.43, 21315, 0.05)),
+          2: ((239, 6.97, 10214, 0.15), (19, 4.01, 20168, 0.06)),
+          3: ((1410, 13.98, 8954, 0.43), (413, 7.8, 17112, 0.33)),
+          4: ((2163, 20.58, 8046, 0.5), (844, 11.2, 16152, 0.35))},
+}
+FLOW_COUNTS = (100, 50)
+
+#: Configuration → (SACK on, OUT maximum threshold): A/B appropriate, C/D inappropriate.
+CONFIGURATIONS = {"A": (True, "200KB"), "B": (False, "200KB"), "C": (True, "30KB"), "D": (False, "30KB")}
+CASES = {1: "TCP friendly & FRIO", 2: "TCP friendly & RIO", 3: "token bucket & RIO", 4: "no marker & RED"}
+
+OUT_MIN, OUT_MAX_P = "10KB", 0.25
+IN_MIN, IN_MAX, IN_MAX_P = "50KB", "490KB", 0.005
+BUFFER = "500KB"
+TOKENS, INTERVAL = "296KB", "400ms"
+BOTTLENECK = "r1->r2"
+MSS = 1460
+DURATION_S = 100.0
+START_SPREAD_S = 1.0
+
+
+def _tcp(sack: bool) -> dict:
+    return {"cc": "reno" if not sack else "newreno", "sack": sack, "mss": MSS, "initial_window": 2, "min_rto": "1s",
+            "rack": False, "tlp": False, "max_window": "1MB", "rcv_window": "1MB"}
+
+
+def config(configuration: str, case: int, flows: int, seed: int = 1, duration_s: float = DURATION_S) -> dict:
+    """One run of the thesis's experiment as a links-view config."""
+    sack, out_max = CONFIGURATIONS[configuration]
+    out_class = {"min_th": OUT_MIN, "max_th": out_max, "max_p": OUT_MAX_P}
+    if case == 4:
+        queue = {"qdisc": "red", "red": {**out_class, "gentle": False}}
+    else:
+        queue = {"qdisc": "frio" if case == 1 else "rio",
+                 "rio": {"in": {"min_th": IN_MIN, "max_th": IN_MAX, "max_p": IN_MAX_P}, "out": out_class, "gentle": False}}
+    links = [
+        {"between": ["s", "r0"], "rate": "100mbit", "delay": "0.1ms", "queue": "1MB"},
+        {"between": ["r0", "r1"], "rate": "100mbit", "delay": "0.1ms", "queue": "1MB"},
+        {"between": ["r1", "r2"], "rate": "10mbit", "delay": "0.1ms", "queue": BUFFER, **queue},
+        {"between": ["r2", "d"], "rate": "100mbit", "delay": "100ms", "queue": "1MB"},
+    ]
+    markers = []
+    if case in (1, 2):
+        markers.append({"between": ["r0", "r1"], "kind": "tcp-friendly", "interval": INTERVAL, "budget": TOKENS})
+    elif case == 3:
+        markers.append({"between": ["r0", "r1"], "kind": "token-bucket", "interval": INTERVAL, "bucket": TOKENS})
+    rng = random.Random(seed)
+    tcp = _tcp(sack)
+    flow_list = [{"from": "s", "to": "d", "label": f"f{i}", "start": f"{rng.uniform(0, START_SPREAD_S) * 1000:.3f}ms",
+                  "tcp": tcp} for i in range(flows)]
+    cfg = {
+        "name": f"thesis-{configuration}{case}-{flows}",
+        "hosts": ["s", "d"],
+        "routers": ["r0", "r1", "r2"],
+        "run": {"duration": f"{duration_s:g}s", "seed": seed, "sample_interval": "500ms"},
+        "link": links,
+        "flow": flow_list,
+    }
+    if markers:
+        cfg["marker"] = markers
+    return cfg
+
+
+@dataclass
+class Metrics:
+    timeouts: float
+    loss_percent: float
+    goodput_Bps: float
+    cov: float
+
+
+@dataclass
+class Row:
+    configuration: str
+    case: int
+    flows: int
+    ours: Metrics
+    paper: Metrics
+    seeds: int
+    in_share: Optional[float] = None   # IN packets / marked packets, when a marker ran
+    per_seed: list = field(default_factory=list)
+
+
+def run_one(configuration: str, case: int, flows: int, seed: int = 1, duration_s: float = DURATION_S, out=None) -> Metrics:
+    res = simulate(config(configuration, case, flows, seed, duration_s), out=out)
+    f = res.flows
+    q = res.queues[res.queues.queue == BOTTLENECK].iloc[0]
+    goodput = f.bytes_delivered / duration_s
+    mean = float(goodput.mean())
+    return Metrics(timeouts=float(f.timeouts.sum()), loss_percent=100.0 * float(q.drops) / max(float(q.arrivals), 1.0),
+                   goodput_Bps=mean, cov=float(goodput.std(ddof=0) / mean) if mean > 0 else float("nan"))
+
+
+def run(configurations=("A", "B", "C", "D"), cases=(1, 2, 3, 4), flow_counts=FLOW_COUNTS, seeds=(1, 2, 3),
+        duration_s: float = DURATION_S, out=None) -> list[Row]:
+    """Every requested cell, averaged over `seeds`."""
+    rows = []
+    for c in configurations:
+        for case in cases:
+            for n in flow_counts:
+                per_seed = [run_one(c, case, n, s, duration_s, out=(out / f"{c}{case}-{n}-seed{s}") if out else None)
+                            for s in seeds]
+                avg = Metrics(*(sum(getattr(m, k) for m in per_seed) / len(per_seed)
+                                for k in ("timeouts", "loss_percent", "goodput_Bps", "cov")))
+                paper = Metrics(*PAPER[c][case][FLOW_COUNTS.index(n)])
+                rows.append(Row(c, case, n, avg, paper, len(seeds), per_seed=per_seed))
+    return rows
+
+
+def print_tables(rows: list[Row], console=None) -> None:
+    """Tables 4.1–4.4 as the thesis lays them out, ours beside the thesis's (in brackets)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(width=max(Console().width, 140))
+    titles = {"A": "4.1 — A: SACK, appropriate", "B": "4.2 — B: Reno, appropriate",
+              "C": "4.3 — C: SACK, inappropriate", "D": "4.4 — D: Reno, inappropriate"}
+    for c in dict.fromkeys(r.configuration for r in rows):
+        t = Table(title=f"Table {titles[c]} RED-like parameters (ours (thesis))")
+        t.add_column("case", no_wrap=True)
+        counts = [n for n in FLOW_COUNTS if any(r.flows == n and r.configuration == c for r in rows)]
+        for n in counts:
+            for m in ("timeouts", "Ploss %", "goodput B/s", "CoV"):
+                t.add_column(f"{n}: {m}", justify="right", no_wrap=True)
+        for case in dict.fromkeys(r.case for r in rows if r.configuration == c):
+            cells = [CASES[case]]
+            for n in counts:
+                r = next((r for r in rows if r.configuration == c and r.case == case and r.flows == n), None)
+                if r is None:
+                    cells += ["—"] * 4
+                    continue
+                o, p = r.ours, r.paper
+                cells += [f"{o.timeouts:.0f} ({p.timeouts:g})", f"{o.loss_percent:.2f} ({p.loss_percent:g})",
+                          f"{o.goodput_Bps:.0f} ({p.goodput_Bps:g})", f"{o.cov:.2f} ({p.cov:g})"]
+            t.add_row(*cells)
+        console.print(t)
