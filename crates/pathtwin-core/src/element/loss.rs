@@ -6,19 +6,19 @@ use crate::time::Instant;
 use crate::units::Fraction;
 use crate::Rng;
 use rand::Rng as _;
-use std::collections::VecDeque;
+use crate::element::Passthrough;
 
 pub struct RandomLoss<P> {
     probability: f64,
     rng: Rng,
-    pending: VecDeque<(Instant, P)>,
+    pending: Passthrough<P>,
     arrivals: u64,
     drops: u64,
 }
 
 impl<P> RandomLoss<P> {
     pub fn new(probability: Fraction, rng: Rng) -> Self {
-        RandomLoss { probability: probability.get(), rng, pending: VecDeque::new(), arrivals: 0, drops: 0 }
+        RandomLoss { probability: probability.get(), rng, pending: Passthrough::default(), arrivals: 0, drops: 0 }
     }
 
     /// Returns the packet if it was lost.
@@ -28,20 +28,17 @@ impl<P> RandomLoss<P> {
             self.drops += 1;
             Some(pkt)
         } else {
-            self.pending.push_back((at, pkt));
+            self.pending.push(at, pkt);
             None
         }
     }
 
     pub fn next_wakeup(&self) -> Option<Instant> {
-        self.pending.front().map(|&(t, _)| t)
+        self.pending.next_wakeup()
     }
 
     pub fn poll_output(&mut self, now: Instant) -> Option<(Instant, P)> {
-        match self.pending.front() {
-            Some(&(t, _)) if t <= now => self.pending.pop_front(),
-            _ => None,
-        }
+        self.pending.poll_output(now)
     }
 
     pub fn arrivals(&self) -> u64 {

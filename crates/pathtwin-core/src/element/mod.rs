@@ -8,11 +8,13 @@
 
 mod delay;
 mod loss;
+mod passthrough;
 mod queue;
 pub mod reactivity;
 
 pub use delay::DelayLine;
 pub use loss::RandomLoss;
+pub use passthrough::Passthrough;
 pub use queue::{BandwidthQueue, Occupancy, QueueStats, PLACEHOLDER_LEN};
 pub use reactivity::{AbwTable, QueueRule, Reactivity};
 

@@ -28,7 +28,7 @@ pub use tcp_friendly::TcpFriendly;
 use crate::packet::{Mark, PacketMeta};
 use crate::time::Instant;
 use serde::Serialize;
-use std::collections::VecDeque;
+use crate::element::Passthrough;
 
 /// A meter's verdict on one packet (RFC 2697/2698 terms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,13 +131,13 @@ impl MarkerStats {
 /// then `poll_output(now)` releases each packet at the time it arrived.
 pub struct Marker<P> {
     policy: Policy,
-    pending: VecDeque<(Instant, P)>,
+    pending: Passthrough<P>,
     stats: MarkerStats,
 }
 
 impl<P: PacketMeta> Marker<P> {
     pub fn new(policy: Policy) -> Self {
-        Marker { policy, pending: VecDeque::new(), stats: MarkerStats::default() }
+        Marker { policy, pending: Passthrough::default(), stats: MarkerStats::default() }
     }
 
     /// Colours and marks the packet; it is releasable at `at`.
@@ -148,18 +148,15 @@ impl<P: PacketMeta> Marker<P> {
         if let Policy::TcpFriendly(tf) = &self.policy {
             self.stats.protected_packets = tf.protected();
         }
-        self.pending.push_back((at, pkt));
+        self.pending.push(at, pkt);
     }
 
     pub fn next_wakeup(&self) -> Option<Instant> {
-        self.pending.front().map(|&(t, _)| t)
+        self.pending.next_wakeup()
     }
 
     pub fn poll_output(&mut self, now: Instant) -> Option<(Instant, P)> {
-        match self.pending.front() {
-            Some(&(t, _)) if t <= now => self.pending.pop_front(),
-            _ => None,
-        }
+        self.pending.poll_output(now)
     }
 
     pub fn stats(&self) -> &MarkerStats {
