@@ -126,6 +126,9 @@ def run_ns2(ns: str, sc: Scenario, duration: float, starts: list[float]) -> dict
         "out_arrivals": core["11"]["arrivals"] + core["12"]["arrivals"],
         "in_drops": drops("10"),
         "out_drops": drops("11") + drops("12"),
+        # ns-2's dsRED: `edrops` early, `drops` forced (beyond max_th, or the buffer full).
+        "early_drops": sum(core[cp]["edrops"] for cp in core),
+        "forced_drops": sum(core[cp]["drops"] for cp in core),
         "avg_trace": out["avg_trace"],
     }
 
@@ -157,6 +160,8 @@ def run_pathtwin(sc: Scenario, duration: float, starts: list[float]) -> dict:
         "out_arrivals": int(q.out_arrivals),
         "in_drops": int(q.in_drops),
         "out_drops": int(q.out_drops),
+        "early_drops": int(q.early_drops),
+        "forced_drops": int(q.forced_drops),
         "avg_trace": [float(x) for x in trace],
     }
 
@@ -171,7 +176,9 @@ def metric_keys(kind: str) -> list[str]:
     colours = ("green", "red") if kind == "token-bucket" else COLOURS
     keys = [f"goodput {g} Mb/s" for g in ("A", "B")] + ["goodput Mb/s"]
     keys += [f"{c} {g} pkts" for g in ("A", "B") for c in colours]
-    keys += ["in_arrivals", "out_arrivals", "in_drops", "out_drops", "avg_queue", "avg_queue p10", "avg_queue p90"]
+    if kind != "token-bucket":
+        keys += [f"OUT {g} pkts" for g in ("A", "B")]  # yellow + red
+    keys += ["in_arrivals", "out_arrivals", "in_drops", "out_drops", "early_drops", "forced_drops", "avg_queue", "avg_queue p10", "avg_queue p90"]
     return keys
 
 
@@ -183,7 +190,8 @@ def metric(run: dict, key: str) -> float:
         return sum(x for x, gg in zip(run["flow_mbps"], GROUPS) if gg == g)
     if key.endswith(" pkts"):
         colour, g, _ = key.split()
-        return sum(c[colour] for c, gg in zip(run["colours"], GROUPS) if gg == g)
+        colours = ("yellow", "red") if colour == "OUT" else (colour,)
+        return sum(c[k] for c, gg in zip(run["colours"], GROUPS) if gg == g for k in colours)
     if key == "avg_queue":
         return mean(run["avg_trace"])
     if key.startswith("avg_queue p"):
