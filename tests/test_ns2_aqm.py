@@ -67,10 +67,12 @@ def test_same_orderings_as_ns2(rows):
 #
 # A continuous token bucket, srTCM and trTCM at every sender (two groups of four flows with
 # different committed rates) feeding RIO-C at the bottleneck, against ns-2's dsRED/edge
-# policers (TokenBucket, srTCM, trTCM) and dsRED/core. 60 s, ten start-time draws (each
+# policers (TokenBucket, srTCM, trTCM) and dsRED/core; the fourth scenario oversubscribes the
+# link with committed traffic, so IN is dropped too. 60 s, ten start-time draws (each
 # scenario takes about a second per draw in both simulators). Expectations: per-group goodput,
 # the IN and OUT arrivals at the bottleneck and the green and OUT (yellow + red) counts at
-# the markers within 10 %; the yellow and the red counts apart within 20 % (a few hundred
+# the markers within 10 % (20 % for counts under 15 % of the packets); IN drops within 15 %
+# (or none on both sides); the yellow and the red counts apart within 20 % (a few hundred
 # packets each in some groups, made by slow-start bursts); the mean average queue within
 # 15 % and its 90th percentile within 10 %; the early drops within 20 % and the OUT drops
 # within 25 % (pathtwin's run 14-21 % under ns-2's, in forced drops: ns-2's dsRED lacks
@@ -91,6 +93,17 @@ def marker_table(rows) -> str:
     return markers.fmt([r for by_metric in rows.values() for r in by_metric.values()])
 
 
+def count_tolerance(r, key: str, group: str | None = None) -> float:
+    """10 %, or 20 % for a count under 15 % of the packets sent (the group's at a marker, all
+    at the bottleneck): the oversubscribed scenario's few OUT packets (4-11 %), which follow
+    the drop differences (bench/aqm/README.md)."""
+    if group is None:
+        total = r["in_arrivals"].ns2 + r["out_arrivals"].ns2
+    else:
+        total = sum(r[k].ns2 for k in r if k.endswith(f" {group} pkts") and k.split()[0] in markers.COLOURS)
+    return 0.10 if r[key].ns2 >= 0.15 * total else 0.20
+
+
 @pytest.mark.parametrize("scenario", list(markers.SCENARIOS))
 def test_marker_goodput_and_colours_agree_with_ns2(marker_rows, scenario):
     r = marker_rows[scenario]
@@ -99,22 +112,26 @@ def test_marker_goodput_and_colours_agree_with_ns2(marker_rows, scenario):
         assert abs(r[f"goodput {g} Mb/s"].ratio - 1) <= 0.10, t
         assert abs(r[f"green {g} pkts"].ratio - 1) <= 0.10, t
         if f"OUT {g} pkts" in r:
-            assert abs(r[f"OUT {g} pkts"].ratio - 1) <= 0.10, t
+            assert abs(r[f"OUT {g} pkts"].ratio - 1) <= count_tolerance(r, f"OUT {g} pkts", g), t
             for c in ("yellow", "red"):
                 assert abs(r[f"{c} {g} pkts"].ratio - 1) <= 0.20, t
         else:
-            assert abs(r[f"red {g} pkts"].ratio - 1) <= 0.10, t
+            assert abs(r[f"red {g} pkts"].ratio - 1) <= count_tolerance(r, f"red {g} pkts", g), t
     assert abs(r["goodput Mb/s"].ratio - 1) <= 0.10, t
-    assert abs(r["in_arrivals"].ratio - 1) <= 0.10, t
-    assert abs(r["out_arrivals"].ratio - 1) <= 0.10, t
+    assert abs(r["in_arrivals"].ratio - 1) <= count_tolerance(r, "in_arrivals"), t
+    assert abs(r["out_arrivals"].ratio - 1) <= count_tolerance(r, "out_arrivals"), t
 
 
 @pytest.mark.parametrize("scenario", list(markers.SCENARIOS))
 def test_marker_drops_and_average_queue_agree_with_ns2(marker_rows, scenario):
     r = marker_rows[scenario]
     t = marker_table(marker_rows)
-    # RIO-C protects IN: with the committed rates under the link rate, neither drops any.
-    assert r["in_drops"].pathtwin == r["in_drops"].ns2 == 0, t
+    # RIO-C protects IN: with the committed rates under the link rate neither drops any;
+    # oversubscribed, both do.
+    if r["in_drops"].ns2 == 0:
+        assert r["in_drops"].pathtwin == 0, t
+    else:
+        assert abs(r["in_drops"].ratio - 1) <= 0.15, t
     assert abs(r["out_drops"].ratio - 1) <= 0.25, t
     assert abs(r["early_drops"].ratio - 1) <= 0.20, t
     assert abs(r["avg_queue"].ratio - 1) <= 0.15, t

@@ -7,7 +7,8 @@ buffer) with RIO-C at the bottleneck (ns-2's defaults: IN 15/30 p, max_p 0.02; O
 max_p 0.2) and a marker per sender: in ns-2 a dsRED/edge queue on the sender's access link
 whose policy meters that flow, in pathtwin a `[[marker]] at = "s<i>"`. Two groups of four
 flows, one of each RTT, differ in their committed rate (per flow; group A is flows 0, 2, 4, 6,
-group B 1, 3, 5, 7): token bucket 3 and 1 Mbit/s, srTCM 4 and 0.5, trTCM 2.5 and 1.5. Green is IN, yellow and red are OUT (ns-2:
+group B 1, 3, 5, 7): token bucket 3 and 1 Mbit/s, srTCM 4 and 0.5, trTCM 2.5 and 1.5, and
+an oversubscribed token bucket, 6 and 2 Mbit/s, where IN is dropped too. Green is IN, yellow and red are OUT (ns-2:
 code point 10 -> precedence 0, 11 and 12 -> precedence 1).
 
 Per scenario, pathtwin vs ns-2 (means over seeded start-time draws, identical in both):
@@ -99,6 +100,10 @@ SCENARIOS = {
     "trtcm 2.5/1.5": Scenario("trtcm 2.5/1.5", "trtcm", {
         "A": {"cir": 2_500_000, "cbs": 15_000, "pir": 5_000_000, "pbs": 30_000},
         "B": {"cir": 1_500_000, "cbs": 15_000, "pir": 3_000_000, "pbs": 30_000}}),
+    # Oversubscribed: 32 Mbit/s committed on a 20 Mbit/s link, so IN is dropped too.
+    "tb 6/2 over": Scenario("tb 6/2 over", "token-bucket", {
+        "A": {"rate": 6_000_000, "depth": 30_000},
+        "B": {"rate": 2_000_000, "depth": 30_000}}),
 }
 
 
