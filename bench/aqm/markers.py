@@ -123,7 +123,7 @@ def run_ns2(ns: str, sc: Scenario, duration: float, starts: list[float]) -> dict
         # TokenBucket's one downgrade, code point 11, is pathtwin's red (OUT).
         for f in flows:
             f["red"], f["yellow"] = f["yellow"], 0
-    drops = lambda cp: core[cp]["drops"] + core[cp]["edrops"]  # noqa: E731
+    drops = lambda cp: core[cp]["drops"] + core[cp]["edrops"]
     return {
         "flow_mbps": [f["bytes"] * 8 / duration / 1e6 for f in flows],
         "colours": [{c: f[c] for c in COLOURS} for f in flows],
