@@ -8,8 +8,7 @@
 #   red: MIN_TH,MAX_TH,MAX_P,W_Q,GENTLE,WAIT           (packets; GENTLE and WAIT 0 or 1)
 #   rio: IN_MIN,IN_MAX,IN_MAX_P,OUT_MIN,OUT_MAX,OUT_MAX_P,W_Q
 # Every packet leaves the senders unmarked (code point 0), which the RIO queue maps to the
-# IN precedence: pathtwin's markers are not written yet, and its RIO files unmarked traffic
-# as IN too. ns-2's dsRED has neither gentle nor wait (dsredq.cc); pathtwin's side turns
+# IN precedence, as pathtwin's RIO files unmarked traffic (markers_dumbbell.tcl marks). ns-2's dsRED has neither gentle nor wait (dsredq.cc); pathtwin's side turns
 # them off for this scenario.
 #
 # Prints one JSON line: per flow the payload bytes delivered by DURATION; at the

@@ -7,8 +7,9 @@ with a 100-packet buffer under each scenario's discipline. Per scenario, pathtwi
 drops at the bottleneck, the mean of the average queue (sampled every 0.1 s after the
 warm-up), the aggregate goodput, the goodput per RTT class, and the per-class (IN/OUT)
 throughput at the bottleneck. Every packet is unmarked — IN for RIO in both simulators —
-since pathtwin's markers are not written yet, so the RIO scenario checks the IN curve, the
-RIO-C averages and the idle decay against ns-2's dsRED, not the OUT class. Several seeded
+so the RIO scenario checks the IN curve, the RIO-C averages and the idle decay against
+ns-2's dsRED, not the OUT class; markers.py beside this file feeds RIO-C from DiffServ
+markers (token bucket, srTCM, trTCM) against ns-2's dsRED edge policers. Several seeded
 start-time draws, identical in both simulators, are averaged (bench/tcp's reason: one run
 is phase-sensitive).
 

@@ -32,8 +32,10 @@ proc agent_defaults {mss} {
 # pathtwin counts it), and per flow i a sender s(i) and receiver d(i) on 100 Mbit/s access
 # links whose delays make the flow's RTT the i-th of RTTS (ms). Fills the global arrays tcp,
 # sink, s, d and sets r1, r2. QTYPE is the r1 -> r2 queue (bench/aqm: RED, dsRED/core); the
-# reverse direction, which carries only ACKs, stays DropTail.
-proc dumbbell {ns rtts qpkts tcpclass sinkclass {qtype DropTail}} {
+# reverse direction, which carries only ACKs, stays DropTail. ACCESSQ is each sender's
+# s(i) -> r1 queue (bench/aqm/markers.py: dsRED/edge, the sender's DiffServ edge); r1 -> s(i)
+# stays DropTail.
+proc dumbbell {ns rtts qpkts tcpclass sinkclass {qtype DropTail} {accessq DropTail}} {
     global tcp sink s d r1 r2
     set r1 [$ns node]
     set r2 [$ns node]
@@ -45,7 +47,12 @@ proc dumbbell {ns rtts qpkts tcpclass sinkclass {qtype DropTail}} {
         set a [expr {[lindex $rtts $i] / 2.0 - 3.0}]
         set s($i) [$ns node]
         set d($i) [$ns node]
-        $ns duplex-link $s($i) $r1 100Mb ${a}ms DropTail
+        if {$accessq eq "DropTail"} {
+            $ns duplex-link $s($i) $r1 100Mb ${a}ms DropTail
+        } else {
+            $ns simplex-link $s($i) $r1 100Mb ${a}ms $accessq
+            $ns simplex-link $r1 $s($i) 100Mb ${a}ms DropTail
+        }
         $ns duplex-link $r2 $d($i) 100Mb 1ms DropTail
         foreach {x y} [list $s($i) $r1 $r1 $s($i) $r2 $d($i) $d($i) $r2] { $ns queue-limit $x $y 10000 }
         set tcp($i) [new $tcpclass]
