@@ -1,6 +1,6 @@
 """Trace analysis of a capture larger than memory should be: peak resident memory of
 `pathtwin trace analyze` and `pathtwin trace diagnose` on a multi-gigabyte capture, with
-`tcptrace -lr` on the same file beside it.
+`tcptrace -n -lr` on the same file beside it.
 
     python3 big.py [--gb 10] [--capture PATH] [--keep] [--no-tcptrace]
 
@@ -71,7 +71,7 @@ def main() -> int:
     runs = [("pathtwin trace analyze", pathtwin + ["trace", "analyze", str(capture), "-o", str(tmp / "conns.parquet")]),
             ("pathtwin trace diagnose", pathtwin + ["trace", "diagnose", str(capture)])]
     if not args.no_tcptrace and shutil.which("tcptrace"):
-        runs.append(("tcptrace -lr", ["tcptrace", "-lr", str(capture)]))
+        runs.append(("tcptrace -n -lr", ["tcptrace", "-n", "-lr", str(capture)]))
     try:
         for name, cmd in runs:
             print(f"running {name} ...", flush=True)
