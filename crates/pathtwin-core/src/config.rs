@@ -400,6 +400,17 @@ pub struct VegasSettings {
     /// (ACC paper §III-A).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_rtt_window: Option<u32>,
+    /// Which RTT of a round congestion avoidance reads: `"mean"` (ns-2; the `ns2` preset's)
+    /// or `"min"` (Linux; the `linux` preset's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_rtt: Option<RoundRttName>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RoundRttName {
+    Mean,
+    Min,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,8 +6,11 @@
 //! names the simulator has. It does not own the defaults (those are `TcpConfig`'s and the
 //! controllers' own, each with its source) nor the schema (`pathtwin_core::config`).
 
-use pathtwin_core::config::{BicSettings, ConfigError, CubicPreset, CubicSettings, MonacoSettings, NewRenoTimerName, TcpSettings, VegasPreset, VegasSettings};
-use pathtwin_tcp::{BicParams, CcAlgorithm, ConfigError as TcpConfigError, CubicParams, MonacoParams, NewRenoTimer, TcpConfig, VegasParams};
+use pathtwin_core::config::{
+    BicSettings, ConfigError, CubicPreset, CubicSettings, MonacoSettings, NewRenoTimerName, RoundRttName, TcpSettings, VegasPreset,
+    VegasSettings,
+};
+use pathtwin_tcp::{BicParams, CcAlgorithm, ConfigError as TcpConfigError, CubicParams, MonacoParams, NewRenoTimer, RoundRtt, TcpConfig, VegasParams};
 
 /// The endpoint config for merged settings whose `cc` was written under `cc_key` (`"tcp"`,
 /// `"flow[3].tcp"`, or `"flow[3]"` for the flow's `cc` shortcut). Check each section's
@@ -88,6 +91,12 @@ fn vegas_params(v: Option<&VegasSettings>, key: &str) -> Result<VegasParams, Con
     p.beta = v.beta.unwrap_or(p.beta);
     p.gamma = v.gamma.unwrap_or(p.gamma);
     p.base_rtt_window = v.base_rtt_window.or(p.base_rtt_window);
+    if let Some(r) = v.round_rtt {
+        p.round_rtt = match r {
+            RoundRttName::Mean => RoundRtt::Mean,
+            RoundRttName::Min => RoundRtt::Min,
+        };
+    }
     checked(CcAlgorithm::Vegas(p), key).map(|_| p)
 }
 

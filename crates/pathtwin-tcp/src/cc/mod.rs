@@ -47,7 +47,7 @@ pub use bic::{Bic, BicParams};
 pub use cubic::{Cubic, CubicParams};
 pub use monaco::{Monaco, MonacoParams};
 pub use reno::Reno;
-pub use vegas::{Vegas, VegasParams};
+pub use vegas::{RoundRtt, Vegas, VegasParams};
 
 use crate::monaco::AccumulationFeedback;
 use crate::rate::RateSample;

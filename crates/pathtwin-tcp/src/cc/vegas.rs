@@ -16,16 +16,23 @@
 //!   ends when diff > γ, with w = min(w, target + 1), target = w·baseRTT/RTT (the expected
 //!   window; Linux's exit rule — ns-2 instead takes w −= w/8) and ssthresh = w.
 //!
-//! In congestion avoidance RTT is the **minimum** RTT sample of the round, as Linux does
-//! (ns-2 averages the round's samples); slow start's exit test reads the round's **mean**,
-//! as Brakmo & Peterson and ns-2 do, because a round that doubles the window builds its
-//! queue in its second half, which the minimum does not see (with the minimum, ten flows
-//! overshot to 136 segments on a 68-packet path and later flows met twice ns-2's queue).
-//! For the minimum in congestion avoidance: with delayed ACKs (up to 40 ms here) and ACK compression a sample carries
-//! receiver-side delay the queue did not cause, and the minimum is the sample least
-//! inflated by it, where an average would read delayed-ACK waits as queueing. A round with fewer than
-//! three samples is not trusted (Linux's `cntRTT <= 2` rule, again because of delayed ACKs)
-//! and grows the window by Reno's one segment per round in congestion avoidance instead.
+//! Which RTT of a round congestion avoidance reads is the preset's ([`RoundRtt`]):
+//! - **Mean** of the round's samples for the `ns2` preset, as ns-2's `tcp-vegas.cc` (and
+//!   Brakmo & Peterson) do. Measured against ns-2 (bench/tcp/cc.py, 20 Mbit/s dumbbells, 3
+//!   draws): with the minimum, one flow settled with 2.9 packets queued against ns-2's 3.8 and
+//!   ten flows' goodputs were 0.52–1.74 of ns-2's; with the mean, 3.9 against 3.8 and 0.85–1.15
+//!   for nine of the ten (the tenth, the latest starter, 0.56: ns-2's took 2.7 Mbit/s in one
+//!   draw).
+//! - **Minimum** for the `linux` preset, as Linux's `tcp_vegas.c` does: with delayed ACKs (up
+//!   to 40 ms here) and ACK compression a sample carries receiver-side delay the queue did not
+//!   cause, and the minimum is the sample least inflated by it.
+//!
+//! Slow start's exit test always reads the round's **mean**, as Brakmo & Peterson and ns-2 do,
+//! because a round that doubles the window builds its queue in its second half, which the
+//! minimum does not see (with the minimum, ten flows overshot to 136 segments on a 68-packet
+//! path and later flows met twice ns-2's queue). A round with fewer than three samples is not
+//! trusted (Linux's `cntRTT <= 2` rule, again because of delayed ACKs) and grows the window by
+//! Reno's one segment per round in congestion avoidance instead.
 //!
 //! baseRTT is the minimum RTT sample ever seen (every ACK's sample). **Vegas-k**
 //! ([`VegasParams::base_rtt_window`] = k): baseRTT is the minimum of the last k per-round
@@ -60,13 +67,24 @@ pub struct VegasParams {
     /// `None`: baseRTT is the minimum RTT ever seen (Vegas). `Some(k)`: the minimum of the
     /// last k per-round-trip minimum RTT samples (Vegas-k); k ≥ 1.
     pub base_rtt_window: Option<u32>,
+    /// The RTT of a round that congestion avoidance compares with baseRTT.
+    pub round_rtt: RoundRtt,
+}
+
+/// Which of a round's RTT samples Vegas's congestion avoidance reads (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoundRtt {
+    /// The mean of the round's samples (ns-2, Brakmo & Peterson).
+    Mean,
+    /// The smallest of the round's samples (Linux).
+    Min,
 }
 
 impl VegasParams {
     /// Brakmo & Peterson's and ns-2's `Agent/TCP/Vegas` defaults: α = 1, β = 3, γ = 1.
-    pub const NS2: VegasParams = VegasParams { alpha: 1.0, beta: 3.0, gamma: 1.0, base_rtt_window: None };
+    pub const NS2: VegasParams = VegasParams { alpha: 1.0, beta: 3.0, gamma: 1.0, base_rtt_window: None, round_rtt: RoundRtt::Mean };
     /// Linux `tcp_vegas.c` and ns-3 `TcpVegas` defaults: α = 2, β = 4, γ = 1.
-    pub const LINUX: VegasParams = VegasParams { alpha: 2.0, beta: 4.0, gamma: 1.0, base_rtt_window: None };
+    pub const LINUX: VegasParams = VegasParams { alpha: 2.0, beta: 4.0, gamma: 1.0, base_rtt_window: None, round_rtt: RoundRtt::Min };
 
     /// Vegas-k with these thresholds.
     pub fn with_base_rtt_window(self, k: u32) -> Self {
@@ -163,11 +181,14 @@ impl Vegas {
             }
             return;
         };
-        let diff = self.diff(rtt, base);
+        let mean = Duration::from_nanos(sum.as_nanos() / samples as u64);
+        let diff = match self.params.round_rtt {
+            RoundRtt::Mean => self.diff(mean, base),
+            RoundRtt::Min => self.diff(rtt, base),
+        };
         let floor = 2 * self.smss;
         if in_slow_start {
-            // The round's mean RTT: see the module doc.
-            let mean = Duration::from_nanos(sum.as_nanos() / samples as u64);
+            // Always the round's mean RTT: see the module doc.
             let diff = self.diff(mean, base);
             if diff > self.params.gamma {
                 let expected = self.cwnd as f64 * base.as_secs_f64() / mean.as_secs_f64();
