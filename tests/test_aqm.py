@@ -141,7 +141,6 @@ def test_red_average_queue_agrees_between_simulator_and_emulator(tmp_path):
         net["a"].run(["iperf3", "-c", "b", "-t", "20", "-P", "4"], check=True, capture_output=True, timeout=90)
     qs = pd.read_parquet(tmp_path / "emu" / "queue_series.parquet")
     emu_avg = qs[(qs.queue == "a->b") & (qs.t_s > 5)].avg_queue.mean()
-    print(f"IN Mbit/s sim {sim_in_bps / 1e6:.2f} emu {emu_in_bps / 1e6:.2f}; RIO average sim {sim_avg:.2f} emu {emu_avg:.2f}")
     assert abs(emu_avg - sim_avg) / sim_avg < 0.15, (sim_avg, emu_avg)
 
 
