@@ -173,7 +173,8 @@ def _monaco_dumbbell(tmp_path, qdisc: str):
         text += f'[[flow]]\nfrom = "a{i}"\nto = "b"\nlabel = "f{i}"\n'
     p = tmp_path / f"monaco-{qdisc}.toml"
     p.write_text(text)
-    return pathtwin.simulate(p)
+    warnings = []
+    return pathtwin.simulate(p, on_warning=warnings.append), warnings
 
 
 def test_monaco_keeps_its_target_per_flow_behind_a_strict_priority_router(tmp_path):
@@ -181,16 +182,20 @@ def test_monaco_keeps_its_target_per_flow_behind_a_strict_priority_router(tmp_pa
     each of four flows keeps a* = 3 packets queued whatever its RTT (1 to 16 ms of access
     delay), so the bottleneck holds about 12 packets, stays full and loses nothing, and the
     flows share it equally. Behind a plain FIFO the probe waits with the data, the estimate
-    reads no queue, and the windows grow until the 200-packet buffer overflows."""
-    res = _monaco_dumbbell(tmp_path, "prio")
+    reads no queue, and the windows grow until the 200-packet buffer overflows, and the
+    simulator says why."""
+    res, warnings = _monaco_dumbbell(tmp_path, "prio")
+    assert warnings == []
     q = res.queue_series[res.queue_series.queue == "r->b"]
     steady = q[q.time_s > 10]
     assert 0.8 * 12 <= steady.packets.mean() <= 1.3 * 12, steady.packets.mean()
     assert q.drops.sum() == 0
     shares = _steady(res, 10).groupby("label").goodput_bps.mean()
     assert shares.sum() > 0.9 * 10e6 and shares.max() < 1.15 * shares.min(), shares
-    fifo = _monaco_dumbbell(tmp_path, "droptail")
+    fifo, warnings = _monaco_dumbbell(tmp_path, "droptail")
     assert fifo.queue_series.drops.sum() > 0 and fifo.flows.retransmits.sum() > 0
+    # The user is told why, once per flow entry.
+    assert len(warnings) == 4 and all('qdisc = "prio"' in w and "droptail" in w for w in warnings), warnings
 
 
 def test_same_seed_same_results_for_every_controller():

@@ -96,10 +96,24 @@ pub struct Simulation {
     captures: Vec<Option<PcapWriter>>,
 }
 
+/// Monaco measures its queueing with out-of-band packets that strict-priority queues serve
+/// first; behind any other discipline they wait with the data, the estimate reads no queue,
+/// and the flow grows its window until loss. Says which queue on flow `i`'s routes is not
+/// `qdisc = "prio"`, if any.
+fn monaco_without_priority(net: &Network<SimPacket>, i: usize, a: usize, b: usize) -> Option<String> {
+    let hops = net.route(a, b).into_iter().chain(net.route(b, a)).flatten();
+    let (e, q) = hops.filter_map(|h| Some((h.element, net.elements[h.element].as_queue()?))).find(|(_, q)| q.qdisc_name() != "prio")?;
+    Some(format!(
+        "flow[{i}]: Monaco needs qdisc = \"prio\" on its routes for its out-of-band packets; queue {} is {:?}, where Monaco's estimate sees no queue",
+        net.element_info[e].name,
+        q.qdisc_name()
+    ))
+}
+
 impl Simulation {
     /// Builds a simulation from a validated config.
     pub fn new(cfg: Config) -> Result<Simulation, SimError> {
-        let net: Network<SimPacket> = topology::compile(&cfg)?;
+        let mut net: Network<SimPacket> = topology::compile(&cfg)?;
         let mut events = EventQueue::new();
         let mut conns = Vec::new();
         let mut isn_rng = pathtwin_core::rng_for(cfg.run.seed, u64::MAX);
@@ -123,6 +137,11 @@ impl Simulation {
             let tcp = tcp_config(&settings, &cc_key)?;
             check_tables_used(&f.tcp, &[table_name(&tcp.cc)], &format!("flow[{i}].tcp"))?;
             controllers_used.push(table_name(&tcp.cc));
+            if tcp.cc.uses_control_packets() {
+                if let Some(w) = monaco_without_priority(&net, i, a, b) {
+                    net.warnings.push(w);
+                }
+            }
             if tcp.mss < 64 || tcp.mss > 65_000 {
                 return Err(ConfigError::invalid(format!("flow[{i}].tcp.mss"), format!("{} is outside 64..65000 bytes", tcp.mss)).into());
             }
