@@ -25,7 +25,6 @@ tests/test_ns2_aqm.py asserts it.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import subprocess
@@ -53,6 +52,7 @@ QUEUE_PKTS = aqm.QUEUE_PKTS
 WARMUP_S = aqm.WARMUP_S
 Row = aqm.Row
 mean = aqm.mean
+fmt = aqm.fmt
 
 #: ns-2's RIO defaults (ALGORITHMS.md §2), RIO-C; as in run.py, no gentle region, no `wait`.
 RIO_IN = (15, 30, 0.02)
@@ -215,36 +215,11 @@ def compare(ns: str, sc: Scenario, duration: float, draws: int) -> list[Row]:
             for k in metric_keys(sc.kind)]
 
 
-def fmt(rows: list[Row]) -> str:
-    return aqm.fmt(rows)
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="30 s, 2 draws")
-    ap.add_argument("--duration", type=float, default=None, help="simulated seconds (default 60)")
-    ap.add_argument("--draws", type=int, default=None, help="start-time draws per scenario (default 3)")
-    ap.add_argument("--scenarios", default=None, help="comma-separated subset of " + ", ".join(SCENARIOS))
-    ap.add_argument("--json", type=Path, default=None, help="also write the rows to this file")
-    args = ap.parse_args(argv)
-    duration = args.duration or (30.0 if args.quick else 60.0)
-    draws = args.draws or (2 if args.quick else 3)
-    ns = tcp.peers("bench/aqm")
-    if ns is None:
-        return 2
-    names = [s.strip() for s in args.scenarios.split(",")] if args.scenarios else list(SCENARIOS)
-    rows = []
-    for name in names:
-        print(f"running {name} ...", file=sys.stderr, flush=True)
-        rows.extend(compare(ns, SCENARIOS[name], duration, draws))
-    print(f"DiffServ markers -> RIO-C: 8 Reno flows in groups A and B (committed rates in the scenario names), "
-          f"20 Mbit/s 2 ms bottleneck, {QUEUE_PKTS}p buffer, {duration:g} s, mean of {draws} start-time draws "
-          "(* = more than 15 % from ns-2)")
-    print(fmt(rows))
-    if args.json:
-        args.json.write_text(json.dumps([r.__dict__ | {"ratio": r.ratio} for r in rows], indent=2))
-    return 0
-
+    return aqm.cli(argv, SCENARIOS, compare,
+                   "DiffServ markers -> RIO-C: 8 Reno flows in groups A and B (committed rates in the scenario "
+                   "names), 20 Mbit/s 2 ms bottleneck, {queue}p buffer, {duration:g} s, mean of {draws} start-time "
+                   "draws (* = more than 15 % from ns-2)")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -170,12 +170,15 @@ def fmt(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def cli(argv: list[str] | None, scenarios: dict, compare_fn, title: str) -> int:
+    """The command line both comparisons share (this one and markers.py): pick scenarios,
+    run each against ns-2, print `title` (formatted with duration, draws and buffer) and the
+    table, optionally write JSON."""
+    ap = argparse.ArgumentParser(description=title.split(":")[0])
     ap.add_argument("--quick", action="store_true", help="30 s, 2 draws")
     ap.add_argument("--duration", type=float, default=None, help="simulated seconds (default 60)")
     ap.add_argument("--draws", type=int, default=None, help="start-time draws per scenario (default 3)")
-    ap.add_argument("--scenarios", default=None, help="comma-separated subset of " + ", ".join(SCENARIOS))
+    ap.add_argument("--scenarios", default=None, help="comma-separated subset of " + ", ".join(scenarios))
     ap.add_argument("--json", type=Path, default=None, help="also write the rows to this file")
     args = ap.parse_args(argv)
     duration = args.duration or (30.0 if args.quick else 60.0)
@@ -183,18 +186,21 @@ def main(argv: list[str] | None = None) -> int:
     ns = tcp.peers("bench/aqm")
     if ns is None:
         return 2
-    names = [s.strip() for s in args.scenarios.split(",")] if args.scenarios else list(SCENARIOS)
+    names = [s.strip() for s in args.scenarios.split(",")] if args.scenarios else list(scenarios)
     rows = []
     for name in names:
         print(f"running {name} ...", file=sys.stderr, flush=True)
-        rows.extend(compare(ns, SCENARIOS[name], duration, draws))
-    print(f"AQM dumbbell: 8 Reno flows, 20 Mbit/s 2 ms bottleneck, {QUEUE_PKTS}p buffer, {duration:g} s, "
-          f"mean of {draws} start-time draws (* = more than 15 % from ns-2)")
+        rows.extend(compare_fn(ns, scenarios[name], duration, draws))
+    print(title.format(duration=duration, draws=draws, queue=QUEUE_PKTS))
     print(fmt(rows))
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ | {"ratio": r.ratio} for r in rows], indent=2))
     return 0
 
+
+def main(argv: list[str] | None = None) -> int:
+    return cli(argv, SCENARIOS, compare, "AQM dumbbell: 8 Reno flows, 20 Mbit/s 2 ms bottleneck, {queue}p buffer, "
+                                         "{duration:g} s, mean of {draws} start-time draws (* = more than 15 % from ns-2)")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -598,7 +598,6 @@ impl Simulation {
         }
     }
 
-    /// The tables as of now; callable at any time (an interrupted run keeps what it measured).
     /// The `markers` table: what each marker decided. IN is green and OUT is yellow plus
     /// red; a two-colour policy (token bucket, TCP-friendly) has no yellow.
     fn marker_table(&self) -> Table {
@@ -639,6 +638,7 @@ impl Simulation {
         t
     }
 
+    /// The tables as of now; callable at any time (an interrupted run keeps what it measured).
     pub fn results(&self) -> Results {
         let now = self.events.now().min(self.end);
         let mut flows = Table::with_schema(&[

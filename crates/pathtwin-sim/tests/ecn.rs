@@ -2,9 +2,7 @@
 //! codepoint travels with the packets (read back from the server's capture, whose IPv4 TOS
 //! byte carries it, RFC 3168 §5) and the flow table has the ECN counters.
 
-use pathtwin_core::config::Config;
-use pathtwin_sim::Simulation;
-use std::path::PathBuf;
+mod common;
 
 fn scenario(tcp: &str) -> String {
     format!(
@@ -31,28 +29,17 @@ app = "bulk"
 
 /// (TCP flags, IP ECN bits, TCP payload length, sent by the client) of each captured packet.
 fn run(tcp: &str, name: &str) -> (Vec<(u8, u8, usize, bool)>, pathtwin_sim::Results) {
-    let cfg = Config::from_toml(&scenario(tcp), name).unwrap();
-    let mut sim = Simulation::new(cfg).unwrap();
-    let dir: PathBuf = std::env::temp_dir().join(format!("pathtwin-ecn-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    sim.capture_to(&dir).unwrap();
-    sim.advance(sim.end());
-    sim.flush_captures().unwrap();
-    let results = sim.results();
-    let bytes = std::fs::read(dir.join("server.pcap")).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
-    let mut out = Vec::new();
-    let mut at = 24; // pcap global header
-    while at + 16 <= bytes.len() {
-        let incl = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
-        let ip = &bytes[at + 16..at + 16 + incl];
-        let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
-        let tcp = &ip[20..];
-        let tcp_len = (tcp[12] >> 4) as usize * 4;
-        let from_client = u16::from_be_bytes([tcp[2], tcp[3]]) == 80;
-        out.push((tcp[13], ip[1] & 0b11, total - 20 - tcp_len, from_client));
-        at += 16 + incl;
-    }
+    let (results, datagrams) = common::run_capturing_server(&scenario(tcp), name);
+    let out = datagrams
+        .iter()
+        .map(|ip| {
+            let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+            let tcp = &ip[20..];
+            let tcp_len = (tcp[12] >> 4) as usize * 4;
+            let from_client = u16::from_be_bytes([tcp[2], tcp[3]]) == 80;
+            (tcp[13], ip[1] & 0b11, total - 20 - tcp_len, from_client)
+        })
+        .collect();
     (out, results)
 }
 

@@ -3,9 +3,9 @@
 //! `markers` results table says so, and the marks travel with the packets — the server's
 //! capture carries each packet's DSCP (AF11 IN, AF12 OUT, RFC 2597).
 
-use pathtwin_core::config::Config;
-use pathtwin_sim::{Results, Simulation};
-use std::path::PathBuf;
+mod common;
+
+use pathtwin_sim::Results;
 
 const SECONDS: f64 = 20.0;
 
@@ -40,25 +40,8 @@ count = {flows}
 /// Runs the scenario; returns the results and (DSCP, sent by the client) of every packet in
 /// the server's capture.
 fn run(markers: &str, flows: u32, name: &str) -> (Results, Vec<(u8, bool)>) {
-    let cfg = Config::from_toml(&scenario(markers, flows), name).unwrap();
-    let mut sim = Simulation::new(cfg).unwrap();
-    let dir: PathBuf = std::env::temp_dir().join(format!("pathtwin-markers-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    sim.capture_to(&dir).unwrap();
-    sim.advance(sim.end());
-    sim.flush_captures().unwrap();
-    let results = sim.results();
-    let bytes = std::fs::read(dir.join("server.pcap")).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
-    let mut out = Vec::new();
-    let mut at = 24; // pcap global header
-    while at + 16 <= bytes.len() {
-        let incl = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
-        let ip = &bytes[at + 16..at + 16 + incl];
-        let client = ip[12..16] == pathtwin_sim::pcap::host_addr(0);
-        out.push((ip[1] >> 2, client));
-        at += 16 + incl;
-    }
+    let (results, datagrams) = common::run_capturing_server(&scenario(markers, flows), name);
+    let out = datagrams.iter().map(|ip| (ip[1] >> 2, ip[12..16] == pathtwin_sim::pcap::host_addr(0))).collect();
     (results, out)
 }
 

@@ -56,13 +56,12 @@ pub struct ControlSender {
     awaited: Option<u32>,
     timer: Option<Instant>,
     backoff: u32,
-    pairs_sent: u64,
     timeouts: u64,
 }
 
 impl Default for ControlSender {
     fn default() -> Self {
-        ControlSender { next_seq: 1, count_due: None, awaited: None, timer: None, backoff: 0, pairs_sent: 0, timeouts: 0 }
+        ControlSender { next_seq: 1, count_due: None, awaited: None, timer: None, backoff: 0, timeouts: 0 }
     }
 }
 
@@ -82,7 +81,6 @@ impl ControlSender {
         self.next_seq = self.next_seq.wrapping_add(1);
         self.awaited = Some(seq);
         self.count_due = Some(seq);
-        self.pairs_sent += 1;
         Some(Control::Probe { seq })
     }
 
@@ -112,11 +110,6 @@ impl ControlSender {
             self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
             self.timeouts += 1;
         }
-    }
-
-    /// Pairs sent so far.
-    pub fn pairs_sent(&self) -> u64 {
-        self.pairs_sent
     }
 
     /// Pairs given up for want of an answer.

@@ -61,8 +61,6 @@ pub struct Stats {
     pub ecn_reductions: u64,
     /// Data segments received with the IP ECN field set to CE (RFC 3168 §6.1.3).
     pub ce_received: u64,
-    /// Monaco control packets sent (pairs and answers); not counted in `segments_sent`.
-    pub control_packets_sent: u64,
     /// Smallest valid RTT sample.
     pub rtt_min: Option<Duration>,
     /// Sum and count of valid RTT samples, for the mean.

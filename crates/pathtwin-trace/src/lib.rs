@@ -68,8 +68,9 @@ pub fn analyze_slice(data: &[u8], opts: &AnalyzeOptions, progress: impl FnMut(u6
     analyze_shards(data, opts, progress, &|_| {})
 }
 
-/// [`analyze_slice`], calling `release(offset)` whenever every shard has read past `offset`
-/// (in steps of [`RELEASE_STEP`]), so that a mapped capture can drop what it no longer needs.
+/// [`analyze_slice`], calling `release(offset)` as the shards report progress, with the
+/// offset every shard has read past, so that a mapped capture can drop what it no longer
+/// needs.
 fn analyze_shards(
     data: &[u8],
     opts: &AnalyzeOptions,
@@ -83,18 +84,11 @@ fn analyze_shards(
     };
     let stop = AtomicBool::new(false);
     let positions: Vec<AtomicU64> = (0..shards).map(|_| AtomicU64::new(0)).collect();
-    let released = AtomicUsize::new(0);
     let shard = |i: usize, progress: &mut dyn FnMut(u64) -> bool| {
         let mut tracker = tracker::Tracker::shard(opts.clone(), i, shards);
         let summary = capture::read_frames_from_slice(data, |f| track(&mut tracker, f), |n| {
             positions[i].store(n, Ordering::Relaxed);
-            let behind_all = positions.iter().map(|p| p.load(Ordering::Relaxed)).min().unwrap_or(0) as usize;
-            let done = released.load(Ordering::Relaxed);
-            if behind_all >= done + RELEASE_STEP
-                && released.compare_exchange(done, behind_all, Ordering::Relaxed, Ordering::Relaxed).is_ok()
-            {
-                release(behind_all);
-            }
+            release(positions.iter().map(|p| p.load(Ordering::Relaxed)).min().unwrap_or(0) as usize);
             // The first shard reports progress; any failure or cancellation stops them all.
             let go = !stop.load(Ordering::Relaxed) && progress(n);
             if !go {
@@ -207,11 +201,15 @@ impl MappedCapture {
         &self.map
     }
 
-    /// Drops the pages wholly before `offset` from this process: every reader has passed
-    /// them. Failure only costs memory, so it is ignored.
+    /// Drops the pages wholly before `offset` from this process (every reader has passed
+    /// them), once that is [`RELEASE_STEP`] beyond what was dropped before. Failure only
+    /// costs memory, so it is ignored.
     pub fn release_before(&self, offset: usize) {
         const PAGE: usize = 4096;
         let end = offset.min(self.map.len()) & !(PAGE - 1);
+        if end < self.released.load(Ordering::Relaxed) + RELEASE_STEP {
+            return;
+        }
         let start = self.released.fetch_max(end, Ordering::Relaxed);
         if end > start {
             // SAFETY: MADV_DONTNEED on a private read-only file mapping only unmaps the
@@ -259,9 +257,7 @@ pub fn diagnose_path(path: &Path, progress: impl FnMut(u64) -> bool) -> Result<D
     match MappedCapture::map(&file) {
         Some(m) => diagnose_with(|on_frame| {
             capture::read_frames_from_slice(m.data(), on_frame, |n| {
-                if n as usize >= m.released.load(Ordering::Relaxed) + RELEASE_STEP {
-                    m.release_before(n as usize);
-                }
+                m.release_before(n as usize);
                 progress(n)
             })
         }),

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Optional
 
 from ..sim import simulate
 
@@ -132,7 +131,6 @@ class Row:
     ours: Metrics
     paper: Metrics
     seeds: int
-    in_share: Optional[float] = None   # IN packets / marked packets, when a marker ran
     per_seed: list = field(default_factory=list)
 
 

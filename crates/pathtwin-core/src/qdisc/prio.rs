@@ -89,29 +89,14 @@ impl<P: PacketMeta + Send + Sync> Qdisc<P> for StrictPriority<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{FlowKey, Mark, TcpFlags};
+    use crate::packet::Mark;
+    use crate::qdisc::testing::{packet, Pkt};
     use rand::SeedableRng;
 
-    #[derive(Debug)]
-    struct Pkt(u8);
-
-    impl PacketMeta for Pkt {
-        fn wire_len(&self) -> u32 {
-            100
-        }
-        fn payload_len(&self) -> u32 {
-            60
-        }
-        fn flow_key(&self) -> FlowKey {
-            0
-        }
-        fn tcp_flags(&self) -> Option<TcpFlags> {
-            None
-        }
-    }
-
+    /// A 100-byte packet in `band`.
     fn item(band: u8) -> Queued<Pkt> {
-        Queued { packet: Some(Pkt(band)), wire_len: 100, flow: 0, mark: Mark::Unmarked, priority: band, enqueued_at: Instant::ZERO }
+        let p = packet(0, Mark::Unmarked, false);
+        Queued { packet: Some(Pkt { len: 100, ect: false, ce: false }), wire_len: 100, priority: band, ..p }
     }
 
     #[test]
@@ -121,7 +106,7 @@ mod tests {
         for band in [1, 1, 2, 0, 1, 0, 7] {
             q.enqueue(Instant::ZERO, item(band), &mut rng).unwrap();
         }
-        let order: Vec<u8> = std::iter::from_fn(|| q.dequeue(Instant::ZERO)).map(|i| i.packet.unwrap().0).collect();
+        let order: Vec<u8> = std::iter::from_fn(|| q.dequeue(Instant::ZERO)).map(|i| i.priority).collect();
         assert_eq!(order, vec![0, 0, 1, 1, 1, 2, 7], "band 7 shares the last band");
     }
 

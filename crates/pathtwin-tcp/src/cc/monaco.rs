@@ -62,7 +62,6 @@ pub struct Monaco {
     cwnd: f64,
     slow_start: bool,
     srtt: Option<Duration>,
-    last: Option<AccumulationFeedback>,
 }
 
 impl Monaco {
@@ -74,13 +73,7 @@ impl Monaco {
             cwnd: cc.initial_cwnd as f64,
             slow_start: params.slow_start,
             srtt: None,
-            last: None,
         }
-    }
-
-    /// The last answer acted on.
-    pub fn last_feedback(&self) -> Option<AccumulationFeedback> {
-        self.last
     }
 
     /// Still in the initial slow start.
@@ -127,7 +120,6 @@ impl CongestionControl for Monaco {
     }
 
     fn on_accumulation(&mut self, _now: Instant, fb: &AccumulationFeedback) {
-        self.last = Some(*fb);
         if fb.loss {
             self.halve();
             return;

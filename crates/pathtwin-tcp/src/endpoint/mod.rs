@@ -407,10 +407,6 @@ impl Endpoint {
     pub fn config(&self) -> &TcpConfig {
         &self.cfg
     }
-    /// Monaco's control-pair sender, when the controller is Monaco.
-    pub fn control_sender(&self) -> Option<&ControlSender> {
-        self.control_tx.as_ref()
-    }
 
     /// What is really in the network, as Linux's `tcp_packets_in_flight` counts it: RFC
     /// 6675 pipe, less, without SACK, the segments duplicate ACKs reported delivered (which

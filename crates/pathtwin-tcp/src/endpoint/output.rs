@@ -48,7 +48,7 @@ impl Endpoint {
             return Some(rst);
         }
         if let Some(c) = self.transmit_control(now) {
-            self.stats.control_packets_sent += 1;
+            // Not TCP: not counted in the segment statistics.
             return Some(Segment { control: Some(c), ..Segment::default() });
         }
         let seg = match self.state {
