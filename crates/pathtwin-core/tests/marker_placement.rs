@@ -2,25 +2,11 @@
 //! marker first on every route leaving the host, a direction's marker right before that
 //! direction's queue on every route crossing it, nothing on the other direction.
 
-use pathtwin_core::config::Config;
-use pathtwin_core::packet::{FlowKey, PacketMeta, TcpFlags};
-use pathtwin_core::topology::{compile, Network};
+mod common;
 
-struct P;
-impl PacketMeta for P {
-    fn wire_len(&self) -> u32 {
-        1500
-    }
-    fn payload_len(&self) -> u32 {
-        1460
-    }
-    fn flow_key(&self) -> FlowKey {
-        0
-    }
-    fn tcp_flags(&self) -> Option<TcpFlags> {
-        None
-    }
-}
+use common::P;
+use pathtwin_core::config::Config;
+use pathtwin_core::topology::{compile, Network};
 
 fn names(net: &Network<P>, src: &str, dst: &str) -> Vec<String> {
     let r = net.route(net.host_id(src).unwrap(), net.host_id(dst).unwrap()).expect("route");
