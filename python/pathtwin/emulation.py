@@ -61,6 +61,18 @@ class Host:
         self.netns: str = info["netns"]
         self.ipv4: str = info["ipv4"]
         self.ipv6: str = info["ipv6"]
+        #: As the client of ``[[pipe]]`` entries: how many pipes, and pipe 0's address.
+        self.pipes: int = int(info.get("pipes") or 0)
+        self._first_pipe: Optional[str] = info.get("first_pipe")
+
+    def pipe_address(self, slot: int) -> str:
+        """The address of this host's pipe ``slot`` (its order among the host's pipes):
+        connections from it cross that pipe."""
+        if not 0 <= slot < self.pipes:
+            raise PathtwinError(f"host {self.name} has {self.pipes} pipes; no pipe {slot}")
+        import ipaddress
+
+        return str(ipaddress.IPv4Address(self._first_pipe) + slot)
 
     @property
     def ip(self) -> str:
@@ -353,13 +365,24 @@ def aqm_columns(queues: list[dict]) -> dict:
     return cols
 
 
+def _pipe_columns(pipes: list[dict]) -> dict:
+    """The ``pipes`` table: one row per ``[[pipe]]``, each two-way count as ``_down`` and
+    ``_up`` columns."""
+    cols = _columns(pipes, ("pipe", "server", "client", "address"))
+    for key in ("packets_in", "packets_out", "queue_drops", "loss_drops"):
+        for d, side in enumerate(("down", "up")):
+            cols[f"{key}_{side}"] = [p[key][d] for p in pipes]
+    return cols
+
+
 def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, warnings: list, source) -> Path:
     """Writes an emulation's ``run.json`` and Parquet tables (layout of ``results.py``).
 
     Tables: ``queues`` (per queue totals, incl. placeholder share), ``queue_series``
     (occupancy, placeholder bytes, ABW, drops and active flows over time), ``flows`` (bytes
     per flow and direction, in and out of the network), ``routes`` (per host pair),
-    ``timing`` (release and timer lateness quantiles), ``markers`` (per ``[[marker]]``, the
+    ``timing`` (release and timer lateness quantiles), ``pipes`` (per ``[[pipe]]``: address,
+    packets and drops each way; only when the config has pipes), ``markers`` (per ``[[marker]]``, the
     simulator's columns, ``results.MARKER_COLUMNS``) and ``flow_series`` (every sending TCP
     socket of every host every ``[run] sample_interval``, from the kernel's ``tcp_info``:
     the simulator's columns ``time_s``, ``flow``, ``label``, ``cwnd_bytes`` and
@@ -399,6 +422,8 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
         "flow_series": _columns(raw.get("flow_series", []), FLOW_SERIES_COLUMNS),
         "markers": _columns([{**m, "marker": m["name"]} for m in snap.get("markers", [])], MARKER_COLUMNS),
     }
+    if raw.get("pipes"):
+        tables["pipes"] = _pipe_columns(raw["pipes"])
     cfg = raw["config"]
     run = {
         "pathtwin_version": __version__,

@@ -11,7 +11,7 @@
 //! their point (see [`place_markers`]).
 
 use crate::bounds::{self, Bounds, PathBoundsInput, DEFAULT_MAX_QUEUE};
-use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, QdiscKind, QdiscSpec, RedSettings, RioSettings, SharedDirection, TableSpec, View};
+use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, PerDirection, PipeConfig, QdiscKind, QdiscSpec, RedSettings, RioSettings, SharedDirection, TableSpec, View};
 use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity};
 use crate::marker::config::Placement;
 use crate::marker::Marker;
@@ -73,6 +73,35 @@ pub struct ResolvedDirection {
     pub shared_class: Option<usize>,
 }
 
+/// The two routes of one `[[pipe]]`: between the server's addresses and one address of the
+/// client host.
+#[derive(Clone, Debug)]
+pub struct PipeRoute {
+    pub server: HostId,
+    pub client: HostId,
+    /// Which of the client host's pipe addresses is this pipe's (its order among that host's
+    /// pipes).
+    pub slot: u32,
+    /// Server to client.
+    pub down: Vec<Hop>,
+    /// Client to server.
+    pub up: Vec<Hop>,
+}
+
+/// Monkey's pipe queues from the downstream rate, after Rizzo's Dummynet advice (Cheng et
+/// al., USENIX ATC 2004, §4.1): below 56 kbit/s 5 packets both ways; from 56 kbit/s to 6
+/// Mbit/s 30 down and 10 up; above, Dummynet's default of 40 both ways.
+pub fn monkey_pipe_queues(down: Rate) -> PerDirection<QueueLimit> {
+    let (d, u) = if down.bps() < 56_000 {
+        (5, 5)
+    } else if down.bps() <= 6_000_000 {
+        (30, 10)
+    } else {
+        (40, 40)
+    };
+    PerDirection([QueueLimit::Packets(d), QueueLimit::Packets(u)])
+}
+
 /// A compiled topology over packets of type `P`.
 pub struct Network<P> {
     pub hosts: Vec<String>,
@@ -81,6 +110,10 @@ pub struct Network<P> {
     /// `routes[src * hosts.len() + dst]`.
     routes: Vec<Option<Vec<Hop>>>,
     pub resolved: Vec<ResolvedDirection>,
+    /// One entry per `[[pipe]]`, in file order. Their elements are of kind `pipe` (queue)
+    /// and `pipe-loss`, so that they stay out of the per-queue tables and time series,
+    /// which would grow by thousands of rows per second.
+    pub pipes: Vec<PipeRoute>,
     /// Things the user should know (e.g. an infeasible derived queue and its compromise).
     pub warnings: Vec<String>,
 }
@@ -140,6 +173,7 @@ pub fn compile<P: PacketMeta + Send + Sync + 'static>(cfg: &Config) -> Result<Ne
         element_info: Vec::new(),
         routes: vec![None; n * n],
         resolved: Vec::new(),
+        pipes: Vec::new(),
         warnings: Vec::new(),
     };
     let mut b = Builder { cfg, net, link_queues: Vec::new() };
@@ -148,6 +182,7 @@ pub fn compile<P: PacketMeta + Send + Sync + 'static>(cfg: &Config) -> Result<Ne
         View::Links => compile_links(&mut b)?,
     }
     place_markers(&mut b);
+    compile_pipes(&mut b);
     Ok(b.net)
 }
 
@@ -411,9 +446,7 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
         let (from, to) = (b.net.hosts[s.src].clone(), b.net.hosts[s.dst].clone());
         let mut hops = Vec::new();
         let shared_class = membership.get(&k).map(|&(c, _)| c);
-        // Base RTT split evenly; an odd nanosecond goes to the first direction.
-        let rtt = p.rtt.as_nanos();
-        let one_way = Duration::from_nanos(if s.dir == 0 { rtt - rtt / 2 } else { rtt / 2 });
+        let one_way = half_rtt(p.rtt, s.dir);
         match membership.get(&k) {
             Some(&(c, slot)) => {
                 hops.push(Hop { element: class_queue[c], slot });
@@ -511,6 +544,45 @@ fn link_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>,
     if let Some(loss) = l.loss.map(|x| x.get(d)).filter(|x| x.get() > 0.0) {
         let rng = b.rng();
         hops.push(Hop { element: b.add(format!("{from}->{to} loss"), "loss", Element::Loss(RandomLoss::new(loss, rng))), slot: 0 });
+    }
+    hops
+}
+
+/// Adds each `[[pipe]]`'s elements (after the markers, so that neither moves the others' RNG
+/// streams) and its two routes. Markers do not apply to pipes.
+fn compile_pipes<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) {
+    let cfg = b.cfg;
+    let mut slots: BTreeMap<&str, u32> = BTreeMap::new();
+    for p in &cfg.pipes {
+        let slot = slots.entry(p.between[1].as_str()).or_default();
+        let name = format!("{}#{}", p.between[1], *slot);
+        let queues = p.queue.unwrap_or_else(|| monkey_pipe_queues(p.rate.get(0)));
+        let mut dirs = Vec::with_capacity(2);
+        for (d, (from, to)) in [(p.between[0].as_str(), name.as_str()), (name.as_str(), p.between[0].as_str())].into_iter().enumerate() {
+            dirs.push(pipe_direction(b, p, d, queues.get(d), &format!("{from}->{to}")));
+        }
+        let up = dirs.pop().expect("two directions");
+        let down = dirs.pop().expect("two directions");
+        let host = |n: &str| b.net.host_id(n).expect("validated host");
+        b.net.pipes.push(PipeRoute { server: host(&p.between[0]), client: host(&p.between[1]), slot: *slot, down, up });
+        *slot += 1;
+    }
+}
+
+/// Direction `d`'s share of a base RTT: halves, the odd nanosecond going to direction 0.
+fn half_rtt(rtt: Duration, d: usize) -> Duration {
+    let rtt = rtt.as_nanos();
+    Duration::from_nanos(if d == 0 { rtt - rtt / 2 } else { rtt / 2 })
+}
+
+fn pipe_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>, p: &PipeConfig, d: usize, limit: QueueLimit, name: &str) -> Vec<Hop> {
+    let rate = p.rate.get(d);
+    let q = new_queue(rate, rate, limit, QdiscSpec { kind: QdiscKind::Droptail, red: None, rio: None, frio: None }, b.rng())
+        .with_propagation(half_rtt(p.rtt, d));
+    let mut hops = vec![Hop { element: b.add(name.to_string(), "pipe", Element::Queue(q)), slot: 0 }];
+    if let Some(loss) = p.loss.map(|x| x.get(d)).filter(|x| x.get() > 0.0) {
+        let rng = b.rng();
+        hops.push(Hop { element: b.add(format!("{name} loss"), "pipe-loss", Element::Loss(RandomLoss::new(loss, rng))), slot: 0 });
     }
     hops
 }

@@ -120,3 +120,89 @@ fn derived_infeasible_queue_warns_and_compromises() {
     assert_eq!(net.warnings.len(), 1);
     assert!(net.warnings[0].contains("no queue size satisfies"), "{}", net.warnings[0]);
 }
+
+#[test]
+fn pipes_give_each_connection_its_own_path_with_monkeys_queues() {
+    let cfg = Config::from_toml(
+        r#"
+hosts = ["server", "clients"]
+[[pipe]]
+between = ["server", "clients"]
+rtt = "200ms"
+rate = ["40kbit", "30kbit"]
+[[pipe]]
+between = ["server", "clients"]
+rtt = "30ms"
+rate = ["1.5mbit", "384kbit"]
+loss = ["2%", "0%"]
+[[pipe]]
+between = ["server", "clients"]
+rtt = "10ms"
+rate = "20mbit"
+queue = ["7pkt", "3pkt"]
+"#,
+        "pipes.toml",
+    )
+    .unwrap();
+    let net: Network<P> = compile(&cfg).unwrap();
+    assert_eq!(net.pipes.len(), 3);
+    // No host-level route: the pipes are the only way between the two hosts' pipe addresses.
+    assert!(net.route(0, 1).is_none());
+    let limit = |e: usize| net.elements[e].as_queue().unwrap().limit();
+    let rate = |e: usize| net.elements[e].as_queue().unwrap().capacity().bps();
+    // Monkey §4.1: a modem (< 56 kbit/s) gets 5 packets each way, DSL 30 down and 10 up.
+    let modem = &net.pipes[0];
+    assert_eq!((modem.slot, modem.server, modem.client), (0, 0, 1));
+    assert_eq!(
+        (limit(modem.down[0].element), limit(modem.up[0].element)),
+        (QueueLimit::Packets(5), QueueLimit::Packets(5))
+    );
+    assert_eq!(
+        (rate(modem.down[0].element), rate(modem.up[0].element)),
+        (40_000, 30_000)
+    );
+    let dsl = &net.pipes[1];
+    assert_eq!(dsl.slot, 1);
+    assert_eq!(
+        (limit(dsl.down[0].element), limit(dsl.up[0].element)),
+        (QueueLimit::Packets(30), QueueLimit::Packets(10))
+    );
+    // Loss only where asked: downstream of the DSL pipe.
+    assert_eq!(dsl.down.len(), 2);
+    assert_eq!(dsl.up.len(), 1);
+    assert_eq!(net.element_info[dsl.down[1].element].kind, "pipe-loss");
+    assert_eq!(
+        net.element_info[dsl.down[0].element].name,
+        "server->clients#1"
+    );
+    assert_eq!(
+        net.element_info[dsl.up[0].element].name,
+        "clients#1->server"
+    );
+    // An explicit queue wins over the rule.
+    let fast = &net.pipes[2];
+    assert_eq!(
+        (limit(fast.down[0].element), limit(fast.up[0].element)),
+        (QueueLimit::Packets(7), QueueLimit::Packets(3))
+    );
+    // Pipe queues stay out of the per-queue tables.
+    assert_eq!(net.queue_ids().count(), 0);
+}
+
+#[test]
+fn a_pipe_server_cannot_be_a_pipe_client() {
+    let e = Config::from_toml(
+        "hosts = [\"a\", \"b\", \"c\"]\n[[pipe]]\nbetween = [\"a\", \"b\"]\nrtt = \"10ms\"\nrate = \"1mbit\"\n[[pipe]]\nbetween = [\"c\", \"a\"]\nrtt = \"10ms\"\nrate = \"1mbit\"\n",
+        "t.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("pipe[1].between[1]:") && e.contains("server of other pipes"),
+        "{e}"
+    );
+    let e = Config::from_toml("hosts = [\"a\", \"b\"]\n[[pipe]]\nbetween = [\"a\", \"x\"]\nrtt = \"10ms\"\nrate = \"1mbit\"\n", "t.toml")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "pipe[0].between[1]: unknown host \"x\"");
+}

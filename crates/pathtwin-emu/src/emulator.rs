@@ -12,7 +12,7 @@
 //! clamp, which holds whatever buffer sizes an application asks for). `[[flow]]` entries are
 //! the simulator's workload and are ignored here.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use pathtwin_core::config::{Config, ConfigError};
 use pathtwin_core::element::{Element, Occupancy, QueueStats};
@@ -24,7 +24,7 @@ use serde::Serialize;
 use crate::clock::CpuLatencyRequest;
 use crate::device::Tun;
 use crate::engine::{Engine, EngineError, FlowCounters, HostCounters, QueueSample, Route, RouteCounters, TimingOptions};
-use crate::lab::{HostInfo, Lab, DEVICE};
+use crate::lab::{pipe_net, HostInfo, Lab, PipePlan, DEVICE};
 use crate::lateness::Histogram;
 use crate::netns::{cleanup_stale, NetnsError, RunId};
 use crate::sampler::{FlowSeriesRow, SamplingStats, TcpSampler};
@@ -87,6 +87,13 @@ pub struct Emulator {
     resolved: Vec<ResolvedDirection>,
     warnings: Vec<String>,
     config: Config,
+    /// Routes from here on are pipes', two per pipe (down, up) in `[[pipe]]` order.
+    first_pipe_route: usize,
+}
+
+/// Whether an element belongs to a `[[pipe]]` (kept out of per-queue tables and series).
+fn is_pipe(e: &ElementInfo) -> bool {
+    e.kind.starts_with("pipe")
 }
 
 /// Live counters, cheap to take while running.
@@ -94,7 +101,10 @@ pub struct Emulator {
 pub struct Snapshot {
     pub run_id: String,
     pub t_s: f64,
+    /// Routes between hosts (pipes are in `pipes`).
     pub routes: Vec<RouteSnapshot>,
+    pub pipes: PipeTotals,
+    /// Bandwidth queues (pipes' queues are in [`Results::pipes`]).
     pub queues: Vec<QueueSnapshot>,
     /// One entry per `[[marker]]`, with the same counts as the simulator's `markers` table.
     pub markers: Vec<MarkerSnapshot>,
@@ -107,6 +117,31 @@ pub struct Snapshot {
     /// `SCHED_FIFO` and the default policy (see [`crate::priority`]).
     pub high_priority: bool,
     pub priority_switches: u64,
+}
+
+/// All pipes together (one entry per pipe would make every snapshot as large as the run).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct PipeTotals {
+    pub pipes: u64,
+    pub packets_in: u64,
+    pub packets_out: u64,
+    pub write_drops: u64,
+}
+
+/// One pipe at the end of a run: its client address and what each direction carried and
+/// lost (`[0]` down, `[1]` up).
+#[derive(Clone, Debug, Serialize)]
+pub struct PipeRow {
+    pub pipe: usize,
+    pub server: String,
+    pub client: String,
+    pub address: Ipv4Addr,
+    pub packets_in: [u64; 2],
+    pub packets_out: [u64; 2],
+    /// Drops at the pipe's queue (full).
+    pub queue_drops: [u64; 2],
+    /// Drops by the pipe's random loss.
+    pub loss_drops: [u64; 2],
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -212,6 +247,8 @@ pub struct Results<'a> {
     pub warnings: &'a [String],
     pub config: &'a Config,
     pub flows: Vec<FlowRow>,
+    /// One row per `[[pipe]]`.
+    pub pipes: Vec<PipeRow>,
     pub queue_samples: &'a [QueueSample],
     /// Every sending TCP socket of every host over time, from the kernel's `tcp_info`
     /// (see [`crate::sampler`]).
@@ -339,9 +376,17 @@ impl Emulator {
         if let Some((_, cc)) = sysctls.iter().find(|(k, _)| k == CC_SYSCTL) {
             allow_congestion_control(cc)?;
         }
-        let (lab, ports) = Lab::create(&run, &net.hosts, &sysctls)?;
+        let mut plan = PipePlan { per_host: vec![0; net.hosts.len()], servers: Vec::new() };
+        for p in &net.pipes {
+            plan.per_host[p.client] += 1;
+            if !plan.servers.contains(&p.server) {
+                plan.servers.push(p.server);
+            }
+        }
+        let (lab, ports) = Lab::create(&run, &net.hosts, &sysctls, &plan)?;
         if !route_attrs.is_empty() {
-            for h in lab.hosts() {
+            let pipe_range = format!("{}/16", pipe_net(&run));
+            for (i, h) in lab.hosts().iter().enumerate() {
                 let o = h.ipv4.octets();
                 let v4net = format!("{}.{}.{}.0/24", o[0], o[1], o[2]);
                 let s = h.ipv6.segments();
@@ -351,7 +396,13 @@ impl Emulator {
                 // beside it and never chosen.
                 let v4: Vec<&str> = vec!["-n", &h.netns, "route", "replace", &v4net, "dev", DEVICE, "metric", "0"];
                 let v6: Vec<&str> = vec!["-n", &h.netns, "-6", "route", "replace", &v6net, "dev", DEVICE, "metric", "256"];
-                for mut args in [v4, v6] {
+                let mut replace = vec![v4, v6];
+                // A pipe server reaches its clients through the pipe range's route, which
+                // must carry the same settings (e.g. the server's initial window).
+                if plan.servers.contains(&i) {
+                    replace.push(vec!["-n", &h.netns, "route", "replace", &pipe_range, "dev", DEVICE]);
+                }
+                for mut args in replace {
                     args.extend(route_attrs.iter().map(String::as_str));
                     crate::netns::ip(&args)?;
                 }
@@ -362,9 +413,17 @@ impl Emulator {
         for src in 0..n {
             for dst in 0..n {
                 if let Some(hops) = net.route(src, dst) {
-                    routes.push(Route { src, dst, hops: hops.to_vec() });
+                    routes.push(Route { src, dst, hops: hops.to_vec(), only: None });
                 }
             }
+        }
+        let first_pipe_route = routes.len();
+        for p in &net.pipes {
+            let client = &lab.hosts()[p.client];
+            let addr = IpAddr::V4(Ipv4Addr::from(u32::from(client.first_pipe.expect("pipe client has pipe addresses")) + p.slot));
+            let server = IpAddr::V4(lab.hosts()[p.server].ipv4);
+            routes.push(Route { src: p.server, dst: p.client, hops: p.down.clone(), only: Some((server, addr)) });
+            routes.push(Route { src: p.client, dst: p.server, hops: p.up.clone(), only: Some((addr, server)) });
         }
         let element_info = net.element_info.clone();
         let resolved = net.resolved.clone();
@@ -386,9 +445,10 @@ impl Emulator {
             fifo_while_idle: cpu_latency.is_some(),
         };
         let elements: Vec<Element<_>> = net.elements;
-        let engine = Engine::new(ports, elements, routes, timing)?;
+        let mut engine = Engine::new(ports, elements, routes, timing)?;
+        engine.exclude_from_samples(element_info.iter().enumerate().filter(|(_, e)| is_pipe(e)).map(|(i, _)| i));
         let sampler = if opts.tcp_info { Some(TcpSampler::start(&lab, engine.clock(), config.run.sample_interval)?) } else { None };
-        Ok(Emulator { engine, sampler, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config })
+        Ok(Emulator { engine, sampler, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config, first_pipe_route })
     }
 
     pub fn run_id(&self) -> &RunId {
@@ -430,6 +490,7 @@ impl Emulator {
             .routes()
             .iter()
             .zip(&self.engine.route_counters)
+            .take(self.first_pipe_route)
             .map(|(r, c)| RouteSnapshot {
                 src: names[r.src].name.clone(),
                 dst: names[r.dst].name.clone(),
@@ -442,6 +503,7 @@ impl Emulator {
             .elements()
             .iter()
             .enumerate()
+            .filter(|(i, _)| !is_pipe(&self.element_info[*i]))
             .filter_map(|(i, e)| e.as_queue().map(|q| (i, q)))
             .map(|(i, q)| QueueSnapshot {
                 element: i,
@@ -469,10 +531,17 @@ impl Emulator {
             .zip(&self.engine.host_counters)
             .map(|(h, c)| HostSnapshot { name: h.name.clone(), counters: *c })
             .collect();
+        let mut pipes = PipeTotals { pipes: (self.engine.routes().len() - self.first_pipe_route) as u64 / 2, ..Default::default() };
+        for c in &self.engine.route_counters[self.first_pipe_route..] {
+            pipes.packets_in += c.packets_in;
+            pipes.packets_out += c.packets_out;
+            pipes.write_drops += c.write_drops;
+        }
         Snapshot {
             run_id: self.run_id().to_string(),
             t_s: self.engine.now().as_secs_f64(),
             routes,
+            pipes,
             queues,
             markers,
             hosts,
@@ -513,7 +582,41 @@ impl Emulator {
             })
             .collect();
         flows.sort_by_key(|f| (f.counters.first_ns, f.src, f.dst, f.src_port, f.dst_port));
+        let routes = self.engine.routes();
+        let pipes = routes[self.first_pipe_route..]
+            .chunks(2)
+            .enumerate()
+            .map(|(k, pair)| {
+                let at = self.first_pipe_route + 2 * k;
+                let counters = [self.engine.route_counters[at], self.engine.route_counters[at + 1]];
+                let drops = |r: &Route, loss: bool| -> u64 {
+                    r.hops
+                        .iter()
+                        .map(|h| match &self.engine.elements()[h.element] {
+                            Element::Queue(q) if !loss => q.stats().drops,
+                            Element::Loss(l) if loss => l.drops(),
+                            _ => 0,
+                        })
+                        .sum()
+                };
+                let address = match pair[0].only {
+                    Some((_, IpAddr::V4(a))) => a,
+                    _ => unreachable!("pipe routes are built with an IPv4 client address"),
+                };
+                PipeRow {
+                    pipe: k,
+                    server: names[pair[0].src].name.clone(),
+                    client: names[pair[0].dst].name.clone(),
+                    address,
+                    packets_in: [counters[0].packets_in, counters[1].packets_in],
+                    packets_out: [counters[0].packets_out, counters[1].packets_out],
+                    queue_drops: [drops(&pair[0], false), drops(&pair[1], false)],
+                    loss_drops: [drops(&pair[0], true), drops(&pair[1], true)],
+                }
+            })
+            .collect();
         Results {
+            pipes,
             snapshot: self.snapshot(),
             hosts: names,
             elements: &self.element_info,

@@ -98,12 +98,16 @@ impl PacketMeta for EmuPacket {
     }
 }
 
-/// Everything from host `src` to host `dst` crosses `hops` in order.
+/// Everything from host `src` to host `dst` crosses `hops` in order — or, for a pipe's
+/// route, only what goes from one address of `src` to one address of `dst`.
 #[derive(Clone, Debug)]
 pub struct Route {
     pub src: usize,
     pub dst: usize,
     pub hops: Vec<Hop>,
+    /// `(source, destination)`: the one address pair this route carries (a pipe); `None`:
+    /// every pair of the two hosts' addresses.
+    pub only: Option<(IpAddr, IpAddr)>,
 }
 
 /// A host as the engine sees it: its device and its addresses.
@@ -244,6 +248,8 @@ pub struct Engine<D> {
     pub governor: Option<Governor>,
     /// Deadline the timer was last armed for, to measure wake lateness.
     armed_for: Option<Instant>,
+    /// Elements left out of the queue time series (pipes: thousands of them).
+    unsampled: Vec<bool>,
     /// Latest model time each element has been pushed, polled or advanced at.
     element_now: Vec<Instant>,
     /// Pushes that came earlier than their element's time and were moved up to it (a packet
@@ -274,11 +280,13 @@ impl<D: PacketIo> Engine<D> {
             if r.hops.len() >= u16::MAX as usize {
                 return Err(EngineError::Routes(format!("route {i} is too long")));
             }
-            for a in &s.addrs {
-                for b in d.addrs.iter().filter(|b| b.is_ipv4() == a.is_ipv4()) {
-                    if by_addrs.insert((*a, *b), i as u32).is_some() {
-                        return Err(EngineError::Routes(format!("two routes from {a} to {b}")));
-                    }
+            let pairs: Vec<(IpAddr, IpAddr)> = match r.only {
+                Some(pair) => vec![pair],
+                None => s.addrs.iter().flat_map(|a| d.addrs.iter().filter(|b| b.is_ipv4() == a.is_ipv4()).map(|b| (*a, *b))).collect(),
+            };
+            for (a, b) in pairs {
+                if by_addrs.insert((a, b), i as u32).is_some() {
+                    return Err(EngineError::Routes(format!("two routes from {a} to {b}")));
                 }
             }
         }
@@ -329,12 +337,22 @@ impl<D: PacketIo> Engine<D> {
             governor: None,
             armed_for: None,
             element_now: vec![Instant::ZERO; n_elements],
+            unsampled: vec![false; n_elements],
             reordered_pushes: 0,
         };
         for i in 0..n_elements {
             engine.reschedule(i);
         }
         Ok(engine)
+    }
+
+    /// Leaves `elements` out of the queue time series.
+    pub fn exclude_from_samples(&mut self, elements: impl IntoIterator<Item = usize>) {
+        for e in elements {
+            if let Some(u) = self.unsampled.get_mut(e) {
+                *u = true;
+            }
+        }
     }
 
     /// The real clock the loop's model time is read from (for other threads' timestamps).
@@ -593,6 +611,9 @@ impl<D: PacketIo> Engine<D> {
         let t = self.next_sample.max(Instant::ZERO);
         self.next_sample = now + self.timing.sample_every;
         for i in 0..self.elements.len() {
+            if self.unsampled[i] {
+                continue;
+            }
             if let Some(q) = self.elements[i].as_queue_mut() {
                 // Bring placeholders up to date before reading occupancy. Safe after
                 // `run_model(now)`: every packet still to arrive anywhere arrives after `now`.
@@ -686,7 +707,7 @@ mod tests {
     /// time sifting it before), and the packets must still leave in order.
     #[test]
     fn a_batch_into_one_element_keeps_one_heap_entry_and_fifo_order() {
-        let routes = vec![Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }] }];
+        let routes = vec![Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }], only: None }];
         let mut e = engine(2, vec![queue(1_000_000_000, 1_000_000_000)], routes);
         let late = Instant::from_nanos(10_000_000);
         for tag in 0..64u8 {
@@ -699,6 +720,30 @@ mod tests {
         assert_eq!(e.next_wakeup(), None);
     }
 
+    /// A pipe route carries only its address pair; the hosts' other addresses keep their
+    /// own route, and two routes for one pair are refused.
+    #[test]
+    fn a_pipe_route_carries_only_its_address_pair() {
+        let pipe_addr = IpAddr::from([10, 129, 0, 1]);
+        let server = IpAddr::from([10, 0, 0, 1]);
+        let routes = vec![
+            Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }], only: None },
+            Route { src: 0, dst: 1, hops: vec![Hop { element: 1, slot: 0 }], only: Some((server, pipe_addr)) },
+            Route { src: 1, dst: 0, hops: vec![Hop { element: 1, slot: 0 }], only: Some((pipe_addr, server)) },
+        ];
+        let e = engine(2, vec![queue(1_000_000, 1_000_000), queue(1_000_000, 1_000_000)], routes.clone());
+        assert_eq!(e.by_addrs.get(&(server, IpAddr::from([10, 0, 0, 2]))), Some(&0));
+        assert_eq!(e.by_addrs.get(&(server, pipe_addr)), Some(&1));
+        assert_eq!(e.by_addrs.get(&(pipe_addr, server)), Some(&2));
+        // Host 1's own address has no route back (no generic 1 -> 0 route here).
+        assert_eq!(e.by_addrs.get(&(IpAddr::from([10, 0, 0, 2]), server)), None);
+        let mut twice = routes;
+        twice.push(Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }], only: Some((server, pipe_addr)) });
+        let hosts = (1..=2u8).map(|i| HostPort { name: format!("h{i}"), device: Recorder::new(), addrs: vec![IpAddr::from([10, 0, 0, i])] }).collect();
+        let err = Engine::new(hosts, vec![queue(1, 1), queue(1, 1)], twice, TimingOptions::default()).err().expect("refused");
+        assert!(err.to_string().contains("two routes from 10.0.0.1 to 10.129.0.1"), "{err}");
+    }
+
     /// Two 1500-byte packets cross q1 (8 Mbit/s: 1.5 ms each) and then q2 (12 Mbit/s: 1 ms
     /// per 1500 bytes, placeholders at 6 Mbit/s: one every 2 ms from t = 0), which a
     /// 100-byte packet from another host entered at t = 0. The loop runs the model once,
@@ -708,8 +753,8 @@ mod tests {
     #[test]
     fn a_late_loop_replays_a_shared_queue_in_model_time_order() {
         let routes = vec![
-            Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }, Hop { element: 1, slot: 0 }] },
-            Route { src: 2, dst: 1, hops: vec![Hop { element: 1, slot: 0 }] },
+            Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }, Hop { element: 1, slot: 0 }], only: None },
+            Route { src: 2, dst: 1, hops: vec![Hop { element: 1, slot: 0 }], only: None },
         ];
         let mut e = engine(3, vec![queue(8_000_000, 8_000_000), queue(12_000_000, 6_000_000)], routes);
         let t0 = Instant::ZERO;
@@ -737,7 +782,7 @@ mod tests {
         // Tokens for two 500-byte datagrams in the first 400 ms.
         let tb = TokenBucket::per_interval(Size::from_bytes(1000), Duration::from_millis(400));
         let marker = Element::Marker(Marker::new(Policy::TokenBucket(tb)));
-        let routes = vec![Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }, Hop { element: 1, slot: 0 }] }];
+        let routes = vec![Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }, Hop { element: 1, slot: 0 }], only: None }];
         let mut e = engine(2, vec![marker, queue(1_000_000_000, 1_000_000_000)], routes);
         for tag in 0..3u8 {
             e.forward(Instant::ZERO, EmuPacket { ip: udp(1, 2, 500, tag), route: 0, hop: 0 });

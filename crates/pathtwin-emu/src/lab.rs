@@ -8,6 +8,14 @@
 //! [`Lab::create`] refuses), although namespaces would keep equal addresses apart anyway:
 //! distinct ranges keep captures and logs of concurrent runs unambiguous.
 //!
+//! Pipes (`[[pipe]]`, one path per connection for replay) take their client addresses from a
+//! second range, 10.(128 + k mod 128).0.0/16: the g-th pipe of the run (file order) owns
+//! `.0.1 + g`. A pipe-client host treats the whole range as local (an `ip route add local`
+//! on its loopback, Linux's "AnyIP"), so its applications bind any of its pipe addresses
+//! without the kernel holding thousands of them; a pipe-server host routes the range into
+//! its device. Which address belongs to which pipe is the engine's routing, not the
+//! kernel's.
+//!
 //! Inside a host the device is `pt0`, with a connected route to the whole run range, so
 //! every other host is one hop away and no ARP or neighbour discovery happens (TUN is a
 //! point-to-point L3 device).
@@ -35,6 +43,16 @@ pub fn host_addrs(run: &RunId, i: usize) -> (Ipv4Addr, Ipv6Addr) {
     (v4, v6)
 }
 
+/// First address of the run's pipe range (see the module docs).
+pub fn pipe_net(run: &RunId) -> Ipv4Addr {
+    Ipv4Addr::new(10, 128 + (run.subnet_index() % 128) as u8, 0, 0)
+}
+
+/// Address of the run's `g`-th pipe (all pipe-client hosts counted, in file order).
+pub fn pipe_addr(run: &RunId, g: u32) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(pipe_net(run)) + 1 + g)
+}
+
 /// What the outside world needs to know about one host.
 #[derive(Clone, Debug, Serialize)]
 pub struct HostInfo {
@@ -42,6 +60,19 @@ pub struct HostInfo {
     pub netns: String,
     pub ipv4: Ipv4Addr,
     pub ipv6: Ipv6Addr,
+    /// As a pipe client: the address of its pipe 0; pipe `s` has this address + `s`.
+    pub first_pipe: Option<Ipv4Addr>,
+    /// As a pipe client: how many pipes it holds.
+    pub pipes: u32,
+}
+
+/// Which hosts hold pipe addresses and which route them.
+#[derive(Clone, Debug, Default)]
+pub struct PipePlan {
+    /// Pipes per host (0 for hosts that are no pipe's client), in host order.
+    pub per_host: Vec<u32>,
+    /// Hosts at the server end of some pipe.
+    pub servers: Vec<usize>,
 }
 
 /// Kernel setup every host gets, before the user's `[tcp]` settings.
@@ -74,15 +105,20 @@ impl Lab {
     /// Creates one host per name; returns the lab and the hosts' device ends for the engine.
     /// `sysctls` (e.g. `net.ipv4.tcp_congestion_control=cubic`) apply to every host.
     /// On any error everything created so far is removed.
-    pub fn create(run: &RunId, names: &[String], sysctls: &[(String, String)]) -> Result<(Lab, Vec<HostPort<Tun>>), NetnsError> {
+    /// `pipes` says which hosts hold pipe addresses and which route them.
+    pub fn create(run: &RunId, names: &[String], sysctls: &[(String, String)], pipes: &PipePlan) -> Result<(Lab, Vec<HostPort<Tun>>), NetnsError> {
         if names.len() > MAX_HOSTS {
             return Err(NetnsError::Command { cmd: "lab".into(), msg: format!("{} hosts; at most {MAX_HOSTS} are supported", names.len()) });
         }
         for n in names {
             check_host_name(n)?;
         }
+        let has_pipes = pipes.per_host.iter().any(|&n| n > 0);
         for other in live_runs() {
-            if other.subnet_index() == run.subnet_index() && other != *run {
+            // Pipe ranges are 128, not 16384: a pipe run also refuses a live run with the
+            // same pipe range, whether or not that run uses it.
+            let same_pipes = has_pipes && pipe_net(&other) == pipe_net(run);
+            if (other.subnet_index() == run.subnet_index() || same_pipes) && other != *run {
                 return Err(NetnsError::Command {
                     cmd: "lab".into(),
                     msg: format!("run {other} already uses this address range; start again for a new run id"),
@@ -94,6 +130,8 @@ impl Lab {
         let mut ports = Vec::new();
         let mut all_sysctls = base_sysctls();
         all_sysctls.extend_from_slice(sysctls);
+        let pipe_range = format!("{}/16", pipe_net(run));
+        let mut next_pipe = 0u32;
         for (i, name) in names.iter().enumerate() {
             let ns = Namespace::create(&run.ns_name(name), &all_sysctls)?;
             let tun = ns.enter(|| Tun::create(DEVICE))?;
@@ -101,7 +139,17 @@ impl Lab {
             ns.ip(&["link", "set", DEVICE, "mtu", "1500", "txqueuelen", "10000", "up"])?;
             ns.ip(&["addr", "add", &format!("{v4}/24"), "dev", DEVICE])?;
             ns.ip(&["-6", "addr", "add", &format!("{v6}/64"), "dev", DEVICE, "nodad"])?;
-            lab.hosts.push(HostInfo { name: name.clone(), netns: ns.name().to_string(), ipv4: v4, ipv6: v6 });
+            let n_pipes = pipes.per_host.get(i).copied().unwrap_or(0);
+            let first_pipe = (n_pipes > 0).then(|| pipe_addr(run, next_pipe));
+            if n_pipes > 0 {
+                ns.ip(&["link", "set", "lo", "up"])?;
+                ns.ip(&["route", "add", "local", &pipe_range, "dev", "lo"])?;
+                next_pipe += n_pipes;
+            }
+            if pipes.servers.contains(&i) {
+                ns.ip(&["route", "add", &pipe_range, "dev", DEVICE])?;
+            }
+            lab.hosts.push(HostInfo { name: name.clone(), netns: ns.name().to_string(), ipv4: v4, ipv6: v6, first_pipe, pipes: n_pipes });
             lab.namespaces.push(ns);
             ports.push(HostPort { name: name.clone(), device: tun, addrs: vec![IpAddr::V4(v4), IpAddr::V6(v6)] });
         }
@@ -159,5 +207,8 @@ mod tests {
         assert_eq!(host_addrs(&b, 1).1, "fd70:7477:0:2::2".parse::<Ipv6Addr>().unwrap());
         let top = RunId::parse("003fff").unwrap();
         assert_eq!(host_addrs(&top, 0).0, Ipv4Addr::new(10, 127, 255, 1));
+        // Pipe ranges sit above every run range and count from .0.1.
+        assert_eq!(pipe_addr(&a, 0), Ipv4Addr::new(10, 129, 0, 1));
+        assert_eq!(pipe_addr(&top, 300), Ipv4Addr::new(10, 255, 1, 45));
     }
 }

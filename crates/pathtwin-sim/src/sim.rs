@@ -113,6 +113,11 @@ fn monaco_without_priority(net: &Network<SimPacket>, i: usize, a: usize, b: usiz
 impl Simulation {
     /// Builds a simulation from a validated config.
     pub fn new(cfg: Config) -> Result<Simulation, SimError> {
+        if !cfg.pipes.is_empty() {
+            // Pipes carry real applications' connections (replay); simulated flows name
+            // hosts, and a host-level flow has no pipe to take.
+            return Err(ConfigError::invalid("pipe", "[[pipe]] is for the emulator (replay); the simulator has no per-address routes").into());
+        }
         let mut net: Network<SimPacket> = topology::compile(&cfg)?;
         let mut events = EventQueue::new();
         let mut conns = Vec::new();
