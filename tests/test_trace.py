@@ -245,5 +245,115 @@ def test_threads_do_not_change_the_result(tmp_path):
     three, stats_three = trace.analyze(p, threads=3)
     assert len(one) == 40 and stats_one == stats_three
     assert one.equals(three)
+    x_one, x_three = trace.workload(p, threads=1)[1], trace.workload(p, threads=3)[1]
+    assert x_one.equals(x_three) and x_one["conn_id"].tolist() == list(range(40))
     with pytest.raises(PathtwinError, match="threads"):
         trace.analyze(p, threads=0)
+    with pytest.raises(PathtwinError, match="threads"):
+        trace.workload(p, threads=0)
+
+
+def persistent_connection(t0: float, client: str = "198.51.100.7", cport: int = 40001) -> tuple[list, dict]:
+    """One connection, two GET exchanges, and the values it was built with.
+
+    Exchange 0: the request at 60 ms; a 200-byte header at 80 ms (server delay 20 ms), then
+    1460 + 1000 bytes of results from 80.1 ms (the short header ends Monkey's walk: query
+    delay 0.1 ms); the 1460-byte segment is sent again at 300 ms and must count once.
+    Exchange 1: the client thinks until 500 ms; 1460 + 1460 + 300 bytes from 530 ms, all
+    full segments but the last, so no header/results split.
+    """
+    c, s = client, "192.0.2.80"
+    up = lambda t, seq, ack, fl, pl=b"", mss=None: (t0 + t, ipv4(c, s, 6, tcp(cport, 80, seq, ack, fl, pl, mss)))
+    down = lambda t, seq, ack, fl, pl=b"", mss=None: (t0 + t, ipv4(s, c, 6, tcp(80, cport, seq, ack, fl, pl, mss)))
+    req0 = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+    req1 = b"GET /bb HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n"
+    header = b"HTTP/1.1 200 OK\r\n" + b"h" * 183
+    c1, c2, c3 = 101 + len(req0), 101 + len(req0) + len(req1), 102 + len(req0) + len(req1)
+    pkts = [
+        up(0.0, 100, 0, SYN, mss=1460),
+        down(0.0001, 900, 101, SYN | ACK, mss=1460),
+        up(0.0501, 101, 901, ACK),
+        up(0.060, 101, 901, ACK | PSH, req0),
+        down(0.080, 901, c1, ACK, header),
+        down(0.0801, 1101, c1, ACK, b"r" * 1460),
+        down(0.0802, 2561, c1, ACK | PSH, b"s" * 1000),
+        up(0.1302, c1, 1101, ACK),
+        down(0.300, 1101, c1, ACK, b"r" * 1460),
+        up(0.350, c1, 3561, ACK),
+        up(0.500, c1, 3561, ACK | PSH, req1),
+        down(0.530, 3561, c2, ACK, b"t" * 1460),
+        down(0.5301, 5021, c2, ACK, b"u" * 1460),
+        down(0.5302, 6481, c2, ACK | PSH, b"v" * 300),
+        up(0.5802, c2, 6781, ACK),
+        down(0.600, 6781, c2, ACK | FIN),
+        up(0.650, c2, 6782, ACK | FIN),
+        down(0.6501, 6782, c3, ACK),
+    ]
+    expected = {
+        "request_bytes": [len(req0), len(req1)],
+        "response_bytes": [200 + 1460 + 1000, 1460 + 1460 + 300],
+        "header_bytes": [200.0, None],
+        "server_delay_ms": [20.0, 30.0],
+        "query_delay_ms": [0.1, None],
+        "response_time_ms": [20.2, 30.2],
+        "think_ms": [None, 500 - 80.2],
+        "request_start_s": [t0 + 0.060, t0 + 0.500],
+        "response_end_s": [t0 + 0.0802, t0 + 0.5302],
+    }
+    return pkts, expected
+
+
+EXCHANGE_COLUMNS = [
+    "conn_id", "exchange", "request_start_s", "request_end_s", "request_bytes", "response_start_s", "response_end_s",
+    "response_bytes", "header_bytes", "server_delay_ms", "query_delay_ms", "response_time_ms", "think_ms",
+]
+
+
+def _check_exchanges(x, expected):
+    assert list(x.columns) == EXCHANGE_COLUMNS
+    assert x[["conn_id", "exchange"]].values.tolist() == [[1, 0], [1, 1]]
+    for col, values in expected.items():
+        got = x[col].tolist()
+        for g, v in zip(got, values):
+            if v is None:
+                assert g != g, (col, got)  # NaN
+            else:
+                assert g == pytest.approx(v, abs=1e-6), (col, got)
+
+
+def test_workload_gives_one_row_per_exchange(tmp_path):
+    pkts, expected = persistent_connection(T0 + 1)
+    # A single-exchange connection first: the persistent one is conn_id 1.
+    p = tmp_path / "persistent.pcap"
+    p.write_bytes(pcap(http_exchange(T0, "198.51.100.9", 40009) + pkts))
+    conns, x, stats = trace.workload(p)
+    assert len(conns) == 2 and stats["frames"] == 11 + 18
+    _check_exchanges(x[x["conn_id"] == 1], expected)
+    assert x["conn_id"].tolist() == [0, 1, 1] and x["exchange"].tolist() == [0, 0, 1]
+    # The retransmitted segment counts once in the exchange and in the connection.
+    r = conns.iloc[1]
+    assert (r.retrans_packets_s2c, r.unique_bytes_s2c, r.bytes_s2c) == (1, 2660 + 3220, 2660 + 3220 + 1460)
+    assert x.loc[x["conn_id"] == 1, "response_bytes"].sum() == r.unique_bytes_s2c
+    assert x.loc[x["conn_id"] == 1, "request_bytes"].sum() == r.unique_bytes_c2s
+    # The connection row still describes the first exchange; `analyze` is `workload` less
+    # the exchanges.
+    assert (r.requests, round(r.query_delay_ms, 3), round(r.server_delay_ms, 3)) == (2, 0.1, 20.0)
+    conns2, stats2 = trace.analyze(p)
+    assert conns2.equals(conns) and stats2 == stats
+
+
+def test_cli_writes_the_exchange_table(tmp_path, capsys):
+    pkts, expected = persistent_connection(T0)
+    p = tmp_path / "persistent.pcap"
+    p.write_bytes(pcap(http_exchange(T0 - 5, "198.51.100.9", 40009) + pkts))
+    conns_out, x_out = tmp_path / "conns.parquet", tmp_path / "exchanges.parquet"
+    assert main(["trace", "analyze", str(p), "-o", str(conns_out), "--exchanges", str(x_out)]) == 0
+    assert "3 exchanges" in capsys.readouterr().out
+    x = trace.read_table(x_out)
+    _check_exchanges(x[x["conn_id"] == 1], expected)
+    assert x.equals(trace.workload(p)[1])
+    assert len(trace.read_table(conns_out)) == 2
+    csv = tmp_path / "exchanges.csv"
+    assert main(["trace", "analyze", str(p), "--exchanges", str(csv), "--csv"]) == 0
+    assert csv.read_text().startswith(",".join(EXCHANGE_COLUMNS) + "\n")
+    _check_exchanges(trace.read_table(csv).iloc[1:], expected)

@@ -3,11 +3,14 @@
 ``analyze(capture)`` runs Monkey See's per-connection inference (one row per TCP
 connection: endpoints, termination, kept or pruned and why, MSS and options, RTTs, bytes,
 retransmissions, loss, bottleneck bandwidth, delayed-ACK policy, receiver window, HTTP
-timings, server and query delays, timeouts). ``diagnose(capture)`` runs Monarch's
-self-diagnosis over probe flows (one row per flow with its verdict) and ``verdict_table``
-summarizes it like the paper's Table 5. ``to_paths(conns)`` turns the kept connections into
-a ``paths`` topology (a path from the server to each client) that ``pathtwin sim`` and
-``pathtwin emu`` accept.
+timings, server and query delays, timeouts). ``workload(capture)`` returns, from the same
+single pass, that table and the replay's workload: one row per request/response exchange
+of every connection (request and response bytes, header bytes before Monkey's
+header/results split, server and query delays, response time, the client's think time).
+``diagnose(capture)`` runs Monarch's self-diagnosis over probe flows (one row per flow with
+its verdict) and ``verdict_table`` summarizes it like the paper's Table 5.
+``to_paths(conns)`` turns the kept connections into a ``paths`` topology (a path from the
+server to each client) that ``pathtwin sim`` and ``pathtwin emu`` accept.
 
 The analyses are the Rust crate ``pathtwin-trace``; this module only wraps columns into
 pandas and writes files. Capture problems raise ``PathtwinError`` with one line.
@@ -27,7 +30,7 @@ from .errors import PathtwinError
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], None]]
 
-__all__ = ["analyze", "diagnose", "verdict_table", "to_paths", "paths_toml", "write_table", "read_table"]
+__all__ = ["analyze", "workload", "diagnose", "verdict_table", "to_paths", "paths_toml", "write_table", "read_table"]
 
 
 def _native():
@@ -55,11 +58,40 @@ def analyze(
     about every megabyte. ``threads`` splits a large capture file's flows over that many
     threads (default: by processor count and capture size); the result is the same.
     """
+    conns, _, stats = _analyze(capture, server, progress, threads, exchanges=False)
+    return conns, stats
+
+
+def workload(
+    capture: PathLike, server: Optional[str] = None, progress: Progress = None, threads: Optional[int] = None
+) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """``analyze`` plus the workload a replay re-creates, from one pass over the capture:
+    (one row per connection, one row per request/response exchange, capture counts).
+
+    Exchange rows are in (``conn_id``, ``exchange``) order, ``conn_id`` being the
+    connection table's. Columns: ``request_start_s``, ``request_end_s``, ``request_bytes``,
+    ``response_start_s``, ``response_end_s``, ``response_bytes`` (new bytes: retransmissions
+    count once), ``header_bytes`` (response bytes before Monkey's header/results split; NaN
+    when there is none), ``server_delay_ms`` (last request packet to first response packet),
+    ``query_delay_ms``, ``response_time_ms`` (first request byte to last response byte) and
+    ``think_ms`` (the previous response's end to this request's start; NaN for the first).
+    Arguments as for ``analyze``.
+    """
+    conns, exchanges, stats = _analyze(capture, server, progress, threads, exchanges=True)
+    return conns, exchanges, stats
+
+
+def _analyze(capture, server, progress, threads, exchanges: bool):
+    """The one pass behind ``analyze`` and ``workload``: (conns, exchanges or None, stats)."""
     if threads is not None and (not isinstance(threads, int) or threads < 1):
         raise PathtwinError(f"threads must be a positive integer, not {threads!r}")
     p = _check_file(capture)
-    cols, stats = _native().trace_analyze(str(p), server, progress, threads or 0)
-    return pd.DataFrame({name: _column(c) for name, c in cols.items()}), dict(stats)
+    cols, xcols, stats = _native().trace_analyze(str(p), server, progress, threads or 0, exchanges)
+    return _frame(cols), None if xcols is None else _frame(xcols), dict(stats)
+
+
+def _frame(cols: dict) -> pd.DataFrame:
+    return pd.DataFrame({name: _column(c) for name, c in cols.items()})
 
 
 def _column(c):

@@ -79,11 +79,22 @@ def analyze(
     csv: bool = typer.Option(False, "--csv", help="write CSV instead of Parquet"),
     rows: int = typer.Option(20, "--rows", help="connections listed in the summary"),
     threads: Optional[int] = typer.Option(None, "--threads", help="threads for a large capture (default: by processors and size)"),
+    exchanges_out: Optional[Path] = typer.Option(
+        None, "--exchanges", help="also write one row per request/response exchange, the replay's workload (Parquet, or CSV with --csv)"
+    ),
 ) -> None:
-    """Per-connection path and endpoint parameters (Monkey See)."""
-    conns, stats = _run_with_progress(capture, lambda cb: tr.analyze(capture, server=server, progress=cb, threads=threads))
+    """Per-connection path and endpoint parameters (Monkey See), and optionally the workload."""
+    if exchanges_out is None:
+        conns, stats = _run_with_progress(capture, lambda cb: tr.analyze(capture, server=server, progress=cb, threads=threads))
+    else:
+        # One pass gives both tables.
+        conns, exchanges, stats = _run_with_progress(
+            capture, lambda cb: tr.workload(capture, server=server, progress=cb, threads=threads)
+        )
     if output is not None:
         tr.write_table(conns, output, csv=csv)
+    if exchanges_out is not None:
+        tr.write_table(exchanges, exchanges_out, csv=csv)
     out = Console()
     kept = int(conns["kept"].sum()) if len(conns) else 0
     span = max(stats["last_s"] - stats["first_s"], 0.0)
@@ -126,6 +137,8 @@ def analyze(
             out.print(f"... {len(conns) - rows:,} more in the output table")
     if output is not None:
         out.print(f"wrote {output}")
+    if exchanges_out is not None:
+        out.print(f"wrote {exchanges_out}: {len(exchanges):,} exchanges")
 
 
 @app.command()

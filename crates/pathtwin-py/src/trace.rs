@@ -3,8 +3,9 @@
 //! Both read a capture file with the GIL released; the optional `progress(bytes_read)`
 //! callback is called about every megabyte with the GIL re-taken, which is also where
 //! Ctrl-C is noticed. Results cross as columns that `pathtwin.trace` turns into DataFrames
-//! (`trace_analyze`: numbers packed as `(dtype, bytes)`, strings as lists; `trace_diagnose`:
-//! lists), plus a dict of capture-wide counts. A capture that cannot be read
+//! (`trace_analyze`: numbers packed as `(dtype, bytes)`, strings as lists, for the
+//! connection table and, if asked for, the exchange table of the same pass;
+//! `trace_diagnose`: lists), plus a dict of capture-wide counts. A capture that cannot be read
 //! raises `pathtwin.errors.PathtwinError` with the reader's one-line message.
 
 use std::net::IpAddr;
@@ -91,29 +92,40 @@ fn column_to_python(py: Python<'_>, c: Column) -> PyResult<PyObject> {
     })
 }
 
-/// Analyzes a capture (Monkey See). Returns `(columns, stats)`: one entry per connection in
-/// each column, and capture-wide counts. `server` is `"IP"` or `"IP:PORT"`; `threads` 0
-/// chooses from the processors and the capture's size (the result does not depend on it).
+/// Named columns as a dict, in order.
+fn columns_to_python<'py>(py: Python<'py>, cols: Vec<(&'static str, Column)>) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (name, col) in cols {
+        dict.set_item(name, column_to_python(py, col)?)?;
+    }
+    Ok(dict)
+}
+
+/// Analyzes a capture (Monkey See). Returns `(columns, exchange_columns, stats)`: one entry
+/// per connection in each column; with `exchanges`, one per request/response exchange in
+/// each of `exchange_columns` (else `None`); and capture-wide counts. `server` is `"IP"` or
+/// `"IP:PORT"`; `threads` 0 chooses from the processors and the capture's size (the result
+/// does not depend on it).
 #[pyfunction]
-#[pyo3(signature = (path, server = None, progress = None, threads = 0))]
+#[pyo3(signature = (path, server = None, progress = None, threads = 0, exchanges = false))]
 fn trace_analyze<'py>(
     py: Python<'py>,
     path: PathBuf,
     server: Option<&str>,
     progress: Option<PyObject>,
     threads: usize,
-) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
-    let mut opts = AnalyzeOptions { threads, ..AnalyzeOptions::default() };
+    exchanges: bool,
+) -> PyResult<(Bound<'py, PyDict>, Option<Bound<'py, PyDict>>, Bound<'py, PyDict>)> {
+    let mut opts = AnalyzeOptions { threads, exchanges, ..AnalyzeOptions::default() };
     if let Some(s) = server {
         opts.server = Some(parse_server(s).ok_or_else(|| {
             pathtwin_error(py, format!("--server {s:?}: expected IP, IP:PORT or [IPv6]:PORT"))
         })?);
     }
     let analysis = with_progress(py, progress, |report| pathtwin_trace::analyze_path(&path, &opts, report))?;
-    let cols = PyDict::new(py);
-    for (name, col) in pathtwin_trace::to_columns(&analysis.conns) {
-        cols.set_item(name, column_to_python(py, col)?)?;
-    }
+    let cols = columns_to_python(py, pathtwin_trace::to_columns(&analysis.conns))?;
+    let exchange_cols =
+        if exchanges { Some(columns_to_python(py, pathtwin_trace::exchange_columns(&analysis.exchanges))?) } else { None };
     let s = &analysis.stats;
     let stats = PyDict::new(py);
     stats.set_item("frames", s.frames)?;
@@ -127,7 +139,7 @@ fn trace_analyze<'py>(
     stats.set_item("connections", s.connections)?;
     stats.set_item("first_s", s.first_ns as f64 / 1e9)?;
     stats.set_item("last_s", s.last_ns as f64 / 1e9)?;
-    Ok((cols, stats))
+    Ok((cols, exchange_cols, stats))
 }
 
 /// Runs Monarch's self-diagnosis over the probe flows of a capture. Returns

@@ -38,10 +38,14 @@
 //! - **Delayed-ACK policy** (Monkey): data packets per ACK before the first retransmission;
 //!   timeout: median over lone segments of (ACK time − send time − min RTT).
 //! - **Receiver window** (Monkey): the window of the first client data packet, scaled.
-//! - **Response time** (Monkey §5.1): first byte of the request to the last byte of the
-//!   response; **response delay**: last request packet to first response packet; **query
-//!   delay**: Monkey's walk over the response's segments (gap with the previous segment
-//!   acknowledged, or previous segment shorter than the MSS), [`QUERY_GAP_NS`] being [P].
+//! - **Response time** (Monkey §5.1), for every exchange of a persistent connection: first
+//!   byte of the request to the last byte of the response; **response delay**: last request
+//!   packet to first response packet; **query delay**: Monkey's walk over the response's
+//!   segments (gap with the previous segment acknowledged, or previous segment shorter than
+//!   the MSS), [`QUERY_GAP_NS`] being [P]; the response bytes before the segment the walk
+//!   stops at are the **header**, the rest the results (Monkey's header/results split).
+//!   **Think time**, what a replayed client waits before its next request: the previous
+//!   response's last byte to the request's first.
 //! - **Timeouts** [R]: a retransmission starting at the cumulative ACK with fewer than three
 //!   duplicate ACKs and no SACK since the ACK last advanced.
 
@@ -171,24 +175,35 @@ struct PendingRetrans {
     tsval: Option<u32>,
 }
 
-/// One request/response exchange, delimited by the direction of new data.
+/// One request/response exchange, delimited by the direction of new data: the client's
+/// new data after the server's (or first of all) starts one. Times are those of the first
+/// and last segments carrying new data; retransmissions move neither.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Exchange {
     pub request_start_ns: u64,
     pub request_end_ns: u64,
+    /// New unique client payload bytes (tcptrace's "unique bytes"): a retransmitted or
+    /// zero-window-probe byte counts once, when first delivered. Bytes that are new only in
+    /// part of a segment (a retransmission carrying more) count for the exchange under way.
+    pub request_bytes: u64,
     pub response_start_ns: Option<u64>,
     pub response_end_ns: Option<u64>,
+    /// New unique server payload bytes, counted as `request_bytes` are. Server data before
+    /// the first request (a banner) belongs to no exchange.
+    pub response_bytes: u64,
+    /// Response bytes before the first result segment of Monkey's walk (the header); `None`
+    /// when the walk found no split.
+    pub header_bytes: Option<u64>,
     pub query_delay_ns: Option<u64>,
 }
 
-/// State of Monkey's query-delay walk over the first response.
+/// State of Monkey's query-delay walk over the response of the exchange under way.
 #[derive(Debug, Clone, Copy)]
 struct QueryWalk {
     first_ns: u64,
     prev_ns: u64,
     prev_end: u64,
     prev_len: u32,
-    done: bool,
 }
 
 /// The inference state of the downstream (server-to-client) path.
@@ -241,6 +256,7 @@ pub struct Conn {
     pub exchanges: Vec<Exchange>,
     /// Which side sent the last new data: `UP`, `DOWN` or none yet.
     data_turn: Option<usize>,
+    /// The walk over the last exchange's response, until it finds the split.
     query: Option<QueryWalk>,
     pub http_method: Option<String>,
     pub http_status: Option<u16>,
@@ -420,6 +436,14 @@ impl Conn {
         if len > 0 && !is_retrans && !probe {
             self.on_new_data(dir, now, tcp, payload);
         }
+        // After `on_new_data`: a request's first segment opens its exchange there, and the
+        // walk there reads the response bytes before this segment.
+        let fresh = if probe { 0 } else { len - retrans_data };
+        if fresh > 0 {
+            if let Some(x) = self.exchanges.last_mut() {
+                *if dir == UP { &mut x.request_bytes } else { &mut x.response_bytes } += fresh;
+            }
+        }
         if dir == DOWN {
             if (len > 0 || fin) && !probe {
                 self.on_server_send(now, start, start + span, is_retrans, tcp, &opts, wire_len as u64);
@@ -499,19 +523,25 @@ impl Conn {
                 }
                 x.response_end_ns = Some(now);
             }
-            let n_exchanges = self.exchanges.len();
             let mss = self.downstream_mss();
-            if first_of_response && n_exchanges == 1 {
-                self.query = Some(QueryWalk { first_ns: now, prev_ns: now, prev_end: end, prev_len: tcp.payload_len, done: false });
-            } else if let Some(q) = self.query.as_mut().filter(|q| !q.done && n_exchanges == 1) {
+            let acked = self.half[UP].ack_high;
+            let window_open = self.half[UP].last_window > 0;
+            // Monkey's walk, once per exchange: it starts at the response's first segment
+            // and ends at the first result segment.
+            if first_of_response {
+                self.query = (!self.exchanges.is_empty())
+                    .then_some(QueryWalk { first_ns: now, prev_ns: now, prev_end: end, prev_len: tcp.payload_len });
+            } else if let Some(q) = self.query.as_mut() {
                 // Monkey's test on the pair (previous, current).
-                let acked_before = self.half[UP].ack_high >= q.prev_end;
-                let window_open = self.half[UP].last_window > 0;
-                let idle = now.saturating_sub(q.prev_ns) > QUERY_GAP_NS && acked_before && window_open;
+                let idle = now.saturating_sub(q.prev_ns) > QUERY_GAP_NS && acked >= q.prev_end && window_open;
                 if idle || q.prev_len < mss {
-                    q.done = true;
-                    if let Some(x) = self.exchanges.first_mut() {
-                        x.query_delay_ns = Some(now.saturating_sub(q.first_ns));
+                    let first_ns = q.first_ns;
+                    self.query = None;
+                    if let Some(x) = self.exchanges.last_mut() {
+                        x.query_delay_ns = Some(now.saturating_sub(first_ns));
+                        // This segment's bytes are not counted yet (`on_segment` adds them
+                        // after this call): what is counted is the header.
+                        x.header_bytes = Some(x.response_bytes);
                     }
                 } else {
                     q.prev_ns = now;
@@ -730,10 +760,11 @@ fn http_status(payload: &[u8]) -> Option<u16> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const MS: u64 = 1_000_000;
+    pub(crate) const MS: u64 = 1_000_000;
+    const US: u64 = 1_000;
 
     fn seg(flags: u8, seq: u32, ack: u32, window: u16, payload_len: u32) -> TcpHeader<'static> {
         TcpHeader { src_port: 0, dst_port: 0, seq, ack, flags, window, raw_options: &[], payload_len }
@@ -742,6 +773,126 @@ mod tests {
     fn conn() -> Conn {
         let ip = IpAddr::from([10, 0, 0, 1]);
         Conn::new(0, (ip, 40000), (ip, 80), true, 0)
+    }
+
+    /// Feeds `(time, direction, flags, seq, ack, payload length)` segments; the client's
+    /// SYN carries MSS 1460, so a full downstream segment is 1460 bytes (no timestamps).
+    fn feed(c: &mut Conn, segs: &[(u64, usize, u8, u32, u32, u32)]) {
+        const MSS_1460: [u8; 4] = [2, 4, 5, 180];
+        for &(t, dir, fl, seq, ack, len) in segs {
+            let mut h = seg(fl, seq, ack, 65535, len);
+            if fl & flags::SYN != 0 && dir == UP {
+                h.raw_options = &MSS_1460;
+            }
+            c.on_segment(dir, t, &h, &[], 40 + len);
+        }
+    }
+
+    /// Client ISN; the request stream starts at `CI + 1`.
+    const CI: u32 = 100;
+    /// Server ISN; the response stream starts at `SI + 1`.
+    const SI: u32 = 5000;
+
+    /// A persistent connection of three exchanges, with the sizes and times the tests
+    /// expect:
+    /// 0. a 300-byte request at 10 ms; at 30 ms a 2920-byte header in two full segments,
+    ///    acknowledged at 32 ms; at 62 ms (an idle, acknowledged gap of 31.9 ms) 3420 bytes
+    ///    of results ending at 62.2 ms;
+    /// 1. a 1500-byte request at 100 and 100.5 ms; 3920 response bytes at 120–120.2 ms, all
+    ///    full segments but the last, so the walk finds no split; the second segment is
+    ///    lost and sent again at 400 ms;
+    /// 2. a 100-byte request at 500 ms; at 505 ms a 300-byte header, short of the MSS, then
+    ///    2260 bytes of results from 505.3 to 505.4 ms; FIN both ways.
+    pub(crate) fn persistent() -> Conn {
+        use flags::{ACK, FIN, SYN};
+        let (up, down) = (UP, DOWN);
+        let (c, s) = (CI + 1, SI + 1);
+        let mut k = conn();
+        feed(
+            &mut k,
+            &[
+                (0, up, SYN, CI, 0, 0),
+                (MS, down, SYN | ACK, SI, c, 0),
+                (2 * MS, up, ACK, c, s, 0),
+                // Exchange 0.
+                (10 * MS, up, ACK, c, s, 300),
+                (30 * MS, down, ACK, s, c + 300, 1460),
+                (30 * MS + 100 * US, down, ACK, s + 1460, c + 300, 1460),
+                (32 * MS, up, ACK, c + 300, s + 2920, 0),
+                (62 * MS, down, ACK, s + 2920, c + 300, 1460),
+                (62 * MS + 100 * US, down, ACK, s + 4380, c + 300, 1460),
+                (62 * MS + 200 * US, down, ACK, s + 5840, c + 300, 500),
+                (64 * MS, up, ACK, c + 300, s + 6340, 0),
+                // Exchange 1.
+                (100 * MS, up, ACK, c + 300, s + 6340, 1460),
+                (100 * MS + 500 * US, up, ACK, c + 1760, s + 6340, 40),
+                (120 * MS, down, ACK, s + 6340, c + 1800, 1460),
+                (120 * MS + 100 * US, down, ACK, s + 7800, c + 1800, 1460),
+                (120 * MS + 200 * US, down, ACK, s + 9260, c + 1800, 1000),
+                (121 * MS, up, ACK, c + 1800, s + 7800, 0),
+                (121 * MS + 100 * US, up, ACK, c + 1800, s + 7800, 0),
+                (400 * MS, down, ACK, s + 7800, c + 1800, 1460),
+                (401 * MS, up, ACK, c + 1800, s + 10260, 0),
+                // Exchange 2.
+                (500 * MS, up, ACK, c + 1800, s + 10260, 100),
+                (505 * MS, down, ACK, s + 10260, c + 1900, 300),
+                (505 * MS + 300 * US, down, ACK, s + 10560, c + 1900, 1460),
+                (505 * MS + 400 * US, down, ACK, s + 12020, c + 1900, 800),
+                (506 * MS, up, ACK, c + 1900, s + 12820, 0),
+                (510 * MS, down, ACK | FIN, s + 12820, c + 1900, 0),
+                (511 * MS, up, ACK | FIN, c + 1900, s + 12821, 0),
+                (512 * MS, down, ACK, s + 12821, c + 1901, 0),
+            ],
+        );
+        k
+    }
+
+    /// Every exchange gets its sizes, times and own walk; the retransmitted segment counts
+    /// once; the per-direction totals are the exchanges' sums.
+    #[test]
+    fn every_exchange_has_its_sizes_delays_and_split() {
+        let c = persistent();
+        let x = &c.exchanges;
+        assert_eq!(x.len(), 3);
+        let sizes: Vec<_> = x.iter().map(|x| (x.request_bytes, x.response_bytes, x.header_bytes)).collect();
+        assert_eq!(sizes, [(300, 6340, Some(2920)), (1500, 3920, None), (100, 2560, Some(300))]);
+        let times: Vec<_> = x.iter().map(|x| (x.request_start_ns, x.request_end_ns, x.response_start_ns, x.response_end_ns)).collect();
+        assert_eq!(
+            times,
+            [
+                (10 * MS, 10 * MS, Some(30 * MS), Some(62 * MS + 200 * US)),
+                (100 * MS, 100 * MS + 500 * US, Some(120 * MS), Some(120 * MS + 200 * US)),
+                (500 * MS, 500 * MS, Some(505 * MS), Some(505 * MS + 400 * US)),
+            ]
+        );
+        // Header acknowledged, then idle 31.9 ms: results start 32 ms after the response;
+        // no split in exchange 1; a short header in exchange 2.
+        assert_eq!(x.iter().map(|x| x.query_delay_ns).collect::<Vec<_>>(), [Some(32 * MS), None, Some(300 * US)]);
+        assert_eq!((c.half[UP].unique_bytes, c.half[DOWN].unique_bytes), (1900, 12820));
+        assert_eq!((c.half[DOWN].retrans_packets, c.half[DOWN].payload_bytes), (1, 12820 + 1460));
+    }
+
+    /// An idle gap the client has not acknowledged the data before is no split (Monkey's
+    /// walk): the server was held back by its window, not by the query.
+    #[test]
+    fn an_unacknowledged_gap_is_no_split() {
+        use flags::{ACK, SYN};
+        let (c, s) = (CI + 1, SI + 1);
+        let mut k = conn();
+        feed(
+            &mut k,
+            &[
+                (0, UP, SYN, CI, 0, 0),
+                (MS, DOWN, SYN | ACK, SI, c, 0),
+                (2 * MS, UP, ACK, c, s, 0),
+                (3 * MS, UP, ACK, c, s, 200),
+                (5 * MS, DOWN, ACK, s, c + 200, 1460),
+                (40 * MS, DOWN, ACK, s + 1460, c + 200, 1460),
+                (40 * MS + 100 * US, DOWN, ACK, s + 2920, c + 200, 700),
+            ],
+        );
+        let x = &k.exchanges[0];
+        assert_eq!((x.request_bytes, x.response_bytes, x.header_bytes, x.query_delay_ns), (200, 3620, None, None));
     }
 
     /// A receiver closes its window; the sender probes it three times with the next byte,

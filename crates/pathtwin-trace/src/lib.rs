@@ -4,7 +4,9 @@
 //! - [`analyze`]: Monkey See (Cheng et al., USENIX ATC 2004) — TCP connections as seen next
 //!   to a server, each reduced to the parameters a replay needs (min RTT, bottleneck
 //!   bandwidth, loss, delayed-ACK policy, receiver window, server and query delays), one
-//!   [`ConnRecord`] per connection;
+//!   [`ConnRecord`] per connection; with [`AnalyzeOptions::exchanges`], from the same pass,
+//!   the workload too: one [`ExchangeRecord`] per request/response exchange (sizes, header
+//!   bytes, server and query delays, think time);
 //! - [`diagnose`]: Monarch's self-diagnosis (Haeberlen et al., IMC 2006) — probe flows
 //!   checked for upstream loss and reordering through the remote host's IP IDs.
 //!
@@ -41,7 +43,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 pub use error::TraceError;
 pub use monarch::{FlowDiagnosis, ProbeKind, Verdict};
-pub use record::{to_columns, Column, ConnRecord, COLUMNS};
+pub use record::{exchange_columns, to_columns, Column, ConnRecord, ExchangeRecord, COLUMNS, EXCHANGE_COLUMNS};
 pub use tracker::{AnalyzeOptions, CaptureStats};
 
 /// The result of [`analyze`].
@@ -49,6 +51,9 @@ pub use tracker::{AnalyzeOptions, CaptureStats};
 pub struct Analysis {
     /// One row per connection, in order of first appearance.
     pub conns: Vec<ConnRecord>,
+    /// One row per exchange, in (connection, exchange) order; empty unless
+    /// [`AnalyzeOptions::exchanges`].
+    pub exchanges: Vec<ExchangeRecord>,
     pub stats: CaptureStats,
 }
 
@@ -165,10 +170,10 @@ fn track(tracker: &mut tracker::Tracker, frame: &capture::Frame<'_>) {
     }
 }
 
-fn finish(parts: Vec<(Vec<ConnRecord>, CaptureStats)>, summary: capture::ReadSummary) -> Analysis {
-    let (conns, mut stats) = tracker::merge(parts);
+fn finish(parts: Vec<tracker::Rows>, summary: capture::ReadSummary) -> Analysis {
+    let tracker::Rows { conns, exchanges, mut stats } = tracker::merge(parts);
     stats.truncated_tail = summary.truncated_tail;
-    Analysis { conns, stats }
+    Analysis { conns, exchanges, stats }
 }
 
 /// A capture file mapped read-only and read once, front to back, whose pages behind the

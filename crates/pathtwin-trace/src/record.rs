@@ -1,9 +1,12 @@
-//! The output row: one [`ConnRecord`] per connection, and its columnar form.
+//! The output rows: one [`ConnRecord`] per connection and one [`ExchangeRecord`] per
+//! request/response exchange, and their columnar form.
 //!
 //! Owns the names, units and meaning of every output column (the replay database of Monkey
-//! See), and Monkey's pruning rule (§3.2: incomplete handshake, termination or sequence, or
-//! no ACK pair to estimate bandwidth from). Column names carry their unit; times are
-//! seconds since the Unix epoch, durations milliseconds, rates bits per second.
+//! See: the connection table holds the path and endpoint parameters, the exchange table the
+//! workload a replay re-creates), and Monkey's pruning rule (§3.2: incomplete handshake,
+//! termination or sequence, or no ACK pair to estimate bandwidth from). Column names carry
+//! their unit; times are seconds since the Unix epoch, durations milliseconds, rates bits per
+//! second.
 
 use crate::conn::{Conn, Termination, DOWN, UP};
 
@@ -27,7 +30,7 @@ impl Prune {
     }
 }
 
-/// A column of values, one per connection.
+/// A column of values, one per row.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Column {
     U64(Vec<u64>),
@@ -36,22 +39,27 @@ pub enum Column {
     Bool(Vec<bool>),
 }
 
-/// Defines [`ConnRecord`] and its column list from one table, so names cannot drift.
+/// Defines a row type, the function turning rows into columns and the list of column names
+/// from one table, so names cannot drift.
 macro_rules! record {
-    ($( $(#[doc = $doc:literal])* $name:ident : $kind:ident ),* $(,)?) => {
-        /// One connection's row.
+    (
+        $(#[doc = $row_doc:literal])* struct $row:ident;
+        fn $to_columns:ident; const $columns:ident;
+        { $( $(#[doc = $doc:literal])* $name:ident : $kind:ident ),* $(,)? }
+    ) => {
+        $(#[doc = $row_doc])*
         #[derive(Debug, Clone, PartialEq)]
-        pub struct ConnRecord {
+        pub struct $row {
             $( $(#[doc = $doc])* pub $name: record!(@ty $kind), )*
         }
 
         /// The rows as named columns, in declaration order.
-        pub fn to_columns(rows: &[ConnRecord]) -> Vec<(&'static str, Column)> {
+        pub fn $to_columns(rows: &[$row]) -> Vec<(&'static str, Column)> {
             vec![$( (stringify!($name), Column::$kind(rows.iter().map(|r| r.$name.clone()).collect())), )*]
         }
 
         /// Column names in order.
-        pub const COLUMNS: &[&str] = &[$( stringify!($name), )*];
+        pub const $columns: &[&str] = &[$( stringify!($name), )*];
     };
     (@ty U64) => { u64 };
     (@ty F64) => { Option<f64> };
@@ -60,6 +68,10 @@ macro_rules! record {
 }
 
 record! {
+    /// One connection's row.
+    struct ConnRecord;
+    fn to_columns; const COLUMNS;
+    {
     /// Order of first appearance in the capture.
     conn_id: U64,
     client_ip: Str,
@@ -140,6 +152,39 @@ record! {
     timeouts: U64,
     /// Shortest wait before a timeout retransmission: the sender's RTO at its smallest.
     rto_min_ms: F64,
+    }
+}
+
+record! {
+    /// One request/response exchange's row: what a replay sends and waits for.
+    struct ExchangeRecord;
+    fn exchange_columns; const EXCHANGE_COLUMNS;
+    {
+    /// The connection's `conn_id` in the connection table.
+    conn_id: U64,
+    /// Index of the exchange within its connection, from 0.
+    exchange: U64,
+    request_start_s: F64,
+    request_end_s: F64,
+    /// New client payload bytes (retransmitted bytes count once).
+    request_bytes: U64,
+    response_start_s: F64,
+    response_end_s: F64,
+    /// New server payload bytes (retransmitted bytes count once).
+    response_bytes: U64,
+    /// Response bytes before the first result segment (Monkey's header/results split);
+    /// missing when the walk found no split.
+    header_bytes: F64,
+    /// Last request packet to first response packet.
+    server_delay_ms: F64,
+    /// First response packet to the first result packet.
+    query_delay_ms: F64,
+    /// First request byte to last response byte (Monkey §5.1).
+    response_time_ms: F64,
+    /// The previous exchange's last response byte to this request's first byte: the
+    /// client's think time; missing for the first exchange.
+    think_ms: F64,
+    }
 }
 
 fn ms(ns: u64) -> f64 {
@@ -244,5 +289,82 @@ impl ConnRecord {
             timeouts: d.timeouts,
             rto_min_ms: d.timeout_min_ns.map(ms),
         }
+    }
+}
+
+impl ExchangeRecord {
+    /// The rows of a connection's exchanges, in order; `conn_id` is the connection's.
+    pub fn from_conn(c: &Conn) -> impl Iterator<Item = ExchangeRecord> + '_ {
+        let prev_end = std::iter::once(None).chain(c.exchanges.iter().map(|x| x.response_end_ns));
+        c.exchanges.iter().zip(prev_end).enumerate().map(|(i, (x, prev_end))| ExchangeRecord {
+            conn_id: c.index,
+            exchange: i as u64,
+            request_start_s: Some(secs(x.request_start_ns)),
+            request_end_s: Some(secs(x.request_end_ns)),
+            request_bytes: x.request_bytes,
+            response_start_s: x.response_start_ns.map(secs),
+            response_end_s: x.response_end_ns.map(secs),
+            response_bytes: x.response_bytes,
+            header_bytes: x.header_bytes.map(|b| b as f64),
+            server_delay_ms: x.response_start_ns.map(|t| ms(t.saturating_sub(x.request_end_ns))),
+            query_delay_ms: x.query_delay_ns.map(ms),
+            response_time_ms: x.response_end_ns.map(|t| ms(t.saturating_sub(x.request_start_ns))),
+            think_ms: prev_end.map(|t| ms(x.request_start_ns.saturating_sub(t))),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::tests::persistent;
+
+    fn close(a: Option<f64>, b: f64) -> bool {
+        a.is_some_and(|a| (a - b).abs() < 1e-9)
+    }
+
+    /// The exchange rows of `conn::tests::persistent`, against the times and sizes it was
+    /// built with (ms since the capture's start).
+    #[test]
+    fn exchange_rows_carry_sizes_delays_and_think_time() {
+        let c = persistent();
+        let rows: Vec<_> = ExchangeRecord::from_conn(&c).collect();
+        assert_eq!(rows.iter().map(|r| (r.conn_id, r.exchange)).collect::<Vec<_>>(), [(0, 0), (0, 1), (0, 2)]);
+        let bytes: Vec<_> = rows.iter().map(|r| (r.request_bytes, r.response_bytes, r.header_bytes)).collect();
+        assert_eq!(bytes, [(300, 6340, Some(2920.0)), (1500, 3920, None), (100, 2560, Some(300.0))]);
+        // (server delay, query delay, response time, think time), in ms.
+        let expected = [
+            (30.0 - 10.0, Some(32.0), 62.2 - 10.0, None),
+            (120.0 - 100.5, None, 120.2 - 100.0, Some(100.0 - 62.2)),
+            (505.0 - 500.0, Some(0.3), 505.4 - 500.0, Some(500.0 - 120.2)),
+        ];
+        for (r, (server, query, response, think)) in rows.iter().zip(expected) {
+            assert!(close(r.server_delay_ms, server), "{r:?}");
+            assert_eq!(r.query_delay_ms.is_some(), query.is_some(), "{r:?}");
+            assert!(query.map_or(true, |q| close(r.query_delay_ms, q)), "{r:?}");
+            assert!(close(r.response_time_ms, response), "{r:?}");
+            assert_eq!(r.think_ms.is_some(), think.is_some(), "{r:?}");
+            assert!(think.map_or(true, |t| close(r.think_ms, t)), "{r:?}");
+        }
+        assert!(close(rows[1].request_start_s, 0.1) && close(rows[1].request_end_s, 0.1005));
+        assert!(close(rows[2].response_start_s, 0.505) && close(rows[2].response_end_s, 0.5054));
+    }
+
+    /// The connection row keeps describing the first exchange, now that every exchange
+    /// has its own walk.
+    #[test]
+    fn connection_row_describes_the_first_exchange() {
+        let r = ConnRecord::from_conn(&persistent());
+        assert_eq!((r.requests, r.unique_bytes_c2s, r.unique_bytes_s2c), (3, 1900, 12820));
+        assert!(close(r.server_delay_ms, 20.0) && close(r.query_delay_ms, 32.0) && close(r.response_time_ms, 52.2));
+        assert!(close(r.request_start_s, 0.01) && close(r.response_end_s, 0.0622));
+    }
+
+    #[test]
+    fn column_lists_match_the_rows() {
+        let rows: Vec<_> = ExchangeRecord::from_conn(&persistent()).collect();
+        let cols = exchange_columns(&rows);
+        assert_eq!(cols.iter().map(|c| c.0).collect::<Vec<_>>(), EXCHANGE_COLUMNS);
+        assert_eq!(cols[8], ("header_bytes", Column::F64(vec![Some(2920.0), None, Some(300.0)])));
     }
 }

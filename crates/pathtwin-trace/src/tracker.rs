@@ -4,8 +4,9 @@
 //! Owns the flow table (4-tuple to live connection), role assignment (client, server), port
 //! reuse (a new SYN on a closed 4-tuple starts a new connection) and eviction: a connection
 //! that has closed and stayed quiet for [`AnalyzeOptions::linger_ns`] of capture time is
-//! turned into its [`ConnRecord`] and forgotten, so memory follows the number of concurrent
-//! connections, not the length of the capture. It also counts what could not be decoded.
+//! turned into its [`ConnRecord`] (and, if asked for, its [`ExchangeRecord`]s) and
+//! forgotten, so memory follows the number of concurrent connections, not the length of the
+//! capture. It also counts what could not be decoded.
 //!
 //! A tracker may own one *shard* of the flows (by a hash of the 4-tuple): several trackers
 //! fed the same frames on several threads then split the work, and [`merge`] joins their
@@ -20,7 +21,7 @@ use rustc_hash::FxHashMap;
 
 use crate::conn::{Conn, Termination, DOWN, UP};
 use crate::decode::{self, flags, LinkType, Packet, Skip, TcpHeader, Transport};
-use crate::record::ConnRecord;
+use crate::record::{ConnRecord, ExchangeRecord};
 
 /// What `analyze` should assume and keep.
 #[derive(Debug, Clone)]
@@ -33,11 +34,33 @@ pub struct AnalyzeOptions {
     /// Threads for a capture in memory (a mapped file); 0 chooses from the processor count
     /// and the capture's size. The output does not depend on it.
     pub threads: usize,
+    /// Also keep one [`ExchangeRecord`] per request/response exchange (the replay's
+    /// workload); off, their rows cost no memory.
+    pub exchanges: bool,
 }
 
 impl Default for AnalyzeOptions {
     fn default() -> Self {
-        AnalyzeOptions { server: None, linger_ns: 60_000_000_000, threads: 0 }
+        AnalyzeOptions { server: None, linger_ns: 60_000_000_000, threads: 0, exchanges: false }
+    }
+}
+
+/// The rows of finished connections and the capture counts, of one tracker or merged.
+#[derive(Debug, Clone, Default)]
+pub struct Rows {
+    pub conns: Vec<ConnRecord>,
+    /// Empty unless [`AnalyzeOptions::exchanges`].
+    pub exchanges: Vec<ExchangeRecord>,
+    pub stats: CaptureStats,
+}
+
+impl Rows {
+    /// Turns a finished connection into its rows.
+    fn retire(&mut self, c: &Conn, exchanges: bool) {
+        self.conns.push(ConnRecord::from_conn(c));
+        if exchanges {
+            self.exchanges.extend(ExchangeRecord::from_conn(c));
+        }
     }
 }
 
@@ -149,7 +172,8 @@ pub struct Tracker {
     /// Connections are boxed so that the buckets stay small: probing then touches one cache
     /// line per candidate instead of a whole connection.
     table: FxHashMap<FlowKey, Slot>,
-    done: Vec<ConnRecord>,
+    /// Rows of the connections already finished; their `stats` stay unused until `finish`.
+    done: Rows,
     /// This tracker's shard and the number of shards.
     shard: u64,
     shards: u64,
@@ -169,7 +193,7 @@ impl Tracker {
     pub fn shard(opts: AnalyzeOptions, shard: usize, shards: usize) -> Self {
         assert!(shard < shards, "shard {shard} of {shards}");
         let (shard, shards) = (shard as u64, shards as u64);
-        Tracker { opts, table: FxHashMap::default(), done: Vec::new(), shard, shards, peeked_owned: false, stats: CaptureStats::default() }
+        Tracker { opts, table: FxHashMap::default(), done: Rows::default(), shard, shards, peeked_owned: false, stats: CaptureStats::default() }
     }
 
     /// Connections currently in the table.
@@ -262,7 +286,7 @@ impl Tracker {
             if let Some(old) = self.table.get(&key) {
                 if old.conn.is_reused_by(tcp.seq) {
                     let old = self.table.remove(&key).expect("entry just seen");
-                    self.done.push(ConnRecord::from_conn(&old.conn));
+                    self.done.retire(&old.conn, self.opts.exchanges);
                 }
             }
         }
@@ -285,12 +309,12 @@ impl Tracker {
 
     /// Finalizes closed connections quiet for longer than the linger time.
     fn sweep(&mut self, now: u64) {
-        let linger = self.opts.linger_ns;
+        let (linger, exchanges) = (self.opts.linger_ns, self.opts.exchanges);
         let done = &mut self.done;
         self.table.retain(|_, Slot { conn: c, .. }| {
             let closed = c.termination() != Termination::Incomplete;
             if closed && c.last_ns.saturating_add(linger) < now {
-                done.push(ConnRecord::from_conn(c));
+                done.retire(c, exchanges);
                 false
             } else {
                 true
@@ -300,21 +324,24 @@ impl Tracker {
 
     /// Ends the capture: every remaining connection becomes a row. Rows are named by first
     /// frame until [`merge`] numbers them.
-    pub fn finish(mut self) -> (Vec<ConnRecord>, CaptureStats) {
+    pub fn finish(mut self) -> Rows {
         for (_, slot) in self.table.drain() {
-            self.done.push(ConnRecord::from_conn(&slot.conn));
+            self.done.retire(&slot.conn, self.opts.exchanges);
         }
-        (self.done, self.stats)
+        Rows { stats: self.stats, ..self.done }
     }
 }
 
 /// Joins the finished shards of one capture (shard 0 first; one part for an unsharded
-/// tracker): rows ordered by first packet and numbered from 0, counts added up.
-pub fn merge(parts: Vec<(Vec<ConnRecord>, CaptureStats)>) -> (Vec<ConnRecord>, CaptureStats) {
-    let mut rows = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
+/// tracker): connection rows ordered by first packet and numbered from 0, exchange rows
+/// ordered by (connection, exchange) under the same numbers, counts added up.
+pub fn merge(parts: Vec<Rows>) -> Rows {
+    let mut rows = Vec::with_capacity(parts.iter().map(|p| p.conns.len()).sum());
+    let mut exchanges = Vec::with_capacity(parts.iter().map(|p| p.exchanges.len()).sum());
     let mut stats = CaptureStats::default();
-    for (i, (r, s)) in parts.into_iter().enumerate() {
+    for (i, Rows { conns: r, exchanges: x, stats: s }) in parts.into_iter().enumerate() {
         rows.extend(r);
+        exchanges.extend(x);
         if i == 0 {
             // Every shard saw every frame; shard 0 alone counted those of no flow.
             (stats.frames, stats.first_ns, stats.last_ns) = (s.frames, s.first_ns, s.last_ns);
@@ -326,9 +353,20 @@ pub fn merge(parts: Vec<(Vec<ConnRecord>, CaptureStats)>) -> (Vec<ConnRecord>, C
         stats.snapped += s.snapped;
         stats.connections += s.connections;
     }
+    // Names (first frame numbers) are unique, so both orders are total: the same whichever
+    // shard finished which connection, and whenever.
     rows.sort_unstable_by_key(|r| r.conn_id);
+    exchanges.sort_unstable_by_key(|x: &ExchangeRecord| (x.conn_id, x.exchange));
+    // Exchanges follow their connections in the same order: renumber them in one walk.
+    let mut at = 0;
+    for x in &mut exchanges {
+        while at + 1 < rows.len() && rows[at].conn_id < x.conn_id {
+            at += 1;
+        }
+        x.conn_id = at as u64;
+    }
     for (i, r) in rows.iter_mut().enumerate() {
         r.conn_id = i as u64;
     }
-    (rows, stats)
+    Rows { conns: rows, exchanges, stats }
 }

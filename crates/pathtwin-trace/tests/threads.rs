@@ -37,19 +37,28 @@ fn busy_capture() -> Vec<u8> {
 #[test]
 fn any_thread_count_gives_the_single_threaded_result() {
     let bytes = busy_capture();
-    let single = analyze(&bytes[..], &AnalyzeOptions::default(), |_| true).unwrap();
+    let base = AnalyzeOptions { exchanges: true, ..AnalyzeOptions::default() };
+    let single = analyze(&bytes[..], &base, |_| true).unwrap();
     assert_eq!(single.conns.len(), 300);
     assert_eq!(single.stats.connections, 300);
     assert_eq!((single.stats.bad_headers, single.stats.other_packets), (1, 1));
     assert!(single.conns.windows(2).all(|w| w[0].start_s <= w[1].start_s));
     assert!(single.conns.iter().enumerate().all(|(i, r)| r.conn_id == i as u64));
     assert_eq!(single.conns.iter().filter(|r| r.retrans_packets_s2c == 1).count(), 43);
+    // One exchange per conversation, under its connection's number and with its bytes.
+    assert_eq!(single.exchanges.len(), 300);
+    assert!(single.exchanges.iter().enumerate().all(|(i, x)| (x.conn_id, x.exchange) == (i as u64, 0)));
+    assert!(single.exchanges.iter().all(|x| (x.request_bytes, x.response_bytes) == (100, 3000)));
     for threads in [1, 2, 3, 5] {
-        let opts = AnalyzeOptions { threads, ..AnalyzeOptions::default() };
+        let opts = AnalyzeOptions { threads, ..base.clone() };
         let split = analyze_slice(&bytes, &opts, |_| true).unwrap();
         assert_eq!(split.stats, single.stats, "{threads} threads");
         assert!(split.conns == single.conns, "{threads} threads: rows differ");
+        assert!(split.exchanges == single.exchanges, "{threads} threads: exchange rows differ");
     }
+    // Without the option the connection rows are the same and no exchange rows are kept.
+    let plain = analyze_slice(&bytes, &AnalyzeOptions { threads: 3, ..AnalyzeOptions::default() }, |_| true).unwrap();
+    assert!(plain.conns == single.conns && plain.exchanges.is_empty());
 }
 
 #[test]
