@@ -195,6 +195,13 @@ pub struct Exchange {
     /// when the walk found no split.
     pub header_bytes: Option<u64>,
     pub query_delay_ns: Option<u64>,
+    /// Server stream position just past the response's new bytes.
+    pub response_end_pos: u64,
+    /// When a client ACK first covered the whole response: the client had it all half an
+    /// RTT earlier. A replay times the client's next move from this, not from
+    /// `response_end_ns`, which on a slow link precedes the client's receipt by the queue's
+    /// drain time.
+    pub response_acked_ns: Option<u64>,
 }
 
 /// State of Monkey's query-delay walk over the response of the exchange under way.
@@ -522,6 +529,11 @@ impl Conn {
                     x.response_start_ns = Some(now);
                 }
                 x.response_end_ns = Some(now);
+                if end > x.response_end_pos {
+                    // More response: an ACK of the part before it was not the end.
+                    x.response_end_pos = end;
+                    x.response_acked_ns = None;
+                }
             }
             let mss = self.downstream_mss();
             let acked = self.half[UP].ack_high;
@@ -661,6 +673,14 @@ impl Conn {
             return;
         }
         self.half[UP].ack_high = ack;
+        // A request that carries this ACK has already opened the next exchange: look at
+        // the last two.
+        for x in self.exchanges.iter_mut().rev().take(2) {
+            if x.response_acked_ns.is_none() && x.response_end_pos > 0 && ack >= x.response_end_pos {
+                x.response_acked_ns = Some(now);
+            }
+        }
+        let d = &mut self.down;
         d.dupacks_since_advance = 0;
         d.sack_since_advance = false;
 
@@ -870,6 +890,10 @@ pub(crate) mod tests {
         assert_eq!(x.iter().map(|x| x.query_delay_ns).collect::<Vec<_>>(), [Some(32 * MS), None, Some(300 * US)]);
         assert_eq!((c.half[UP].unique_bytes, c.half[DOWN].unique_bytes), (1900, 12820));
         assert_eq!((c.half[DOWN].retrans_packets, c.half[DOWN].payload_bytes), (1, 12820 + 1460));
+        // The client had each response when its ACK of the last byte came: at 64 ms; at
+        // 401 ms, after the retransmission filled the hole (the ACKs at 121 ms stop short);
+        // at 506 ms.
+        assert_eq!(x.iter().map(|x| x.response_acked_ns).collect::<Vec<_>>(), [Some(64 * MS), Some(401 * MS), Some(506 * MS)]);
     }
 
     /// An idle gap the client has not acknowledged the data before is no split (Monkey's

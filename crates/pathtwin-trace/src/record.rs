@@ -184,6 +184,8 @@ record! {
     /// The previous exchange's last response byte to this request's first byte: the
     /// client's think time; missing for the first exchange.
     think_ms: F64,
+    /// The first client ACK covering the whole response (missing if none was captured).
+    response_acked_s: F64,
     }
 }
 
@@ -310,6 +312,7 @@ impl ExchangeRecord {
             query_delay_ms: x.query_delay_ns.map(ms),
             response_time_ms: x.response_end_ns.map(|t| ms(t.saturating_sub(x.request_start_ns))),
             think_ms: prev_end.map(|t| ms(x.request_start_ns.saturating_sub(t))),
+            response_acked_s: x.response_acked_ns.map(secs),
         })
     }
 }
