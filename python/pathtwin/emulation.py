@@ -117,7 +117,7 @@ class Emulation:
     """Real hosts in network namespaces joined by the emulated network of a topology.
 
     ``topology`` is a TOML file path, TOML text or a dict in the config schema. ``out``
-    names a result directory written on stop; ``pcap`` a directory for one capture per host;
+    names a result directory written on stop; ``pcap`` a directory for one capture per host (or per host of ``pcap_hosts``);
     ``cc`` sets every host's kernel congestion control (default: ``[tcp] cc`` or the
     kernel's); ``spin_us`` makes the loop wake that long before each release and poll through
     to it; ``high_priority`` runs the loop's thread at nice -20, and as SCHED_FIFO while it is
@@ -132,10 +132,11 @@ class Emulation:
 
     def __init__(self, topology: ConfigSource, out=None, pcap=None, cc: Optional[str] = None,
                  spin_us: float = 0.0, run_id: Optional[str] = None, high_priority: bool = True,
-                 cpu_latency_qos: bool = True, tcp_info: bool = True):
+                 cpu_latency_qos: bool = True, tcp_info: bool = True, pcap_hosts: Optional[Sequence[str]] = None):
         self._text, self._fmt, self._origin = config_text(topology)
         self.out = Path(out) if out is not None else None
         self.pcap = Path(pcap) if pcap is not None else None
+        self.pcap_hosts = list(pcap_hosts) if pcap_hosts is not None else None
         self.cc = cc
         self.spin_us = spin_us
         self.high_priority = high_priority
@@ -251,7 +252,12 @@ class Emulation:
             self.pcap.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise PathtwinError(f"{self.pcap}: cannot create capture directory ({e.strerror})") from None
-        for h in self._hosts.values():
+        if self.pcap_hosts is not None:
+            unknown = [n for n in self.pcap_hosts if n not in self._hosts]
+            if unknown:
+                raise PathtwinError(f"pcap_hosts: no host {unknown[0]!r}; hosts are {', '.join(self._hosts)}")
+        captured = [h for h in self._hosts.values() if self.pcap_hosts is None or h.name in self.pcap_hosts]
+        for h in captured:
             f = self.pcap / f"{h.name}.pcap"
             f.unlink(missing_ok=True)
             # --immediate-mode: libpcap otherwise hands packets over a ring block at a time
@@ -269,7 +275,7 @@ class Emulation:
         # tcpdump creates its file once the device is open: wait for all, so that no packet
         # sent after start() is missed.
         deadline = time.monotonic() + 5.0
-        for p, h in zip(self._captures, self._hosts.values()):
+        for p, h in zip(self._captures, captured):
             f = self.pcap / f"{h.name}.pcap"
             while not f.exists():
                 if p.poll() is not None:

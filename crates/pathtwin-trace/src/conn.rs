@@ -52,6 +52,9 @@
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
+use pathtwin_core::topology::monkey_pipe_queues;
+use pathtwin_core::units::{QueueLimit, Rate};
+
 use crate::decode::{flags, TcpHeader, TcpOptions};
 use crate::seq::{SeenRanges, Unwrapper};
 use crate::stats::Summary;
@@ -236,7 +239,17 @@ pub struct Downstream {
     pub pre_loss_acks: u64,
     loss_seen: bool,
     pub delack: Summary,
+    /// First transmissions of data (send time, wire bytes, stream start), the first
+    /// [`QUEUE_LOG`] of them: the input of [`Conn::queue_explained_losses`].
+    sends: Vec<(u64, u32, u64)>,
+    /// Stream starts of retransmitted segments (the first [`QUEUE_LOG`]).
+    retransmitted: Vec<u64>,
 }
+
+/// Segments of a connection that the bottleneck-queue replay of
+/// [`Conn::queue_explained_losses`] looks at: Monkey's flows are 3-20 packets, and a
+/// connection's cost must not grow with its length.
+pub const QUEUE_LOG: usize = 1024;
 
 /// A connection and everything inferred about it so far.
 #[derive(Debug, Clone)]
@@ -304,6 +317,8 @@ impl Conn {
                 pre_loss_acks: 0,
                 loss_seen: false,
                 delack: Summary::new(index.wrapping_mul(3) + 1),
+                sends: Vec::new(),
+                retransmitted: Vec::new(),
             },
             request_rwin: None,
             exchanges: Vec::new(),
@@ -578,6 +593,15 @@ impl Conn {
         d.last_send_ns = Some(now);
         d.client_spoke_since_send = false;
         let tsval = opts.timestamp.map(|t| t.0);
+        if end > start {
+            if is_retrans {
+                if d.retransmitted.len() < QUEUE_LOG {
+                    d.retransmitted.push(start);
+                }
+            } else if d.sends.len() < QUEUE_LOG {
+                d.sends.push((now, wire as u32, start));
+            }
+        }
         if is_retrans {
             d.loss_seen = true;
             // Mark every in-flight segment this one overlaps: Karn and pair filtering.
@@ -749,6 +773,40 @@ impl Conn {
         (est, n)
     }
 
+    /// Retransmissions that a drop-tail queue at the bottleneck explains: the server's first
+    /// transmissions are replayed into a queue draining at `rate_bps` and holding what
+    /// Monkey's pipe rule gives that rate ([`monkey_pipe_queues`]); a segment that would not
+    /// have fit and was retransmitted counts. A replay's pipe, built from the same rate and
+    /// rule, drops those by itself: adding them to its random loss as well (Monkey's loss
+    /// rate does) would lose them twice — on a dial-up client behind a 5-packet queue, a
+    /// first window of 10 segments makes that a third of all packets. [P]
+    pub fn queue_explained_losses(&self, rate_bps: f64) -> u64 {
+        if !(rate_bps > 0.0) {
+            return 0;
+        }
+        let limit = match monkey_pipe_queues(Rate::from_bps(rate_bps as u64)).get(0) {
+            QueueLimit::Packets(n) => n as usize,
+            QueueLimit::Bytes(b) => (b / 1500) as usize,
+        };
+        let d = &self.down;
+        // Departure times of the packets in the queue (the first is in service).
+        let mut queue: VecDeque<f64> = VecDeque::new();
+        let mut explained = 0;
+        for &(t, wire, start) in &d.sends {
+            let t = t as f64;
+            while queue.front().is_some_and(|&dep| dep <= t) {
+                queue.pop_front();
+            }
+            if queue.len() > limit {
+                explained += u64::from(d.retransmitted.contains(&start));
+                continue;
+            }
+            let begin = queue.back().copied().unwrap_or(t).max(t);
+            queue.push_back(begin + wire as f64 * 8e9 / rate_bps);
+        }
+        explained
+    }
+
     /// Stream positions of each side's data, for `sequence_complete` checks.
     pub fn stream_end(&self, dir: usize) -> u64 {
         self.half[dir].seen.high()
@@ -865,6 +923,24 @@ pub(crate) mod tests {
             ],
         );
         k
+    }
+
+    /// Ten 1500-byte segments at once into a 40 kbit/s bottleneck: Monkey's rule gives it 5
+    /// packets of queue, so one in service and five waiting fit and the last four overflow.
+    /// Retransmissions of those four are explained, a fifth (of a segment that fit) is not;
+    /// at 10 Mbit/s (40 packets) nothing overflows.
+    #[test]
+    fn a_modelled_queue_explains_the_losses_of_a_burst_that_overflows_it() {
+        let mut c = conn();
+        for i in 0..10u64 {
+            c.down.sends.push((i * 1000, 1500, i * 1460));
+        }
+        c.down.retransmitted = vec![6 * 1460, 7 * 1460, 8 * 1460, 9 * 1460, 2 * 1460];
+        assert_eq!(c.queue_explained_losses(40_000.0), 4);
+        assert_eq!(c.queue_explained_losses(10_000_000.0), 0);
+        // Spread out by more than a packet time (300 ms at 40 kbit/s), nothing queues.
+        c.down.sends = (0..10u64).map(|i| (i * 400_000_000, 1500, i * 1460)).collect();
+        assert_eq!(c.queue_explained_losses(40_000.0), 0);
     }
 
     /// Every exchange gets its sizes, times and own walk; the retransmitted segment counts

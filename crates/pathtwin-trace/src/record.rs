@@ -127,6 +127,11 @@ record! {
     spurious_method: Str,
     /// (retransmissions − spurious) / server data packets.
     loss_rate: F64,
+    /// Retransmissions a drop-tail queue of Monkey's pipe size at `bottleneck_bps` explains
+    /// (`Conn::queue_explained_losses`; first 1024 segments).
+    queue_losses: U64,
+    /// `loss_rate` without those: the random loss a replay pipe adds to its own queue's.
+    random_loss_rate: F64,
     bottleneck_bps: F64,
     bandwidth_samples: U64,
     /// Server data packets per client ACK before the first loss.
@@ -209,6 +214,7 @@ impl ConnRecord {
         let loss_rate = (down.data_packets > 0).then(|| {
             down.retrans_packets.saturating_sub(spurious) as f64 / down.data_packets as f64
         });
+        let queue_losses = bw.map_or(0, |b| c.queue_explained_losses(b));
         let ack_ratio = (d.pre_loss_acks > 0).then(|| d.pre_loss_data as f64 / d.pre_loss_acks as f64);
         let first = c.exchanges.first();
         let prune = if !c.handshake_complete {
@@ -272,6 +278,10 @@ impl ConnRecord {
             spurious_retrans: spurious,
             spurious_method: Some(if sack_on { "dsack" } else { "dupack" }.into()),
             loss_rate,
+            queue_losses,
+            random_loss_rate: loss_rate.map(|_| {
+                down.retrans_packets.saturating_sub(spurious).saturating_sub(queue_losses) as f64 / down.data_packets as f64
+            }),
             bottleneck_bps: bw,
             bandwidth_samples: bw_n,
             ack_ratio,

@@ -1,0 +1,90 @@
+"""Replay ("Monkey Do"): re-run a captured workload over per-connection emulated paths.
+
+    result = pathtwin.replay.replay("server.pcap", out="run/", tcp={"initial_window": 10})
+    print(result.summary["within_20pct"])
+    result.table            # one row per connection: original and replayed response time
+
+The parts, usable one by one from a notebook:
+- :class:`Workload` (``workload.py``): the replay database, from a capture's analysis
+  (``Workload.from_analysis(*pathtwin.trace.workload(capture)[:2])``) or drawn as a ground
+  truth (:func:`synthetic`);
+- :func:`run_emulated` (``emu.py``): the workload in the emulator, real kernel TCP on both
+  sides, each connection on its own pipe, captured at the server;
+- :func:`compare` / :func:`summary` (``compare.py``): per-connection response times of the
+  source and of the replay, and the paper's accuracy figures.
+
+The server's ``tcp`` settings are the what-if: the clients and the paths stay as traced.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+import pandas as pd
+
+from ..errors import PathtwinError
+from .compare import breakdown, compare, ks_distance, response_times, summary
+from .emu import EmulatedRun, run_emulated
+from .workload import Workload, synthetic
+
+__all__ = ["Workload", "synthetic", "run_emulated", "compare", "summary", "breakdown", "ks_distance",
+           "response_times", "replay", "ReplayResult", "load_source"]
+
+
+@dataclass
+class ReplayResult:
+    workload: Workload
+    #: One row per connection: path, original and replayed response time, relative error.
+    table: pd.DataFrame
+    summary: dict
+    run: EmulatedRun
+    out: Path
+
+
+def load_source(source, server: Optional[str] = None) -> tuple[Workload, pd.DataFrame]:
+    """The replay database and the source's exchange table (for the original response
+    times) of a capture file or a database directory written by :meth:`Workload.save`
+    (whose ``source_exchanges.parquet``, if present, holds the original times)."""
+    from .. import trace
+
+    p = Path(source)
+    if p.is_dir():
+        w = Workload.load(p)
+        ex = p / "source_exchanges.parquet"
+        return w, (pd.read_parquet(ex) if ex.exists() else pd.DataFrame(columns=["conn_id", "request_start_s", "response_end_s"]))
+    conns, exchanges, _ = trace.workload(p, server=server)
+    return Workload.from_analysis(conns, exchanges), exchanges
+
+
+def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None, tcp: Optional[dict] = None,
+           engine: str = "emu", source_exchanges: Optional[pd.DataFrame] = None,
+           progress: Optional[Callable[[float], None]] = None) -> ReplayResult:
+    """Builds the replay database of ``source`` (a capture, a database directory or a
+    :class:`Workload`), replays it with the server's ``tcp`` settings and compares
+    per-connection response times with the source's. Writes under ``out``: ``db/`` (the
+    database), ``replay/`` (the emulation, the server capture, the agents' logs),
+    ``connections.parquet`` (the comparison) and ``summary.json``."""
+    from .. import trace
+
+    if engine != "emu":
+        raise PathtwinError(f"engine {engine!r}: replay runs in the emulator ('emu') so far")
+    out = Path(out)
+    if isinstance(source, Workload):
+        workload = source
+        if source_exchanges is None:
+            raise PathtwinError("a Workload source needs source_exchanges for the original response times")
+    else:
+        workload, source_exchanges = load_source(source, server)
+    workload.save(out / "db")
+    source_exchanges.to_parquet(out / "db" / "source_exchanges.parquet", index=False)
+    run = run_emulated(workload, out / "replay", tcp=tcp, progress=progress)
+    rconns, rex, _ = trace.workload(run.capture, server=None)
+    table = compare(workload, source_exchanges, rconns, rex, run.addresses)
+    table.to_parquet(out / "connections.parquet", index=False)
+    s = summary(table)
+    s.update({"tcp": tcp or {}, "skipped": workload.skipped, "wall_s": run.wall_s})
+    (out / "summary.json").write_text(json.dumps(s, indent=2))
+    return ReplayResult(workload, table, s, run, out)

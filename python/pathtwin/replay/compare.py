@@ -1,0 +1,75 @@
+"""How well a replay reproduced its source: per-connection response times side by side.
+
+A connection's response time is Monkey's (§5.1): first request byte to last response byte,
+as the server-side capture sees them, here over all of the connection's exchanges (for a
+one-request connection, exactly the paper's). The original's come from the source capture's
+exchange table, the replay's from the replay capture's, matched through the replay database
+(connection i of the database was replayed from pipe address i). The summary gives the
+paper's headline (the share within ±20 %, 86 % in its Fig. 6), the same within ±10 %, the
+median error and the two-sample Kolmogorov-Smirnov distance between the two distributions
+(the measure of a predictive replay, Fig. 10).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .workload import Workload
+
+
+def response_times(exchanges: pd.DataFrame, key: str = "conn_id") -> pd.Series:
+    """Per connection: last response byte minus first request byte, in ms."""
+    x = exchanges.dropna(subset=["response_end_s"])
+    g = x.groupby(key)
+    return ((g["response_end_s"].max() - g["request_start_s"].min()) * 1e3).rename("response_time_ms")
+
+
+def ks_distance(a, b) -> float:
+    """Two-sample Kolmogorov-Smirnov statistic: the largest gap between the empirical CDFs."""
+    a, b = np.sort(np.asarray(a, float)), np.sort(np.asarray(b, float))
+    if len(a) == 0 or len(b) == 0:
+        return float("nan")
+    grid = np.concatenate([a, b])
+    return float(np.max(np.abs(np.searchsorted(a, grid, side="right") / len(a) - np.searchsorted(b, grid, side="right") / len(b))))
+
+
+def compare(db: Workload, source_exchanges: pd.DataFrame, replay_conns: pd.DataFrame, replay_exchanges: pd.DataFrame,
+            addresses: list[str]) -> pd.DataFrame:
+    """One row per database connection: original and replayed response time, relative error,
+    and the connection's path (for the breakdowns by RTT and bandwidth)."""
+    original = response_times(source_exchanges)
+    slot = {a: i for i, a in enumerate(addresses)}
+    rc = replay_conns.assign(conn=replay_conns["client_ip"].map(slot)).dropna(subset=["conn"])
+    # A pipe address may carry a retried connection; keep its first.
+    rc = rc.sort_values("start_s").drop_duplicates("conn")
+    replay = response_times(replay_exchanges).reindex(rc["conn_id"].to_numpy())
+    replay.index = rc["conn"].astype(int).to_numpy()
+    out = db.conns[["conn", "rtt_ms", "down_bps", "down_loss", "source_conn_id"]].copy()
+    out["exchanges"] = out["conn"].map(db.exchanges.groupby("conn").size()).fillna(0).astype(int)
+    out["original_ms"] = out["source_conn_id"].map(original)
+    out["replay_ms"] = out["conn"].map(replay)
+    out["rel_error"] = (out["replay_ms"] - out["original_ms"]) / out["original_ms"]
+    return out
+
+
+def summary(table: pd.DataFrame) -> dict:
+    both = table.dropna(subset=["original_ms", "replay_ms"])
+    err = both["rel_error"].abs()
+    return {
+        "connections": int(len(table)),
+        "replayed": int(len(both)),
+        "within_10pct": float((err <= 0.10).mean()) if len(both) else float("nan"),
+        "within_20pct": float((err <= 0.20).mean()) if len(both) else float("nan"),
+        "median_abs_error": float(err.median()) if len(both) else float("nan"),
+        "ks_distance": ks_distance(both["original_ms"], both["replay_ms"]),
+    }
+
+
+def breakdown(table: pd.DataFrame, by: str, bins, labels) -> pd.DataFrame:
+    """Share within ±20 % per bin of ``by`` (the paper's Figs. 6-8: by response time,
+    bandwidth, RTT)."""
+    both = table.dropna(subset=["original_ms", "replay_ms"]).copy()
+    both["bin"] = pd.cut(both[by], bins=bins, labels=labels)
+    g = both.groupby("bin", observed=False)
+    return pd.DataFrame({"connections": g.size(), "within_20pct": g["rel_error"].apply(lambda e: float((e.abs() <= 0.2).mean()) if len(e) else float("nan"))})

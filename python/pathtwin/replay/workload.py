@@ -1,0 +1,261 @@
+"""The replay database: what Monkey See distils from a capture and Monkey Do re-enacts.
+
+A :class:`Workload` is two tables. ``conns``: one row per connection, with its client's
+path (``rtt_ms``, ``down_bps``/``up_bps``, ``down_loss``/``up_loss``), its client TCP
+(``mss``, ``rwin_bytes``, ``quickack``) and its start (``start_s``, when the *client*
+connects, relative to the workload's start). ``exchanges``: one row per request/response,
+with ``request_bytes``, ``response_bytes``, ``header_bytes`` (sent first; the rest follows
+after ``query_delay_s``), ``server_delay_s`` and the client's ``think_s`` before sending it.
+
+:meth:`Workload.from_analysis` builds it from ``pathtwin.trace.workload`` tables as the
+paper does (Cheng et al., USENIX ATC 2004, §3.2 and §4): min RTT for the delay, the
+ACK-pair bottleneck for the rate, retransmissions less spurious ones for downstream loss —
+less, too, those the pipe's own queue will reproduce (``random_loss_rate``: Monkey's rate
+counts a burst's overflow of a 5-packet dial-up queue as random loss, and the replay would
+lose those packets twice) — no upstream loss (assumption 3), client event times from
+server-side ones shifted by half the min RTT. Two choices the paper leaves open, stated
+here: the upstream rate is the
+downstream one (the trace shows no upstream bottleneck; requests of a packet or two barely
+feel it), and a client's think time is measured from the server's receipt of its ACK of the
+whole response (``response_acked_s``) — when the client had the response, half an RTT
+before — not from the server's last send, which on a slow link precedes the client's
+receipt by the queue's drain time. :func:`synthetic` draws a ground-truth workload of
+clients on modem, DSL, cable and fast paths.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from ..errors import PathtwinError
+
+CONN_COLUMNS = ("conn", "start_s", "rtt_ms", "down_bps", "up_bps", "down_loss", "up_loss", "mss", "rwin_bytes",
+                "quickack", "source_conn_id", "source_client")
+EXCHANGE_COLUMNS = ("conn", "exchange", "request_bytes", "response_bytes", "header_bytes", "server_delay_s",
+                    "query_delay_s", "think_s")
+
+
+@dataclass
+class Workload:
+    conns: pd.DataFrame
+    exchanges: pd.DataFrame
+    #: The server's TCP port the clients connect to.
+    port: int = 80
+    #: Connections of the source left out, and why (reason -> count).
+    skipped: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name, cols, df in (("conns", CONN_COLUMNS, self.conns), ("exchanges", EXCHANGE_COLUMNS, self.exchanges)):
+            missing = [c for c in cols if c not in df.columns]
+            if missing:
+                raise PathtwinError(f"replay database: the {name} table lacks {', '.join(missing)}")
+
+    def __len__(self) -> int:
+        return len(self.conns)
+
+    # -- files -----------------------------------------------------------------------
+    def save(self, directory) -> Path:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        self.conns.to_parquet(d / "conns.parquet", index=False)
+        self.exchanges.to_parquet(d / "exchanges.parquet", index=False)
+        (d / "workload.json").write_text(json.dumps({"port": self.port, "skipped": self.skipped}, indent=2))
+        return d
+
+    @classmethod
+    def load(cls, directory) -> "Workload":
+        d = Path(directory)
+        try:
+            meta = json.loads((d / "workload.json").read_text())
+            conns = pd.read_parquet(d / "conns.parquet")
+            exchanges = pd.read_parquet(d / "exchanges.parquet")
+        except (OSError, ValueError) as e:
+            raise PathtwinError(f"{d}: not a replay database (conns.parquet, exchanges.parquet, workload.json): {e}") from None
+        return cls(conns, exchanges, port=int(meta.get("port", 80)), skipped=meta.get("skipped", {}))
+
+    # -- from a capture's analysis ---------------------------------------------------
+    @classmethod
+    def from_analysis(cls, conns: pd.DataFrame, exchanges: pd.DataFrame) -> "Workload":
+        """The replay database of ``pathtwin.trace.workload(capture)``'s two tables: every
+        connection Monkey See keeps (``kept``) that has a request."""
+        skipped: dict[str, int] = {}
+        if len(conns) == 0:
+            raise PathtwinError("the capture has no TCP connections to replay")
+        for reason, n in conns.loc[~conns["kept"], "prune_reason"].value_counts().items():
+            skipped[str(reason)] = int(n)
+        kept = conns[conns["kept"]].copy()
+        ports = kept["server_port"].value_counts()
+        port = int(ports.index[0]) if len(ports) else 80
+        other_port = kept["server_port"] != port
+        if other_port.any():
+            skipped[f"server port other than {port}"] = int(other_port.sum())
+            kept = kept[~other_port]
+        by_conn = {cid: g.sort_values("exchange") for cid, g in exchanges.groupby("conn_id")}
+        no_request = [cid for cid in kept["conn_id"] if cid not in by_conn]
+        if no_request:
+            skipped["no request"] = len(no_request)
+            kept = kept[~kept["conn_id"].isin(no_request)]
+        if len(kept) == 0:
+            raise PathtwinError("no connection of the capture can be replayed: " + ", ".join(f"{n} {r}" for r, n in skipped.items()))
+        kept = kept.sort_values("start_s").reset_index(drop=True)
+        rtt_s = kept["min_rtt_ms"].astype(float) / 1e3
+        client_start = kept["start_s"].astype(float) - rtt_s / 2
+        t0 = float(client_start.min())
+        rows, xrows = [], []
+        for i, c in kept.iterrows():
+            rtt = float(rtt_s[i])
+            bw = float(c["bottleneck_bps"])
+            rows.append({
+                "conn": i, "start_s": float(client_start[i]) - t0, "rtt_ms": rtt * 1e3,
+                "down_bps": bw, "up_bps": bw,
+                "down_loss": float(min(max(_num(c["random_loss_rate"], 0.0), 0.0), 0.5)), "up_loss": 0.0,
+                "mss": _int_or_none(c["mss_client"]), "rwin_bytes": _int_or_none(c["rwin_bytes"]),
+                "quickack": c["delayed_ack"] != "delayed",
+                "source_conn_id": int(c["conn_id"]), "source_client": f"{c['client_ip']}:{int(c['client_port'])}",
+            })
+            # The client's handshake ends when the server sees its ACK of the SYN-ACK.
+            established = float(c["start_s"]) + _num(c["handshake_rtt_ms"], rtt * 1e3) / 1e3
+            prev_acked = None
+            for _, x in by_conn[c["conn_id"]].iterrows():
+                start = float(x["request_start_s"])
+                # The request's first packet also spent its serialization time on the
+                # upstream link before the server saw it; the replay's pipe adds that again.
+                first_packet = (min(int(x["request_bytes"]), _int_or_none(c["mss_client"]) or 1460) + 40) * 8 / max(bw, 1.0)
+                think = start - (established if prev_acked is None else prev_acked) - first_packet
+                header = _int_or_none(x["header_bytes"])
+                xrows.append({
+                    "conn": i, "exchange": int(x["exchange"]), "request_bytes": int(x["request_bytes"]),
+                    "response_bytes": int(x["response_bytes"]),
+                    "header_bytes": header if header is not None else -1,
+                    "server_delay_s": max(_num(x["server_delay_ms"], 0.0), 0.0) / 1e3,
+                    "query_delay_s": max(_num(x["query_delay_ms"], 0.0), 0.0) / 1e3 if header is not None else 0.0,
+                    "think_s": max(think, 0.0),
+                })
+                acked = _num(x.get("response_acked_s"), math.nan)
+                end = _num(x["response_end_s"], start)
+                # Without a captured ACK of the response, the client had it half an RTT
+                # after the last byte left, and answered half an RTT before the server saw it.
+                prev_acked = acked if not math.isnan(acked) else end + rtt
+        return cls(pd.DataFrame(rows, columns=CONN_COLUMNS), pd.DataFrame(xrows, columns=EXCHANGE_COLUMNS),
+                   port=port, skipped=skipped)
+
+    # -- to the emulator --------------------------------------------------------------
+    def pipes(self, server: str = "server", clients: str = "clients") -> list[dict]:
+        """One ``[[pipe]]`` per connection, in connection order (pipe i carries conn i)."""
+        out = []
+        for c in self.conns.itertuples(index=False):
+            pipe = {"between": [server, clients], "rtt": f"{c.rtt_ms:.6f}ms",
+                    "rate": [f"{max(c.down_bps, 1000.0):.0f}bit", f"{max(c.up_bps, 1000.0):.0f}bit"]}
+            if c.down_loss > 0 or c.up_loss > 0:
+                pipe["loss"] = [float(c.down_loss), float(c.up_loss)]
+            out.append(pipe)
+        return out
+
+    def agent_specs(self, server_ip: str, addresses: list[str]) -> tuple[dict, dict]:
+        """The server's and the client's agent specs (``pathtwin.replay.agent``), connection
+        i coming from ``addresses[i]``."""
+        by_conn = {k: g.sort_values("exchange") for k, g in self.exchanges.groupby("conn")}
+        server = {"port": self.port, "conns": {}}
+        client = {"server": server_ip, "port": self.port, "conns": []}
+        for c in self.conns.itertuples(index=False):
+            xs = by_conn.get(c.conn)
+            if xs is None:
+                continue
+            addr = addresses[c.conn]
+            server["conns"][addr] = [[int(x.request_bytes), int(x.response_bytes), int(x.header_bytes),
+                                      float(x.server_delay_s), float(x.query_delay_s)] for x in xs.itertuples(index=False)]
+            client["conns"].append({
+                "addr": addr, "start_s": float(c.start_s), "mss": _int_or_none(c.mss),
+                "rcvbuf": _int_or_none(c.rwin_bytes), "quickack": bool(c.quickack),
+                "exchanges": [[int(x.request_bytes), int(x.response_bytes), float(x.think_s)] for x in xs.itertuples(index=False)],
+            })
+        return server, client
+
+
+def _num(v, default: float) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return default
+    return default if math.isnan(f) else f
+
+
+def _int_or_none(v) -> Optional[int]:
+    f = _num(v, math.nan)
+    return None if math.isnan(f) or f <= 0 else int(f)
+
+
+# -- a ground truth -----------------------------------------------------------------------
+
+#: Client classes (share, downstream and upstream rate ranges in bit/s, RTT range in ms):
+#: the access technologies Monkey's Google clients came over (§3.2, Figs. 2-3: dial-up below
+#: 56 kbit/s, DSL up to 6 Mbit/s, cable, and faster).
+CLIENT_CLASSES = {
+    "modem": (0.15, (28_000, 53_000), (28_000, 33_600), (120, 350)),
+    "dsl": (0.35, (256_000, 3_000_000), (128_000, 640_000), (20, 120)),
+    "cable": (0.30, (2_000_000, 10_000_000), (384_000, 2_000_000), (10, 80)),
+    "fast": (0.20, (10_000_000, 100_000_000), (10_000_000, 100_000_000), (5, 60)),
+}
+
+
+def synthetic(n: int = 2000, seed: int = 1, duration_s: float = 200.0, lossy_share: float = 0.3) -> tuple[Workload, pd.Series]:
+    """A ground-truth workload of ``n`` HTTP-like connections, and each one's client class.
+
+    Paths: a class per client (:data:`CLIENT_CLASSES`), rates and RTT uniform in the class's
+    ranges (log-uniform for rates), downstream loss on ``lossy_share`` of the paths
+    (uniform 0.1-2 %), none upstream. Connections start uniformly over ``duration_s``; 70 %
+    make one request, 20 % two, 10 % three, with 0.3-3 s of think time. A response is, with
+    even odds, a search (a 1-4 KB header at once, then 4-60 KB of results after a 20-300 ms
+    query) or a static object (0.5-200 KB, log-uniform, in one piece); server delays 1-30
+    ms. Client TCP: MSS 1460 (PPPoE's 1452 and dial-up's 536 on some), windows of 64 KB or,
+    on a fifth, an old client's 16 KB.
+    """
+    if n < 1:
+        raise PathtwinError(f"a workload needs at least one connection, not {n}")
+    rng = np.random.default_rng(seed)
+    names = list(CLIENT_CLASSES)
+    shares = np.array([CLIENT_CLASSES[k][0] for k in names])
+    kinds = rng.choice(len(names), size=n, p=shares / shares.sum())
+
+    def loguniform(lo, hi):
+        return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+
+    rows, xrows, classes = [], [], []
+    starts = np.sort(rng.uniform(0.0, duration_s, size=n))
+    for i in range(n):
+        name = names[kinds[i]]
+        _, down, up, rtt = CLIENT_CLASSES[name]
+        d = loguniform(*down)
+        u = min(loguniform(*up), d) if name != "fast" else d
+        mss = 536 if name == "modem" and rng.random() < 0.3 else (1452 if name == "dsl" and rng.random() < 0.3 else 1460)
+        rows.append({
+            "conn": i, "start_s": float(starts[i]), "rtt_ms": float(rng.uniform(*rtt)),
+            "down_bps": d, "up_bps": u,
+            "down_loss": float(rng.uniform(0.001, 0.02)) if rng.random() < lossy_share else 0.0, "up_loss": 0.0,
+            "mss": mss, "rwin_bytes": 16_384 if rng.random() < 0.2 else 65_535, "quickack": True,
+            "source_conn_id": i, "source_client": None,
+        })
+        classes.append(name)
+        n_x = int(rng.choice([1, 2, 3], p=[0.7, 0.2, 0.1]))
+        for k in range(n_x):
+            search = rng.random() < 0.5
+            if search:
+                header = int(rng.uniform(1000, 4000))
+                response = header + int(loguniform(4000, 60000))
+                query = float(rng.uniform(0.020, 0.300))
+            else:
+                header, response, query = -1, int(loguniform(500, 200_000)), 0.0
+            xrows.append({
+                "conn": i, "exchange": k, "request_bytes": int(rng.uniform(300, 900)), "response_bytes": response,
+                "header_bytes": header, "server_delay_s": float(rng.uniform(0.001, 0.030)), "query_delay_s": query,
+                "think_s": 0.0 if k == 0 else float(rng.uniform(0.3, 3.0)),
+            })
+    w = Workload(pd.DataFrame(rows, columns=CONN_COLUMNS), pd.DataFrame(xrows, columns=EXCHANGE_COLUMNS), port=80)
+    return w, pd.Series(classes, name="client_class")

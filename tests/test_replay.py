@@ -1,0 +1,78 @@
+"""Replay (Monkey Do) as a user runs it: a ground-truth workload recorded in the emulator,
+`pathtwin replay` on its capture, and a what-if on the server's initial window.
+
+The ground truth is ours: clients on modem, DSL, cable and fast paths (each its own pipe),
+a server with response and query delays, captured at the server. The replay sees only that
+capture. Expectations: the paper's accuracy (86 % of connections within ±20 %, Cheng et al.
+2004, Fig. 6), and slow start's round count for the what-if.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from pathtwin.errors import PathtwinError
+from pathtwin.replay_cli import parse_settings
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root")
+
+
+def test_settings_are_the_servers_tcp_only():
+    assert parse_settings(["tcp.initial_window=10", "tcp.cc=bbr", "tcp.sack=false"]) == {"initial_window": 10, "cc": "bbr", "sack": False}
+    with pytest.raises(PathtwinError, match="only the server's TCP"):
+        parse_settings(["pipe.rtt=10ms"])
+    with pytest.raises(PathtwinError, match="SECTION.KEY=VALUE"):
+        parse_settings(["initial_window"])
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A 60-connection ground truth without random loss (loss is a per-draw lottery a
+    60-connection test cannot average), recorded at the server."""
+    from pathtwin.replay import run_emulated, synthetic
+
+    workload, classes = synthetic(60, seed=11, duration_s=8.0, lossy_share=0.0)
+    run = run_emulated(workload, tmp_path_factory.mktemp("truth"))
+    return workload, classes, run
+
+
+@needs_root
+def test_replaying_a_capture_reproduces_its_response_times(recorded, tmp_path, cli):
+    workload, _, run = recorded
+    out = tmp_path / "replay"
+    done = cli("replay", run.capture, "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert "within ±20 %" in done.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    table = pd.read_parquet(out / "connections.parquet")
+    assert summary["replayed"] >= 0.9 * len(workload), summary
+    assert summary["within_20pct"] >= 0.86, (summary, table.sort_values("rel_error").to_string())
+    assert (out / "response_times.png").stat().st_size > 0
+    # The database recovered each client's path: min RTT within 10 % of the truth for most.
+    db = pd.read_parquet(out / "db" / "conns.parquet")
+    truth_rtt = workload.conns["rtt_ms"].to_numpy()
+    slot = db["source_client"].str.split(":").str[0].map({a: i for i, a in enumerate(run.addresses)})
+    ratio = db["rtt_ms"].to_numpy() / truth_rtt[slot.to_numpy()]
+    assert ((ratio > 0.9) & (ratio < 1.25)).mean() >= 0.9, ratio
+
+
+@needs_root
+def test_a_smaller_initial_window_slows_the_longer_responses(recorded, tmp_path, cli):
+    """What-if: the same workload against a server with initcwnd 1 instead of Linux's 10.
+    A response of n ≥ 12 segments needs ceil(log2(n/10 + 1)) rounds from 10 but
+    ceil(log2(n + 1)) from 1 — at least two more RTTs — so those connections slow down."""
+    _, _, run = recorded
+    out = tmp_path / "iw1"
+    done = cli("replay", run.capture, "-o", out, "--set", "tcp.initial_window=1")
+    assert done.returncode == 0, done.stderr
+    table = pd.read_parquet(out / "connections.parquet")
+    xs = pd.read_parquet(out / "db" / "exchanges.parquet")
+    big = xs[xs["exchange"] == 0].set_index("conn")["response_bytes"] >= 12 * 1460
+    long = table[table["conn"].map(big).fillna(False) & (table["exchanges"] == 1) & (table["rtt_ms"] >= 20)]
+    assert len(long) >= 5, table.to_string()
+    slower = (long["replay_ms"] - long["original_ms"]) / long["rtt_ms"]
+    assert slower.median() >= 1.5, long.to_string()
