@@ -1,0 +1,86 @@
+"""Replay accuracy on a ground truth we generate (Monkey See, Monkey Do, §5.1, Figs. 6-8).
+
+Draws a workload of HTTP-like connections from clients on modem, DSL, cable and fast paths
+(`pathtwin.replay.synthetic`), records it in the emulator (each client on its own pipe, the
+server's capture as the only output), analyses that capture, replays the database it
+yields, and compares per-connection response times. Prints the share within ±20 % (the
+paper: 86 %) overall and by client class, response time, bandwidth and RTT, and writes the
+tables under --out.
+
+    sudo python bench/replay/accuracy.py --connections 2000 --duration 200 --out bench/out/replay
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pathtwin import trace
+from pathtwin.replay import Workload, breakdown, replay, run_emulated, synthetic
+
+#: The paper's headline: connections whose replayed response time is within ±20 % (Fig. 6).
+PAPER_WITHIN_20PCT = 0.86
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--connections", type=int, default=2000)
+    ap.add_argument("--duration", type=float, default=200.0, help="seconds over which connections start")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--lossy-share", type=float, default=0.3, help="share of paths with random downstream loss")
+    ap.add_argument("--out", type=Path, default=Path("bench/out/replay"))
+    a = ap.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    truth, classes = synthetic(a.connections, seed=a.seed, duration_s=a.duration, lossy_share=a.lossy_share)
+    truth.save(a.out / "truth")
+    t0 = time.time()
+    original = run_emulated(truth, a.out / "original")
+    t_record = time.time() - t0
+    conns, exchanges, _ = trace.workload(original.capture)
+    db = Workload.from_analysis(conns, exchanges)
+    t0 = time.time()
+    result = replay(db, a.out / "replay", source_exchanges=exchanges)
+    t_replay = time.time() - t0
+
+    table = result.table
+    slot = {addr: i for i, addr in enumerate(original.addresses)}
+    truth_conn = db.conns["source_client"].str.split(":").str[0].map(slot)
+    table["client_class"] = truth_conn.map(classes).to_numpy()
+    table["true_loss"] = truth_conn.map(truth.conns["down_loss"]).to_numpy()
+    table.to_parquet(a.out / "connections.parquet", index=False)
+    s = result.summary
+    print(f"ground truth: {a.connections} connections over {a.duration:.0f} s, recorded in {t_record:.0f} s; "
+          f"{len(db)} replayable ({', '.join(f'{n} {r}' for r, n in db.skipped.items()) or 'none skipped'}), "
+          f"replayed in {t_replay:.0f} s")
+    print(f"within ±20 %: {100 * s['within_20pct']:.1f} % (paper {100 * PAPER_WITHIN_20PCT:.0f} %), "
+          f"±10 %: {100 * s['within_10pct']:.1f} %, median |error| {100 * s['median_abs_error']:.1f} %, "
+          f"KS distance {s['ks_distance']:.3f}")
+    both = table.dropna(subset=["rel_error"]).copy()
+    both["abs"] = both["rel_error"].abs()
+    by_class = both.groupby("client_class").agg(connections=("abs", "size"), within_20pct=("abs", lambda e: float((e <= 0.2).mean())),
+                                                median_abs_error=("abs", "median"))
+    by_loss = both.groupby(both["true_loss"] > 0).agg(connections=("abs", "size"), within_20pct=("abs", lambda e: float((e <= 0.2).mean())))
+    by_loss.index = ["no random loss", "random loss"][: len(by_loss)] if len(by_loss) == 2 else by_loss.index
+    figs = {
+        "by response time (Fig. 6)": breakdown(table, "original_ms", [0, 100, 300, 1000, 3000, np.inf], ["<100 ms", "100-300 ms", "0.3-1 s", "1-3 s", ">3 s"]),
+        "by bandwidth (Fig. 7)": breakdown(table, "down_bps", [0, 56e3, 1e6, 6e6, np.inf], ["<56 kbit/s", "56k-1M", "1-6M", ">6 Mbit/s"]),
+        "by RTT (Fig. 8)": breakdown(table, "rtt_ms", [0, 20, 50, 100, 200, np.inf], ["<20 ms", "20-50", "50-100", "100-200", ">200 ms"]),
+        "by client class": by_class,
+        "by true path loss": by_loss,
+    }
+    for name, df in figs.items():
+        print(f"\n{name}\n{df.round(3).to_string()}")
+    (a.out / "summary.json").write_text(json.dumps({**s, "paper_within_20pct": PAPER_WITHIN_20PCT, "record_s": t_record,
+                                                   "replay_s": t_replay, "breakdowns": {k: json.loads(v.to_json()) for k, v in figs.items()}},
+                                                  indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
