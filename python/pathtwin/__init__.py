@@ -1,7 +1,8 @@
 """pathtwin: a laboratory for Internet paths.
 
 One network model, run two ways: simulated on a virtual clock (``simulate``) and emulated
-with real applications and the Linux TCP in network namespaces (``Emulation``).
+with real applications and the Linux TCP in network namespaces (``Emulation``); captures
+analysed (``trace``) and their workloads replayed (``replay``).
 """
 
 __version__ = "0.1.0"
@@ -17,6 +18,12 @@ def __getattr__(name):
         from .emulation import Emulation
 
         return Emulation
+    # Sub-packages that pull in pandas: `pathtwin.replay.replay(...)` works after a plain
+    # `import pathtwin`.
+    if name in ("replay", "trace"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(name)
 
 

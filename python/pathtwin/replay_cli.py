@@ -85,6 +85,7 @@ def register(root: typer.Typer) -> None:
         server: Optional[str] = typer.Option(None, "--server", help="server as IP or IP:PORT (capture sources)"),
         settings: List[str] = typer.Option([], "--set", help="server TCP what-if, e.g. tcp.initial_window=10 or tcp.cc=bbr; repeatable"),
         engine: str = typer.Option("emu", "--engine", help="emu (real kernel TCP on both sides)"),
+        keep_open: bool = typer.Option(False, "--keep-open", help="also replay connections still open when the capture ended"),
     ) -> None:
         """Replay a captured workload over per-connection emulated paths (Monkey Do)."""
         from rich.console import Console
@@ -95,8 +96,8 @@ def register(root: typer.Typer) -> None:
             raise PathtwinError(f"{source}: no such capture or replay database")
         tcp = parse_settings(settings)
         console = Console()
-        workload, source_exchanges = rp.load_source(source, server)
-        console.print(f"{source}: {len(workload):,} connections to replay"
+        workload, source_exchanges = rp.load_source(source, server, keep_open=keep_open)
+        console.print(f"{source}: {len(workload):,} connections to replay (captured at the {workload.vantage})"
                       + (f" ({', '.join(f'{n} skipped: {r}' for r, n in workload.skipped.items())})" if workload.skipped else ""))
         with console.status("replaying in the emulator ..."):
             result = rp.replay(workload, out, tcp=tcp, engine=engine, source_exchanges=source_exchanges)

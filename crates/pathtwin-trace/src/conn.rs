@@ -273,6 +273,9 @@ pub struct Conn {
     pub down: Downstream,
     /// Client window of the first request packet, scaled.
     pub request_rwin: Option<u64>,
+    /// Largest window the client advertised after the handshake, scaled: above
+    /// `request_rwin` when its buffer grows (Linux's autotuning).
+    pub client_rwin_max: u64,
     pub exchanges: Vec<Exchange>,
     /// Which side sent the last new data: `UP`, `DOWN` or none yet.
     data_turn: Option<usize>,
@@ -321,6 +324,7 @@ impl Conn {
                 retransmitted: Vec::new(),
             },
             request_rwin: None,
+            client_rwin_max: 0,
             exchanges: Vec::new(),
             data_turn: None,
             query: None,
@@ -454,6 +458,12 @@ impl Conn {
             self.half[dir].retrans_bytes += retrans_bytes;
         }
         self.half[dir].last_window = tcp.window;
+        // A SYN's window is never scaled (RFC 7323 §2.2); the handshake's windows are not
+        // the buffer's.
+        if dir == UP && !tcp.has(flags::SYN) && self.handshake_complete {
+            let w = (tcp.window as u64) << self.wscale(UP);
+            self.client_rwin_max = self.client_rwin_max.max(w);
+        }
 
         if len > 0 && !is_retrans && !probe {
             self.on_new_data(dir, now, tcp, payload);

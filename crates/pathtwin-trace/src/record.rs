@@ -141,6 +141,9 @@ record! {
     delayed_ack_timeout_ms: F64,
     /// Client window of the first request packet, scaled, in bytes.
     rwin_bytes: F64,
+    /// Largest client window after the handshake, scaled, in bytes (above `rwin_bytes`
+    /// when the client's buffer grew: autotuning, not a fixed small buffer).
+    rwin_max_bytes: F64,
     requests: U64,
     http_method: Str,
     http_status: F64,
@@ -288,6 +291,7 @@ impl ConnRecord {
             delayed_ack: ack_ratio.map(|r| if r < 1.5 { "quick" } else { "delayed" }.into()),
             delayed_ack_timeout_ms: d.delack.median().map(|x| x / 1e6),
             rwin_bytes: opt(c.request_rwin),
+            rwin_max_bytes: (c.client_rwin_max > 0).then_some(c.client_rwin_max as f64),
             requests: c.exchanges.len() as u64,
             http_method: c.http_method.clone(),
             http_status: c.http_status.map(f64::from),

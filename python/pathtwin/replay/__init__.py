@@ -44,7 +44,7 @@ class ReplayResult:
     out: Path
 
 
-def load_source(source, server: Optional[str] = None) -> tuple[Workload, pd.DataFrame]:
+def load_source(source, server: Optional[str] = None, keep_open: bool = False) -> tuple[Workload, pd.DataFrame]:
     """The replay database and the source's exchange table (for the original response
     times) of a capture file or a database directory written by :meth:`Workload.save`
     (whose ``source_exchanges.parquet``, if present, holds the original times)."""
@@ -55,8 +55,17 @@ def load_source(source, server: Optional[str] = None) -> tuple[Workload, pd.Data
         w = Workload.load(p)
         ex = p / "source_exchanges.parquet"
         return w, (pd.read_parquet(ex) if ex.exists() else pd.DataFrame(columns=["conn_id", "request_start_s", "response_end_s"]))
-    conns, exchanges, _ = trace.workload(p, server=server)
-    return Workload.from_analysis(conns, exchanges), exchanges
+    try:
+        conns, exchanges, _ = trace.workload(p, server=server)
+    except PathtwinError as e:
+        raise PathtwinError(str(e) if str(p) in str(e) else f"{p}: {e}") from None
+    if len(conns) == 0:
+        raise PathtwinError(f"{p}: no TCP connection" + (f" with server {server}" if server else "") + " in the capture")
+    try:
+        return Workload.from_analysis(conns, exchanges, keep_open=keep_open), exchanges
+    except PathtwinError as e:
+        hint = " (--keep-open replays connections still open when the capture ended)" if "incomplete termination" in str(e) and not keep_open else ""
+        raise PathtwinError(f"{p}: {e}{hint}") from None
 
 
 def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None, tcp: Optional[dict] = None,
@@ -80,11 +89,12 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
         workload, source_exchanges = load_source(source, server)
     workload.save(out / "db")
     source_exchanges.to_parquet(out / "db" / "source_exchanges.parquet", index=False)
-    run = run_emulated(workload, out / "replay", tcp=tcp, progress=progress)
+    run = run_emulated(workload, out / "replay", tcp=tcp, progress=progress,
+                       capture_at="clients" if workload.vantage == "client" else "server")
     rconns, rex, _ = trace.workload(run.capture, server=None)
     table = compare(workload, source_exchanges, rconns, rex, run.addresses)
     table.to_parquet(out / "connections.parquet", index=False)
     s = summary(table)
-    s.update({"tcp": tcp or {}, "skipped": workload.skipped, "wall_s": run.wall_s})
+    s.update({"tcp": tcp or {}, "skipped": workload.skipped, "vantage": workload.vantage, "wall_s": run.wall_s})
     (out / "summary.json").write_text(json.dumps(s, indent=2))
     return ReplayResult(workload, table, s, run, out)

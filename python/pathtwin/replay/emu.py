@@ -4,7 +4,8 @@ Two hosts: ``server`` runs the server emulator, ``clients`` the client emulator,
 connection crosses its own ``[[pipe]]`` (its path from the database), coming from the
 pipe's own address. The server's kernel TCP takes the run's ``[tcp]`` settings — the
 what-if (``initial_window``, ``cc``, ...). The capture is taken at the server's device, as
-Monkey See's was at the server's LAN.
+Monkey See's was at the server's LAN — or at the clients', to match a source captured
+there.
 """
 
 from __future__ import annotations
@@ -39,8 +40,11 @@ class EmulatedRun:
 
 
 def run_emulated(workload: Workload, out, tcp: Optional[dict] = None, progress: Optional[Callable[[float], None]] = None,
-                 seed: int = 1) -> EmulatedRun:
-    """Runs ``workload`` with real kernel TCP on both sides; writes under ``out``."""
+                 seed: int = 1, capture_at: str = "server") -> EmulatedRun:
+    """Runs ``workload`` with real kernel TCP on both sides; writes under ``out``. The
+    capture is taken at ``capture_at`` ("server" or "clients")."""
+    if capture_at not in ("server", "clients"):
+        raise PathtwinError(f"capture_at {capture_at!r}: the replay captures at 'server' or 'clients'")
     from ..emulation import Emulation
 
     out = Path(out)
@@ -49,7 +53,7 @@ def run_emulated(workload: Workload, out, tcp: Optional[dict] = None, progress: 
     last_start = float(workload.conns["start_s"].max()) if len(workload) else 0.0
     t0 = time.monotonic()
     # No per-socket tcp_info sampling: thousands of short connections, and nothing reads it.
-    with Emulation(config, out=out / "emulation", pcap=out / "pcap", pcap_hosts=["server"], tcp_info=False) as net:
+    with Emulation(config, out=out / "emulation", pcap=out / "pcap", pcap_hosts=[capture_at], tcp_info=False) as net:
         server, clients = net["server"], net["clients"]
         addresses = [clients.pipe_address(i) for i in range(clients.pipes)]
         server_spec, client_spec = workload.agent_specs(server.ip, addresses)
@@ -76,6 +80,6 @@ def run_emulated(workload: Workload, out, tcp: Optional[dict] = None, progress: 
             raise PathtwinError(f"the client emulator failed: {(cli.stderr.read() or '').strip()[-300:]}")
         # Let the last FINs cross their pipes before the capture stops.
         time.sleep(1.0)
-    return EmulatedRun(capture=out / "pcap" / "server.pcap", client_log=out / "client_log.jsonl",
+    return EmulatedRun(capture=out / "pcap" / f"{capture_at}.pcap", client_log=out / "client_log.jsonl",
                        server_log=out / "server_log.jsonl", result_dir=out / "emulation", addresses=addresses,
                        wall_s=time.monotonic() - t0)

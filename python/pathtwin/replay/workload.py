@@ -50,6 +50,9 @@ class Workload:
     port: int = 80
     #: Connections of the source left out, and why (reason -> count).
     skipped: dict = field(default_factory=dict)
+    #: Where the source was captured ("server", as Monkey See's traces, or "client"); the
+    #: replay captures at the same place so that response times compare like for like.
+    vantage: str = "server"
 
     def __post_init__(self):
         for name, cols, df in (("conns", CONN_COLUMNS, self.conns), ("exchanges", EXCHANGE_COLUMNS, self.exchanges)):
@@ -66,7 +69,7 @@ class Workload:
         d.mkdir(parents=True, exist_ok=True)
         self.conns.to_parquet(d / "conns.parquet", index=False)
         self.exchanges.to_parquet(d / "exchanges.parquet", index=False)
-        (d / "workload.json").write_text(json.dumps({"port": self.port, "skipped": self.skipped}, indent=2))
+        (d / "workload.json").write_text(json.dumps({"port": self.port, "skipped": self.skipped, "vantage": self.vantage}, indent=2))
         return d
 
     @classmethod
@@ -78,26 +81,51 @@ class Workload:
             exchanges = pd.read_parquet(d / "exchanges.parquet")
         except (OSError, ValueError) as e:
             raise PathtwinError(f"{d}: not a replay database (conns.parquet, exchanges.parquet, workload.json): {e}") from None
-        return cls(conns, exchanges, port=int(meta.get("port", 80)), skipped=meta.get("skipped", {}))
+        return cls(conns, exchanges, port=int(meta.get("port", 80)), skipped=meta.get("skipped", {}),
+                   vantage=meta.get("vantage", "server"))
 
     # -- from a capture's analysis ---------------------------------------------------
     @classmethod
-    def from_analysis(cls, conns: pd.DataFrame, exchanges: pd.DataFrame) -> "Workload":
+    def from_analysis(cls, conns: pd.DataFrame, exchanges: pd.DataFrame, keep_open: bool = False) -> "Workload":
         """The replay database of ``pathtwin.trace.workload(capture)``'s two tables: every
-        connection Monkey See keeps (``kept``) that has a request."""
+        connection Monkey See keeps (``kept``) that has a request.
+
+        ``keep_open`` also keeps connections whose only fault is that they had not ended
+        when the capture did (a browser's idle keep-alive connections): their exchanges are
+        complete, and the replay closes them after the last one.
+
+        The capture's vantage point is read off the handshake (:func:`vantage`). A capture
+        taken at the clients (most public ones) measures the RTT from SYN to SYN-ACK, sees
+        the server's delays one RTT late (subtracted), its client's think times directly,
+        and — with no ACK pairs spaced by the bottleneck — the rate of the fastest
+        exchange of four or more segments as a lower bound of the bottleneck.
+        """
         skipped: dict[str, int] = {}
         if len(conns) == 0:
             raise PathtwinError("the capture has no TCP connections to replay")
-        for reason, n in conns.loc[~conns["kept"], "prune_reason"].value_counts().items():
+        at_client = vantage(conns) == "client"
+        ok = conns["kept"].copy()
+        if keep_open:
+            ok |= conns["prune_reason"].eq("incomplete termination")
+        by_conn = {cid: g.sort_values("exchange") for cid, g in exchanges.groupby("conn_id")}
+        if at_client:
+            # No ACK pairs at a client's side of the bottleneck: fall back on throughput.
+            no_pairs = conns["prune_reason"].eq("no usable ACK pairs") | (keep_open & conns["bottleneck_bps"].isna())
+            conns = conns.assign(bottleneck_bps=[
+                _fastest_exchange_bps(by_conn.get(cid), mss) if pd.isna(bw) else bw
+                for cid, bw, mss in zip(conns["conn_id"], conns["bottleneck_bps"], conns["mss_server"])])
+            ok |= no_pairs & conns["bottleneck_bps"].notna() & conns["handshake_complete"]
+        for reason, n in conns.loc[~ok, "prune_reason"].value_counts().items():
             skipped[str(reason)] = int(n)
-        kept = conns[conns["kept"]].copy()
+        kept = conns[ok & conns["bottleneck_bps"].notna()].copy()
+        if (ok & conns["bottleneck_bps"].isna()).any():
+            skipped["no rate estimate"] = int((ok & conns["bottleneck_bps"].isna()).sum())
         ports = kept["server_port"].value_counts()
         port = int(ports.index[0]) if len(ports) else 80
         other_port = kept["server_port"] != port
         if other_port.any():
             skipped[f"server port other than {port}"] = int(other_port.sum())
             kept = kept[~other_port]
-        by_conn = {cid: g.sort_values("exchange") for cid, g in exchanges.groupby("conn_id")}
         no_request = [cid for cid in kept["conn_id"] if cid not in by_conn]
         if no_request:
             skipped["no request"] = len(no_request)
@@ -105,8 +133,9 @@ class Workload:
         if len(kept) == 0:
             raise PathtwinError("no connection of the capture can be replayed: " + ", ".join(f"{n} {r}" for r, n in skipped.items()))
         kept = kept.sort_values("start_s").reset_index(drop=True)
-        rtt_s = kept["min_rtt_ms"].astype(float) / 1e3
-        client_start = kept["start_s"].astype(float) - rtt_s / 2
+        rtt_s = (kept["syn_rtt_ms"] if at_client else kept["min_rtt_ms"]).astype(float) / 1e3
+        # Monkey: the client connected half an RTT before the server saw its SYN.
+        client_start = kept["start_s"].astype(float) - (0.0 if at_client else rtt_s / 2)
         t0 = float(client_start.min())
         rows, xrows = [], []
         for i, c in kept.iterrows():
@@ -116,35 +145,46 @@ class Workload:
                 "conn": i, "start_s": float(client_start[i]) - t0, "rtt_ms": rtt * 1e3,
                 "down_bps": bw, "up_bps": bw,
                 "down_loss": float(min(max(_num(c["random_loss_rate"], 0.0), 0.0), 0.5)), "up_loss": 0.0,
-                "mss": _int_or_none(c["mss_client"]), "rwin_bytes": _int_or_none(c["rwin_bytes"]),
+                "mss": _int_or_none(c["mss_client"]), "rwin_bytes": _client_buffer(c),
                 "quickack": c["delayed_ack"] != "delayed",
                 "source_conn_id": int(c["conn_id"]), "source_client": f"{c['client_ip']}:{int(c['client_port'])}",
             })
-            # The client's handshake ends when the server sees its ACK of the SYN-ACK.
-            established = float(c["start_s"]) + _num(c["handshake_rtt_ms"], rtt * 1e3) / 1e3
+            if at_client:
+                # The client's own times: handshake done at the SYN-ACK, each response had
+                # when its last byte arrived.
+                established = float(c["start_s"]) + rtt
+            else:
+                # The client's handshake ends when the server sees its ACK of the SYN-ACK.
+                established = float(c["start_s"]) + _num(c["handshake_rtt_ms"], rtt * 1e3) / 1e3
             prev_acked = None
             for _, x in by_conn[c["conn_id"]].iterrows():
                 start = float(x["request_start_s"])
-                # The request's first packet also spent its serialization time on the
-                # upstream link before the server saw it; the replay's pipe adds that again.
-                first_packet = (min(int(x["request_bytes"]), _int_or_none(c["mss_client"]) or 1460) + 40) * 8 / max(bw, 1.0)
+                # At the server, the request's first packet also spent its serialization
+                # time on the upstream link before it was seen; the replay's pipe adds that
+                # again.
+                first_packet = 0.0 if at_client else (min(int(x["request_bytes"]), _int_or_none(c["mss_client"]) or 1460) + 40) * 8 / max(bw, 1.0)
                 think = start - (established if prev_acked is None else prev_acked) - first_packet
                 header = _int_or_none(x["header_bytes"])
+                server_delay = max(_num(x["server_delay_ms"], 0.0) / 1e3 - (rtt if at_client else 0.0), 0.0)
                 xrows.append({
                     "conn": i, "exchange": int(x["exchange"]), "request_bytes": int(x["request_bytes"]),
                     "response_bytes": int(x["response_bytes"]),
                     "header_bytes": header if header is not None else -1,
-                    "server_delay_s": max(_num(x["server_delay_ms"], 0.0), 0.0) / 1e3,
+                    "server_delay_s": server_delay,
                     "query_delay_s": max(_num(x["query_delay_ms"], 0.0), 0.0) / 1e3 if header is not None else 0.0,
                     "think_s": max(think, 0.0),
                 })
-                acked = _num(x.get("response_acked_s"), math.nan)
                 end = _num(x["response_end_s"], start)
-                # Without a captured ACK of the response, the client had it half an RTT
-                # after the last byte left, and answered half an RTT before the server saw it.
-                prev_acked = acked if not math.isnan(acked) else end + rtt
+                if at_client:
+                    prev_acked = end
+                else:
+                    acked = _num(x.get("response_acked_s"), math.nan)
+                    # Without a captured ACK of the response, the client had it half an RTT
+                    # after the last byte left, and answered half an RTT before the server
+                    # saw it.
+                    prev_acked = acked if not math.isnan(acked) else end + rtt
         return cls(pd.DataFrame(rows, columns=CONN_COLUMNS), pd.DataFrame(xrows, columns=EXCHANGE_COLUMNS),
-                   port=port, skipped=skipped)
+                   port=port, skipped=skipped, vantage="client" if at_client else "server")
 
     # -- to the emulator --------------------------------------------------------------
     def pipes(self, server: str = "server", clients: str = "clients") -> list[dict]:
@@ -177,6 +217,43 @@ class Workload:
                 "exchanges": [[int(x.request_bytes), int(x.response_bytes), float(x.think_s)] for x in xs.itertuples(index=False)],
             })
         return server, client
+
+
+def vantage(conns: pd.DataFrame) -> str:
+    """"server" when most handshakes look as they do next to the server (SYN answered at
+    once, the client's ACK one RTT later), "client" when they look the other way round."""
+    syn = conns["syn_rtt_ms"].astype(float)
+    hs = conns["handshake_rtt_ms"].astype(float)
+    both = syn.notna() & hs.notna()
+    if not both.any():
+        return "server"
+    return "client" if float((syn[both] > hs[both]).mean()) > 0.5 else "server"
+
+
+def _fastest_exchange_bps(xs: Optional[pd.DataFrame], mss) -> Optional[float]:
+    """The highest rate at which one response of at least four segments arrived (a lower
+    bound of the bottleneck, for captures without ACK pairs)."""
+    if xs is None:
+        return None
+    seg = _num(mss, 1460.0)
+    best = None
+    for x in xs.itertuples(index=False):
+        span = _num(x.response_end_s, math.nan) - _num(x.response_start_s, math.nan)
+        if x.response_bytes >= 4 * seg and span > 0:
+            # The first segment's arrival starts the clock: count the bytes after it.
+            rate = (x.response_bytes - seg) * 8 / span
+            best = rate if best is None else max(best, rate)
+    return best
+
+
+def _client_buffer(c) -> Optional[int]:
+    """The client's receive buffer to pin: the first request's window (Monkey §3.2), unless
+    the window grew later — an autotuning buffer (Linux) that pinning would cripple."""
+    first = _int_or_none(c["rwin_bytes"])
+    largest = _int_or_none(c.get("rwin_max_bytes"))
+    if first is not None and largest is not None and largest > first:
+        return None
+    return first
 
 
 def _num(v, default: float) -> float:
