@@ -16,6 +16,7 @@ pub mod app;
 pub mod event;
 pub mod packet;
 pub mod pcap;
+pub mod replay;
 mod sim;
 pub mod table;
 mod tcp_settings;
