@@ -262,9 +262,9 @@ mod tests {
         r.on_connected(at(0), SERVER, 0, &mut out);
         assert!(out.is_empty(), "no request read yet");
         r.on_received(at(50), SERVER, 300, &mut out);
-        assert_eq!(out.drain(..).collect::<Vec<_>>(), [Step::At(at(60), AppStep::Respond)]);
+        assert_eq!(std::mem::take(&mut out), [Step::At(at(60), AppStep::Respond)]);
         r.on_step(at(60), AppStep::Respond, 300, &mut out);
-        assert_eq!(out.drain(..).collect::<Vec<_>>(), [Step::Write { side: SERVER, bytes: 1200 }, Step::At(at(160), AppStep::RespondRest)]);
+        assert_eq!(std::mem::take(&mut out), [Step::Write { side: SERVER, bytes: 1200 }, Step::At(at(160), AppStep::RespondRest)]);
         r.on_step(at(160), AppStep::RespondRest, 300, &mut out);
         assert_eq!(out, [Step::Write { side: SERVER, bytes: 3800 }, Step::Close { side: SERVER }]);
     }
@@ -273,13 +273,13 @@ mod tests {
     fn client_thinks_after_each_response_and_times_it() {
         let (mut r, mut out) = replay(&[ExchangeSpec(100, 1000, -1, 0.0, 0.0, 0.0), ExchangeSpec(200, 2000, -1, 0.0, 0.0, 0.5)]);
         r.on_connected(at(10), CLIENT, 0, &mut out);
-        assert_eq!(out.drain(..).collect::<Vec<_>>(), [Step::Write { side: CLIENT, bytes: 100 }]);
+        assert_eq!(std::mem::take(&mut out), [Step::Write { side: CLIENT, bytes: 100 }]);
         r.on_received(at(40), CLIENT, 999, &mut out);
         assert!(out.is_empty(), "one byte short");
         r.on_received(at(45), CLIENT, 1000, &mut out);
-        assert_eq!(out.drain(..).collect::<Vec<_>>(), [Step::At(at(545), AppStep::NextRequest)]);
+        assert_eq!(std::mem::take(&mut out), [Step::At(at(545), AppStep::NextRequest)]);
         r.on_step(at(545), AppStep::NextRequest, 1000, &mut out);
-        assert_eq!(out.drain(..).collect::<Vec<_>>(), [Step::Write { side: CLIENT, bytes: 200 }]);
+        assert_eq!(std::mem::take(&mut out), [Step::Write { side: CLIENT, bytes: 200 }]);
         r.on_received(at(600), CLIENT, 3000, &mut out);
         assert!(out.is_empty(), "the client waits for the server's FIN");
         r.on_peer_closed(CLIENT, &mut out);
@@ -293,9 +293,9 @@ mod tests {
         r.on_received(at(0), SERVER, 100, &mut out);
         // Both requests are in before the first response is written (a pipelining client).
         r.on_received(at(1), SERVER, 200, &mut out);
-        assert_eq!(out.drain(..).collect::<Vec<_>>(), [Step::At(at(0), AppStep::Respond)]);
+        assert_eq!(std::mem::take(&mut out), [Step::At(at(0), AppStep::Respond)]);
         r.on_step(at(1), AppStep::Respond, 200, &mut out);
-        assert_eq!(out.drain(..).collect::<Vec<_>>(), [Step::Write { side: SERVER, bytes: 1000 }, Step::At(at(3), AppStep::Respond)]);
+        assert_eq!(std::mem::take(&mut out), [Step::Write { side: SERVER, bytes: 1000 }, Step::At(at(3), AppStep::Respond)]);
     }
 
     #[test]

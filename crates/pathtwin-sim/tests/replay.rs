@@ -46,7 +46,7 @@ delayed_ack = false
 "#
     );
     for g in 0..pipes {
-        s += &format!("[[pipe]]\nbetween = [\"server\", \"clients\"]\nrtt = \"40ms\"\nrate = \"10mbit\"\n");
+        s += "[[pipe]]\nbetween = [\"server\", \"clients\"]\nrtt = \"40ms\"\nrate = \"10mbit\"\n";
         s += &format!("[[flow]]\nfrom = \"clients\"\nto = \"server\"\npipe = {g}\nstart = \"{}ms\"\napp = \"replay\"\nexchanges = {exchanges}\n", 100 * g);
     }
     s
