@@ -9,7 +9,7 @@ use crate::app::App;
 use crate::event::{AppStep, Event, EventQueue};
 use crate::packet::{SegmentSlab, SimPacket};
 use crate::pcap::{self, PcapWriter};
-use crate::replay::{Replay, Step};
+use crate::replay::{Replay, Step, CLIENT, SERVER};
 use std::path::Path;
 use crate::table::{Cell, Table};
 use crate::tcp_settings::{check_tables, check_tables_used, table_name, tcp_config};
@@ -29,8 +29,6 @@ pub enum SimError {
     #[error(transparent)]
     Config(#[from] ConfigError),
 }
-
-use crate::replay::{CLIENT, SERVER};
 
 /// `Simulation::conn_pipe` of a connection on its hosts' route.
 const NO_PIPE: u32 = u32::MAX;
