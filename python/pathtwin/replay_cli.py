@@ -4,7 +4,8 @@
     pathtwin replay run/db --set tcp.initial_window=10 -o what-if/
 
 Builds the replay database of a capture (or takes one a previous run wrote), replays it in
-the emulator with the server's TCP changed by ``--set``, and prints how the per-connection
+the emulator (or, with ``--engine sim``, the simulator) with the server's TCP changed by
+``--set``, and prints how the per-connection
 response times compare with the source's; the tables, the server capture and a plot of the
 CDFs are in the output directory.
 """
@@ -84,14 +85,17 @@ def register(root: typer.Typer) -> None:
         out: Path = typer.Option(..., "-o", "--out", help="result directory"),
         server: Optional[str] = typer.Option(None, "--server", help="server as IP or IP:PORT (capture sources)"),
         settings: List[str] = typer.Option([], "--set", help="server TCP what-if, e.g. tcp.initial_window=10 or tcp.cc=bbr; repeatable"),
-        engine: str = typer.Option("emu", "--engine", help="emu (real kernel TCP on both sides)"),
+        engine: str = typer.Option("emu", "--engine", help="emu (real kernel TCP on both sides, needs root) or sim (simulated TCP, fast what-ifs)"),
+        seed: int = typer.Option(1, "--seed", help="seed of the pipes' random loss (and the simulator's TCP)"),
         keep_open: bool = typer.Option(False, "--keep-open", help="also replay connections still open when the capture ended"),
     ) -> None:
-        """Replay a captured workload over per-connection emulated paths (Monkey Do)."""
+        """Replay a captured workload over per-connection emulated or simulated paths (Monkey Do)."""
         from rich.console import Console
 
         from . import replay as rp
 
+        if engine not in rp.ENGINES:
+            raise PathtwinError(f"--engine {engine!r}: use {' or '.join(rp.ENGINES)}")
         if not source.exists():
             raise PathtwinError(f"{source}: no such capture or replay database")
         tcp = parse_settings(settings)
@@ -99,8 +103,8 @@ def register(root: typer.Typer) -> None:
         workload, source_exchanges = rp.load_source(source, server, keep_open=keep_open)
         console.print(f"{source}: {len(workload):,} connections to replay (captured at the {workload.vantage})"
                       + (f" ({', '.join(f'{n} skipped: {r}' for r, n in workload.skipped.items())})" if workload.skipped else ""))
-        with console.status("replaying in the emulator ..."):
-            result = rp.replay(workload, out, tcp=tcp, engine=engine, source_exchanges=source_exchanges)
+        with console.status(f"replaying in the {'simulator' if engine == 'sim' else 'emulator'} ..."):
+            result = rp.replay(workload, out, tcp=tcp, engine=engine, source_exchanges=source_exchanges, seed=seed)
         s = result.summary
         plot = plot_cdfs(result.table, out / "response_times.png")
         console.print(f"replayed {s['replayed']:,} of {s['connections']:,} connections in {s['wall_s']:.0f} s"

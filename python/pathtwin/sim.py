@@ -40,7 +40,8 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
     """Simulates ``config`` (a TOML path or text, or a dict); writes ``out`` if given.
 
     Returns a ``Result`` whose ``flows``, ``flow_series``, ``queues``, ``queue_series`` and
-    ``markers`` are pandas DataFrames and whose ``run`` is the ``run.json`` content.
+    ``markers`` (and, with ``[[pipe]]``s, ``pipes``: pipe, client, server, address) are pandas
+    DataFrames and whose ``run`` is the ``run.json`` content.
     """
     from . import _native
 
@@ -85,6 +86,9 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
         "captures": [str(Path(c).relative_to(Path(out))) for c in captures] if captures else [],
     }
     tables = {name: raw[name] for name in ("flows", "flow_series", "queues", "queue_series", "markers")}
+    if raw["pipes"]["pipe"]:
+        # Per-connection pipes (replay): which client address each pipe's flows come from.
+        tables["pipes"] = raw["pipes"]
     path = None
     if out is not None:
         path = write_result_dir(Path(out), run, tables)

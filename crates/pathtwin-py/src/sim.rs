@@ -106,7 +106,7 @@ impl PySimulation {
         serde_json::to_string(&v).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
-    /// `{"flows": {...}, "flow_series": {...}, "queues": {...}, "queue_series": {...}, "markers": {...}, "meta": {...}}`.
+    /// `{"flows": {...}, "flow_series": {...}, "queues": {...}, "queue_series": {...}, "markers": {...}, "pipes": {...}, "meta": {...}}`.
     fn results<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let r = self.inner.results();
         let d = PyDict::new(py);
@@ -115,6 +115,7 @@ impl PySimulation {
         d.set_item("queues", table_to_dict(py, &r.queues)?)?;
         d.set_item("queue_series", table_to_dict(py, &r.queue_series)?)?;
         d.set_item("markers", table_to_dict(py, &r.markers)?)?;
+        d.set_item("pipes", table_to_dict(py, &r.pipes)?)?;
         let meta = PyDict::new(py);
         meta.set_item("simulated_s", r.simulated_s)?;
         meta.set_item("events", r.events)?;

@@ -1,4 +1,4 @@
-//! Applications on simulated connections: bulk, on/off and request/response.
+//! Applications on simulated connections: bulk, on/off, request/response and replay.
 //!
 //! Applications only decide *when to write and close*; the TCP endpoints decide when bytes
 //! move. A bulk writer keeps at least two congestion windows (never less than 64 KB) written
@@ -8,10 +8,12 @@
 //! Request/response: the client writes `request` bytes; once the server has read a whole
 //! request it waits `server_delay` and writes `response` bytes; once the client has read the
 //! whole response it waits `think` and sends the next request, `requests` times in all
-//! (unlimited without it).
+//! (unlimited without it). Replay (`app = "replay"`) re-enacts a traced connection's
+//! exchanges, Monkey Do's way; its sequencing is [`crate::replay`]'s.
 
 use pathtwin_core::config::{AppKind, FlowConfig};
 use pathtwin_core::time::{Duration, Instant};
+use crate::replay::Replay;
 
 /// Bytes a bulk writer keeps ahead of the acknowledged data, at least.
 pub const MIN_WRITE_AHEAD: u64 = 64 * 1024;
@@ -21,6 +23,8 @@ pub enum App {
     Bulk { limit: Option<u64>, written: u64, writing: bool },
     OnOff { on: Duration, off: Duration, written: u64, writing: bool },
     ReqResp(ReqResp),
+    /// Boxed: it holds the connection's exchange list.
+    Replay(Box<Replay>),
 }
 
 #[derive(Clone, Debug)]
@@ -61,6 +65,7 @@ impl App {
                 request_sent_at: Instant::ZERO,
                 response_times: Vec::new(),
             }),
+            AppKind::Replay => App::Replay(Box::new(Replay::new(f.exchanges.as_deref().expect("validated")))),
         }
     }
 
@@ -70,7 +75,7 @@ impl App {
         let (written, writing, limit) = match self {
             App::Bulk { written, writing, limit } => (written, *writing, *limit),
             App::OnOff { written, writing, .. } => (written, *writing, None),
-            App::ReqResp(_) => return 0,
+            App::ReqResp(_) | App::Replay(_) => return 0,
         };
         if !writing {
             return 0;

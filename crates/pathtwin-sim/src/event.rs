@@ -28,6 +28,8 @@ pub enum AppStep {
     Toggle,
     NextRequest,
     Respond,
+    /// Replay: the query delay is over, the server writes the rest of the response.
+    RespondRest,
 }
 
 /// Events are stored compactly: the key packs (time, sequence) into one `u128` and the event
@@ -105,7 +107,8 @@ fn decode(code: u64) -> Event {
                 1 => AppStep::Stop,
                 2 => AppStep::Toggle,
                 3 => AppStep::NextRequest,
-                _ => AppStep::Respond,
+                4 => AppStep::Respond,
+                _ => AppStep::RespondRest,
             },
         ),
         _ => Event::Sample,
@@ -139,6 +142,7 @@ mod tests {
             Event::App(3, AppStep::Toggle),
             Event::App(3, AppStep::NextRequest),
             Event::App(u32::MAX, AppStep::Respond),
+            Event::App(5, AppStep::RespondRest),
             Event::Sample,
         ] {
             assert_eq!(decode(encode(ev)), ev);

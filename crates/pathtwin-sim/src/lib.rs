@@ -6,6 +6,9 @@
 //! tables, bit for bit. Results are columnar [`table::Table`]s: per-flow summary, per-flow
 //! time series, per-queue summary and per-queue time series.
 //!
+//! Flows may run over `[[pipe]]`s, one path per connection, and replay a traced connection
+//! (`app = "replay"`, [`replay`]): Monkey Do's replay of a workload, simulated.
+//!
 //! With `[run] pcap = [hosts]` and [`Simulation::capture_to`], every packet those hosts send
 //! or receive is written to `<host>.pcap` ([`pcap`]).
 //!
@@ -16,6 +19,7 @@ pub mod app;
 pub mod event;
 pub mod packet;
 pub mod pcap;
+pub mod replay;
 mod sim;
 pub mod table;
 mod tcp_settings;

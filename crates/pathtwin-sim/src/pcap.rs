@@ -8,7 +8,11 @@
 //! snaplen — which is all header-based analysis (tcptrace, `pathtwin trace`) needs.
 //!
 //! Addresses and ports: host *i* is `10.0.x.y` with `x.y = i + 1`; the client of connection
-//! *c* uses port `10000 + c` and the server port 80. Sequence numbers are the low 32 bits of
+//! *c* uses port `10000 + c` and the server port 80. A flow over a `[[pipe]]` comes from its
+//! pipe's own address instead ([`pipe_addr`]): pipe *g* (file order, all client hosts
+//! counted) is `10.128.0.1 + g`, the emulator's plan (`pathtwin_emu::lab::pipe_addr`) for a
+//! run whose subnet index is 0, so a capture of either engine reads the same way; the
+//! range 10.128.0.0/9 is far from the host range. Sequence numbers are the low 32 bits of
 //! the simulator's 64-bit sequence space (ISNs are below 2^32). Windows are clamped to 65 535
 //! as no window-scale option is written. The IPv4 checksum is real; the TCP checksum is 0
 //! because the payload it covers is not there.
@@ -27,6 +31,17 @@ const SNAPLEN: u32 = 80;
 pub fn host_addr(index: u32) -> [u8; 4] {
     let n = index + 1;
     [10, 0, (n >> 8) as u8, n as u8]
+}
+
+/// The client address of pipe `g` (see the module docs). Beyond 2^23 − 2 pipes, far more
+/// than a run can hold, addresses would leave 10.128.0.0/9; they wrap instead of panicking.
+pub fn pipe_addr(g: u32) -> [u8; 4] {
+    u32::from_be_bytes([10, 128, 0, 1]).wrapping_add(g).to_be_bytes()
+}
+
+/// Dotted-quad text of an address, as the results tables give it.
+pub fn addr_text(a: [u8; 4]) -> String {
+    std::net::Ipv4Addr::from(a).to_string()
 }
 
 /// TCP ports of connection `conn`: (client, server).
@@ -152,5 +167,14 @@ mod tests {
     fn addresses_are_distinct_per_host() {
         assert_eq!(host_addr(0), [10, 0, 0, 1]);
         assert_eq!(host_addr(299), [10, 0, 1, 44]);
+    }
+
+    #[test]
+    fn pipe_addresses_follow_the_emulators_plan() {
+        // pathtwin-emu's lab tests: pipe 0 of subnet 1 is 10.129.0.1, pipe 300 is .1.45.
+        assert_eq!(pipe_addr(0), [10, 128, 0, 1]);
+        assert_eq!(pipe_addr(300), [10, 128, 1, 45]);
+        assert_eq!(addr_text(pipe_addr(65_534)), "10.128.255.255");
+        assert_ne!(pipe_addr(0), host_addr(0));
     }
 }

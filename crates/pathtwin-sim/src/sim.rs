@@ -1,9 +1,15 @@
 //! The simulation: connections, the event loop, and metric collection.
+//!
+//! A flow runs over the route between its hosts or, with `pipe = N`, over `[[pipe]]` N
+//! (Monkey Do's per-connection path, one per replayed connection) from that pipe's own
+//! client address ([`pcap::pipe_addr`]); the `pipes` results table lists those addresses.
+//! With `[run] until_done` the run ends once every connection has closed at both ends.
 
 use crate::app::App;
 use crate::event::{AppStep, Event, EventQueue};
 use crate::packet::{SegmentSlab, SimPacket};
 use crate::pcap::{self, PcapWriter};
+use crate::replay::{Replay, Step, CLIENT, SERVER};
 use std::path::Path;
 use crate::table::{Cell, Table};
 use crate::tcp_settings::{check_tables, check_tables_used, table_name, tcp_config};
@@ -11,7 +17,7 @@ use pathtwin_core::config::{Config, ConfigError};
 use pathtwin_core::element::Element;
 use pathtwin_core::qdisc::AqmStats;
 use pathtwin_core::time::{Duration, Instant};
-use pathtwin_core::topology::{self, Network};
+use pathtwin_core::topology::{self, Hop, Network};
 use pathtwin_core::units::Rate;
 use pathtwin_tcp::{Endpoint, Event as TcpEvent};
 use rand::Rng as _;
@@ -24,8 +30,8 @@ pub enum SimError {
     Config(#[from] ConfigError),
 }
 
-const CLIENT: usize = 0;
-const SERVER: usize = 1;
+/// `Simulation::conn_pipe` of a connection on its hosts' route.
+const NO_PIPE: u32 = u32::MAX;
 
 /// One simulated TCP connection and its application.
 struct Connection {
@@ -34,6 +40,8 @@ struct Connection {
     copy: u32,
     label: String,
     hosts: [u32; 2],
+    /// IPv4 addresses of the client and the server in captures.
+    addrs: [[u8; 4]; 2],
     endpoints: [Endpoint; 2],
     timers: [Option<Instant>; 2],
     app: App,
@@ -47,6 +55,8 @@ struct Connection {
     /// Bytes read at the previous sample (for per-interval goodput).
     delivered_at_last_sample: u64,
     started: bool,
+    /// Which ends have closed (TCP's `Closed` event, or a reset).
+    closed: [bool; 2],
 }
 
 impl Connection {
@@ -54,7 +64,7 @@ impl Connection {
     fn delivered(&self) -> u64 {
         self.endpoints[SERVER].stats().bytes_delivered
             + match self.app {
-                App::ReqResp(_) => self.endpoints[CLIENT].stats().bytes_delivered,
+                App::ReqResp(_) | App::Replay(_) => self.endpoints[CLIENT].stats().bytes_delivered,
                 _ => 0,
             }
     }
@@ -69,6 +79,8 @@ pub struct Results {
     pub queue_series: Table,
     /// One row per `[[marker]]`: IN/OUT and per-colour packets and bytes.
     pub markers: Table,
+    /// One row per `[[pipe]]`: its client host, server host and client address.
+    pub pipes: Table,
     /// Simulated seconds covered.
     pub simulated_s: f64,
     /// Events processed.
@@ -94,14 +106,21 @@ pub struct Simulation {
     finished: bool,
     /// Capture writers by host index (hosts listed in `[run] pcap`).
     captures: Vec<Option<PcapWriter>>,
+    /// Per connection, the pipe it runs over or [`NO_PIPE`]: a compact copy of the
+    /// connection's choice for the per-hop route lookup.
+    conn_pipe: Vec<u32>,
+    /// Connections closed at both ends.
+    done_conns: usize,
+    /// Scratch list of the replay application's steps.
+    replay_steps: Vec<Step>,
 }
 
 /// Monaco measures its queueing with out-of-band packets that strict-priority queues serve
 /// first; behind any other discipline they wait with the data, the estimate reads no queue,
 /// and the flow grows its window until loss. Says which queue on flow `i`'s routes is not
 /// `qdisc = "prio"`, if any.
-fn monaco_without_priority(net: &Network<SimPacket>, i: usize, a: usize, b: usize) -> Option<String> {
-    let hops = net.route(a, b).into_iter().chain(net.route(b, a)).flatten();
+fn monaco_without_priority(net: &Network<SimPacket>, i: usize, routes: [&[Hop]; 2]) -> Option<String> {
+    let hops = routes.into_iter().flatten();
     let (e, q) = hops.filter_map(|h| Some((h.element, net.elements[h.element].as_queue()?))).find(|(_, q)| q.qdisc_name() != "prio")?;
     Some(format!(
         "flow[{i}]: Monaco needs qdisc = \"prio\" on its routes for its out-of-band packets; queue {} is {:?}, where Monaco's estimate sees no queue",
@@ -113,22 +132,27 @@ fn monaco_without_priority(net: &Network<SimPacket>, i: usize, a: usize, b: usiz
 impl Simulation {
     /// Builds a simulation from a validated config.
     pub fn new(cfg: Config) -> Result<Simulation, SimError> {
-        if !cfg.pipes.is_empty() {
-            // Pipes carry real applications' connections (replay); simulated flows name
-            // hosts, and a host-level flow has no pipe to take.
-            return Err(ConfigError::invalid("pipe", "[[pipe]] is for the emulator (replay); the simulator has no per-address routes").into());
-        }
         let mut net: Network<SimPacket> = topology::compile(&cfg)?;
         let mut events = EventQueue::new();
         let mut conns = Vec::new();
+        let mut conn_pipe = Vec::new();
         let mut isn_rng = pathtwin_core::rng_for(cfg.run.seed, u64::MAX);
         check_tables(&cfg.tcp, "tcp")?;
         let mut controllers_used: Vec<&'static str> = Vec::new();
         for (i, f) in cfg.flows.iter().enumerate() {
             let (a, b) = (net.host_id(&f.from).expect("validated"), net.host_id(&f.to).expect("validated"));
-            if net.route(a, b).is_none() || net.route(b, a).is_none() {
-                return Err(ConfigError::invalid(format!("flow[{i}]"), format!("no route between {} and {}", f.from, f.to)).into());
-            }
+            // Validation checked that a pipe flow's hosts are its pipe's ends.
+            let routes: [&[Hop]; 2] = match f.pipe {
+                Some(p) => {
+                    let r = &net.pipes[p as usize];
+                    [&r.up, &r.down]
+                }
+                None => match (net.route(a, b), net.route(b, a)) {
+                    (Some(up), Some(down)) => [up, down],
+                    _ => return Err(ConfigError::invalid(format!("flow[{i}]"), format!("no route between {} and {}", f.from, f.to)).into()),
+                },
+            };
+            let client_addr = f.pipe.map_or(pcap::host_addr(a as u32), pcap::pipe_addr);
             check_tables(&f.tcp, &format!("flow[{i}].tcp"))?;
             let mut settings = cfg.tcp.overridden_by(&f.tcp);
             let cc_key = match (&f.cc, &f.tcp.cc) {
@@ -143,7 +167,7 @@ impl Simulation {
             check_tables_used(&f.tcp, &[table_name(&tcp.cc)], &format!("flow[{i}].tcp"))?;
             controllers_used.push(table_name(&tcp.cc));
             if tcp.cc.uses_control_packets() {
-                if let Some(w) = monaco_without_priority(&net, i, a, b) {
+                if let Some(w) = monaco_without_priority(&net, i, routes) {
                     net.warnings.push(w);
                 }
             }
@@ -166,6 +190,7 @@ impl Simulation {
                     copy,
                     label,
                     hosts: [a as u32, b as u32],
+                    addrs: [client_addr, pcap::host_addr(b as u32)],
                     endpoints: [Endpoint::connect(tcp.clone(), start, isn_c), Endpoint::listen(tcp.clone(), isn_s)],
                     timers: [None, None],
                     app: App::from_config(f),
@@ -176,7 +201,9 @@ impl Simulation {
                     completed_at: None,
                     delivered_at_last_sample: 0,
                     started: false,
+                    closed: [false; 2],
                 });
+                conn_pipe.push(f.pipe.unwrap_or(NO_PIPE));
                 events.schedule(start, Event::App(id, AppStep::Start));
                 if let Some(s) = f.stop {
                     events.schedule(Instant::ZERO + s, Event::App(id, AppStep::Stop));
@@ -222,6 +249,9 @@ impl Simulation {
             drops_at_last_sample: vec![0; n_elements],
             finished: false,
             captures: Vec::new(),
+            conn_pipe,
+            done_conns: 0,
+            replay_steps: Vec::new(),
         })
     }
 
@@ -255,12 +285,15 @@ impl Simulation {
         if seg.control.is_some() {
             return;
         }
-        let Some(slot) = self.captures.get_mut(host as usize) else { return };
-        let Some(w) = slot else { return };
+        if !matches!(self.captures.get(host as usize), Some(Some(_))) {
+            return;
+        }
         let (client_port, server_port) = pcap::ports(pkt.conn);
-        let (sp, dp) = if pkt.from_client { (client_port, server_port) } else { (server_port, client_port) };
-        let res = w.record(now.as_nanos(), pcap::host_addr(pkt.src), pcap::host_addr(pkt.dst), sp, dp, seg, pkt.wire_len, pkt.mark.dscp());
-        if res.is_err() {
+        let [client, server] = self.conns[pkt.conn as usize].addrs;
+        let (src, dst, sp, dp) = if pkt.from_client { (client, server, client_port, server_port) } else { (server, client, server_port, client_port) };
+        let slot = &mut self.captures[host as usize];
+        let res = slot.as_mut().map(|w| w.record(now.as_nanos(), src, dst, sp, dp, seg, pkt.wire_len, pkt.mark.dscp()));
+        if matches!(res, Some(Err(_))) {
             *slot = None;
         }
     }
@@ -290,13 +323,16 @@ impl Simulation {
     /// Runs every event up to and including `until` (capped at the run's end); returns true
     /// when the run has reached its end.
     pub fn advance(&mut self, until: Instant) -> bool {
-        let until = until.min(self.end);
         while let Some(t) = self.events.peek_time() {
-            if t > until {
+            // `end` moves forward to now when `until_done` sees the last connection close.
+            if t > until.min(self.end) {
                 break;
             }
             let (now, ev) = self.events.pop().expect("peeked");
             self.dispatch(now, ev);
+            if self.cfg.run.until_done && self.done_conns == self.conns.len() && now < self.end {
+                self.end = now;
+            }
         }
         let end = self.end;
         self.finished = self.events.peek_time().is_none_or(|t| t > end);
@@ -368,7 +404,7 @@ impl Simulation {
     /// Moves a packet that left hop `pkt.hop` at `t` to its next hop, or delivers it.
     fn forward(&mut self, t: Instant, mut pkt: SimPacket) {
         pkt.hop += 1;
-        let next = self.net.route(pkt.src as usize, pkt.dst as usize).and_then(|r| r.get(pkt.hop as usize)).copied();
+        let next = self.hops(&pkt).and_then(|r| r.get(pkt.hop as usize)).copied();
         match next {
             Some(hop) => {
                 if let Some(dropped) = self.net.elements[hop.element].push(t, pkt, hop.slot) {
@@ -389,6 +425,18 @@ impl Simulation {
         }
     }
 
+    /// The hops `pkt` crosses: its connection's pipe (client to server is the pipe's up
+    /// direction), or the route between its hosts.
+    fn hops(&self, pkt: &SimPacket) -> Option<&[Hop]> {
+        match self.conn_pipe[pkt.conn as usize] {
+            NO_PIPE => self.net.route(pkt.src as usize, pkt.dst as usize),
+            p => {
+                let r = &self.net.pipes[p as usize];
+                Some(if pkt.from_client { &r.up } else { &r.down })
+            }
+        }
+    }
+
     /// Sends a segment from a connection's `side` into the first hop of its route.
     fn transmit(&mut self, now: Instant, c: usize, side: usize, seg: pathtwin_tcp::Segment) {
         let conn = &self.conns[c];
@@ -397,7 +445,7 @@ impl Simulation {
         if !self.captures.is_empty() {
             self.capture(src, now, &pkt, &seg);
         }
-        let first = self.net.route(src as usize, dst as usize).and_then(|r| r.first()).copied().expect("routes checked at build");
+        let first = self.hops(&pkt).and_then(|r| r.first()).copied().expect("routes checked at build");
         if let Some(dropped) = self.net.elements[first.element].push(now, pkt, first.slot) {
             self.segments.release(&dropped);
         }
@@ -451,6 +499,13 @@ impl Simulation {
     }
 
     fn on_tcp_event(&mut self, now: Instant, c: usize, side: usize, ev: TcpEvent) {
+        if matches!(ev, TcpEvent::Closed | TcpEvent::Reset) {
+            self.note_closed(now, c, side, matches!(ev, TcpEvent::Reset));
+        }
+        if matches!(self.conns[c].app, App::Replay(_)) {
+            self.on_replay_tcp_event(now, c, side, ev);
+            return;
+        }
         let conn = &mut self.conns[c];
         match ev {
             TcpEvent::Connected if side == CLIENT => match &mut conn.app {
@@ -460,6 +515,8 @@ impl Simulation {
                     let req = r.request;
                     conn.endpoints[CLIENT].send(req);
                 }
+                // Handled before (on_replay_tcp_event).
+                App::Replay(_) => {}
             },
             TcpEvent::Received { .. } => {
                 let delivered = conn.endpoints[side].stats().bytes_delivered;
@@ -503,7 +560,70 @@ impl Simulation {
         }
     }
 
+    /// Side `side` of connection `c` has closed; a reset ends both. Counts the connection
+    /// done (and a replay completed) when both ends have.
+    fn note_closed(&mut self, now: Instant, c: usize, side: usize, reset: bool) {
+        let conn = &mut self.conns[c];
+        let was_done = conn.closed == [true; 2];
+        conn.closed[side] = true;
+        if reset {
+            conn.closed = [true; 2];
+        }
+        if !was_done && conn.closed == [true; 2] {
+            self.done_conns += 1;
+            if matches!(conn.app, App::Replay(_)) {
+                conn.completed_at = Some(now);
+            }
+        }
+    }
+
+    fn on_replay_tcp_event(&mut self, now: Instant, c: usize, side: usize, ev: TcpEvent) {
+        let mut steps = std::mem::take(&mut self.replay_steps);
+        let conn = &mut self.conns[c];
+        let delivered = conn.endpoints[side].stats().bytes_delivered;
+        if let App::Replay(r) = &mut conn.app {
+            match ev {
+                TcpEvent::Connected => r.on_connected(now, side, delivered, &mut steps),
+                TcpEvent::Received { .. } => r.on_received(now, side, delivered, &mut steps),
+                TcpEvent::PeerClosed => r.on_peer_closed(side, &mut steps),
+                _ => {}
+            }
+        }
+        self.apply_replay_steps(c, &mut steps);
+        self.replay_steps = steps;
+    }
+
+    /// A replay's scheduled step is due: let it write, then send what TCP can.
+    fn on_replay_step(&mut self, now: Instant, c: usize, step: AppStep) {
+        let side = Replay::side_of(step);
+        let mut steps = std::mem::take(&mut self.replay_steps);
+        let conn = &mut self.conns[c];
+        let delivered = conn.endpoints[side].stats().bytes_delivered;
+        if let App::Replay(r) = &mut conn.app {
+            r.on_step(now, step, delivered, &mut steps);
+        }
+        self.apply_replay_steps(c, &mut steps);
+        self.replay_steps = steps;
+        self.service(now, c, side);
+    }
+
+    /// Carries out the replay's steps. Each comes from an event of the side it acts on, so
+    /// the `service` call under way (or the one after a step) sends what it wrote.
+    fn apply_replay_steps(&mut self, c: usize, steps: &mut Vec<Step>) {
+        for s in steps.drain(..) {
+            match s {
+                Step::Write { side, bytes } => self.conns[c].endpoints[side].send(bytes),
+                Step::Close { side } => self.conns[c].endpoints[side].close(),
+                Step::At(t, step) => self.events.schedule(t, Event::App(c as u32, step)),
+            }
+        }
+    }
+
     fn on_app(&mut self, now: Instant, c: usize, step: AppStep) {
+        if matches!(self.conns[c].app, App::Replay(_)) && matches!(step, AppStep::NextRequest | AppStep::Respond | AppStep::RespondRest) {
+            self.on_replay_step(now, c, step);
+            return;
+        }
         let conn = &mut self.conns[c];
         match step {
             AppStep::Start => {
@@ -521,6 +641,8 @@ impl Simulation {
                         conn.endpoints[CLIENT].close();
                     }
                     App::ReqResp(r) => r.remaining = Some(0),
+                    // Validation keeps `stop` away from replays.
+                    App::Replay(_) => {}
                 }
                 self.service(now, c, CLIENT);
             }
@@ -544,6 +666,7 @@ impl Simulation {
                 }
                 self.service(now, c, CLIENT);
             }
+            AppStep::RespondRest => {}
             AppStep::Respond => {
                 if let App::ReqResp(r) = &conn.app {
                     let resp = r.response;
@@ -643,6 +766,21 @@ impl Simulation {
         t
     }
 
+    /// The `pipes` table: where each `[[pipe]]`'s connections come from, so that a capture
+    /// can be read pipe by pipe (the replay matches connection i by pipe i's address).
+    fn pipe_table(&self) -> Table {
+        let mut t = Table::with_schema(&[("pipe", "i64"), ("client", "str"), ("server", "str"), ("address", "str")]);
+        for (g, p) in self.net.pipes.iter().enumerate() {
+            t.push(vec![
+                Cell::I(g as i64),
+                Cell::S(self.net.hosts[p.client].clone()),
+                Cell::S(self.net.hosts[p.server].clone()),
+                Cell::S(pcap::addr_text(pcap::pipe_addr(g as u32))),
+            ]);
+        }
+        t
+    }
+
     /// The tables as of now; callable at any time (an interrupted run keeps what it measured).
     pub fn results(&self) -> Results {
         let now = self.events.now().min(self.end);
@@ -683,6 +821,9 @@ impl Simulation {
             let goodput = if active > 0.0 { delivered as f64 * 8.0 / active } else { 0.0 };
             let (responses, resp_mean) = match &conn.app {
                 App::ReqResp(r) if !r.response_times.is_empty() => {
+                    (r.response_times.len() as i64, r.response_times.iter().sum::<f64>() / r.response_times.len() as f64)
+                }
+                App::Replay(r) if !r.response_times.is_empty() => {
                     (r.response_times.len() as i64, r.response_times.iter().sum::<f64>() / r.response_times.len() as f64)
                 }
                 _ => (0, f64::NAN),
@@ -783,6 +924,7 @@ impl Simulation {
             queues,
             queue_series: self.queue_series.clone(),
             markers: self.marker_table(),
+            pipes: self.pipe_table(),
             simulated_s: now.as_secs_f64(),
             events: self.events.processed(),
             complete: self.is_finished(),

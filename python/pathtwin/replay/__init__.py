@@ -1,4 +1,4 @@
-"""Replay ("Monkey Do"): re-run a captured workload over per-connection emulated paths.
+"""Replay ("Monkey Do"): re-run a captured workload over per-connection emulated (or simulated) paths.
 
     result = pathtwin.replay.replay("server.pcap", out="run/", tcp={"initial_window": 10})
     print(result.summary["within_20pct"])
@@ -10,6 +10,8 @@ The parts, usable one by one from a notebook:
   truth (:func:`synthetic`);
 - :func:`run_emulated` (``emu.py``): the workload in the emulator, real kernel TCP on both
   sides, each connection on its own pipe, captured at the server;
+- :func:`run_simulated` (``sim.py``): the same in the simulator, simulated TCP, for fast
+  what-if sweeps; its capture goes through the same analysis and comparison;
 - :func:`compare` / :func:`summary` (``compare.py``): per-connection response times of the
   source and of the replay, and the paper's accuracy figures.
 
@@ -28,9 +30,13 @@ import pandas as pd
 from ..errors import PathtwinError
 from .compare import breakdown, compare, ks_distance, response_times, summary
 from .emu import EmulatedRun, run_emulated
+from .sim import SimulatedRun, run_simulated
 from .workload import Workload, synthetic
 
-__all__ = ["Workload", "synthetic", "run_emulated", "compare", "summary", "breakdown", "ks_distance",
+#: Engines a replay runs in.
+ENGINES = ("emu", "sim")
+
+__all__ = ["Workload", "synthetic", "run_emulated", "run_simulated", "SimulatedRun", "compare", "summary", "breakdown", "ks_distance",
            "response_times", "replay", "ReplayResult", "load_source"]
 
 
@@ -40,7 +46,7 @@ class ReplayResult:
     #: One row per connection: path, original and replayed response time, relative error.
     table: pd.DataFrame
     summary: dict
-    run: EmulatedRun
+    run: Union[EmulatedRun, SimulatedRun]
     out: Path
 
 
@@ -70,31 +76,37 @@ def load_source(source, server: Optional[str] = None, keep_open: bool = False) -
 
 def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None, tcp: Optional[dict] = None,
            engine: str = "emu", source_exchanges: Optional[pd.DataFrame] = None,
-           progress: Optional[Callable[[float], None]] = None) -> ReplayResult:
+           progress: Optional[Callable[[float], None]] = None, seed: int = 1, keep_open: bool = False) -> ReplayResult:
     """Builds the replay database of ``source`` (a capture, a database directory or a
     :class:`Workload`), replays it with the server's ``tcp`` settings and compares
-    per-connection response times with the source's. Writes under ``out``: ``db/`` (the
-    database), ``replay/`` (the emulation, the server capture, the agents' logs),
+    per-connection response times with the source's, in the emulator (``engine="emu"``,
+    real kernel TCP) or the simulator (``"sim"``, simulated TCP; ``progress`` is the
+    emulator's). Writes under ``out``: ``db/`` (the database), ``replay/`` (the emulation
+    or simulation, the server capture, the emulator agents' logs),
     ``connections.parquet`` (the comparison) and ``summary.json``."""
     from .. import trace
 
-    if engine != "emu":
-        raise PathtwinError(f"engine {engine!r}: replay runs in the emulator ('emu') so far")
+    if engine not in ENGINES:
+        raise PathtwinError(f"engine {engine!r}: a replay runs in {' or '.join(repr(e) for e in ENGINES)}")
     out = Path(out)
     if isinstance(source, Workload):
         workload = source
         if source_exchanges is None:
             raise PathtwinError("a Workload source needs source_exchanges for the original response times")
     else:
-        workload, source_exchanges = load_source(source, server)
+        workload, source_exchanges = load_source(source, server, keep_open=keep_open)
     workload.save(out / "db")
     source_exchanges.to_parquet(out / "db" / "source_exchanges.parquet", index=False)
-    run = run_emulated(workload, out / "replay", tcp=tcp, progress=progress,
-                       capture_at="clients" if workload.vantage == "client" else "server")
+    # Captured where the source was, so that response times compare like for like.
+    capture_at = "clients" if workload.vantage == "client" else "server"
+    if engine == "sim":
+        run = run_simulated(workload, out / "replay", tcp=tcp, seed=seed, capture_at=capture_at)
+    else:
+        run = run_emulated(workload, out / "replay", tcp=tcp, progress=progress, seed=seed, capture_at=capture_at)
     rconns, rex, _ = trace.workload(run.capture, server=None)
     table = compare(workload, source_exchanges, rconns, rex, run.addresses)
     table.to_parquet(out / "connections.parquet", index=False)
     s = summary(table)
-    s.update({"tcp": tcp or {}, "skipped": workload.skipped, "vantage": workload.vantage, "wall_s": run.wall_s})
+    s.update({"engine": engine, "tcp": tcp or {}, "skipped": workload.skipped, "vantage": workload.vantage, "wall_s": run.wall_s})
     (out / "summary.json").write_text(json.dumps(s, indent=2))
     return ReplayResult(workload, table, s, run, out)
