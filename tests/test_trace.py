@@ -306,6 +306,7 @@ def persistent_connection(t0: float, client: str = "198.51.100.7", cport: int = 
 EXCHANGE_COLUMNS = [
     "conn_id", "exchange", "request_start_s", "request_end_s", "request_bytes", "response_start_s", "response_end_s",
     "response_bytes", "header_bytes", "server_delay_ms", "query_delay_ms", "response_time_ms", "think_ms",
+    "response_acked_s",
 ]
 
 

@@ -42,7 +42,9 @@
 //!   byte of the request to the last byte of the response; **response delay**: last request
 //!   packet to first response packet; **query delay**: Monkey's walk over the response's
 //!   segments (gap with the previous segment acknowledged, or previous segment shorter than
-//!   the MSS), [`QUERY_GAP_NS`] being [P]; the response bytes before the segment the walk
+//!   the MSS), [`QUERY_GAP_NS`] being [P], the gap running from the ACK that covered the
+//!   previous segment when that came later [P] (an ACK-clocked slow start is no query); the
+//!   response bytes before the segment the walk
 //!   stops at are the **header**, the rest the results (Monkey's header/results split).
 //!   **Think time**, what a replayed client waits before its next request: the previous
 //!   response's last byte to the request's first.
@@ -225,6 +227,8 @@ pub struct Downstream {
     client_spoke_since_send: bool,
     /// Previous ACK that advanced: time, and burst and send time of its last segment.
     prev_ack: Option<(u64, u64, u64)>,
+    /// When the client's cumulative ACK last advanced.
+    last_advance_ns: u64,
     pub rtt: Summary,
     pub bandwidth: Summary,
     pub dupacks_since_advance: u32,
@@ -307,6 +311,7 @@ impl Conn {
                 last_send_ns: None,
                 client_spoke_since_send: false,
                 prev_ack: None,
+                last_advance_ns: 0,
                 rtt: Summary::new(index.wrapping_mul(2) + 1),
                 bandwidth: Summary::new(index.wrapping_mul(2) + 2),
                 dupacks_since_advance: 0,
@@ -569,8 +574,13 @@ impl Conn {
                 self.query = (!self.exchanges.is_empty())
                     .then_some(QueryWalk { first_ns: now, prev_ns: now, prev_end: end, prev_len: tcp.payload_len });
             } else if let Some(q) = self.query.as_mut() {
-                // Monkey's test on the pair (previous, current).
-                let idle = now.saturating_sub(q.prev_ns) > QUERY_GAP_NS && acked >= q.prev_end && window_open;
+                // Monkey's test on the pair (previous, current), with the gap counted from
+                // the later of the previous segment and the ACK that covered it [P]: a
+                // segment sent as that ACK opened the window is ACK-clocked, not held by the
+                // application (Monkey's gap alone splits a slow start from an initial
+                // window of one segment at its first round trip).
+                let idle_from = q.prev_ns.max(self.down.last_advance_ns);
+                let idle = now.saturating_sub(idle_from) > QUERY_GAP_NS && acked >= q.prev_end && window_open;
                 if idle || q.prev_len < mss {
                     let first_ns = q.first_ns;
                     self.query = None;
@@ -715,6 +725,7 @@ impl Conn {
             }
         }
         let d = &mut self.down;
+        d.last_advance_ns = now;
         d.dupacks_since_advance = 0;
         d.sack_since_advance = false;
 
@@ -980,6 +991,36 @@ pub(crate) mod tests {
         // 401 ms, after the retransmission filled the hole (the ACKs at 121 ms stop short);
         // at 506 ms.
         assert_eq!(x.iter().map(|x| x.response_acked_ns).collect::<Vec<_>>(), [Some(64 * MS), Some(401 * MS), Some(506 * MS)]);
+    }
+
+    /// A slow start from an initial window of one segment: each round's segments leave as
+    /// the ACK of the last round arrives, 50 ms after the previous segment. ACK-clocked, not
+    /// a query: no split.
+    #[test]
+    fn an_ack_clocked_slow_start_is_no_split() {
+        use flags::{ACK, FIN, SYN};
+        let (c, s) = (CI + 1, SI + 1);
+        let mut k = conn();
+        feed(
+            &mut k,
+            &[
+                (0, UP, SYN, CI, 0, 0),
+                (MS, DOWN, SYN | ACK, SI, c, 0),
+                (2 * MS, UP, ACK, c, s, 0),
+                (10 * MS, UP, ACK, c, s, 300),
+                (30 * MS, DOWN, ACK, s, c + 300, 1460),
+                (80 * MS, UP, ACK, c + 300, s + 1460, 0),
+                (80 * MS + 100 * US, DOWN, ACK, s + 1460, c + 300, 1460),
+                (80 * MS + 200 * US, DOWN, ACK, s + 2920, c + 300, 1460),
+                (130 * MS, UP, ACK, c + 300, s + 4380, 0),
+                (130 * MS + 100 * US, DOWN, ACK, s + 4380, c + 300, 500),
+                (180 * MS, UP, ACK, c + 300, s + 4880, 0),
+                (181 * MS, DOWN, ACK | FIN, s + 4880, c + 300, 0),
+                (182 * MS, UP, ACK | FIN, c + 300, s + 4881, 0),
+            ],
+        );
+        let x = &k.exchanges[0];
+        assert_eq!((x.response_bytes, x.header_bytes, x.query_delay_ns), (4880, None, None));
     }
 
     /// An idle gap the client has not acknowledged the data before is no split (Monkey's
