@@ -1,6 +1,6 @@
 """The `pathtwin` command line: one entry point for every engine and tool.
 
-Sub-commands of other engines live beside them (``trace_cli``, ``emu_cli``, ``replay_cli``); this module
+Sub-commands of other engines live beside them (``trace_cli``, ``emu_cli``, ``replay_cli``, ``monarch_cli``); this module
 wires them together, owns the simulator's commands (``sim``, ``plot``, ``bounds``,
 ``reproduce``) and the rule that a user error prints one line and exits with status 2.
 """
@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import typer
 
-from . import emu_cli, replay_cli, trace_cli
+from . import emu_cli, monarch_cli, replay_cli, trace_cli
 from .errors import PathtwinError
 
 app = typer.Typer(
@@ -31,6 +31,7 @@ app.add_typer(trace_cli.app, name="trace")
 app.add_typer(emu_cli.app, name="emu")
 emu_cli.register_top_level(app)
 replay_cli.register(app)
+monarch_cli.register(app)
 
 
 def _console(stderr: bool = False):

@@ -127,16 +127,19 @@ class Emulation:
     running, so idle CPUs poll instead of halting and wake-ups cost microseconds, not tens of
     them (on by default; machine-wide while the emulation runs); ``tcp_info`` samples every
     host's TCP sockets (the kernel's ``tcp_info``) every ``[run] sample_interval`` into the
-    ``flow_series`` table, on a thread of its own beside the loop (on by default).
+    ``flow_series`` table, on a thread of its own beside the loop (on by default);
+    ``monarch_pcap`` is where a ``[monarch]`` proxy records its probes and their answers.
     """
 
     def __init__(self, topology: ConfigSource, out=None, pcap=None, cc: Optional[str] = None,
                  spin_us: float = 0.0, run_id: Optional[str] = None, high_priority: bool = True,
-                 cpu_latency_qos: bool = True, tcp_info: bool = True, pcap_hosts: Optional[Sequence[str]] = None):
+                 cpu_latency_qos: bool = True, tcp_info: bool = True, pcap_hosts: Optional[Sequence[str]] = None,
+                 monarch_pcap=None):
         self._text, self._fmt, self._origin = config_text(topology)
         self.out = Path(out) if out is not None else None
         self.pcap = Path(pcap) if pcap is not None else None
         self.pcap_hosts = list(pcap_hosts) if pcap_hosts is not None else None
+        self.monarch_pcap = Path(monarch_pcap) if monarch_pcap is not None else None
         self.cc = cc
         self.spin_us = spin_us
         self.high_priority = high_priority
@@ -162,7 +165,8 @@ class Emulation:
         self._t0 = time.perf_counter()
         self._native = _native.EmuRun(self._text, self._origin, self._fmt == "json",
                                       self.run_id, self.cc, float(self.spin_us), bool(self.high_priority),
-                                      bool(self.cpu_latency_qos), bool(self.tcp_info))
+                                      bool(self.cpu_latency_qos), bool(self.tcp_info),
+                                      str(self.monarch_pcap) if self.monarch_pcap is not None else None)
         self._hosts = {h["name"]: Host(self, h) for h in self._native.hosts}
         _live.add(self)
         try:

@@ -692,6 +692,38 @@ pub struct LinkConfig {
     pub frio: Option<FrioSettings>,
 }
 
+/// What Monarch's proxy sends the remote host for each of the sender's packets (see
+/// `pathtwin_emu::monarch`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProbeKind {
+    /// An ACK to a closed TCP port; answered by a RST.
+    TcpAck,
+    /// A datagram to a closed UDP port; answered by ICMP port unreachable.
+    Udp,
+    /// An ICMP echo request of the packet's size; answered by an echo reply as large.
+    IcmpEcho,
+    /// An ICMP timestamp request (fixed size); answered by a timestamp reply.
+    IcmpTimestamp,
+}
+
+/// `[monarch]`: Monarch (Haeberlen et al., IMC 2006): the packets `sender` sends to
+/// `receiver` are carried as probes to `target` and its answers, across the route between
+/// `sender` and `target`; `receiver`'s packets go straight back to `sender` (emulator only).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonarchConfig {
+    pub sender: String,
+    pub receiver: String,
+    pub target: String,
+    #[serde(default = "default_probe")]
+    pub probe: ProbeKind,
+}
+
+fn default_probe() -> ProbeKind {
+    ProbeKind::TcpAck
+}
+
 /// Most pipes one client host can hold (its pipe addresses are one /16).
 pub const MAX_PIPES_PER_HOST: usize = 65_000;
 
@@ -856,6 +888,9 @@ pub struct Config {
     pub links: Vec<LinkConfig>,
     #[serde(default, rename = "flow")]
     pub flows: Vec<FlowConfig>,
+    /// Monarch's proxy (emulator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monarch: Option<MonarchConfig>,
     /// Per-connection pipes (replay).
     #[serde(default, rename = "pipe", skip_serializing_if = "Vec::is_empty")]
     pub pipes: Vec<PipeConfig>,
@@ -998,6 +1033,16 @@ impl Config {
                 format!("pipe[{i}].between[1]"),
                 format!("{:?} is the server of other pipes; a host is either a pipe server or a pipe client", p.between[1]),
             ));
+        }
+        if let Some(m) = &self.monarch {
+            for (key, h) in [("sender", &m.sender), ("receiver", &m.receiver), ("target", &m.target)] {
+                if !is_host(h) {
+                    return Err(unknown(format!("monarch.{key}"), h, "host"));
+                }
+            }
+            if m.sender == m.receiver || m.sender == m.target || m.receiver == m.target {
+                return Err(ConfigError::invalid("monarch", "sender, receiver and target must be three different hosts"));
+            }
         }
         for (i, f) in self.flows.iter().enumerate() {
             if !is_host(&f.from) {

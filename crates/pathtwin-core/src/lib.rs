@@ -8,7 +8,7 @@
 //! Modules: [`time`] and [`units`] (quantities), [`packet`] (what the model reads of a
 //! packet), [`qdisc`] (queue disciplines), [`element`] (delay, bandwidth queue with
 //! placeholders and reactivity, loss, marker), [`marker`] (DiffServ markers), [`monitor`] (foreground flow counting), [`bounds`]
-//! (NSDI'09 Eq. 2/4), [`config`] (the one config schema) and [`topology`] (compiling a config
+//! (NSDI'09 Eq. 2/4), [`pcapfile`] (writing captures), [`config`] (the one config schema) and [`topology`] (compiling a config
 //! to routes over shared elements).
 
 pub mod bounds;
@@ -17,6 +17,7 @@ pub mod element;
 pub mod marker;
 pub mod monitor;
 pub mod packet;
+pub mod pcapfile;
 pub mod qdisc;
 pub mod time;
 pub mod topology;

@@ -23,7 +23,8 @@ use serde::Serialize;
 
 use crate::clock::CpuLatencyRequest;
 use crate::device::Tun;
-use crate::engine::{Engine, EngineError, FlowCounters, HostCounters, QueueSample, Route, RouteCounters, TimingOptions};
+use crate::engine::{Engine, EngineError, FlowCounters, HostCounters, MonarchProxy, QueueSample, Route, RouteCounters, TimingOptions};
+use crate::monarch::{MonarchStats, Translator};
 use crate::lab::{pipe_net, HostInfo, Lab, PipePlan, DEVICE};
 use crate::lateness::Histogram;
 use crate::netns::{cleanup_stale, NetnsError, RunId};
@@ -58,6 +59,8 @@ pub struct EmulatorOptions {
     pub cpu_latency_qos: bool,
     /// Sample every host's TCP sockets into `flow_series` (see [`crate::sampler`]).
     pub tcp_info: bool,
+    /// With `[monarch]`: write the proxy's probes and answers to this pcap file.
+    pub monarch_capture: Option<std::path::PathBuf>,
 }
 
 impl Default for EmulatorOptions {
@@ -70,6 +73,7 @@ impl Default for EmulatorOptions {
             high_priority: timing.high_priority,
             cpu_latency_qos: true,
             tcp_info: true,
+            monarch_capture: None,
         }
     }
 }
@@ -103,6 +107,8 @@ pub struct Snapshot {
     pub t_s: f64,
     /// Routes between hosts (pipes are in `pipes`).
     pub routes: Vec<RouteSnapshot>,
+    /// Monarch's proxy, when `[monarch]` is configured.
+    pub monarch: Option<MonarchSnapshot>,
     pub pipes: PipeTotals,
     /// Bandwidth queues (pipes' queues are in [`Results::pipes`]).
     pub queues: Vec<QueueSnapshot>,
@@ -117,6 +123,19 @@ pub struct Snapshot {
     /// `SCHED_FIFO` and the default policy (see [`crate::priority`]).
     pub high_priority: bool,
     pub priority_switches: u64,
+}
+
+/// Monarch's proxy: probes sent, answers, and what reached the receiver.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct MonarchSnapshot {
+    #[serde(flatten)]
+    pub stats: MonarchStats,
+    /// Packets held for an answer now.
+    pub held: usize,
+    pub released: u64,
+    pub released_bytes: u64,
+    /// Receiver packets passed straight back to the sender.
+    pub returned: u64,
 }
 
 /// All pipes together (one entry per pipe would make every snapshot as large as the run).
@@ -445,7 +464,50 @@ impl Emulator {
             fifo_while_idle: cpu_latency.is_some(),
         };
         let elements: Vec<Element<_>> = net.elements;
+        let monarch = match &config.monarch {
+            Some(m) => {
+                let id = |n: &str| lab.hosts().iter().position(|h| h.name == n).expect("validated host");
+                let (sender, receiver, target) = (id(&m.sender), id(&m.receiver), id(&m.target));
+                let Some(probe_route) = routes.iter().position(|r| r.src == sender && r.dst == target && r.only.is_none()) else {
+                    return Err(ConfigError::invalid(
+                        "monarch",
+                        format!("no [[path]] or [[link]] leads from sender {:?} to target {:?}: the probes need one", m.sender, m.target),
+                    )
+                    .into());
+                };
+                if !routes.iter().any(|r| r.src == target && r.dst == sender) {
+                    return Err(ConfigError::invalid("monarch", format!("no route back from target {:?} to sender {:?}", m.target, m.sender)).into());
+                }
+                let hosts = lab.hosts();
+                // Acknowledgment numbers of TCP probes start at a seeded offset, as real
+                // probes' would not be zero-based.
+                let tcp_base = (config.run.seed as u32).wrapping_mul(0x9E37_79B9) | 0x1000_0000;
+                let capture = match &opts.monarch_capture {
+                    Some(path) => {
+                        let open = || -> std::io::Result<std::io::BufWriter<std::fs::File>> {
+                            let mut w = std::io::BufWriter::with_capacity(1 << 16, std::fs::File::create(path)?);
+                            pathtwin_core::pcapfile::write_header(&mut w, 65_535)?;
+                            Ok(w)
+                        };
+                        Some(open().map_err(|e| NetnsError::Command { cmd: "monarch capture".into(), msg: format!("{}: {e}", path.display()) })?)
+                    }
+                    None => None,
+                };
+                Some(MonarchProxy {
+                    capture,
+                    translator: Translator::new(m.probe, hosts[sender].ipv4, hosts[target].ipv4, tcp_base),
+                    sender,
+                    receiver,
+                    probe_route: probe_route as u32,
+                    released: 0,
+                    released_bytes: 0,
+                    returned: 0,
+                })
+            }
+            None => None,
+        };
         let mut engine = Engine::new(ports, elements, routes, timing)?;
+        engine.monarch = monarch;
         engine.exclude_from_samples(element_info.iter().enumerate().filter(|(_, e)| is_pipe(e)).map(|(i, _)| i));
         let sampler = if opts.tcp_info { Some(TcpSampler::start(&lab, engine.clock(), config.run.sample_interval)?) } else { None };
         Ok(Emulator { engine, sampler, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config, first_pipe_route })
@@ -541,6 +603,13 @@ impl Emulator {
             run_id: self.run_id().to_string(),
             t_s: self.engine.now().as_secs_f64(),
             routes,
+            monarch: self.engine.monarch.as_ref().map(|m| MonarchSnapshot {
+                stats: m.translator.stats,
+                held: m.translator.held(),
+                released: m.released,
+                released_bytes: m.released_bytes,
+                returned: m.returned,
+            }),
             pipes,
             queues,
             markers,

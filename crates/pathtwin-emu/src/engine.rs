@@ -43,6 +43,7 @@ use serde::Serialize;
 use crate::clock::{mono_ns, set_min_timer_slack, DeadlineTimer, RealClock};
 use crate::device::PacketIo;
 use crate::lateness::Histogram;
+use crate::monarch::Translator;
 use crate::packet::{FiveTuple, IpPacket};
 use crate::priority::{set_thread_fifo, set_thread_nice, Governor, Switch, LOOP_NICE};
 
@@ -196,6 +197,37 @@ impl Default for TimingOptions {
     }
 }
 
+/// Monarch's proxy in the loop (see [`crate::monarch`]): what `sender` sends to `receiver`
+/// is held and a probe goes along `probe_route` instead; an answer delivered to `sender`
+/// releases the held packet to `receiver`, at once (the proxy is local); what `receiver`
+/// sends to `sender` goes straight to it. Other traffic (a real TCP flow from `sender` to
+/// the remote host, say) is routed as usual.
+pub struct MonarchProxy {
+    pub translator: Translator,
+    pub sender: usize,
+    pub receiver: usize,
+    pub probe_route: u32,
+    /// Packets released to the receiver, and their bytes.
+    pub released: u64,
+    pub released_bytes: u64,
+    /// The receiver's packets passed straight back to the sender.
+    pub returned: u64,
+    /// Where the proxy records each probe as it leaves and each answer as it arrives (the
+    /// vantage point of Monarch's self-diagnosis, `pathtwin trace diagnose`).
+    pub capture: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+impl MonarchProxy {
+    fn record(&mut self, at: Instant, pkt: &IpPacket) {
+        if let Some(w) = self.capture.as_mut() {
+            if pathtwin_core::pcapfile::write_record(w, at.as_nanos(), pkt.bytes(), pkt.bytes().len() as u32).is_err() {
+                // A full disk must not stop the emulation; the capture just ends here.
+                self.capture = None;
+            }
+        }
+    }
+}
+
 /// Errors that stop the loop (a device vanished, epoll failed): the emulation cannot go on.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -250,6 +282,7 @@ pub struct Engine<D> {
     armed_for: Option<Instant>,
     /// Elements left out of the queue time series (pipes: thousands of them).
     unsampled: Vec<bool>,
+    pub monarch: Option<MonarchProxy>,
     /// Latest model time each element has been pushed, polled or advanced at.
     element_now: Vec<Instant>,
     /// Pushes that came earlier than their element's time and were moved up to it (a packet
@@ -338,6 +371,7 @@ impl<D: PacketIo> Engine<D> {
             armed_for: None,
             element_now: vec![Instant::ZERO; n_elements],
             unsampled: vec![false; n_elements],
+            monarch: None,
             reordered_pushes: 0,
         };
         for i in 0..n_elements {
@@ -488,6 +522,29 @@ impl<D: PacketIo> Engine<D> {
                     continue;
                 }
             };
+            if let Some(m) = self.monarch.as_mut() {
+                let to = |host: usize| self.hosts[host].addrs.contains(&ip.dst());
+                if h == m.sender && to(m.receiver) {
+                    let probe = m.translator.probe_for(ip, at);
+                    m.record(at, &probe);
+                    let route = m.probe_route;
+                    self.route_counters[route as usize].packets_in += 1;
+                    self.route_counters[route as usize].bytes_in += probe.wire_len() as u64;
+                    self.forward(at, EmuPacket { ip: probe, route, hop: 0 });
+                    self.run_model(self.clock.now().max(at));
+                    continue;
+                }
+                if h == m.receiver && to(m.sender) {
+                    m.returned += 1;
+                    let sender = m.sender;
+                    // Straight back, unmodelled: Monarch's receiver sits next to its sender.
+                    let _ = self.hosts[sender].device.send(ip.bytes());
+                    if self.spare.len() < SPARE_BUFFERS {
+                        self.spare.push(ip.into_bytes());
+                    }
+                    continue;
+                }
+            }
             let Some(&route) = self.by_addrs.get(&(ip.src(), ip.dst())) else {
                 self.host_counters[h].unrouted += 1;
                 continue;
@@ -543,7 +600,27 @@ impl<D: PacketIo> Engine<D> {
 
     fn deliver(&mut self, departure: Instant, pkt: EmuPacket) {
         let route = pkt.route as usize;
-        let dst = self.routes[route].dst;
+        let mut dst = self.routes[route].dst;
+        // An answer to a Monarch probe: the receiver gets the packet it stood for instead.
+        let mut pkt = pkt;
+        if let Some(m) = self.monarch.as_mut().filter(|m| m.sender == dst) {
+            if let Some(held) = m.translator.on_response(&pkt.ip) {
+                m.record(departure, &pkt.ip);
+                m.released += 1;
+                m.released_bytes += held.wire_len() as u64;
+                dst = m.receiver;
+                let answer = std::mem::replace(&mut pkt.ip, held);
+                let rc = &mut self.route_counters[route];
+                rc.packets_out += 1;
+                rc.bytes_out += answer.wire_len() as u64;
+                self.lateness.record(self.clock.now().saturating_since(departure).as_nanos());
+                let _ = self.hosts[dst].device.send(pkt.ip.bytes());
+                if self.spare.len() < SPARE_BUFFERS {
+                    self.spare.push(pkt.ip.into_bytes());
+                }
+                return;
+            }
+        }
         let len = pkt.ip.wire_len() as u64;
         let payload = pkt.ip.payload_len() as u64;
         let tuple = pkt.ip.five_tuple();

@@ -8,7 +8,8 @@
 //! [`lateness`] (histograms), [`priority`] (the loop thread's scheduling), [`engine`] (the
 //! release loop), [`tcpinfo`] (the `sock_diag` wire format and `struct tcp_info`),
 //! [`sampler`] (the thread sampling every host's TCP sockets into `flow_series`),
-//! [`emulator`] (config → hosts → loop → results). Python (`pathtwin.emulation`) owns processes, captures and result files.
+//! [`monarch`] (Monarch's probe translation, sans-IO), [`emulator`] (config → hosts → loop →
+//! results). Python (`pathtwin.emulation`) owns processes, captures and result files.
 //!
 //! # Packet I/O and threading, and why
 //! TUN devices (as Mahimahi), one per host, all read and written by **one thread** with one
@@ -45,6 +46,7 @@ pub mod emulator;
 pub mod engine;
 pub mod lab;
 pub mod lateness;
+pub mod monarch;
 pub mod netns;
 pub mod packet;
 pub mod priority;

@@ -55,7 +55,7 @@ impl EmuRun {
     /// dicts are passed; `origin` names the file in errors).
     #[new]
     #[pyo3(signature = (config_text, origin = "", json = false, run_id = None, cc = None, spin_us = 0.0,
-                        high_priority = true, cpu_latency_qos = true, tcp_info = true))]
+                        high_priority = true, cpu_latency_qos = true, tcp_info = true, monarch_pcap = None))]
     fn new(
         py: Python<'_>,
         config_text: &str,
@@ -67,6 +67,7 @@ impl EmuRun {
         high_priority: bool,
         cpu_latency_qos: bool,
         tcp_info: bool,
+        monarch_pcap: Option<String>,
     ) -> PyResult<Self> {
         let config = if json { Config::from_json(config_text) } else { Config::from_toml(config_text, origin) };
         let config = config.map_err(|e| pathtwin_error(py, e))?;
@@ -81,6 +82,7 @@ impl EmuRun {
             high_priority,
             cpu_latency_qos,
             tcp_info,
+            monarch_capture: monarch_pcap.map(std::path::PathBuf::from),
         };
         let emu = py.allow_threads(|| Emulator::start(config, &opts)).map_err(|e| pathtwin_error(py, e))?;
         let hosts_json = serde_json::to_string(emu.hosts()).expect("host info serializes");

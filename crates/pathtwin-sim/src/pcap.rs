@@ -17,13 +17,12 @@
 //! as no window-scale option is written. The IPv4 checksum is real; the TCP checksum is 0
 //! because the payload it covers is not there.
 
+use pathtwin_core::pcapfile::{self, ipv4_checksum};
 use pathtwin_tcp::Segment;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
-const MAGIC_NANOS: u32 = 0xa1b2_3c4d;
-const LINKTYPE_RAW: u32 = 101;
 /// Largest header a record can hold: 20 B IPv4 + 60 B TCP.
 const SNAPLEN: u32 = 80;
 
@@ -58,13 +57,7 @@ pub struct PcapWriter {
 impl PcapWriter {
     pub fn create(path: &Path) -> io::Result<PcapWriter> {
         let mut out = BufWriter::with_capacity(1 << 16, File::create(path)?);
-        out.write_all(&MAGIC_NANOS.to_le_bytes())?;
-        out.write_all(&2u16.to_le_bytes())?;
-        out.write_all(&4u16.to_le_bytes())?;
-        out.write_all(&0i32.to_le_bytes())?;
-        out.write_all(&0u32.to_le_bytes())?;
-        out.write_all(&SNAPLEN.to_le_bytes())?;
-        out.write_all(&LINKTYPE_RAW.to_le_bytes())?;
+        pcapfile::write_header(&mut out, SNAPLEN)?;
         Ok(PcapWriter { out, ip_id: 0 })
     }
 
@@ -130,13 +123,7 @@ impl PcapWriter {
         for b in &mut t[o..] {
             *b = 1;
         }
-        let secs = (time_ns / 1_000_000_000) as u32;
-        let nanos = (time_ns % 1_000_000_000) as u32;
-        self.out.write_all(&secs.to_le_bytes())?;
-        self.out.write_all(&nanos.to_le_bytes())?;
-        self.out.write_all(&(hdr_len as u32).to_le_bytes())?;
-        self.out.write_all(&wire_len.to_le_bytes())?;
-        self.out.write_all(&buf[..hdr_len])
+        pcapfile::write_record(&mut self.out, time_ns, &buf[..hdr_len], wire_len)
     }
 
     pub fn flush(&mut self) -> io::Result<()> {
@@ -144,13 +131,6 @@ impl PcapWriter {
     }
 }
 
-fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header.chunks(2).map(|w| u16::from_be_bytes([w[0], w[1]]) as u32).sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
 
 #[cfg(test)]
 mod tests {

@@ -132,6 +132,10 @@ fn monaco_without_priority(net: &Network<SimPacket>, i: usize, routes: [&[Hop]; 
 impl Simulation {
     /// Builds a simulation from a validated config.
     pub fn new(cfg: Config) -> Result<Simulation, SimError> {
+        if cfg.monarch.is_some() {
+            // The proxy carries a real application's kernel TCP as probes to a real host.
+            return Err(ConfigError::invalid("monarch", "[monarch] is for the emulator: its proxy carries a kernel TCP flow as probes").into());
+        }
         let mut net: Network<SimPacket> = topology::compile(&cfg)?;
         let mut events = EventQueue::new();
         let mut conns = Vec::new();

@@ -1,0 +1,215 @@
+"""Monarch: emulate a TCP transfer to a remote host with probes (Haeberlen et al., IMC 2006).
+
+    result = pathtwin.monarch.run({"rtt": "60ms", "down": "4mbit", "up": "1mbit"}, probe="tcp-ack",
+                                  cc="cubic", nbytes=500_000, out="run/")
+    print(result.summary["throughput_bps"], result.summary["verdict"])
+
+A real kernel TCP sender and receiver run in their own namespaces; the emulator's proxy
+(``pathtwin_emu::monarch``) holds each packet the sender sends and sends a probe of its size
+to the target instead; the target's answer releases the packet to the receiver, whose ACKs
+go straight back. The target is a namespace host whose own kernel answers the probes (RST,
+ICMP port unreachable, echo and timestamp replies) across an emulated path with its own
+delay, rates, queue and loss per direction — there is no Internet here, so targets live in
+the emulation. The proxy records probes and answers as it sends and receives them; that
+capture is what the self-diagnosis (``pathtwin.trace.diagnose``) reads.
+
+``real_tcp=True`` also runs the same transfer as a real TCP flow from the sender to the
+target across the same path, right after, for the paper's §4 comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from .errors import PathtwinError
+
+PROBES = ("tcp-ack", "udp", "icmp-echo", "icmp-timestamp")
+PORT = 5400
+
+# argv: port. Accepts one connection, reads to EOF, prints what it got and when.
+SINK = r"""
+import json, socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('0.0.0.0', int(sys.argv[1])))
+s.listen(4)
+print('ready', flush=True)
+c, _ = s.accept()
+n, first, last = 0, None, None
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    now = time.time()
+    first = first or now
+    last = now
+    n += len(b)
+c.close()
+print(json.dumps({'bytes': n, 'first': first, 'last': last}), flush=True)
+"""
+
+# argv: address, port, bytes, congestion control. Sends and waits for the receiver's close.
+SEND = r"""
+import json, socket, sys, time
+addr, port, nbytes, cc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+if cc:
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+t0 = time.time()
+s.connect((addr, port))
+t1 = time.time()
+s.sendall(b'm' * nbytes)
+s.shutdown(socket.SHUT_WR)
+while s.recv(65536):
+    pass
+t2 = time.time()
+print(json.dumps({'start': t0, 'connected': t1, 'end': t2, 'port': s.getsockname()[1]}), flush=True)
+s.close()
+"""
+
+
+def topology(path: dict, probe: str = "tcp-ack") -> dict:
+    """Hosts ``sender``, ``receiver``, ``target``; the path between sender and target
+    (``rtt``, ``down`` and ``up`` rates — down is towards the target, the probes' way —
+    ``loss_down``/``loss_up``, ``queue``) in link mode; Monarch's proxy between them."""
+    if probe not in PROBES:
+        raise PathtwinError(f"probe {probe!r}: use one of {', '.join(PROBES)}")
+    unknown = set(path) - {"rtt", "down", "up", "loss_down", "loss_up", "queue"}
+    if unknown:
+        raise PathtwinError(f"target path: unknown key {sorted(unknown)[0]!r} (rtt, down, up, loss_down, loss_up, queue)")
+    for key in ("rtt", "down", "up"):
+        if key not in path:
+            raise PathtwinError(f"target path: missing {key!r}")
+    p = {"between": ["sender", "target"], "rtt": path["rtt"], "mode": "link", "abw": [path["down"], path["up"]],
+         "loss": [path.get("loss_down", 0.0), path.get("loss_up", 0.0)]}
+    if path.get("queue") is not None:
+        p["queue"] = path["queue"]
+    return {"hosts": ["sender", "receiver", "target"], "path": [p],
+            "monarch": {"sender": "sender", "receiver": "receiver", "target": "target", "probe": probe}}
+
+
+@dataclass
+class MonarchResult:
+    summary: dict
+    #: The sender socket's ``tcp_info`` over time (cwnd, RTT, retransmissions).
+    series: pd.DataFrame
+    #: The self-diagnosis of the probe flow (one row).
+    diagnosis: pd.DataFrame
+    capture: Path
+    out: Path
+
+
+def _transfer(net, dst_host: str, nbytes: int, cc: Optional[str], port: int) -> dict:
+    dst = net[dst_host]
+    sink = dst.popen([sys.executable, "-c", SINK, str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if "ready" not in sink.stdout.readline():
+        raise PathtwinError(f"the receiver in {dst_host} did not start: {sink.stderr.read()[-300:]}")
+    done = net["sender"].run([sys.executable, "-c", SEND, dst.ipv4, str(port), str(nbytes), cc or ""], timeout=600)
+    if done.returncode != 0:
+        raise PathtwinError(f"the transfer to {dst_host} failed: {(done.stderr or '').strip().splitlines()[-1:]}")
+    sent = json.loads(done.stdout.strip().splitlines()[-1])
+    got = json.loads(sink.communicate(timeout=30)[0].strip().splitlines()[-1])
+    return {**sent, "received": got["bytes"]}
+
+
+#: Unanswered probes beyond the path's own drops, as a share of all probes, above which the
+#: target is taken to be rate-limiting its answers.
+THROTTLE_SHARE = 0.05
+
+
+def _warnings(s: dict) -> list[str]:
+    """What the user must know to read this flow: answers the target held back, and probes
+    that cannot stand for a packet's size."""
+    out = []
+    probes = s["proxy"]["probes"]
+    held_back = s["unanswered_probes"] - s["dropped_downstream"] - s["dropped_upstream"]
+    if probes and held_back > THROTTLE_SHARE * probes:
+        out.append(f"{held_back} of {probes} probes went unanswered though the path delivered them: the target rate-limits its "
+                   f"answers (Linux: net.ipv4.icmp_ratelimit and icmp_msgs_per_sec limit ICMP errors such as port unreachable); "
+                   f"the flow measures the limit, not the path — use tcp-ack or icmp-echo probes, or lift the limit on a target "
+                   f"you control (target_sysctls / --target-sysctl)")
+    if s["probe"] == "icmp-timestamp":
+        out.append("icmp-timestamp probes are 40 bytes whatever packet they stand for: the path's rate and queue are not "
+                   "exercised, only its delay and loss")
+    return out
+
+
+def _path_losses(stats: dict) -> dict:
+    """Packets the path between sender and target has dropped so far, each way (those that
+    entered its route and never left it)."""
+    out = {"down": 0, "up": 0}
+    for r in stats["routes"]:
+        way = {("sender", "target"): "down", ("target", "sender"): "up"}.get((r["src"], r["dst"]))
+        if way:
+            out[way] += r["packets_in"] - r["packets_out"] - r["write_drops"]
+    return out
+
+
+def _flow_summary(series: pd.DataFrame, t: dict, nbytes: int) -> tuple[dict, pd.DataFrame]:
+    f = series[(series["src"] == "sender") & (series["src_port"] == t["port"])] if len(series) else series
+    duration = t["end"] - t["connected"]
+    last = f.iloc[-1] if len(f) else None
+    return {
+        "bytes": nbytes, "received": t["received"], "duration_s": duration,
+        "throughput_bps": nbytes * 8 / duration if duration > 0 else float("nan"),
+        "min_rtt_ms": float(f["min_rtt_ms"].min()) if len(f) else float("nan"),
+        "max_rtt_ms": float(f["srtt_ms"].max()) if len(f) else float("nan"),
+        "mean_rtt_ms": float(f["srtt_ms"].mean()) if len(f) else float("nan"),
+        "retransmits": int(last["retransmits"]) if last is not None else 0,
+        "retransmit_rate": float(last["retransmits"]) / max(nbytes / float(last["mss"] or 1448), 1) if last is not None else 0.0,
+    }, f
+
+
+def run(path: dict, out, probe: str = "tcp-ack", cc: Optional[str] = None, nbytes: int = 500_000,
+        real_tcp: bool = False, target_sysctls: Optional[dict] = None) -> MonarchResult:
+    """One Monarch transfer of ``nbytes`` over the target ``path`` (see :func:`topology`),
+    then, with ``real_tcp``, the same transfer as real TCP to the target. ``target_sysctls``
+    are set in the target host (e.g. ``{"net.ipv4.icmp_ratelimit": 0}``)."""
+    from . import trace
+    from .emulation import Emulation
+    from .results import read_result_dir
+
+    if nbytes <= 0:
+        raise PathtwinError(f"bytes must be positive, not {nbytes}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    capture = out / "probes.pcap"
+    with Emulation(topology(path, probe), out=out / "emulation", cc=cc, monarch_pcap=capture) as net:
+        for key, value in (target_sysctls or {}).items():
+            net["target"].run(["sysctl", "-q", "-w", f"{key}={value}"], check=True)
+        before = _path_losses(net.stats())
+        mon = _transfer(net, "receiver", nbytes, cc, PORT)
+        # The sender's last ACK may still be crossing the path as a probe.
+        time.sleep(1.0)
+        stats = net.stats()
+        proxy = stats["monarch"]
+        # The truth the diagnosis is judged by: what the path itself dropped each way.
+        truth = {k: v - before[k] for k, v in _path_losses(stats).items()}
+        real = _transfer(net, "target", nbytes, cc, PORT + 1) if real_tcp else None
+    series = read_result_dir(out / "emulation").tables["flow_series"]
+    summary, mseries = _flow_summary(series, mon, nbytes)
+    diagnosis, _ = trace.diagnose(capture)
+    row = diagnosis.iloc[0] if len(diagnosis) else None
+    summary.update({
+        "probe": probe, "cc": cc, "path": path, "proxy": proxy,
+        "unanswered_probes": proxy["probes"] - proxy["responses"],
+        "verdict": str(row["verdict"]) if row is not None else "Indeterminate",
+        "reason": str(row["reason"]) if row is not None else "no probe flow in the capture",
+        "lost_downstream": int(row["lost_downstream"]) if row is not None else 0,
+        "lost_upstream": int(row["lost_upstream"]) if row is not None else 0,
+        "lost_unclassified": int(row["lost_unclassified"]) if row is not None else 0,
+        "dropped_downstream": truth["down"], "dropped_upstream": truth["up"],
+    })
+    summary["warnings"] = _warnings(summary)
+    if real is not None:
+        summary["real_tcp"], _ = _flow_summary(series, real, nbytes)
+    (out / "monarch.json").write_text(json.dumps(summary, indent=2, default=str))
+    return MonarchResult(summary, mseries, diagnosis, capture, out)
