@@ -76,7 +76,7 @@ s.close()
 """
 
 
-def topology(path: dict, probe: str = "tcp-ack") -> dict:
+def topology(path: dict, probe: str = "tcp-ack", target_ip_ids: str = "kernel") -> dict:
     """Hosts ``sender``, ``receiver``, ``target``; the path between sender and target
     (``rtt``, ``down`` and ``up`` rates — down is towards the target, the probes' way —
     ``loss_down``/``loss_up``, ``queue``) in link mode; Monarch's proxy between them."""
@@ -93,7 +93,8 @@ def topology(path: dict, probe: str = "tcp-ack") -> dict:
     if path.get("queue") is not None:
         p["queue"] = path["queue"]
     return {"hosts": ["sender", "receiver", "target"], "path": [p],
-            "monarch": {"sender": "sender", "receiver": "receiver", "target": "target", "probe": probe}}
+            "monarch": {"sender": "sender", "receiver": "receiver", "target": "target", "probe": probe,
+                        "target_ip_ids": target_ip_ids}}
 
 
 @dataclass
@@ -169,10 +170,12 @@ def _flow_summary(series: pd.DataFrame, t: dict, nbytes: int) -> tuple[dict, pd.
 
 
 def run(path: dict, out, probe: str = "tcp-ack", cc: Optional[str] = None, nbytes: int = 500_000,
-        real_tcp: bool = False, target_sysctls: Optional[dict] = None) -> MonarchResult:
+        real_tcp: bool = False, target_sysctls: Optional[dict] = None, target_ip_ids: str = "kernel") -> MonarchResult:
     """One Monarch transfer of ``nbytes`` over the target ``path`` (see :func:`topology`),
     then, with ``real_tcp``, the same transfer as real TCP to the target. ``target_sysctls``
-    are set in the target host (e.g. ``{"net.ipv4.icmp_ratelimit": 0}``)."""
+    are set in the target host (e.g. ``{"net.ipv4.icmp_ratelimit": 0}``); ``target_ip_ids``
+    is "kernel" (the target's own IDs; Linux's leave the diagnosis little to work with) or
+    "sequential" (one counter over all it sends, as the paper's hosts had)."""
     from . import trace
     from .emulation import Emulation
     from .results import read_result_dir
@@ -182,7 +185,7 @@ def run(path: dict, out, probe: str = "tcp-ack", cc: Optional[str] = None, nbyte
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     capture = out / "probes.pcap"
-    with Emulation(topology(path, probe), out=out / "emulation", cc=cc, monarch_pcap=capture) as net:
+    with Emulation(topology(path, probe, target_ip_ids), out=out / "emulation", cc=cc, monarch_pcap=capture) as net:
         for key, value in (target_sysctls or {}).items():
             net["target"].run(["sysctl", "-q", "-w", f"{key}={value}"], check=True)
         before = _path_losses(net.stats())

@@ -43,6 +43,7 @@ def register(root: typer.Typer) -> None:
         cc: Optional[str] = typer.Option(None, "--cc", help="the sender's kernel congestion control (reno, cubic, bbr)"),
         size: str = typer.Option("500kB", "--bytes", help="bytes to transfer"),
         real_tcp: bool = typer.Option(False, "--real-tcp", help="also run the same transfer as real TCP to the target"),
+        target_ip_ids: str = typer.Option("kernel", "--target-ip-ids", help="kernel (the target's own) or sequential (one counter, as the paper's hosts)"),
         target_sysctl: list[str] = typer.Option([], "--target-sysctl", help="KEY=VALUE set in the emulated target, e.g. net.ipv4.icmp_ratelimit=0; repeatable"),
     ) -> None:
         """Emulate a TCP transfer to a remote host with probes it answers (Monarch)."""
@@ -59,7 +60,8 @@ def register(root: typer.Typer) -> None:
                 if not sep or not key:
                     raise PathtwinError(f"--target-sysctl {item!r}: expected KEY=VALUE")
                 sysctls[key] = value
-            r = monarch.run(parse_target(target), out, probe=probe, cc=cc, nbytes=nbytes, real_tcp=real_tcp, target_sysctls=sysctls)
+            r = monarch.run(parse_target(target), out, probe=probe, cc=cc, nbytes=nbytes, real_tcp=real_tcp, target_sysctls=sysctls,
+                            target_ip_ids=target_ip_ids)
         s = r.summary
         con = Console()
         con.print(f"{probe} probes, {s['cc'] or 'default cc'}: {s['throughput_bps'] / 1e6:.2f} Mbit/s over {s['duration_s']:.2f} s, "

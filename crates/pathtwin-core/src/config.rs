@@ -718,6 +718,20 @@ pub struct MonarchConfig {
     pub target: String,
     #[serde(default = "default_probe")]
     pub probe: ProbeKind,
+    /// IP IDs of the target's packets: its kernel's own (Linux: zero on RSTs, and a random
+    /// step after each pause), or `sequential` — one counter over everything the target
+    /// sends, as the hosts of Monarch's paper had, stamped as they leave it.
+    #[serde(default)]
+    pub target_ip_ids: TargetIpIds,
+}
+
+/// How the Monarch target's IP IDs are made (see [`MonarchConfig::target_ip_ids`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetIpIds {
+    #[default]
+    Kernel,
+    Sequential,
 }
 
 fn default_probe() -> ProbeKind {

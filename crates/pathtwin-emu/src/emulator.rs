@@ -495,6 +495,8 @@ impl Emulator {
                 };
                 Some(MonarchProxy {
                     capture,
+                    target,
+                    sequential_ids: (m.target_ip_ids == pathtwin_core::config::TargetIpIds::Sequential).then_some(1),
                     translator: Translator::new(m.probe, hosts[sender].ipv4, hosts[target].ipv4, tcp_base),
                     sender,
                     receiver,

@@ -215,6 +215,9 @@ pub struct MonarchProxy {
     /// Where the proxy records each probe as it leaves and each answer as it arrives (the
     /// vantage point of Monarch's self-diagnosis, `pathtwin trace diagnose`).
     pub capture: Option<std::io::BufWriter<std::fs::File>>,
+    /// The target host, and the next IP ID to stamp on what it sends (`None`: its kernel's).
+    pub target: usize,
+    pub sequential_ids: Option<u16>,
 }
 
 impl MonarchProxy {
@@ -515,7 +518,7 @@ impl<D: PacketIo> Engine<D> {
             let mut bytes = self.spare.pop().unwrap_or_default();
             bytes.clear();
             bytes.extend_from_slice(&self.buf[..n]);
-            let ip = match IpPacket::parse(bytes) {
+            let mut ip = match IpPacket::parse(bytes) {
                 Ok(p) => p,
                 Err(_) => {
                     self.host_counters[h].malformed += 1;
@@ -523,6 +526,12 @@ impl<D: PacketIo> Engine<D> {
                 }
             };
             if let Some(m) = self.monarch.as_mut() {
+                if h == m.target {
+                    if let Some(next) = m.sequential_ids.as_mut() {
+                        ip.set_ipv4_id(*next);
+                        *next = next.wrapping_add(1);
+                    }
+                }
                 let to = |host: usize| self.hosts[host].addrs.contains(&ip.dst());
                 if h == m.sender && to(m.receiver) {
                     let probe = m.translator.probe_for(ip, at);

@@ -218,6 +218,16 @@ mod tests {
         IpPacket::parse(out).unwrap()
     }
 
+    /// Stamping a target's packets with a sequential ID keeps the header valid.
+    #[test]
+    fn a_restamped_ip_id_comes_with_a_valid_checksum() {
+        let mut p = data(100);
+        p.set_ipv4_id(0xbeef);
+        let h = Ipv4HeaderSlice::from_slice(p.bytes()).unwrap().to_header();
+        assert_eq!(h.identification, 0xbeef);
+        assert_eq!(h.header_checksum, h.calc_header_checksum());
+    }
+
     #[test]
     fn every_probe_kind_is_answered_and_releases_its_packet() {
         for kind in [ProbeKind::TcpAck, ProbeKind::Udp, ProbeKind::IcmpEcho, ProbeKind::IcmpTimestamp] {

@@ -108,6 +108,21 @@ impl IpPacket {
         Ok(IpPacket { src, dst, transport, payload_len: payload_len as u32, mark: mark_from_dscp(dscp), tcp_seq, band: band_from_dscp(dscp), bytes })
     }
 
+    /// Rewrites an IPv4 packet's identification (and its header checksum); IPv6 has none.
+    pub fn set_ipv4_id(&mut self, id: u16) {
+        if !self.src.is_ipv4() || self.bytes.len() < 20 {
+            return;
+        }
+        let ihl = usize::from(self.bytes[0] & 0x0f) * 4;
+        if self.bytes.len() < ihl {
+            return;
+        }
+        self.bytes[4..6].copy_from_slice(&id.to_be_bytes());
+        self.bytes[10..12].copy_from_slice(&[0, 0]);
+        let sum = pathtwin_core::pcapfile::ipv4_checksum(&self.bytes[..ihl]);
+        self.bytes[10..12].copy_from_slice(&sum.to_be_bytes());
+    }
+
     pub fn src(&self) -> IpAddr {
         self.src
     }

@@ -137,13 +137,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ipv4_checksum_matches_rfc1071_example() {
-        // The header of RFC 1071's companion example (Wikipedia's "IPv4 header checksum").
-        let h = [0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7];
-        assert_eq!(ipv4_checksum(&h), 0xb861);
-    }
-
-    #[test]
     fn addresses_are_distinct_per_host() {
         assert_eq!(host_addr(0), [10, 0, 0, 1]);
         assert_eq!(host_addr(299), [10, 0, 1, 44]);

@@ -892,6 +892,17 @@ pub(crate) mod tests {
     /// Server ISN; the response stream starts at `SI + 1`.
     const SI: u32 = 5000;
 
+    /// A connection opened by the handshake (SYN at 0, SYN-ACK at 1 ms, ACK at 2 ms), then
+    /// fed `rest`.
+    fn opened(rest: &[(u64, usize, u8, u32, u32, u32)]) -> Conn {
+        use flags::{ACK, SYN};
+        let (c, s) = (CI + 1, SI + 1);
+        let mut k = conn();
+        feed(&mut k, &[(0, UP, SYN, CI, 0, 0), (MS, DOWN, SYN | ACK, SI, c, 0), (2 * MS, UP, ACK, c, s, 0)]);
+        feed(&mut k, rest);
+        k
+    }
+
     /// A persistent connection of three exchanges, with the sizes and times the tests
     /// expect:
     /// 0. a 300-byte request at 10 ms; at 30 ms a 2920-byte header in two full segments,
@@ -903,16 +914,11 @@ pub(crate) mod tests {
     /// 2. a 100-byte request at 500 ms; at 505 ms a 300-byte header, short of the MSS, then
     ///    2260 bytes of results from 505.3 to 505.4 ms; FIN both ways.
     pub(crate) fn persistent() -> Conn {
-        use flags::{ACK, FIN, SYN};
+        use flags::{ACK, FIN};
         let (up, down) = (UP, DOWN);
         let (c, s) = (CI + 1, SI + 1);
-        let mut k = conn();
-        feed(
-            &mut k,
+        opened(
             &[
-                (0, up, SYN, CI, 0, 0),
-                (MS, down, SYN | ACK, SI, c, 0),
-                (2 * MS, up, ACK, c, s, 0),
                 // Exchange 0.
                 (10 * MS, up, ACK, c, s, 300),
                 (30 * MS, down, ACK, s, c + 300, 1460),
@@ -942,8 +948,7 @@ pub(crate) mod tests {
                 (511 * MS, up, ACK | FIN, c + 1900, s + 12821, 0),
                 (512 * MS, down, ACK, s + 12821, c + 1901, 0),
             ],
-        );
-        k
+        )
     }
 
     /// Ten 1500-byte segments at once into a 40 kbit/s bottleneck: Monkey's rule gives it 5
@@ -998,15 +1003,10 @@ pub(crate) mod tests {
     /// a query: no split.
     #[test]
     fn an_ack_clocked_slow_start_is_no_split() {
-        use flags::{ACK, FIN, SYN};
+        use flags::{ACK, FIN};
         let (c, s) = (CI + 1, SI + 1);
-        let mut k = conn();
-        feed(
-            &mut k,
+        let k = opened(
             &[
-                (0, UP, SYN, CI, 0, 0),
-                (MS, DOWN, SYN | ACK, SI, c, 0),
-                (2 * MS, UP, ACK, c, s, 0),
                 (10 * MS, UP, ACK, c, s, 300),
                 (30 * MS, DOWN, ACK, s, c + 300, 1460),
                 (80 * MS, UP, ACK, c + 300, s + 1460, 0),
@@ -1027,15 +1027,10 @@ pub(crate) mod tests {
     /// walk): the server was held back by its window, not by the query.
     #[test]
     fn an_unacknowledged_gap_is_no_split() {
-        use flags::{ACK, SYN};
+        use flags::ACK;
         let (c, s) = (CI + 1, SI + 1);
-        let mut k = conn();
-        feed(
-            &mut k,
+        let k = opened(
             &[
-                (0, UP, SYN, CI, 0, 0),
-                (MS, DOWN, SYN | ACK, SI, c, 0),
-                (2 * MS, UP, ACK, c, s, 0),
                 (3 * MS, UP, ACK, c, s, 200),
                 (5 * MS, DOWN, ACK, s, c + 200, 1460),
                 (40 * MS, DOWN, ACK, s + 1460, c + 200, 1460),
