@@ -3,7 +3,7 @@ the emulator knows.
 
 For each emulated broadband-like path (rates, RTTs, and loss downstream, upstream, both or
 neither), a Monarch transfer and a real TCP transfer of the same size and controller run on
-the same path one after the other (tcp-ack probes, the paper's main kind; the target's IP
+the same path, each in an emulation of its own with the same seed (tcp-ack probes, the paper's main kind; the target's IP
 IDs stamped from one counter, as the paper's hosts had them — Linux's own carry none on
 RSTs and jump after every pause). Per pair: throughput, minimum and maximum RTT, queueing
 delay (max - min smoothed RTT) and retransmission rate (Figs. 7-10), with the share of pairs
@@ -53,9 +53,13 @@ def main(argv=None) -> int:
         path = {"rtt": rtt, "down": down, "up": up, "loss_down": ld, "loss_up": lu}
         # Linux's own IP IDs (zero on RSTs, a random step after every pause) leave the
         # diagnosis nothing to read: the target stamps one counter, as the paper's hosts did.
-        s = monarch.run(path, a.out / f"path{i:02d}", probe=a.probe, cc=a.cc, nbytes=a.bytes, real_tcp=True,
-                        target_ip_ids="sequential").summary
-        t = s["real_tcp"]
+        # Each flow in an emulation of its own with the same seed: the path's loss treats the
+        # n-th packet of either alike, so the pair meets the same path realization (run one
+        # after the other in one emulation, the TCP flow met the loss generator where the
+        # Monarch flow left it — the same later draws on every path, a bias of its own).
+        s = monarch.run(path, a.out / f"path{i:02d}", probe=a.probe, cc=a.cc, nbytes=a.bytes,
+                        target_ip_ids="sequential", seed=100 + i).summary
+        t = monarch.run_tcp(path, a.out / f"path{i:02d}-tcp", cc=a.cc, nbytes=a.bytes, seed=100 + i)
         d = s
         rows.append({
             "path": i, "down": down, "up": up, "rtt": rtt, "loss": loss_name,

@@ -76,7 +76,7 @@ s.close()
 """
 
 
-def topology(path: dict, probe: str = "tcp-ack", target_ip_ids: str = "kernel") -> dict:
+def topology(path: dict, probe: str = "tcp-ack", target_ip_ids: str = "kernel", seed: int = 1) -> dict:
     """Hosts ``sender``, ``receiver``, ``target``; the path between sender and target
     (``rtt``, ``down`` and ``up`` rates — down is towards the target, the probes' way —
     ``loss_down``/``loss_up``, ``queue``) in link mode; Monarch's proxy between them."""
@@ -92,7 +92,7 @@ def topology(path: dict, probe: str = "tcp-ack", target_ip_ids: str = "kernel") 
          "loss": [path.get("loss_down", 0.0), path.get("loss_up", 0.0)]}
     if path.get("queue") is not None:
         p["queue"] = path["queue"]
-    return {"hosts": ["sender", "receiver", "target"], "path": [p],
+    return {"hosts": ["sender", "receiver", "target"], "path": [p], "run": {"seed": seed},
             "monarch": {"sender": "sender", "receiver": "receiver", "target": "target", "probe": probe,
                         "target_ip_ids": target_ip_ids}}
 
@@ -143,6 +143,21 @@ def _warnings(s: dict) -> list[str]:
     return out
 
 
+def run_tcp(path: dict, out, cc: Optional[str] = None, nbytes: int = 500_000, seed: int = 1) -> dict:
+    """A real TCP transfer from the sender to the target over ``path``, in an emulation of
+    its own: with the seed of a :func:`run`, the path's loss decides on its n-th packet as it
+    did on the Monarch flow's n-th probe — the same path realization for both."""
+    from .emulation import Emulation
+    from .results import read_result_dir
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with Emulation(topology(path, seed=seed), out=out / "emulation", cc=cc) as net:
+        t = _transfer(net, "target", nbytes, cc, PORT + 1)
+    summary, _ = _flow_summary(read_result_dir(out / "emulation").tables["flow_series"], t, nbytes)
+    return summary
+
+
 def _path_losses(stats: dict) -> dict:
     """Packets the path between sender and target has dropped so far, each way (those that
     entered its route and never left it)."""
@@ -170,12 +185,14 @@ def _flow_summary(series: pd.DataFrame, t: dict, nbytes: int) -> tuple[dict, pd.
 
 
 def run(path: dict, out, probe: str = "tcp-ack", cc: Optional[str] = None, nbytes: int = 500_000,
-        real_tcp: bool = False, target_sysctls: Optional[dict] = None, target_ip_ids: str = "kernel") -> MonarchResult:
+        real_tcp: bool = False, target_sysctls: Optional[dict] = None, target_ip_ids: str = "kernel",
+        seed: int = 1) -> MonarchResult:
     """One Monarch transfer of ``nbytes`` over the target ``path`` (see :func:`topology`),
     then, with ``real_tcp``, the same transfer as real TCP to the target. ``target_sysctls``
     are set in the target host (e.g. ``{"net.ipv4.icmp_ratelimit": 0}``); ``target_ip_ids``
     is "kernel" (the target's own IDs; Linux's leave the diagnosis little to work with) or
-    "sequential" (one counter over all it sends, as the paper's hosts had)."""
+    "sequential" (one counter over all it sends, as the paper's hosts had); ``seed`` seeds the
+    path's random loss (:func:`run_tcp` with the same seed meets the same drops)."""
     from . import trace
     from .emulation import Emulation
     from .results import read_result_dir
@@ -185,7 +202,7 @@ def run(path: dict, out, probe: str = "tcp-ack", cc: Optional[str] = None, nbyte
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     capture = out / "probes.pcap"
-    with Emulation(topology(path, probe, target_ip_ids), out=out / "emulation", cc=cc, monarch_pcap=capture) as net:
+    with Emulation(topology(path, probe, target_ip_ids, seed), out=out / "emulation", cc=cc, monarch_pcap=capture) as net:
         for key, value in (target_sysctls or {}).items():
             net["target"].run(["sysctl", "-q", "-w", f"{key}={value}"], check=True)
         before = _path_losses(net.stats())
