@@ -56,6 +56,11 @@ def test_replaying_the_analysed_database_reproduces_the_response_times(truth, tm
     assert s["replayed"] >= 0.95 * len(workload), s
     assert s["within_20pct"] >= 0.86, (s, result.table.sort_values("rel_error").to_string())
     assert (tmp_path / "replay" / "connections.parquet").exists()
+    # The replay's own capture, analysed: one connection per replayed one, each with its
+    # database connection's MSS.
+    rc = pd.read_parquet(tmp_path / "replay" / "replay_conns.parquet")
+    assert len(rc) == s["replayed"]
+    assert sorted(rc["mss_client"].astype(int)) == sorted(db.conns["mss"].dropna().astype(int))
 
 
 def test_a_simulated_replay_is_deterministic(truth, tmp_path):

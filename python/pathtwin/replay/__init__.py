@@ -82,8 +82,9 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
     per-connection response times with the source's, in the emulator (``engine="emu"``,
     real kernel TCP) or the simulator (``"sim"``, simulated TCP; ``progress`` is the
     emulator's). Writes under ``out``: ``db/`` (the database), ``replay/`` (the emulation
-    or simulation, the server capture, the emulator agents' logs),
-    ``connections.parquet`` (the comparison) and ``summary.json``."""
+    or simulation, the server capture, the emulator agents' logs), ``replay_conns.parquet``
+    and ``replay_exchanges.parquet`` (that capture analysed), ``connections.parquet`` (the
+    comparison) and ``summary.json``."""
     from .. import trace
 
     if engine not in ENGINES:
@@ -104,6 +105,10 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
     else:
         run = run_emulated(workload, out / "replay", tcp=tcp, progress=progress, seed=seed, capture_at=capture_at)
     rconns, rex, _ = trace.workload(run.capture, server=None)
+    # The replay's own capture, analysed as the source was: to compare any column, not only
+    # response times.
+    rconns.to_parquet(out / "replay_conns.parquet", index=False)
+    rex.to_parquet(out / "replay_exchanges.parquet", index=False)
     table = compare(workload, source_exchanges, rconns, rex, run.addresses)
     table.to_parquet(out / "connections.parquet", index=False)
     s = summary(table)
