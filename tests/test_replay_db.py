@@ -89,3 +89,19 @@ def test_bad_sources_are_one_line_errors(tmp_path, cli):
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         err = done.stderr.strip()
         assert message in err and "\n" not in err and "Traceback" not in err, err
+
+
+def test_an_analysed_connection_table_replays_with_its_exchange_table(tmp_path, cli):
+    cap = tmp_path / "server.pcap"
+    cap.write_bytes(pcap(http_exchange(T0, "198.51.100.7", 40001) + http_exchange(T0 + 1, "198.51.100.8", 40002, rtt=0.1)))
+    done = cli("trace", "analyze", cap, "-o", tmp_path / "conns.parquet", "--exchanges", tmp_path / "exchanges.parquet")
+    assert done.returncode == 0, done.stderr
+    done = cli("replay", tmp_path / "conns.parquet", "-o", tmp_path / "out", "--engine", "sim")
+    assert done.returncode == 2 and "with its exchange table" in done.stderr, done.stderr
+    done = cli("replay", tmp_path / "conns.parquet", "--exchanges", tmp_path / "exchanges.parquet", "-o", tmp_path / "out",
+               "--engine", "sim")
+    assert done.returncode == 0, done.stderr
+    import json
+
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["replayed"] == 2, summary

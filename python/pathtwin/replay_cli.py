@@ -81,13 +81,14 @@ def plot_cdfs(table, path: Path) -> Path:
 def register(root: typer.Typer) -> None:
     @root.command("replay")
     def replay_cmd(
-        source: Path = typer.Argument(..., help="capture (pcap/pcapng) or a replay database directory (a run's db/)"),
+        source: Path = typer.Argument(..., help="capture (pcap/pcapng), conns.parquet of pathtwin trace analyze (with --exchanges), or a replay database directory (a run's db/)"),
         out: Path = typer.Option(..., "-o", "--out", help="result directory"),
         server: Optional[str] = typer.Option(None, "--server", help="server as IP or IP:PORT (capture sources)"),
         settings: List[str] = typer.Option([], "--set", help="server TCP what-if, e.g. tcp.initial_window=10 or tcp.cc=bbr; repeatable"),
         engine: str = typer.Option("emu", "--engine", help="emu (real kernel TCP on both sides, needs root) or sim (simulated TCP, fast what-ifs)"),
         seed: int = typer.Option(1, "--seed", help="seed of the pipes' random loss (and the simulator's TCP)"),
         keep_open: bool = typer.Option(False, "--keep-open", help="also replay connections still open when the capture ended"),
+        exchanges: Optional[Path] = typer.Option(None, "--exchanges", help="exchange table of a conns.parquet source (pathtwin trace analyze --exchanges)"),
     ) -> None:
         """Replay a captured workload over per-connection emulated or simulated paths (Monkey Do)."""
         from rich.console import Console
@@ -100,7 +101,7 @@ def register(root: typer.Typer) -> None:
             raise PathtwinError(f"{source}: no such capture or replay database")
         tcp = parse_settings(settings)
         console = Console()
-        workload, source_exchanges = rp.load_source(source, server, keep_open=keep_open)
+        workload, source_exchanges = rp.load_source(source, server, keep_open=keep_open, exchanges_table=exchanges)
         console.print(f"{source}: {len(workload):,} connections to replay (captured at the {workload.vantage})"
                       + (f" ({', '.join(f'{n} skipped: {r}' for r, n in workload.skipped.items())})" if workload.skipped else ""))
         with console.status(f"replaying in the {'simulator' if engine == 'sim' else 'emulator'} ..."):

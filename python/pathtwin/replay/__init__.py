@@ -50,10 +50,13 @@ class ReplayResult:
     out: Path
 
 
-def load_source(source, server: Optional[str] = None, keep_open: bool = False) -> tuple[Workload, pd.DataFrame]:
+def load_source(source, server: Optional[str] = None, keep_open: bool = False,
+                exchanges_table=None) -> tuple[Workload, pd.DataFrame]:
     """The replay database and the source's exchange table (for the original response
-    times) of a capture file or a database directory written by :meth:`Workload.save`
-    (whose ``source_exchanges.parquet``, if present, holds the original times)."""
+    times) of a capture file, a database directory written by :meth:`Workload.save`
+    (whose ``source_exchanges.parquet``, if present, holds the original times), or a
+    connection table of ``pathtwin trace analyze -o conns.parquet`` with its exchange table
+    (``--exchanges``) as ``exchanges_table``."""
     from .. import trace
 
     p = Path(source)
@@ -61,10 +64,19 @@ def load_source(source, server: Optional[str] = None, keep_open: bool = False) -
         w = Workload.load(p)
         ex = p / "source_exchanges.parquet"
         return w, (pd.read_parquet(ex) if ex.exists() else pd.DataFrame(columns=["conn_id", "request_start_s", "response_end_s"]))
-    try:
-        conns, exchanges, _ = trace.workload(p, server=server)
-    except PathtwinError as e:
-        raise PathtwinError(str(e) if str(p) in str(e) else f"{p}: {e}") from None
+    if p.suffix in (".parquet", ".csv"):
+        if exchanges_table is None:
+            raise PathtwinError(f"{p}: a connection table replays with its exchange table "
+                                f"(pathtwin trace analyze CAPTURE -o {p.name} --exchanges exchanges.parquet; then --exchanges)")
+        conns, exchanges = (trace.read_table(t) for t in (p, exchanges_table))
+        missing = [c for c in ("conn_id", "kept", "bottleneck_bps") if c not in conns.columns]
+        if missing or "exchange" not in exchanges.columns:
+            raise PathtwinError(f"{p}: not a pathtwin trace connection table with its exchange table")
+    else:
+        try:
+            conns, exchanges, _ = trace.workload(p, server=server)
+        except PathtwinError as e:
+            raise PathtwinError(str(e) if str(p) in str(e) else f"{p}: {e}") from None
     if len(conns) == 0:
         raise PathtwinError(f"{p}: no TCP connection" + (f" with server {server}" if server else "") + " in the capture")
     try:
