@@ -120,3 +120,16 @@ def test_udp_probes_meet_linuxs_icmp_rate_limit_and_the_tool_says_so(tmp_path, c
     lifted = json.loads((tmp_path / "lifted" / "monarch.json").read_text())
     assert lifted["unanswered_probes"] == 0 and not lifted["warnings"], lifted
     assert lifted["throughput_bps"] > 10 * limited["throughput_bps"], (lifted, limited)
+
+
+@needs_root
+@pytest.mark.parametrize("side", ["down", "up"])
+def test_reordering_is_seen_on_the_side_the_path_reorders(side, tmp_path):
+    """Probes held back on the way to the target come back reordered with IDs in arrival
+    order (downstream reordering, which a real flow meets too); answers held back on the way
+    home arrive out of order with IDs in probe order (upstream: the emulation's own)."""
+    from pathtwin import monarch
+
+    s = monarch.run({**PATH, f"reorder_{side}": 0.05}, tmp_path, nbytes=300_000, target_ip_ids="sequential").summary
+    seen, other = ("reordered_downstream", "reordered_upstream") if side == "down" else ("reordered_upstream", "reordered_downstream")
+    assert s[seen] > 0 and s[other] == 0, s

@@ -31,11 +31,13 @@ def test_settings_are_the_servers_tcp_only():
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A 60-connection ground truth without random loss (loss is a per-draw lottery a
-    60-connection test cannot average), recorded at the server."""
+    """A 150-connection ground truth without random loss (loss is a per-draw lottery a
+    test this size cannot average), recorded at the server. 150 connections put the paper's
+    86 % three standard deviations below the ~93 % the 2000-connection benchmark measures;
+    with 60 a run missed it one time in a few."""
     from pathtwin.replay import run_emulated, synthetic
 
-    workload, classes = synthetic(60, seed=11, duration_s=8.0, lossy_share=0.0)
+    workload, classes = synthetic(150, seed=11, duration_s=15.0, lossy_share=0.0)
     run = run_emulated(workload, tmp_path_factory.mktemp("truth"))
     return workload, classes, run
 
@@ -73,6 +75,6 @@ def test_a_smaller_initial_window_slows_the_longer_responses(recorded, tmp_path,
     xs = pd.read_parquet(out / "db" / "exchanges.parquet")
     big = xs[xs["exchange"] == 0].set_index("conn")["response_bytes"] >= 12 * 1460
     long = table[table["conn"].map(big).fillna(False) & (table["exchanges"] == 1) & (table["rtt_ms"] >= 20)]
-    assert len(long) >= 5, table.to_string()
+    assert len(long) >= 10, table.to_string()
     slower = (long["replay_ms"] - long["original_ms"]) / long["rtt_ms"]
     assert slower.median() >= 1.5, long.to_string()

@@ -2,14 +2,15 @@
 the emulator knows.
 
 For each emulated broadband-like path (rates, RTTs, and loss downstream, upstream, both or
-neither), a Monarch transfer and a real TCP transfer of the same size and controller run on
-the same path, each in an emulation of its own with the same seed (tcp-ack probes, the paper's main kind; the target's IP
-IDs stamped from one counter, as the paper's hosts had them — Linux's own carry none on
-RSTs and jump after every pause). Per pair: throughput, minimum and maximum RTT, queueing
+neither; four more that reorder one way or the other), a Monarch transfer and a real TCP
+transfer of the same size and controller run on the same path, each in an emulation of its
+own with the same seed (tcp-ack probes, the paper's main kind; the target's IP IDs stamped
+from one counter, as the paper's hosts had them — Linux's own carry none on RSTs and jump
+after every pause). Per pair: throughput, minimum and maximum RTT, queueing
 delay (max - min smoothed RTT) and retransmission rate (Figs. 7-10), with the share of pairs
 within 10 % and 20 %; the self-diagnosis against the losses the path really made on each
 side (Fig. 11: upstream and downstream losses classified right; flows with upstream loss
-flagged Inaccurate); every probe type against the Linux target with its default ICMP rate
+flagged Inaccurate), the reordering it saw on each side; every probe type against the Linux target with its default ICMP rate
 limits. The proxy's own cost per packet is `proxy_cost.py`'s.
 
     sudo python bench/monarch/validate.py --bytes 500000 --out bench/out/monarch
@@ -48,9 +49,11 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    cases = list(itertools.product(PROFILES, LOSSES.items()))[: a.paths]
-    for i, ((down, up, rtt), (loss_name, (ld, lu))) in enumerate(cases):
-        path = {"rtt": rtt, "down": down, "up": up, "loss_down": ld, "loss_up": lu}
+    cases = [(p, loss, {}) for p, loss in itertools.product(PROFILES, LOSSES.items())]
+    # Reordering one way or the other (2 % of packets held 5 ms) on two profiles.
+    cases += [(PROFILES[i], (f"reorder {side}", (0.0, 0.0)), {f"reorder_{side}": 0.02}) for i in (2, 4) for side in ("down", "up")]
+    for i, ((down, up, rtt), (loss_name, (ld, lu)), extra) in enumerate(cases[: a.paths]):
+        path = {"rtt": rtt, "down": down, "up": up, "loss_down": ld, "loss_up": lu, **extra}
         # Linux's own IP IDs (zero on RSTs, a random step after every pause) leave the
         # diagnosis nothing to read: the target stamps one counter, as the paper's hosts did.
         # Each flow in an emulation of its own with the same seed: the path's loss treats the
@@ -70,6 +73,8 @@ def main(argv=None) -> int:
             "retx_monarch": s["retransmit_rate"], "retx_tcp": t["retransmit_rate"],
                         "verdict": d["verdict"], "dropped_down": d["dropped_downstream"], "dropped_up": d["dropped_upstream"],
             "found_down": d["lost_downstream"], "found_up": d["lost_upstream"], "unclassified": d["lost_unclassified"],
+            "reordered_down": d["reordered_downstream"], "reordered_up": d["reordered_upstream"],
+            "reordered_up_harmful": d["reordered_upstream_harmful"],
         })
         print(f"path {i:2d} {down:>7}/{up:<8} {rtt:>6} loss {loss_name:8}: Monarch {rows[-1]['tput_monarch_mbps']:.2f} vs "
               f"TCP {rows[-1]['tput_tcp_mbps']:.2f} Mbit/s; diagnosis {d['verdict']} (dropped {d['dropped_downstream']} down / "
@@ -96,6 +101,11 @@ def main(argv=None) -> int:
     false_alarm = (df.loc[df["dropped_up"] == 0, "verdict"] == "Inaccurate").mean()
     print(f"self-diagnosis: {dd} probes lost downstream, {du} answers lost upstream; {right / max(dd + du, 1):.1%} classified "
           f"on the right side; flows with upstream loss flagged Inaccurate: {flagged:.1%}; without: {false_alarm:.1%}")
+    reo = df[df["loss"].str.startswith("reorder")]
+    if len(reo):
+        print("\nreordering (2 % of packets held 5 ms one way): what the diagnosis saw")
+        print(reo[["path", "down", "up", "rtt", "loss", "tput_monarch_mbps", "tput_tcp_mbps", "reordered_down", "reordered_up",
+                   "reordered_up_harmful", "verdict"]].round(2).to_string(index=False))
     # Every probe type on one clean path, against the target's default ICMP rate limits.
     probes = []
     for kind in monarch.PROBES:

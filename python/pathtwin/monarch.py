@@ -79,12 +79,15 @@ s.close()
 def topology(path: dict, probe: str = "tcp-ack", target_ip_ids: str = "kernel", seed: int = 1) -> dict:
     """Hosts ``sender``, ``receiver``, ``target``; the path between sender and target
     (``rtt``, ``down`` and ``up`` rates — down is towards the target, the probes' way —
-    ``loss_down``/``loss_up``, ``queue``) in link mode; Monarch's proxy between them."""
+    ``loss_down``/``loss_up``, ``reorder_down``/``reorder_up`` (shares held back
+    ``reorder_delay``, 5 ms by default), ``queue``) in link mode; Monarch's proxy between
+    them."""
     if probe not in PROBES:
         raise PathtwinError(f"probe {probe!r}: use one of {', '.join(PROBES)}")
-    unknown = set(path) - {"rtt", "down", "up", "loss_down", "loss_up", "queue"}
+    keys = ("rtt", "down", "up", "loss_down", "loss_up", "reorder_down", "reorder_up", "reorder_delay", "queue")
+    unknown = set(path) - set(keys)
     if unknown:
-        raise PathtwinError(f"target path: unknown key {sorted(unknown)[0]!r} (rtt, down, up, loss_down, loss_up, queue)")
+        raise PathtwinError(f"target path: unknown key {sorted(unknown)[0]!r} ({', '.join(keys)})")
     for key in ("rtt", "down", "up"):
         if key not in path:
             raise PathtwinError(f"target path: missing {key!r}")
@@ -92,6 +95,10 @@ def topology(path: dict, probe: str = "tcp-ack", target_ip_ids: str = "kernel", 
          "loss": [path.get("loss_down", 0.0), path.get("loss_up", 0.0)]}
     if path.get("queue") is not None:
         p["queue"] = path["queue"]
+    if path.get("reorder_down") or path.get("reorder_up"):
+        p["reorder"] = [path.get("reorder_down", 0.0), path.get("reorder_up", 0.0)]
+    if path.get("reorder_delay") is not None:
+        p["reorder_delay"] = path["reorder_delay"]
     return {"hosts": ["sender", "receiver", "target"], "path": [p], "run": {"seed": seed},
             "monarch": {"sender": "sender", "receiver": "receiver", "target": "target", "probe": probe,
                         "target_ip_ids": target_ip_ids}}
@@ -226,6 +233,9 @@ def run(path: dict, out, probe: str = "tcp-ack", cc: Optional[str] = None, nbyte
         "lost_downstream": int(row["lost_downstream"]) if row is not None else 0,
         "lost_upstream": int(row["lost_upstream"]) if row is not None else 0,
         "lost_unclassified": int(row["lost_unclassified"]) if row is not None else 0,
+        "reordered_downstream": int(row["reordered_downstream"]) if row is not None else 0,
+        "reordered_upstream": int(row["reordered_upstream_minor"] + row["reordered_upstream_harmful"]) if row is not None else 0,
+        "reordered_upstream_harmful": int(row["reordered_upstream_harmful"]) if row is not None else 0,
         "dropped_downstream": truth["down"], "dropped_upstream": truth["up"],
     })
     summary["warnings"] = _warnings(summary)

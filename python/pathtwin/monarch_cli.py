@@ -24,7 +24,7 @@ def parse_target(text: str) -> dict:
     the config's own unit parser)."""
     if "=" not in text:
         raise PathtwinError(f"target {text!r}: real Internet targets need network access this machine does not have; "
-                            "describe an emulated one as rtt=60ms,down=4mbit,up=1mbit[,loss_down=1%,loss_up=0%,queue=50pkt]")
+                            "describe an emulated one as rtt=60ms,down=4mbit,up=1mbit[,loss_down=1%,loss_up=0%,reorder_down=1%,reorder_up=0%,reorder_delay=5ms,queue=50pkt]")
     out: dict = {}
     for item in text.split(","):
         key, sep, value = item.partition("=")
@@ -37,7 +37,7 @@ def parse_target(text: str) -> dict:
 def register(root: typer.Typer) -> None:
     @root.command("monarch")
     def monarch_cmd(
-        target: str = typer.Argument(..., help="the emulated target's path: rtt=..,down=..,up=..[,loss_down=..,loss_up=..,queue=..]"),
+        target: str = typer.Argument(..., help="the emulated target's path: rtt=..,down=..,up=..[,loss_down=..,loss_up=..,reorder_down=..,reorder_up=..,reorder_delay=..,queue=..]"),
         out: Path = typer.Option(..., "-o", "--out", help="result directory"),
         probe: str = typer.Option("tcp-ack", "--probe", help="tcp-ack, udp, icmp-echo or icmp-timestamp"),
         cc: Optional[str] = typer.Option(None, "--cc", help="the sender's kernel congestion control (reno, cubic, bbr)"),

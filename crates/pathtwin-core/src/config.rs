@@ -620,6 +620,13 @@ pub struct PathConfig {
     pub mode: Mode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<PerDirection<Fraction>>,
+    /// Share of packets held back `reorder_delay` in each direction, so that later ones
+    /// overtake them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder: Option<PerDirection<Fraction>>,
+    /// How long a reordered packet is held (default [`DEFAULT_REORDER_DELAY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder_delay: Option<Duration>,
     /// w_max for the queue bounds; 65535 B (no window scaling) by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wmax: Option<Size>,
@@ -682,6 +689,13 @@ pub struct LinkConfig {
     pub queue: Option<PerDirection<QueueLimit>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<PerDirection<Fraction>>,
+    /// Share of packets held back `reorder_delay` in each direction, so that later ones
+    /// overtake them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder: Option<PerDirection<Fraction>>,
+    /// How long a reordered packet is held (default [`DEFAULT_REORDER_DELAY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder_delay: Option<Duration>,
     #[serde(default)]
     pub qdisc: QdiscKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -737,6 +751,10 @@ pub enum TargetIpIds {
 fn default_probe() -> ProbeKind {
     ProbeKind::TcpAck
 }
+
+/// How long a reordered packet is held when `reorder_delay` is not given: a few packet
+/// times on a broadband link, enough to be overtaken by the packets behind it.
+pub const DEFAULT_REORDER_DELAY: Duration = Duration::from_millis(5);
 
 /// Most pipes one client host can hold (its pipe addresses are one /16).
 pub const MAX_PIPES_PER_HOST: usize = 65_000;

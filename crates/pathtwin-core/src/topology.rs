@@ -12,13 +12,13 @@
 
 use crate::bounds::{self, Bounds, PathBoundsInput, DEFAULT_MAX_QUEUE};
 use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, PerDirection, PipeConfig, QdiscKind, QdiscSpec, RedSettings, RioSettings, SharedDirection, TableSpec, View};
-use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity};
+use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity, Reorder};
 use crate::marker::config::Placement;
 use crate::marker::Marker;
 use crate::packet::PacketMeta;
 use crate::qdisc::{DropTail, FrioParams, Qdisc, Red, RedParams, Rio, RioParams, StrictPriority};
 use crate::time::Duration;
-use crate::units::{QueueLimit, Rate};
+use crate::units::{Fraction, QueueLimit, Rate};
 use crate::{rng_for, Rng};
 use serde::Serialize;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -466,6 +466,7 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
             let rng = b.rng();
             hops.push(Hop { element: b.add(format!("{from}->{to} loss"), "loss", Element::Loss(RandomLoss::new(loss, rng))), slot: 0 });
         }
+        hops.extend(reorder_hop(b, p.reorder.map(|r| r.get(s.dir)), p.reorder_delay, &format!("{from}->{to}")));
         b.net.resolved.push(ResolvedDirection {
             path: s.path,
             from,
@@ -545,7 +546,16 @@ fn link_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>,
         let rng = b.rng();
         hops.push(Hop { element: b.add(format!("{from}->{to} loss"), "loss", Element::Loss(RandomLoss::new(loss, rng))), slot: 0 });
     }
+    hops.extend(reorder_hop(b, l.reorder.map(|r| r.get(d)), l.reorder_delay, &format!("{from}->{to}")));
     hops
+}
+
+/// A direction's reordering element, after its loss, when it reorders at all.
+fn reorder_hop<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>, share: Option<Fraction>, delay: Option<Duration>, name: &str) -> Option<Hop> {
+    let share = share.filter(|x| x.get() > 0.0)?;
+    let rng = b.rng();
+    let delay = delay.unwrap_or(crate::config::DEFAULT_REORDER_DELAY);
+    Some(Hop { element: b.add(format!("{name} reorder"), "reorder", Element::Reorder(Reorder::new(share, delay, rng))), slot: 0 })
 }
 
 /// Adds each `[[pipe]]`'s elements (after the markers, so that neither moves the others' RNG

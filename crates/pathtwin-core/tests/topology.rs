@@ -206,3 +206,18 @@ fn a_pipe_server_cannot_be_a_pipe_client() {
         .to_string();
     assert_eq!(e, "pipe[0].between[1]: unknown host \"x\"");
 }
+
+#[test]
+fn reordering_is_an_element_of_the_directions_that_ask_for_it() {
+    let cfg = Config::from_toml(
+        "hosts = [\"a\", \"b\"]\n[[path]]\nbetween = [\"a\", \"b\"]\nrtt = \"40ms\"\nabw = \"4mbit\"\nmode = \"link\"\nreorder = [\"2%\", \"0%\"]\nreorder_delay = \"3ms\"\n",
+        "t.toml",
+    )
+    .unwrap();
+    let net: Network<P> = compile(&cfg).unwrap();
+    let kinds = |s: &str, d: &str| {
+        net.route(net.host_id(s).unwrap(), net.host_id(d).unwrap()).unwrap().iter().map(|h| net.element_info[h.element].kind).collect::<Vec<_>>()
+    };
+    assert_eq!(kinds("a", "b").last(), Some(&"reorder"));
+    assert!(!kinds("b", "a").contains(&"reorder"));
+}

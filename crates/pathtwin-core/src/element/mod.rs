@@ -11,12 +11,14 @@ mod loss;
 mod passthrough;
 mod queue;
 pub mod reactivity;
+mod reorder;
 
 pub use delay::DelayLine;
 pub use loss::RandomLoss;
 pub use passthrough::Passthrough;
 pub use queue::{BandwidthQueue, Occupancy, QueueStats, PLACEHOLDER_LEN};
 pub use reactivity::{AbwTable, QueueRule, Reactivity};
+pub use reorder::Reorder;
 
 use crate::marker::Marker;
 use crate::packet::PacketMeta;
@@ -26,6 +28,8 @@ pub enum Element<P> {
     Delay(DelayLine<P>),
     Queue(BandwidthQueue<P>),
     Loss(RandomLoss<P>),
+    /// Holds a share of packets an extra delay, so later ones overtake them.
+    Reorder(Reorder<P>),
     /// A DiffServ marker (zero delay; see [`crate::marker`]).
     Marker(Marker<P>),
 }
@@ -42,6 +46,10 @@ impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
             }
             Element::Queue(e) => e.push(at, pkt, slot),
             Element::Loss(e) => e.push(at, pkt),
+            Element::Reorder(e) => {
+                e.push(at, pkt);
+                None
+            }
             Element::Marker(e) => {
                 e.push(at, pkt);
                 None
@@ -55,6 +63,7 @@ impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
             Element::Delay(e) => e.next_wakeup(),
             Element::Queue(e) => e.next_wakeup(),
             Element::Loss(e) => e.next_wakeup(),
+            Element::Reorder(e) => e.next_wakeup(),
             Element::Marker(e) => e.next_wakeup(),
         }
     }
@@ -65,6 +74,7 @@ impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
             Element::Delay(e) => e.poll_output(now),
             Element::Queue(e) => e.poll_output(now),
             Element::Loss(e) => e.poll_output(now),
+            Element::Reorder(e) => e.poll_output(now),
             Element::Marker(e) => e.poll_output(now),
         }
     }
