@@ -358,3 +358,22 @@ def test_cli_writes_the_exchange_table(tmp_path, capsys):
     assert main(["trace", "analyze", str(p), "--exchanges", str(csv), "--csv"]) == 0
     assert csv.read_text().startswith(",".join(EXCHANGE_COLUMNS) + "\n")
     _check_exchanges(trace.read_table(csv).iloc[1:], expected)
+
+
+def test_diagnose_over_several_runs_gives_one_table_5(tmp_path, capsys):
+    """One capture per Monarch run, one verdict table for all their flows."""
+    runs = {"clean": remote_flow(100, set(), set()), "reply-loss": remote_flow(100, set(), {20, 60, 61}),
+            "probe-loss": remote_flow(100, {10, 11, 50}, set())}
+    paths = []
+    for name, pkts in runs.items():
+        p = tmp_path / f"{name}.pcap"
+        p.write_bytes(pcap(pkts))
+        paths.append(p)
+    assert main(["trace", "diagnose", *map(str, paths), "-o", str(tmp_path / "flows.csv"), "--csv"]) == 0
+    import pandas as pd
+
+    flows = pd.read_csv(tmp_path / "flows.csv")
+    assert sorted(flows["capture"].str.rsplit("/", n=1).str[-1]) == sorted(f"{n}.pcap" for n in runs)
+    assert sorted(flows["verdict"]) == ["Confirmed", "Confirmed", "Inaccurate"]
+    out = capsys.readouterr().out
+    assert "Traces total" in out and "66.7 %" in out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -143,18 +143,25 @@ def analyze(
 
 @app.command()
 def diagnose(
-    capture: Path = typer.Argument(..., help="pcap or pcapng file taken at the Monarch host"),
+    captures: List[Path] = typer.Argument(..., help="pcap or pcapng files taken at the Monarch host (one per run, or one for many)"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write one row per flow (Parquet, or CSV with --csv)"),
     csv: bool = typer.Option(False, "--csv", help="write CSV instead of Parquet"),
 ) -> None:
-    """Monarch's self-diagnosis of probe flows: IP-ID usability, upstream vs downstream loss, reordering."""
-    flows, stats = _run_with_progress(capture, lambda cb: tr.diagnose(capture, progress=cb))
+    """Monarch's self-diagnosis of probe flows: IP-ID usability, upstream vs downstream loss,
+    reordering; over several captures (runs), one Table 5 for all their flows."""
+    import pandas as pd
+
+    out = Console()
+    parts = []
+    for capture in captures:
+        flows, stats = _run_with_progress(capture, lambda cb, c=capture: tr.diagnose(c, progress=cb))
+        out.print(f"[bold]{capture}[/]: {stats['frames']:,} frames, {len(flows):,} probe flows")
+        if stats["bad_headers"]:
+            out.print(f"[yellow]warning:[/] {stats['bad_headers']:,} undecodable frames skipped")
+        parts.append(flows.assign(capture=str(capture)))
+    flows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].drop(columns="capture")
     if output is not None:
         tr.write_table(flows, output, csv=csv)
-    out = Console()
-    out.print(f"[bold]{capture}[/]: {stats['frames']:,} frames, {len(flows):,} probe flows")
-    if stats["bad_headers"]:
-        out.print(f"[yellow]warning:[/] {stats['bad_headers']:,} undecodable frames skipped")
     if len(flows):
         t = Table(title="flows")
         for col in ("local", "remote", "probe", "probes", "answers", "IP IDs", "lost down", "lost up", "unclass.", "reorder up", "verdict"):
