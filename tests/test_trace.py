@@ -377,3 +377,22 @@ def test_diagnose_over_several_runs_gives_one_table_5(tmp_path, capsys):
     assert sorted(flows["verdict"]) == ["Confirmed", "Confirmed", "Inaccurate"]
     out = capsys.readouterr().out
     assert "Traces total" in out and "66.7 %" in out
+
+
+def test_diagnose_follows_a_capture_live(tmp_path, capsys):
+    """--follow re-reads a capture as it grows and stops once it has not grown for a while;
+    here a capture written in two halves, the second while it is being followed."""
+    import threading
+    import time
+
+    pkts = remote_flow(100, set(), {20, 60, 61})
+    p = tmp_path / "growing.pcap"
+    whole = pcap(pkts)
+    p.write_bytes(whole[: 24 + (len(whole) - 24) // 2])
+    threading.Timer(0.3, lambda: p.write_bytes(whole)).start()
+    t0 = time.monotonic()
+    assert main(["trace", "diagnose", str(p), "--follow", "0.2"]) == 0
+    assert time.monotonic() - t0 < 10
+    lines = [l for l in capsys.readouterr().out.splitlines() if "probes," in l]
+    assert len(lines) >= 2 and "lost 0 down / 3 up, Inaccurate" in lines[-1], lines
+    assert main(["trace", "diagnose", str(p), str(p), "--follow", "1"]) == 2

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
+from .errors import PathtwinError
 
 
 class _LazyTrace:
@@ -146,12 +147,17 @@ def diagnose(
     captures: List[Path] = typer.Argument(..., help="pcap or pcapng files taken at the Monarch host (one per run, or one for many)"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="write one row per flow (Parquet, or CSV with --csv)"),
     csv: bool = typer.Option(False, "--csv", help="write CSV instead of Parquet"),
+    follow: Optional[float] = typer.Option(None, "--follow", help="live: diagnose a capture still being written every SECONDS until it stops growing"),
 ) -> None:
     """Monarch's self-diagnosis of probe flows: IP-ID usability, upstream vs downstream loss,
     reordering; over several captures (runs), one Table 5 for all their flows."""
     import pandas as pd
 
     out = Console()
+    if follow is not None:
+        if len(captures) != 1 or not follow > 0:
+            raise PathtwinError("--follow takes one capture and a positive interval in seconds")
+        _follow(captures[0], follow, out)
     parts = []
     for capture in captures:
         flows, stats = _run_with_progress(capture, lambda cb, c=capture: tr.diagnose(c, progress=cb))
@@ -185,6 +191,27 @@ def diagnose(
     out.print(t)
     if output is not None:
         out.print(f"wrote {output}")
+
+
+def _follow(capture: Path, every: float, out) -> None:
+    """Re-reads a growing capture (tcpdump -U writes one record at a time) every `every`
+    seconds and prints each probe flow's running diagnosis, until the file has not grown for
+    three intervals. A capture cut inside a record is read up to its last whole one."""
+    import time
+
+    last_size, still = -1, 0
+    while still < 3:
+        size = capture.stat().st_size if capture.exists() else 0
+        if size == last_size:
+            still += 1
+        else:
+            still, last_size = 0, size
+            if size > 24:
+                flows, _ = tr.diagnose(capture)
+                for _, r in flows.iterrows():
+                    out.print(f"{time.strftime('%H:%M:%S')} {r.local_ip}->{r.remote_ip} {r.probe}: {r.probes} probes, "
+                              f"{r.responses} answers, lost {r.lost_downstream} down / {r.lost_upstream} up, {r.verdict}", soft_wrap=True)
+        time.sleep(every)
 
 
 @app.command("to-paths")
