@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from pathtwin.errors import PathtwinError
+from pathtwin.replay import Workload
 from pathtwin.replay_cli import parse_settings
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root")
@@ -55,10 +56,9 @@ def test_replaying_a_capture_reproduces_its_response_times(recorded, tmp_path, c
     assert summary["within_20pct"] >= 0.86, (summary, table.sort_values("rel_error").to_string())
     assert (out / "response_times.png").stat().st_size > 0
     # The database recovered each client's path: min RTT within 10 % of the truth for most.
-    db = pd.read_parquet(out / "db" / "conns.parquet")
+    db = Workload.load(out / "db")
     truth_rtt = workload.conns["rtt_ms"].to_numpy()
-    slot = db["source_client"].str.split(":").str[0].map({a: i for i, a in enumerate(run.addresses)})
-    ratio = db["rtt_ms"].to_numpy() / truth_rtt[slot.to_numpy()]
+    ratio = db.conns["rtt_ms"].to_numpy() / truth_rtt[db.source_slots(run.addresses).to_numpy()]
     assert ((ratio > 0.9) & (ratio < 1.25)).mean() >= 0.9, ratio
 
 

@@ -57,8 +57,7 @@ def main(argv=None) -> int:
     t_replay = time.time() - t0
 
     table = result.table
-    slot = {addr: i for i, addr in enumerate(original.addresses)}
-    truth_conn = db.conns["source_client"].str.split(":").str[0].map(slot)
+    truth_conn = db.source_slots(original.addresses)
     table["client_class"] = truth_conn.map(classes).to_numpy()
     table["true_loss"] = truth_conn.map(truth.conns["down_loss"]).to_numpy()
     table.to_parquet(a.out / "connections.parquet", index=False)

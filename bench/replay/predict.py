@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from pathtwin import trace
-from pathtwin.replay import Workload, ks_distance, replay, response_times, run_emulated, synthetic
+from pathtwin.replay import Workload, ks_distance, replay, response_times_by_slot, run_emulated, synthetic
 
 #: (name, source server, changed server) of each what-if.
 WHAT_IFS = [
@@ -33,15 +33,6 @@ WHAT_IFS = [
     ("initcwnd 1 -> 10", {"initial_window": 1}, {"initial_window": 10}),
     ("cubic -> bbr", {"cc": "cubic"}, {"cc": "bbr"}),
 ]
-
-
-def per_truth_conn(capture: Path, addresses: list[str]) -> pd.Series:
-    """Response time (ms) of each ground-truth connection in a recording, by truth index."""
-    conns, exchanges, _ = trace.workload(capture)
-    rt = response_times(exchanges)
-    slot = conns.set_index("conn_id")["client_ip"].map({a: i for i, a in enumerate(addresses)})
-    out = pd.Series(rt.to_numpy(), index=slot.reindex(rt.index).to_numpy())
-    return out[~out.index.isna()].groupby(level=0).first()
 
 
 def main(argv=None) -> int:
@@ -61,7 +52,7 @@ def main(argv=None) -> int:
             name = "-".join(f"{k}{v}" for k, v in tcp.items())
             run = run_emulated(truth, a.out / f"record-{name}", tcp=tcp)
             conns, exchanges, _ = trace.workload(run.capture)
-            recordings[key] = (run, conns, exchanges, per_truth_conn(run.capture, run.addresses))
+            recordings[key] = (run, conns, exchanges, response_times_by_slot(conns, exchanges, run.addresses))
         return recordings[key]
 
     rows, curves = [], []
@@ -70,9 +61,7 @@ def main(argv=None) -> int:
         _, _, _, real_rt = recording(changed_tcp)
         db = Workload.from_analysis(src_conns, src_ex)
         res = replay(db, a.out / f"replay-{name.replace(' ', '').replace('>', '')}", tcp=changed_tcp, source_exchanges=src_ex)
-        # The replay's connection i came from the source's connection db.conns.source_client.
-        slot = {addr: i for i, addr in enumerate(src_run.addresses)}
-        truth_idx = db.conns["source_client"].str.split(":").str[0].map(slot)
+        truth_idx = db.source_slots(src_run.addresses)
         predicted = pd.Series(res.table["replay_ms"].to_numpy(), index=truth_idx.to_numpy()).dropna()
         # Distributions over the same connections: those the database kept (Monkey See
         # prunes, e.g., connections too short for an ACK pair), found in all three runs.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping, Union
+from typing import Any, Iterable, Mapping, Union
 
 from .errors import PathtwinError
 
@@ -57,3 +57,15 @@ def parse_quantity(kind: str, text: str, what: str) -> float:
         return _native.parse_quantity(kind, text)
     except _native.ConfigError as e:
         raise PathtwinError(f"{what}: {e}") from None
+
+
+def parse_assignments(items: Iterable[str], what: str, form: str = "KEY=VALUE") -> dict[str, str]:
+    """``["a=1", "b = x"]`` -> ``{"a": "1", "b": "x"}`` (command-line settings); an item that
+    is not ``form`` is a one-line error naming ``what``."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise PathtwinError(f"{what} {item!r} is not {form}")
+        out[key.strip()] = value.strip()
+    return out

@@ -290,6 +290,64 @@ class Emulation:
                 time.sleep(0.02)
 
 
+# A bulk transfer's two programs. The receiver reads to EOF and then closes; the sender
+# writes the bytes, half-closes and waits for that close, so its socket (and its tcp_info
+# series) lives until every byte is acknowledged — an application that closed at once would
+# leave an orphaned socket that no longer reports.
+_SINK = r"""
+import json, socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('0.0.0.0', int(sys.argv[1])))
+s.listen(4)
+print('ready', flush=True)
+c, _ = s.accept()
+n = 0
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    n += len(b)
+c.close()
+print(json.dumps({'bytes': n}), flush=True)
+"""
+_SEND = r"""
+import json, socket, sys, time
+addr, port, nbytes, cc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+if cc:
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+t0 = time.time()
+s.connect((addr, port))
+t1 = time.time()
+s.sendall(b'm' * nbytes)
+s.shutdown(socket.SHUT_WR)
+while s.recv(65536):
+    pass
+t2 = time.time()
+print(json.dumps({'start': t0, 'connected': t1, 'end': t2, 'port': s.getsockname()[1]}), flush=True)
+s.close()
+"""
+
+
+def bulk_transfer(net: "Emulation", src: str, dst: str, nbytes: int, port: int, cc: Optional[str] = None,
+                  timeout: float = 600) -> dict:
+    """Sends ``nbytes`` from host ``src`` to host ``dst`` (its IPv4 address, TCP ``port``)
+    with the kernel congestion control ``cc`` (default: the host's). Returns the sender's
+    times (``start``, ``connected``, ``end``: Unix seconds, the end once every byte is
+    acknowledged and the receiver closed), its ``port`` (to find its ``flow_series`` rows)
+    and the bytes the receiver got (``received``)."""
+    sink = net[dst].popen([sys.executable, "-c", _SINK, str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if "ready" not in sink.stdout.readline():
+        raise PathtwinError(f"the receiver in {dst} did not start: {sink.stderr.read()[-300:]}")
+    done = net[src].run([sys.executable, "-c", _SEND, net[dst].ipv4, str(port), str(nbytes), cc or ""], timeout=timeout)
+    if done.returncode != 0:
+        raise PathtwinError(f"the transfer from {src} to {dst} failed: {(done.stderr or '').strip().splitlines()[-1:]}")
+    sent = json.loads(done.stdout.strip().splitlines()[-1])
+    got = json.loads(sink.communicate(timeout=30)[0].strip().splitlines()[-1])
+    return {**sent, "received": got["bytes"]}
+
+
 def vars_of(h: Host) -> dict:
     return {"name": h.name, "netns": h.netns, "ipv4": h.ipv4, "ipv6": h.ipv6}
 

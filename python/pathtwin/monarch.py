@@ -20,8 +20,6 @@ target across the same path, right after, for the paper's §4 comparison.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,48 +31,6 @@ from .errors import PathtwinError
 
 PROBES = ("tcp-ack", "udp", "icmp-echo", "icmp-timestamp")
 PORT = 5400
-
-# argv: port. Accepts one connection, reads to EOF, prints what it got and when.
-SINK = r"""
-import json, socket, sys, time
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('0.0.0.0', int(sys.argv[1])))
-s.listen(4)
-print('ready', flush=True)
-c, _ = s.accept()
-n, first, last = 0, None, None
-while True:
-    b = c.recv(65536)
-    if not b:
-        break
-    now = time.time()
-    first = first or now
-    last = now
-    n += len(b)
-c.close()
-print(json.dumps({'bytes': n, 'first': first, 'last': last}), flush=True)
-"""
-
-# argv: address, port, bytes, congestion control. Sends and waits for the receiver's close.
-SEND = r"""
-import json, socket, sys, time
-addr, port, nbytes, cc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-if cc:
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
-t0 = time.time()
-s.connect((addr, port))
-t1 = time.time()
-s.sendall(b'm' * nbytes)
-s.shutdown(socket.SHUT_WR)
-while s.recv(65536):
-    pass
-t2 = time.time()
-print(json.dumps({'start': t0, 'connected': t1, 'end': t2, 'port': s.getsockname()[1]}), flush=True)
-s.close()
-"""
-
 
 def topology(path: dict, probe: str = "tcp-ack", target_ip_ids: str = "kernel", seed: int = 1) -> dict:
     """Hosts ``sender``, ``receiver``, ``target``; the path between sender and target
@@ -115,19 +71,6 @@ class MonarchResult:
     out: Path
 
 
-def _transfer(net, dst_host: str, nbytes: int, cc: Optional[str], port: int) -> dict:
-    dst = net[dst_host]
-    sink = dst.popen([sys.executable, "-c", SINK, str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if "ready" not in sink.stdout.readline():
-        raise PathtwinError(f"the receiver in {dst_host} did not start: {sink.stderr.read()[-300:]}")
-    done = net["sender"].run([sys.executable, "-c", SEND, dst.ipv4, str(port), str(nbytes), cc or ""], timeout=600)
-    if done.returncode != 0:
-        raise PathtwinError(f"the transfer to {dst_host} failed: {(done.stderr or '').strip().splitlines()[-1:]}")
-    sent = json.loads(done.stdout.strip().splitlines()[-1])
-    got = json.loads(sink.communicate(timeout=30)[0].strip().splitlines()[-1])
-    return {**sent, "received": got["bytes"]}
-
-
 #: Unanswered probes beyond the path's own drops, as a share of all probes, above which the
 #: target is taken to be rate-limiting its answers.
 THROTTLE_SHARE = 0.05
@@ -154,13 +97,13 @@ def run_tcp(path: dict, out, cc: Optional[str] = None, nbytes: int = 500_000, se
     """A real TCP transfer from the sender to the target over ``path``, in an emulation of
     its own: with the seed of a :func:`run`, the path's loss decides on its n-th packet as it
     did on the Monarch flow's n-th probe — the same path realization for both."""
-    from .emulation import Emulation
+    from .emulation import Emulation, bulk_transfer
     from .results import read_result_dir
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with Emulation(topology(path, seed=seed), out=out / "emulation", cc=cc) as net:
-        t = _transfer(net, "target", nbytes, cc, PORT + 1)
+        t = bulk_transfer(net, "sender", "target", nbytes, PORT + 1, cc)
     summary, _ = _flow_summary(read_result_dir(out / "emulation").tables["flow_series"], t, nbytes)
     return summary
 
@@ -201,7 +144,7 @@ def run(path: dict, out, probe: str = "tcp-ack", cc: Optional[str] = None, nbyte
     "sequential" (one counter over all it sends, as the paper's hosts had); ``seed`` seeds the
     path's random loss (:func:`run_tcp` with the same seed meets the same drops)."""
     from . import trace
-    from .emulation import Emulation
+    from .emulation import Emulation, bulk_transfer
     from .results import read_result_dir
 
     if nbytes <= 0:
@@ -213,14 +156,14 @@ def run(path: dict, out, probe: str = "tcp-ack", cc: Optional[str] = None, nbyte
         for key, value in (target_sysctls or {}).items():
             net["target"].run(["sysctl", "-q", "-w", f"{key}={value}"], check=True)
         before = _path_losses(net.stats())
-        mon = _transfer(net, "receiver", nbytes, cc, PORT)
+        mon = bulk_transfer(net, "sender", "receiver", nbytes, PORT, cc)
         # The sender's last ACK may still be crossing the path as a probe.
         time.sleep(1.0)
         stats = net.stats()
         proxy = stats["monarch"]
         # The truth the diagnosis is judged by: what the path itself dropped each way.
         truth = {k: v - before[k] for k, v in _path_losses(stats).items()}
-        real = _transfer(net, "target", nbytes, cc, PORT + 1) if real_tcp else None
+        real = bulk_transfer(net, "sender", "target", nbytes, PORT + 1, cc) if real_tcp else None
     series = read_result_dir(out / "emulation").tables["flow_series"]
     summary, mseries = _flow_summary(series, mon, nbytes)
     diagnosis, _ = trace.diagnose(capture)

@@ -25,13 +25,9 @@ def parse_target(text: str) -> dict:
     if "=" not in text:
         raise PathtwinError(f"target {text!r}: real Internet targets need network access this machine does not have; "
                             "describe an emulated one as rtt=60ms,down=4mbit,up=1mbit[,loss_down=1%,loss_up=0%,reorder_down=1%,reorder_up=0%,reorder_delay=5ms,queue=50pkt]")
-    out: dict = {}
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise PathtwinError(f"target {text!r}: {item!r} is not KEY=VALUE")
-        out[key.strip()] = value.strip()
-    return out
+    from .config import parse_assignments
+
+    return parse_assignments(text.split(","), f"target {text!r}: item")
 
 
 def register(root: typer.Typer) -> None:
@@ -50,16 +46,11 @@ def register(root: typer.Typer) -> None:
         from rich.console import Console
 
         from . import monarch
-        from .config import parse_quantity
+        from .config import parse_assignments, parse_quantity
 
         nbytes = int(parse_quantity("size", size, "--bytes"))
         with Console().status(f"transferring {nbytes:,} bytes as {probe} probes ..."):
-            sysctls = {}
-            for item in target_sysctl:
-                key, sep, value = item.partition("=")
-                if not sep or not key:
-                    raise PathtwinError(f"--target-sysctl {item!r}: expected KEY=VALUE")
-                sysctls[key] = value
+            sysctls = parse_assignments(target_sysctl, "--target-sysctl")
             r = monarch.run(parse_target(target), out, probe=probe, cc=cc, nbytes=nbytes, real_tcp=real_tcp, target_sysctls=sysctls,
                             target_ip_ids=target_ip_ids)
         s = r.summary

@@ -26,14 +26,16 @@ SETTABLE = ("tcp",)
 
 def parse_settings(items: List[str]) -> dict:
     """``["tcp.initial_window=10", "tcp.cc=bbr"]`` -> ``{"initial_window": 10, "cc": "bbr"}``."""
+    from .config import parse_assignments
+
+    form = "SECTION.KEY=VALUE (e.g. tcp.initial_window=10)"
     tcp: dict = {}
-    for item in items:
-        key, sep, value = item.partition("=")
+    for key, value in parse_assignments(items, "--set", form).items():
         section, dot, name = key.partition(".")
-        if not sep or not dot or not name:
-            raise PathtwinError(f"--set {item!r}: expected SECTION.KEY=VALUE, e.g. tcp.initial_window=10")
+        if not dot or not name:
+            raise PathtwinError(f"--set {key!r} is not {form}")
         if section not in SETTABLE:
-            raise PathtwinError(f"--set {item!r}: only the server's TCP can change in a replay ({', '.join(s + '.*' for s in SETTABLE)})")
+            raise PathtwinError(f"--set {key!r}: only the server's TCP can change in a replay ({', '.join(s + '.*' for s in SETTABLE)})")
         tcp[name] = _value(value)
     return tcp
 

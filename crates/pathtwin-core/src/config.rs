@@ -723,7 +723,8 @@ pub enum ProbeKind {
 
 /// `[monarch]`: Monarch (Haeberlen et al., IMC 2006): the packets `sender` sends to
 /// `receiver` are carried as probes to `target` and its answers, across the route between
-/// `sender` and `target`; `receiver`'s packets go straight back to `sender` (emulator only).
+/// `sender` and `target`; `receiver`'s packets go straight back to `sender` unless a path or
+/// link between them says otherwise (emulator only).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MonarchConfig {

@@ -88,6 +88,15 @@ pub struct PipeRoute {
     pub up: Vec<Hop>,
 }
 
+/// The client address of a run's pipe `g` (every pipe-client host counted, `[[pipe]]`
+/// order) in the pipe range `range` (a /16, e.g. 10.128.0.0): `range + 1 + g`. The
+/// emulator picks a range per run, the simulator 10.128.0.0, so captures of either read
+/// alike. Beyond the /16 (more pipes than a run can hold) addresses wrap instead of
+/// panicking.
+pub fn pipe_address(range: std::net::Ipv4Addr, g: u32) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::from(u32::from(range).wrapping_add(1).wrapping_add(g))
+}
+
 /// Monkey's pipe queues from the downstream rate, after Rizzo's Dummynet advice (Cheng et
 /// al., USENIX ATC 2004, §4.1): below 56 kbit/s 5 packets both ways; from 56 kbit/s to 6
 /// Mbit/s 30 down and 10 up; above, Dummynet's default of 40 both ways.

@@ -134,8 +134,6 @@ pub struct MonarchSnapshot {
     pub held: usize,
     pub released: u64,
     pub released_bytes: u64,
-    /// Receiver packets passed straight back to the sender.
-    pub returned: u64,
 }
 
 /// All pipes together (one entry per pipe would make every snapshot as large as the run).
@@ -436,10 +434,18 @@ impl Emulator {
                 }
             }
         }
+        // Monarch's receiver sits next to its sender: unless the config models the way
+        // between them, its packets go straight back, a route without elements.
+        if let Some(m) = &config.monarch {
+            let id = |n: &str| net.host_id(n).expect("validated host");
+            let (receiver, sender) = (id(&m.receiver), id(&m.sender));
+            if net.route(receiver, sender).is_none() {
+                routes.push(Route { src: receiver, dst: sender, hops: Vec::new(), only: None });
+            }
+        }
         let first_pipe_route = routes.len();
         for p in &net.pipes {
-            let client = &lab.hosts()[p.client];
-            let addr = IpAddr::V4(Ipv4Addr::from(u32::from(client.first_pipe.expect("pipe client has pipe addresses")) + p.slot));
+            let addr = IpAddr::V4(lab.hosts()[p.client].pipe_address(p.slot).expect("a pipe's client holds its address"));
             let server = IpAddr::V4(lab.hosts()[p.server].ipv4);
             routes.push(Route { src: p.server, dst: p.client, hops: p.down.clone(), only: Some((server, addr)) });
             routes.push(Route { src: p.client, dst: p.server, hops: p.up.clone(), only: Some((addr, server)) });
@@ -503,7 +509,6 @@ impl Emulator {
                     probe_route: probe_route as u32,
                     released: 0,
                     released_bytes: 0,
-                    returned: 0,
                 })
             }
             None => None,
@@ -610,7 +615,6 @@ impl Emulator {
                 held: m.translator.held(),
                 released: m.released,
                 released_bytes: m.released_bytes,
-                returned: m.returned,
             }),
             pipes,
             queues,

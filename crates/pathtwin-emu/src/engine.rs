@@ -199,9 +199,9 @@ impl Default for TimingOptions {
 
 /// Monarch's proxy in the loop (see [`crate::monarch`]): what `sender` sends to `receiver`
 /// is held and a probe goes along `probe_route` instead; an answer delivered to `sender`
-/// releases the held packet to `receiver`, at once (the proxy is local); what `receiver`
-/// sends to `sender` goes straight to it. Other traffic (a real TCP flow from `sender` to
-/// the remote host, say) is routed as usual.
+/// releases the held packet to `receiver`, at once (the proxy is local). What `receiver`
+/// sends to `sender`, and other traffic (a real TCP flow from `sender` to the remote host,
+/// say), is routed as usual.
 pub struct MonarchProxy {
     pub translator: Translator,
     pub sender: usize,
@@ -210,8 +210,6 @@ pub struct MonarchProxy {
     /// Packets released to the receiver, and their bytes.
     pub released: u64,
     pub released_bytes: u64,
-    /// The receiver's packets passed straight back to the sender.
-    pub returned: u64,
     /// Where the proxy records each probe as it leaves and each answer as it arrives (the
     /// vantage point of Monarch's self-diagnosis, `pathtwin trace diagnose`).
     pub capture: Option<std::io::BufWriter<std::fs::File>>,
@@ -534,23 +532,13 @@ impl<D: PacketIo> Engine<D> {
                 }
                 let to = |host: usize| self.hosts[host].addrs.contains(&ip.dst());
                 if h == m.sender && to(m.receiver) {
-                    let probe = m.translator.probe_for(ip, at);
+                    let probe = m.translator.probe_for(ip);
                     m.record(at, &probe);
                     let route = m.probe_route;
                     self.route_counters[route as usize].packets_in += 1;
                     self.route_counters[route as usize].bytes_in += probe.wire_len() as u64;
                     self.forward(at, EmuPacket { ip: probe, route, hop: 0 });
                     self.run_model(self.clock.now().max(at));
-                    continue;
-                }
-                if h == m.receiver && to(m.sender) {
-                    m.returned += 1;
-                    let sender = m.sender;
-                    // Straight back, unmodelled: Monarch's receiver sits next to its sender.
-                    let _ = self.hosts[sender].device.send(ip.bytes());
-                    if self.spare.len() < SPARE_BUFFERS {
-                        self.spare.push(ip.into_bytes());
-                    }
                     continue;
                 }
             }
@@ -607,32 +595,24 @@ impl<D: PacketIo> Engine<D> {
         }
     }
 
-    fn deliver(&mut self, departure: Instant, pkt: EmuPacket) {
+    fn deliver(&mut self, departure: Instant, mut pkt: EmuPacket) {
         let route = pkt.route as usize;
         let mut dst = self.routes[route].dst;
+        // The counters are of what crossed the route.
+        let len = pkt.ip.wire_len() as u64;
+        let payload = pkt.ip.payload_len() as u64;
+        let tuple = pkt.ip.five_tuple();
         // An answer to a Monarch probe: the receiver gets the packet it stood for instead.
-        let mut pkt = pkt;
+        let mut answer = None;
         if let Some(m) = self.monarch.as_mut().filter(|m| m.sender == dst) {
             if let Some(held) = m.translator.on_response(&pkt.ip) {
                 m.record(departure, &pkt.ip);
                 m.released += 1;
                 m.released_bytes += held.wire_len() as u64;
                 dst = m.receiver;
-                let answer = std::mem::replace(&mut pkt.ip, held);
-                let rc = &mut self.route_counters[route];
-                rc.packets_out += 1;
-                rc.bytes_out += answer.wire_len() as u64;
-                self.lateness.record(self.clock.now().saturating_since(departure).as_nanos());
-                let _ = self.hosts[dst].device.send(pkt.ip.bytes());
-                if self.spare.len() < SPARE_BUFFERS {
-                    self.spare.push(pkt.ip.into_bytes());
-                }
-                return;
+                answer = Some(std::mem::replace(&mut pkt.ip, held));
             }
         }
-        let len = pkt.ip.wire_len() as u64;
-        let payload = pkt.ip.payload_len() as u64;
-        let tuple = pkt.ip.five_tuple();
         // Released when handed to the kernel: the write itself also runs the receiving
         // host's stack (and wakes its process) in this thread, which is not the packet's
         // delay but delays the packets written after it, where it is counted.
@@ -650,8 +630,10 @@ impl<D: PacketIo> Engine<D> {
         } else {
             rc.write_drops += 1;
         }
-        if self.spare.len() < SPARE_BUFFERS {
-            self.spare.push(pkt.ip.into_bytes());
+        for ip in std::iter::once(pkt.ip).chain(answer) {
+            if self.spare.len() < SPARE_BUFFERS {
+                self.spare.push(ip.into_bytes());
+            }
         }
     }
 

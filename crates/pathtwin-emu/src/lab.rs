@@ -50,7 +50,7 @@ pub fn pipe_net(run: &RunId) -> Ipv4Addr {
 
 /// Address of the run's `g`-th pipe (all pipe-client hosts counted, in file order).
 pub fn pipe_addr(run: &RunId, g: u32) -> Ipv4Addr {
-    Ipv4Addr::from(u32::from(pipe_net(run)) + 1 + g)
+    pathtwin_core::topology::pipe_address(pipe_net(run), g)
 }
 
 /// What the outside world needs to know about one host.
@@ -64,6 +64,14 @@ pub struct HostInfo {
     pub first_pipe: Option<Ipv4Addr>,
     /// As a pipe client: how many pipes it holds.
     pub pipes: u32,
+}
+
+impl HostInfo {
+    /// The address of this host's pipe `slot`, if it holds one.
+    pub fn pipe_address(&self, slot: u32) -> Option<Ipv4Addr> {
+        let first = self.first_pipe.filter(|_| slot < self.pipes)?;
+        Some(Ipv4Addr::from(u32::from(first) + slot))
+    }
 }
 
 /// Which hosts hold pipe addresses and which route them.

@@ -28,7 +28,6 @@ use std::net::Ipv4Addr;
 
 use etherparse::{Icmpv4Type, IcmpEchoHeader, Ipv4HeaderSlice, NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
 use pathtwin_core::pcapfile::ipv4_checksum;
-use pathtwin_core::time::Instant;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -86,7 +85,7 @@ impl Translator {
     }
 
     /// Holds `pkt` (from the sender) and returns the probe that stands for it.
-    pub fn probe_for(&mut self, pkt: IpPacket, _now: Instant) -> IpPacket {
+    pub fn probe_for(&mut self, pkt: IpPacket) -> IpPacket {
         let key = self.next_key;
         self.next_key = self.next_key.wrapping_add(1);
         let size = pkt.bytes().len();
@@ -233,7 +232,7 @@ mod tests {
         for kind in [ProbeKind::TcpAck, ProbeKind::Udp, ProbeKind::IcmpEcho, ProbeKind::IcmpTimestamp] {
             let mut t = Translator::new(kind, SENDER, TARGET, 0x1000_0000);
             let packets: Vec<IpPacket> = (0..3).map(|i| data(500 + 100 * i)).collect();
-            let probes: Vec<IpPacket> = packets.iter().map(|p| t.probe_for(p.clone(), Instant::ZERO)).collect();
+            let probes: Vec<IpPacket> = packets.iter().map(|p| t.probe_for(p.clone())).collect();
             for (p, probe) in packets.iter().zip(&probes) {
                 assert_eq!(probe.dst(), std::net::IpAddr::V4(TARGET));
                 if kind != ProbeKind::IcmpTimestamp {

@@ -32,10 +32,10 @@ pub fn host_addr(index: u32) -> [u8; 4] {
     [10, 0, (n >> 8) as u8, n as u8]
 }
 
-/// The client address of pipe `g` (see the module docs). Beyond 2^23 − 2 pipes, far more
-/// than a run can hold, addresses would leave 10.128.0.0/9; they wrap instead of panicking.
+/// The client address of pipe `g` (see the module docs): the shared plan
+/// ([`pathtwin_core::topology::pipe_address`]) in 10.128.0.0.
 pub fn pipe_addr(g: u32) -> [u8; 4] {
-    u32::from_be_bytes([10, 128, 0, 1]).wrapping_add(g).to_be_bytes()
+    pathtwin_core::topology::pipe_address(std::net::Ipv4Addr::new(10, 128, 0, 0), g).octets()
 }
 
 /// Dotted-quad text of an address, as the results tables give it.

@@ -28,7 +28,7 @@ from typing import Callable, Optional, Union
 import pandas as pd
 
 from ..errors import PathtwinError
-from .compare import breakdown, compare, ks_distance, response_times, summary
+from .compare import breakdown, compare, ks_distance, response_times, response_times_by_slot, summary
 from .emu import EmulatedRun, run_emulated
 from .sim import SimulatedRun, run_simulated
 from .workload import Workload, synthetic
@@ -37,7 +37,7 @@ from .workload import Workload, synthetic
 ENGINES = ("emu", "sim")
 
 __all__ = ["Workload", "synthetic", "run_emulated", "run_simulated", "SimulatedRun", "compare", "summary", "breakdown", "ks_distance",
-           "response_times", "replay", "ReplayResult", "load_source"]
+           "response_times", "response_times_by_slot", "replay", "ReplayResult", "load_source"]
 
 
 @dataclass

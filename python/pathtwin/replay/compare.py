@@ -25,6 +25,18 @@ def response_times(exchanges: pd.DataFrame, key: str = "conn_id") -> pd.Series:
     return ((g["response_end_s"].max() - g["request_start_s"].min()) * 1e3).rename("response_time_ms")
 
 
+def response_times_by_slot(conns: pd.DataFrame, exchanges: pd.DataFrame, addresses: list[str]) -> pd.Series:
+    """Per-connection response times (ms) of a recorded run, indexed by the position of
+    each connection's client address in ``addresses`` (pipe i's address is ``addresses[i]``);
+    an address that carried a retried connection counts its first."""
+    slot = {a: i for i, a in enumerate(addresses)}
+    c = conns.assign(slot=conns["client_ip"].map(slot)).dropna(subset=["slot"])
+    c = c.sort_values("start_s").drop_duplicates("slot")
+    rt = response_times(exchanges).reindex(c["conn_id"].to_numpy())
+    rt.index = c["slot"].astype(int).to_numpy()
+    return rt
+
+
 def ks_distance(a, b) -> float:
     """Two-sample Kolmogorov-Smirnov statistic: the largest gap between the empirical CDFs."""
     a, b = np.sort(np.asarray(a, float)), np.sort(np.asarray(b, float))
@@ -39,12 +51,7 @@ def compare(db: Workload, source_exchanges: pd.DataFrame, replay_conns: pd.DataF
     """One row per database connection: original and replayed response time, relative error,
     and the connection's path (for the breakdowns by RTT and bandwidth)."""
     original = response_times(source_exchanges)
-    slot = {a: i for i, a in enumerate(addresses)}
-    rc = replay_conns.assign(conn=replay_conns["client_ip"].map(slot)).dropna(subset=["conn"])
-    # A pipe address may carry a retried connection; keep its first.
-    rc = rc.sort_values("start_s").drop_duplicates("conn")
-    replay = response_times(replay_exchanges).reindex(rc["conn_id"].to_numpy())
-    replay.index = rc["conn"].astype(int).to_numpy()
+    replay = response_times_by_slot(replay_conns, replay_exchanges, addresses)
     out = db.conns[["conn", "rtt_ms", "down_bps", "down_loss", "source_conn_id"]].copy()
     out["exchanges"] = out["conn"].map(db.exchanges.groupby("conn").size()).fillna(0).astype(int)
     out["original_ms"] = out["source_conn_id"].map(original)

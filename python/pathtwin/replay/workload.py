@@ -186,6 +186,14 @@ class Workload:
         return cls(pd.DataFrame(rows, columns=CONN_COLUMNS), pd.DataFrame(xrows, columns=EXCHANGE_COLUMNS),
                    port=port, skipped=skipped, vantage="client" if at_client else "server")
 
+    def source_slots(self, addresses: list[str]) -> pd.Series:
+        """For each connection, the position of its source connection's client address in
+        ``addresses`` (NaN if absent): where the source was itself a recorded workload
+        (``run_emulated``/``run_simulated``, pipe i from ``addresses[i]``), the ground-truth
+        connection each replayed one stands for."""
+        slot = {a: i for i, a in enumerate(addresses)}
+        return self.conns["source_client"].str.split(":").str[0].map(slot)
+
     # -- to the emulator --------------------------------------------------------------
     def pipes(self, server: str = "server", clients: str = "clients") -> list[dict]:
         """One ``[[pipe]]`` per connection, in connection order (pipe i carries conn i)."""

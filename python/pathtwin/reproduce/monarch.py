@@ -16,8 +16,6 @@ even higher delays and more losses; Vegas settles at about 100 ms without a sing
 
 from __future__ import annotations
 
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -81,37 +79,21 @@ def figure12(out: Optional[Path] = None, emulate: bool = False) -> list[Transfer
     return transfers
 
 
-#: The emulated transfer: the receiver reads to EOF and then closes; the sender writes the
-#: bytes, half-closes and waits for that close, so its socket (and its TCP_INFO series)
-#: lives until every byte is acknowledged — an application that closes at once would leave
-#: an orphaned socket that no longer reports.
-_RECEIVER = ("import socket\ns = socket.socket(socket.AF_INET6)\ns.bind(('::', 5300))\ns.listen(1)\n"
-             "c, _ = s.accept()\nwhile c.recv(65536):\n    pass\nc.close()\n")
-_SENDER = ("import socket, sys, time\nc = socket.create_connection((sys.argv[1], 5300))\nt = time.monotonic()\n"
-           "c.sendall(b'x' * int(sys.argv[2]))\nc.shutdown(socket.SHUT_WR)\nc.recv(1)\n"
-           "print(time.monotonic() - t)\n")
-
-
 def _emulated(cc: str, out: Optional[Path]) -> Transfer:
     """One 500 kB transfer with the kernel's ``cc`` over the same path, its cwnd and RTT from
     the sender's TCP_INFO series."""
-    import sys
-
     import pandas as pd
 
     from ..config import parse_quantity
-    from ..emulation import Emulation
+    from ..emulation import Emulation, bulk_transfer
 
     cfg = config(cc)
     cfg.pop("flow")
     cfg.pop("tcp")  # the kernel's defaults; the simulator-only recovery switches do not apply
     size = int(parse_quantity("size", TRANSFER, "transfer"))
     with Emulation(cfg, out=out, cc=cc) as net:
-        net["dsl"].popen([sys.executable, "-c", _RECEIVER])
-        time.sleep(0.3)
-        done = net["server"].run([sys.executable, "-c", _SENDER, "dsl", str(size)], check=True, timeout=120,
-                                 capture_output=True, text=True)
-        completion = float(done.stdout.strip())
+        t = bulk_transfer(net, "server", "dsl", size, 5300, timeout=120)
+        completion = t["end"] - t["connected"]
     fs = pd.DataFrame(net.results.get("flow_series", []))
     data = fs[(fs.src == "server") & (fs.dst_port == 5300)].copy()
     # The flow began at most one sample interval before its first row.
