@@ -38,3 +38,21 @@ def cli():
 
 def pytest_configure(config):
     os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def met_in_one_of(attempts: int, run, shortfalls):
+    """Runs ``run()`` until ``shortfalls(result)`` (what the result misses, as lines) is
+    empty, at most ``attempts`` times; fails with every attempt's shortfalls otherwise.
+
+    For the emulator's fidelity checks against a paper's numbers: this VM shares its host,
+    which now and then slows it for minutes (in one CI run two such checks gave path-mode
+    errors of 11-17 % and a 32 ms RTT excess, where the same commit otherwise gives 2-8 % and
+    under 2 ms, also with both cores busy). A model that is wrong misses every attempt."""
+    missed = []
+    for k in range(attempts):
+        result = run()
+        lines = shortfalls(result)
+        if not lines:
+            return result
+        missed.append(f"attempt {k + 1}: " + "; ".join(lines))
+    pytest.fail("\n".join(missed))

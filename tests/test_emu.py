@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import met_in_one_of
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root"),
@@ -270,24 +271,34 @@ def test_table2_fast_subset_path_mode_within_10_percent_link_mode_degrades():
     """
     from pathtwin.emulation import reproduce_table2_emu
 
-    rows = reproduce_table2_emu(duration="10s", rows=[2, 4])
-    for r in rows:
-        for d in (0, 1):
-            assert r.error("path", d) <= 10.0, f"row {r.index} dir {d}: {r.achieved['path'][d] / 1e3:.0f} kbit/s"
-        # Paper: link mode 31.7 % and 20.4 % forward error on these rows, path mode 5.8 / 10.2 %.
-        assert r.error("link", 0) > 2 * r.error("path", 0) and r.error("link", 0) > 15.0, (r.index, r.achieved)
+    def shortfalls(rows):
+        out = []
+        for r in rows:
+            out += [f"row {r.index} dir {d}: path mode {r.achieved['path'][d] / 1e3:.0f} kbit/s, {r.error('path', d):.1f} % off"
+                    for d in (0, 1) if r.error("path", d) > 10.0]
+            # Paper: link mode 31.7 % and 20.4 % forward error on these rows, path mode 5.8 / 10.2 %.
+            if not (r.error("link", 0) > 2 * r.error("path", 0) and r.error("link", 0) > 15.0):
+                out.append(f"row {r.index}: link mode {r.error('link', 0):.1f} % off, path mode {r.error('path', 0):.1f} %")
+        return out
+
+    met_in_one_of(2, lambda: reproduce_table2_emu(duration="10s", rows=[2, 4]), shortfalls)
 
 
 @needs_iperf
 def test_figure5_real_tcp_rtt_near_base_in_path_mode_and_inflated_in_link_mode():
-    out = subprocess.run([sys.executable, "-m", "pathtwin.cli", "reproduce", "nsdi09-figure5", "--engine", "emu",
-                          "--duration", "10s", "--json"], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    f = json.loads(out.stdout)
-    base = f["base_rtt_ms"]
-    assert base == 50.0
-    assert abs(f["mean_rtt_ms"]["path"] - base) <= 0.1 * base, f
-    assert f["mean_rtt_ms"]["link"] >= 5 * base, f
+    def run():
+        out = subprocess.run([sys.executable, "-m", "pathtwin.cli", "reproduce", "nsdi09-figure5", "--engine", "emu",
+                              "--duration", "10s", "--json"], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    def shortfalls(f):
+        base, rtt = f["base_rtt_ms"], f["mean_rtt_ms"]
+        assert base == 50.0
+        return ([f"path-mode RTT {rtt['path']:.1f} ms, not within 10 % of {base} ms"] * (abs(rtt["path"] - base) > 0.1 * base)
+                + [f"link-mode RTT {rtt['link']:.1f} ms, under 5x {base} ms"] * (rtt["link"] < 5 * base))
+
+    met_in_one_of(2, run, shortfalls)
 
 
 def test_bad_topology_given_to_the_api_raises_pathtwin_error():
