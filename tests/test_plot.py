@@ -43,7 +43,7 @@ cc = "newreno"
 def simulated(tmp_path):
     scen = tmp_path / "sim.toml"
     scen.write_text(PATH + SIM_FLOWS)
-    r = run_cli("sim", scen, "-o", tmp_path / "sim", "--no-plots")
+    r = run_cli("sim", scen, "-o", tmp_path / "sim")
     assert r.returncode == 0, r.stderr
     return tmp_path / "sim"
 

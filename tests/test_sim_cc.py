@@ -36,7 +36,7 @@ def test_every_simulator_controller_runs_and_is_reported(tmp_path):
     names = ["reno", "newreno", "vegas", "bic", "cubic", "bbr", "monaco"]
     flows = "".join(f'[[flow]]\nfrom = "a"\nto = "b"\ncc = "{n}"\nlabel = "{n}"\n' for n in names)
     out = tmp_path / "out"
-    r = run_cli("sim", scenario(tmp_path, flows), "-o", out, "--no-plots")
+    r = run_cli("sim", scenario(tmp_path, flows), "-o", out)
     assert r.returncode == 0, r.stderr
     f = pd.read_parquet(out / "flows.parquet")
     assert sorted(f.cc) == sorted(names)

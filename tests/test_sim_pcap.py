@@ -44,7 +44,7 @@ def test_trace_analysis_recovers_the_simulated_path(tmp_path, rtt_ms, rate_mbit,
     scen = tmp_path / "gt.toml"
     scen.write_text(SCENARIO.format(rtt_ms=rtt_ms, rate_mbit=rate_mbit, loss_pct=loss_pct, delay_ms=delay_ms, seed=seed))
     out = tmp_path / "out"
-    r = run_cli("sim", scen, "-o", out, "--no-plots", "-q")
+    r = run_cli("sim", scen, "-o", out, "-q")
     assert r.returncode == 0, r.stderr
     pcap = out / "pcap" / "server.pcap"
     assert pcap.stat().st_size > 10_000
@@ -66,7 +66,7 @@ def test_simulator_capture_is_a_valid_pcap_that_tcpdump_reads(tmp_path):
     scen = tmp_path / "gt.toml"
     scen.write_text(SCENARIO.format(rtt_ms=40, rate_mbit=5, loss_pct=0, delay_ms=10, seed=1).replace('"60s"', '"5s"'))
     out = tmp_path / "out"
-    assert run_cli("sim", scen, "-o", out, "--no-plots", "-q").returncode == 0
+    assert run_cli("sim", scen, "-o", out, "-q").returncode == 0
     p = subprocess.run(["tcpdump", "-nr", str(out / "pcap" / "server.pcap")], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()

@@ -203,9 +203,10 @@ def run_pathtwin(cmd0: list[str], duration: float, sack: bool, out: Path) -> dic
     result_dir = out / tag
     if result_dir.exists():
         shutil.rmtree(result_dir)
-    # --no-plots -q: no PNG rendering (matplotlib costs ~2-4 s per run), no progress display,
-    # no summary table -- the ns-2/ns-3 programs print one line and draw nothing either.
-    cmd = cmd0 + ["sim", str(scenario), "-o", str(result_dir), "--no-plots", "-q"]
+    # The default outputs, as a user gets them: run.json, the Parquet tables and the per-flow
+    # summary on stdout (plots are drawn on request, `--plots` or `pathtwin plot`; the
+    # ns-2/ns-3 programs draw nothing either).
+    cmd = cmd0 + ["sim", str(scenario), "-o", str(result_dir)]
     _, wall, cpu = run_measured(cmd)
 
     run = json.loads((result_dir / "run.json").read_text())
@@ -324,7 +325,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peers", default="pathtwin,ns-2,ns-3",
                     help="comma-separated subset of pathtwin,ns-2,ns-3 (default: all three)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="runs per peer and duration, interleaved; the run with the median process wall "
+                         "time is reported (default 5: a 60-s run lasts ~0.15 s, where one run is noise)")
     args = ap.parse_args(argv)
+    if args.repeat < 1:
+        print("bench/sim: --repeat must be at least 1", file=sys.stderr)
+        return 2
 
     durations = [float(x) for x in (args.durations or ("10" if args.quick else "60,600")).split(",")]
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
@@ -350,19 +357,26 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     for d in durations:
+        runs: dict[str, list[dict]] = {peer: [] for peer in peers}
+        for rep in range(args.repeat):
+            for peer in peers:
+                print(f"running {peer} for {d:g} s simulated ({rep + 1}/{args.repeat}) ...", file=sys.stderr, flush=True)
+                try:
+                    if peer == "pathtwin":
+                        r = run_pathtwin(pt, d, args.sack, args.out)
+                    elif peer == "ns-2":
+                        r = run_ns2(ns2, d, args.sack)
+                    else:
+                        r = run_ns3(ns3, d, args.sack)
+                except (RuntimeError, OSError, KeyError) as e:
+                    print(f"bench/sim: {peer} failed for {d:g} s: {e}", file=sys.stderr)
+                    return 1
+                runs[peer].append(r)
         for peer in peers:
-            print(f"running {peer} for {d:g} s simulated ...", file=sys.stderr, flush=True)
-            try:
-                if peer == "pathtwin":
-                    r = run_pathtwin(pt, d, args.sack, args.out)
-                elif peer == "ns-2":
-                    r = run_ns2(ns2, d, args.sack)
-                else:
-                    r = run_ns3(ns3, d, args.sack)
-            except (RuntimeError, OSError, KeyError) as e:
-                print(f"bench/sim: {peer} failed for {d:g} s: {e}", file=sys.stderr)
-                return 1
-            results.append(r)
+            ordered = sorted(runs[peer], key=lambda r: r["process_wall_s"])
+            median = dict(ordered[len(ordered) // 2])
+            median["process_wall_s_runs"] = [r["process_wall_s"] for r in runs[peer]]
+            results.append(median)
 
     rows = ratios(results)
     mode = "SACK" if args.sack else "NewReno, no SACK"

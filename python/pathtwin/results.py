@@ -46,11 +46,14 @@ def git_revision() -> str:
 
 
 class LazyFrames(dict):
-    """Tables kept as columns until first read, then as pandas DataFrames (importing pandas
-    only when someone looks: a quiet CLI run writes Parquet straight from the columns)."""
+    """Tables kept as columns (or as a function that returns them) until first read, then as
+    pandas DataFrames: pandas is imported only when someone looks, and a quiet command-line
+    run, whose tables the engine wrote as Parquet itself, never does."""
 
     def __getitem__(self, name):
         value = super().__getitem__(name)
+        if callable(value):
+            value = value()
         if isinstance(value, Mapping):
             value = columns_to_frame(value)
             super().__setitem__(name, value)
@@ -58,6 +61,15 @@ class LazyFrames(dict):
 
     def get(self, name, default=None):
         return self[name] if name in self else default
+
+    def columns(self, name) -> Mapping:
+        """Table ``name`` as ``{column: list}``, or its DataFrame once one was made (both
+        index by column name)."""
+        value = super().__getitem__(name)
+        if callable(value):
+            value = value()
+            super().__setitem__(name, value)
+        return value
 
     def items(self):
         return [(k, self[k]) for k in self.keys()]
@@ -83,6 +95,13 @@ class Result:
         if name in tables:
             return tables[name]
         raise AttributeError(name)
+
+    def table_columns(self, name: str):
+        """Table ``name`` as ``{column: list}`` without pandas while it has not been read as a
+        DataFrame (``None`` if the run has no such table)."""
+        if name not in self.tables:
+            return None
+        return self.tables.columns(name)
 
     @property
     def flows(self):
@@ -111,24 +130,33 @@ def columns_to_frame(columns: Mapping[str, list]):
     return pd.DataFrame({k: v for k, v in columns.items()})
 
 
+def make_result_dir(out: Path) -> None:
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PathtwinError(f"{out}: cannot create result directory ({e.strerror})") from None
+
+
+def write_run_json(out: Path, run: dict, tables) -> None:
+    """Writes ``run.json``, listing ``tables`` (names) as the directory's Parquet files."""
+    meta = {"format_version": FORMAT_VERSION, **run, "tables": sorted(tables)}
+    (Path(out) / "run.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+
+
 def write_result_dir(out: Path, run: dict, tables: Mapping[str, Any]) -> Path:
     """Writes ``run.json`` and one Parquet file per table (DataFrame or column dict)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise PathtwinError(f"{out}: cannot create result directory ({e.strerror})") from None
+    make_result_dir(out)
     for name, table in tables.items():
         if isinstance(table, Mapping):
             arrow = pa.table(dict(table))
         else:
             arrow = pa.Table.from_pandas(table, preserve_index=False)
         pq.write_table(arrow, out / f"{name}.parquet")
-    meta = {"format_version": FORMAT_VERSION, **run, "tables": sorted(tables)}
-    (out / "run.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    write_run_json(out, run, tables)
     return out
 
 

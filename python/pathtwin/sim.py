@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import __version__
 from .config import ConfigSource, config_text, native_call
-from .results import Result, Stopwatch, git_revision, write_result_dir
+from .results import Result, Stopwatch, git_revision, make_result_dir, write_run_json
 
 #: Aim for this much wall time per chunk, so that progress and Ctrl-C stay responsive.
 CHUNK_WALL_S = 0.1
@@ -67,7 +67,22 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
     wall = watch.elapsed()
     if captures:
         native_call(sim.flush_captures)
-    raw = sim.results()
+    path = None
+    if out is not None:
+        path = Path(out)
+        make_result_dir(path)
+        written = native_call(sim.write_results, path)
+        meta, names = written["meta"], written["tables"]
+        # The tables become Python objects only if someone reads them (a command-line run
+        # that only writes files never does).
+        tables = {name: (lambda name=name: sim.results([name])[name]) for name in names}
+    else:
+        raw = sim.results()
+        meta = raw["meta"]
+        tables = {name: raw[name] for name in ("flows", "flow_series", "queues", "queue_series", "markers")}
+        if raw["pipes"]["pipe"]:
+            # Per-connection pipes (replay): which client address each pipe's flows come from.
+            tables["pipes"] = raw["pipes"]
     run = {
         "pathtwin_version": __version__,
         "git_revision": git_revision(),
@@ -77,21 +92,16 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
         "resolved_paths": resolved["paths"],
         "elements": resolved["elements"],
         "wall_time_s": wall,
-        "simulated_s": raw["meta"]["simulated_s"],
-        "events": raw["meta"]["events"],
-        "complete": bool(raw["meta"]["complete"]) and completed,
+        "simulated_s": meta["simulated_s"],
+        "events": meta["events"],
+        "complete": bool(meta["complete"]) and completed,
         "interrupted": not completed,
         "warnings": list(sim.warnings),
         "source": origin or None,
         "captures": [str(Path(c).relative_to(Path(out))) for c in captures] if captures else [],
     }
-    tables = {name: raw[name] for name in ("flows", "flow_series", "queues", "queue_series", "markers")}
-    if raw["pipes"]["pipe"]:
-        # Per-connection pipes (replay): which client address each pipe's flows come from.
-        tables["pipes"] = raw["pipes"]
-    path = None
-    if out is not None:
-        path = write_result_dir(Path(out), run, tables)
+    if path is not None:
+        write_run_json(path, run, tables)
     result = Result(run=run, tables=tables, path=path)
     if not completed:
         result.run["interrupted"] = True
@@ -99,9 +109,8 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
 
 
 def _run_with_progress(sim) -> bool:
-    """Runs with a rich progress bar, shown only when the run takes more than a second."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
+    """Runs with a rich progress bar, shown only when the run takes more than a second (rich
+    is imported only then: its import is a third of a short run)."""
     start = time.perf_counter()
     bar = None
     task = None
@@ -109,6 +118,8 @@ def _run_with_progress(sim) -> bool:
     def on_progress(now_s: float, total_s: float) -> None:
         nonlocal bar, task
         if bar is None and time.perf_counter() - start > 1.0:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
             bar = Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.completed:.1f}/{task.total:.0f} s"),
                            TimeElapsedColumn(), transient=True)
             bar.start()

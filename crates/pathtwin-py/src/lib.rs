@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod emu;
+mod parquet_out;
 mod sim;
 mod trace;
 

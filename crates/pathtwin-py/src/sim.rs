@@ -3,14 +3,16 @@
 //! `Simulation(text, format, origin)` parses a config (TOML text or JSON from a dict) with the
 //! one Rust schema; `advance(until_s)` runs a chunk with the GIL released, so Python can show
 //! progress and honour Ctrl-C between chunks; `results()` returns the tables as
-//! `{table: {column: list}}`.
+//! `{table: {column: list}}`, `write_results(dir)` writes them as Parquet.
 
 use pathtwin_core::bounds::{self, PathBoundsInput};
 use pathtwin_core::config::Config;
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::units::{self, QueueLimit, Rate, Size};
 use pathtwin_sim::table::{Column, Table};
-use pathtwin_sim::Simulation;
+use pathtwin_sim::{Results, Simulation};
+
+use crate::parquet_out::{write_table, ColumnRef};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -46,6 +48,22 @@ fn table_to_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict>
         }
     }
     Ok(d)
+}
+
+fn column_ref(c: &Column) -> ColumnRef<'_> {
+    match c {
+        Column::F64(v) => ColumnRef::F64(v),
+        Column::I64(v) => ColumnRef::I64(v),
+        Column::Str(v) => ColumnRef::Str(v),
+    }
+}
+
+fn meta_dict<'py>(py: Python<'py>, r: &Results) -> PyResult<Bound<'py, PyDict>> {
+    let meta = PyDict::new(py);
+    meta.set_item("simulated_s", r.simulated_s)?;
+    meta.set_item("events", r.events)?;
+    meta.set_item("complete", r.complete)?;
+    Ok(meta)
 }
 
 #[pymethods]
@@ -106,21 +124,39 @@ impl PySimulation {
         serde_json::to_string(&v).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
-    /// `{"flows": {...}, "flow_series": {...}, "queues": {...}, "queue_series": {...}, "markers": {...}, "pipes": {...}, "meta": {...}}`.
-    fn results<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// `{"flows": {...}, "flow_series": {...}, "queues": {...}, "queue_series": {...}, "markers": {...}, "pipes": {...}, "meta": {...}}`;
+    /// with `only`, just those tables (and `meta`).
+    #[pyo3(signature = (only = None))]
+    fn results<'py>(&self, py: Python<'py>, only: Option<Vec<String>>) -> PyResult<Bound<'py, PyDict>> {
         let r = self.inner.results();
         let d = PyDict::new(py);
-        d.set_item("flows", table_to_dict(py, &r.flows)?)?;
-        d.set_item("flow_series", table_to_dict(py, &r.flow_series)?)?;
-        d.set_item("queues", table_to_dict(py, &r.queues)?)?;
-        d.set_item("queue_series", table_to_dict(py, &r.queue_series)?)?;
-        d.set_item("markers", table_to_dict(py, &r.markers)?)?;
-        d.set_item("pipes", table_to_dict(py, &r.pipes)?)?;
-        let meta = PyDict::new(py);
-        meta.set_item("simulated_s", r.simulated_s)?;
-        meta.set_item("events", r.events)?;
-        meta.set_item("complete", r.complete)?;
-        d.set_item("meta", meta)?;
+        for (name, table) in [("flows", &r.flows), ("flow_series", &r.flow_series), ("queues", &r.queues), ("queue_series", &r.queue_series), ("markers", &r.markers), ("pipes", &r.pipes)] {
+            if only.as_ref().is_none_or(|o| o.iter().any(|n| n == name)) {
+                d.set_item(name, table_to_dict(py, table)?)?;
+            }
+        }
+        d.set_item("meta", meta_dict(py, &r)?)?;
+        Ok(d)
+    }
+
+    /// Writes the result tables as `<dir>/<table>.parquet` (`pipes` only when the run has
+    /// pipes) with the GIL released; returns `{"tables": [names], "meta": {...}}`.
+    fn write_results<'py>(&self, py: Python<'py>, dir: std::path::PathBuf) -> PyResult<Bound<'py, PyDict>> {
+        let r = self.inner.results();
+        let mut tables = vec![("flows", &r.flows), ("flow_series", &r.flow_series), ("queues", &r.queues), ("queue_series", &r.queue_series), ("markers", &r.markers)];
+        if r.pipes.rows() > 0 {
+            tables.push(("pipes", &r.pipes));
+        }
+        py.allow_threads(|| {
+            tables.iter().try_for_each(|(name, t)| {
+                let path = dir.join(format!("{name}.parquet"));
+                let columns: Vec<_> = t.columns.iter().map(|(n, c)| (n.as_str(), column_ref(c))).collect();
+                write_table(&path, &columns).map_err(|e| ConfigError::new_err(format!("{}: cannot write ({e})", path.display())))
+            })
+        })?;
+        let d = PyDict::new(py);
+        d.set_item("tables", tables.iter().map(|(name, _)| *name).collect::<Vec<_>>())?;
+        d.set_item("meta", meta_dict(py, &r)?)?;
         Ok(d)
     }
 }
