@@ -149,6 +149,25 @@ def test_result_directory_has_run_json_tables_and_lateness(tmp_path):
     assert list(timing.kind) == ["release", "timer_wake"]
 
 
+def test_lateness_windows_split_the_run_without_overlap():
+    """`lateness_window()` reports what was released since the previous call: the windows'
+    counts add up to the run's cumulative count over the same span."""
+    with Emulation(TWO_HOSTS) as net:
+        # Read together, both come from the same 250-ms refresh of the engine's counters.
+        net.lateness_window()
+        before = net.stats()["lateness"]["count"]
+        windows = []
+        for _ in range(3):
+            echo_rtts(net, "a", "b", "b", n=5)
+            time.sleep(0.6)  # the histograms' copies refresh every 250 ms
+            windows.append(net.lateness_window()["release"])
+            after = net.stats()["lateness"]["count"]
+    # 5 echoes and their answers per window cross the path: 10 releases at least each.
+    assert all(w["count"] >= 10 for w in windows), windows
+    assert sum(w["count"] for w in windows) == after - before, (windows, before, after)
+    assert all(w["p50_ns"] <= w["p99_ns"] <= w["max_ns"] for w in windows), windows
+
+
 def test_two_emulations_at_once_have_distinct_names_and_ranges():
     with Emulation(TWO_HOSTS) as one, Emulation(TWO_HOSTS) as two:
         assert one.run_id != two.run_id

@@ -226,6 +226,14 @@ class Emulation:
             raise PathtwinError("the emulation is not running")
         return json.loads(self._native.snapshot())
 
+    def lateness_window(self) -> dict:
+        """Release and timer-wake lateness since the previous call (or the start):
+        ``{"release": {count, mean_ns, p50_ns, p99_ns, p999_ns, max_ns}, "timer_wake": {...}}``,
+        as fresh as the live counters (250 ms). For watching a long run interval by interval."""
+        if self._native is None:
+            raise PathtwinError("the emulation is not running")
+        return json.loads(self._native.lateness_window())
+
     def env_for(self, host: Host) -> dict:
         """Environment of processes in ``host``: the caller's plus the run's names."""
         env = dict(os.environ)

@@ -541,6 +541,10 @@ impl Emulator {
     pub fn lab(&self) -> &Lab {
         &self.lab
     }
+    /// The packet loop, for its counters and histograms.
+    pub fn engine(&self) -> &Engine<Tun> {
+        &self.engine
+    }
     pub fn now(&self) -> Instant {
         self.engine.now()
     }

@@ -84,6 +84,15 @@ impl Histogram {
         self.max
     }
 
+    /// What was recorded after `earlier`, a copy of this histogram taken before: counts
+    /// subtract exactly; the maximum is the upper edge of the highest bucket left (capped at
+    /// this histogram's maximum), as the exact one is not kept per interval.
+    pub fn since(&self, earlier: &Histogram) -> Histogram {
+        let counts: Vec<u64> = self.counts.iter().zip(&earlier.counts).map(|(a, b)| a.saturating_sub(*b)).collect();
+        let max = counts.iter().rposition(|&c| c > 0).map_or(0, |i| Self::upper(i).min(self.max));
+        Histogram { counts, total: self.total.saturating_sub(earlier.total), max, sum: self.sum.saturating_sub(earlier.sum) }
+    }
+
     pub fn merge(&mut self, other: &Histogram) {
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
             *a += b;
@@ -97,6 +106,28 @@ impl Histogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn since_holds_only_what_came_after_the_copy() {
+        let mut h = Histogram::default();
+        for v in 0..1000u64 {
+            h.record(v * 1000); // 0 .. 999 µs, uniform
+        }
+        let before = h.clone();
+        for _ in 0..1000 {
+            h.record(5_000_000); // then 1000 values of 5 ms
+        }
+        let window = h.since(&before);
+        assert_eq!(window.count(), 1000);
+        assert!((window.mean() - 5e6).abs() < 1.0, "{}", window.mean());
+        // Every quantile of the window is 5 ms, within the histogram's 1/32 resolution.
+        for q in [0.01, 0.5, 0.99] {
+            let v = window.quantile(q) as f64;
+            assert!((v - 5e6).abs() <= 5e6 / 32.0, "q{q}: {v}");
+        }
+        assert!(window.max() >= 5_000_000 && window.max() as f64 <= 5e6 * (1.0 + 1.0 / 32.0));
+        assert_eq!(h.since(&h).count(), 0);
+    }
 
     #[test]
     fn buckets_are_contiguous_and_monotonic() {

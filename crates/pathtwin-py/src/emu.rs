@@ -15,6 +15,8 @@ use std::thread::JoinHandle;
 use pathtwin_core::config::Config;
 use pathtwin_core::time::Duration;
 use pathtwin_emu::netns::{cleanup_stale, live_runs, RunId};
+use pathtwin_emu::emulator::LatenessSummary;
+use pathtwin_emu::lateness::Histogram;
 use pathtwin_emu::{Emulator, EmulatorOptions};
 use pyo3::prelude::*;
 
@@ -33,6 +35,8 @@ fn pathtwin_error(py: Python<'_>, msg: impl std::fmt::Display) -> PyErr {
 struct Running {
     stop: Arc<AtomicBool>,
     snapshot: Arc<Mutex<String>>,
+    /// Copies of the release and timer-wake lateness histograms, refreshed with the snapshot.
+    lateness: Arc<Mutex<(Histogram, Histogram)>>,
     thread: JoinHandle<Result<String, String>>,
 }
 
@@ -47,6 +51,8 @@ struct EmuRun {
     hosts_json: String,
     #[pyo3(get)]
     warnings: Vec<String>,
+    /// The lateness histograms at the previous `lateness_window()` call.
+    window_start: (Histogram, Histogram),
 }
 
 #[pymethods]
@@ -91,14 +97,16 @@ impl EmuRun {
         let warnings = emu.warnings().to_vec();
         let stop = Arc::new(AtomicBool::new(false));
         let snapshot = Arc::new(Mutex::new(serde_json::to_string(&emu.snapshot()).expect("snapshot serializes")));
+        let lateness = Arc::new(Mutex::new((Histogram::default(), Histogram::default())));
         let thread = {
-            let (stop, snapshot) = (stop.clone(), snapshot.clone());
+            let (stop, snapshot, lateness) = (stop.clone(), snapshot.clone(), lateness.clone());
             std::thread::Builder::new()
                 .name(format!("pathtwin-emu-{run_id}"))
-                .spawn(move || loop_thread(emu, &stop, &snapshot))
+                .spawn(move || loop_thread(emu, &stop, &snapshot, &lateness))
                 .map_err(|e| pathtwin_error(py, format!("starting the emulator thread: {e}")))?
         };
-        Ok(EmuRun { running: Some(Running { stop, snapshot, thread }), run_id, state_dir, hosts_json, warnings })
+        let window_start = (Histogram::default(), Histogram::default());
+        Ok(EmuRun { running: Some(Running { stop, snapshot, lateness, thread }), run_id, state_dir, hosts_json, warnings, window_start })
     }
 
     /// The hosts as a list of dicts: name, netns, ipv4, ipv6.
@@ -113,6 +121,20 @@ impl EmuRun {
             Some(r) => Ok(r.snapshot.lock().expect("snapshot lock").clone()),
             None => Err(pathtwin_error(py, "the emulation has stopped")),
         }
+    }
+
+    /// Release and timer-wake lateness since the previous call (or the start) as JSON
+    /// `{"release": {count, mean_ns, p50_ns, p99_ns, p999_ns, max_ns}, "timer_wake": {...}}`;
+    /// as fresh as the snapshot (250 ms). For watching a long run minute by minute.
+    fn lateness_window(&mut self, py: Python<'_>) -> PyResult<String> {
+        let Some(r) = &self.running else {
+            return Err(pathtwin_error(py, "the emulation has stopped"));
+        };
+        let now = r.lateness.lock().expect("lateness lock").clone();
+        let (release, wake) = (now.0.since(&self.window_start.0), now.1.since(&self.window_start.1));
+        self.window_start = now;
+        let v = serde_json::json!({"release": LatenessSummary::from(&release), "timer_wake": LatenessSummary::from(&wake)});
+        Ok(v.to_string())
     }
 
     /// Whether the loop is still running (it stops on its own only after an error).
@@ -148,7 +170,7 @@ impl Drop for EmuRun {
     }
 }
 
-fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>) -> Result<String, String> {
+fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>, lateness: &Mutex<(Histogram, Histogram)>) -> Result<String, String> {
     let outcome = (|| {
         while !stop.load(Ordering::Relaxed) {
             emu.run_for(SNAPSHOT_EVERY, || stop.load(Ordering::Relaxed)).map_err(|e| e.to_string())?;
@@ -157,6 +179,8 @@ fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>) -
             // Readers of the file (`pathtwin emu stats`) are optional; a full /run is not fatal.
             let _ = emu.publish_snapshot();
             *snapshot.lock().expect("snapshot lock") = json;
+            let engine = emu.engine();
+            *lateness.lock().expect("lateness lock") = (engine.lateness.clone(), engine.wake_lateness.clone());
         }
         Ok(())
     })();
