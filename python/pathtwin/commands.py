@@ -87,7 +87,7 @@ def bounds(
     capacity: str = typer.Option("100mbit", help="Bottleneck capacity C."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write NSDI'09 Figure 1 (bounds against capacity) to this PNG."),
 ):
-    """Print the NSDI'09 Eq. 2 lower and Eq. 4 upper queue bounds and the feasible range."""
+    """Print the NSDI'09 queue bounds (lower and upper, Equations 2 and 4) and the feasible range."""
     from . import _native
     from .config import parse_quantity
 
