@@ -991,8 +991,10 @@ impl Config {
         if !self.routers.is_empty() && self.links.is_empty() {
             return Err(ConfigError::invalid("routers", "routers need [[link]] entries (links view)"));
         }
-        let is_host = |n: &str| self.hosts.iter().any(|h| h == n);
-        let is_node = |n: &str| is_host(n) || self.routers.iter().any(|r| r == n);
+        // Sets, not list scans: a 10 000-flow dumbbell names 20 000 hosts in 20 000 links.
+        let hosts: std::collections::HashSet<&str> = self.hosts.iter().map(String::as_str).collect();
+        let is_host = |n: &str| hosts.contains(n);
+        let is_node = |n: &str| names.contains(n);
         let unknown = |key: String, n: &str, what: &str| ConfigError::invalid(key, format!("unknown {what} {n:?}"));
         for (i, p) in self.paths.iter().enumerate() {
             for (j, h) in p.between.iter().enumerate() {

@@ -7,7 +7,9 @@
 //! and each member keeps its own delay line after it. Links view: each direction of a link is
 //! a queue with the link's propagation delay, then loss, and a route is the
 //! concatenation along the lowest-delay node path (ties: fewer hops, then names), computed
-//! with Dijkstra. `[[marker]]` entries then add one marker element each to the routes through
+//! with Dijkstra over the routers (hosts do not forward, see [`LinkRouter`]), for every host
+//! pair or, with [`RouteScope::Pairs`], for the pairs a run uses: a dumbbell of 10 000 flows
+//! has 20 000 hosts and 4·10⁸ host pairs. `[[marker]]` entries then add one marker element each to the routes through
 //! their point (see [`place_markers`]).
 
 use crate::bounds::{self, Bounds, PathBoundsInput, DEFAULT_MAX_QUEUE};
@@ -21,7 +23,7 @@ use crate::time::Duration;
 use crate::units::{Fraction, QueueLimit, Rate};
 use crate::{rng_for, Rng};
 use serde::Serialize;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 /// Default capacity of a path-mode bottleneck (the paper's implementation).
 pub const DEFAULT_PATH_CAPACITY: Rate = Rate::from_mbps(100);
@@ -116,8 +118,9 @@ pub struct Network<P> {
     pub hosts: Vec<String>,
     pub elements: Vec<Element<P>>,
     pub element_info: Vec<ElementInfo>,
-    /// `routes[src * hosts.len() + dst]`.
-    routes: Vec<Option<Vec<Hop>>>,
+    /// The hops of every routed (src, dst) host pair.
+    routes: HashMap<(HostId, HostId), Vec<Hop>>,
+    host_index: HashMap<String, HostId>,
     pub resolved: Vec<ResolvedDirection>,
     /// One entry per `[[pipe]]`, in file order. Their elements are of kind `pipe` (queue)
     /// and `pipe-loss`, so that they stay out of the per-queue tables and time series,
@@ -129,12 +132,13 @@ pub struct Network<P> {
 
 impl<P> Network<P> {
     pub fn host_id(&self, name: &str) -> Option<HostId> {
-        self.hosts.iter().position(|h| h == name)
+        self.host_index.get(name).copied()
     }
 
-    /// The hops from `src` to `dst`, or `None` when no path or link connects them.
+    /// The hops from `src` to `dst`, or `None` when no path or link connects them (or, in a
+    /// network compiled for some pairs only, when the pair was not among them).
     pub fn route(&self, src: HostId, dst: HostId) -> Option<&[Hop]> {
-        self.routes.get(src * self.hosts.len() + dst)?.as_deref()
+        self.routes.get(&(src, dst)).map(Vec::as_slice)
     }
 
     /// Indices of the bandwidth queues, in element order.
@@ -167,20 +171,34 @@ impl<'a, P: PacketMeta + Send + Sync + 'static> Builder<'a, P> {
     }
 
     fn set_route(&mut self, src: HostId, dst: HostId, hops: Vec<Hop>) {
-        let n = self.net.hosts.len();
-        self.net.routes[src * n + dst] = Some(hops);
+        self.net.routes.insert((src, dst), hops);
     }
 }
 
-/// Compiles `cfg`; a config that parsed but cannot be built yields a keyed [`ConfigError`].
+/// Which host pairs of a links-view topology get a route (a path is its own pair's route).
+#[derive(Clone, Copy, Debug)]
+pub enum RouteScope<'a> {
+    /// Every ordered pair: what the emulator needs, as any application may talk to any host.
+    AllPairs,
+    /// These (src, dst) pairs only: what a simulation's flows use.
+    Pairs(&'a [(HostId, HostId)]),
+}
+
+/// Compiles `cfg` with a route for every host pair that a path or links connect; a config
+/// that parsed but cannot be built yields a keyed [`ConfigError`].
 pub fn compile<P: PacketMeta + Send + Sync + 'static>(cfg: &Config) -> Result<Network<P>, ConfigError> {
+    compile_scoped(cfg, RouteScope::AllPairs)
+}
+
+/// [`compile`], routing only the host pairs `scope` names in a links-view topology.
+pub fn compile_scoped<P: PacketMeta + Send + Sync + 'static>(cfg: &Config, scope: RouteScope<'_>) -> Result<Network<P>, ConfigError> {
     cfg.validate()?;
-    let n = cfg.hosts.len();
     let net = Network {
         hosts: cfg.hosts.clone(),
+        host_index: cfg.hosts.iter().enumerate().map(|(i, h)| (h.clone(), i)).collect(),
         elements: Vec::new(),
         element_info: Vec::new(),
-        routes: vec![None; n * n],
+        routes: HashMap::new(),
         resolved: Vec::new(),
         pipes: Vec::new(),
         warnings: Vec::new(),
@@ -188,7 +206,7 @@ pub fn compile<P: PacketMeta + Send + Sync + 'static>(cfg: &Config) -> Result<Ne
     let mut b = Builder { cfg, net, link_queues: Vec::new() };
     match cfg.view() {
         View::Paths => compile_paths(&mut b)?,
-        View::Links => compile_links(&mut b)?,
+        View::Links => compile_links(&mut b, scope)?,
     }
     place_markers(&mut b);
     compile_pipes(&mut b);
@@ -496,10 +514,11 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
     Ok(())
 }
 
-fn compile_links<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) -> Result<(), ConfigError> {
+fn compile_links<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>, scope: RouteScope<'_>) -> Result<(), ConfigError> {
     let cfg = b.cfg;
     let nodes: Vec<&str> = cfg.hosts.iter().chain(&cfg.routers).map(String::as_str).collect();
-    let node_id = |n: &str| nodes.iter().position(|x| *x == n).expect("validated node");
+    let ids: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let node_id = |n: &str| *ids.get(n).expect("validated node");
     // adjacency: node -> (neighbour, delay, hops of this link direction)
     let mut adj: Vec<Vec<(usize, Duration, Vec<Hop>)>> = vec![Vec::new(); nodes.len()];
     for (i, l) in cfg.links.iter().enumerate() {
@@ -515,35 +534,133 @@ fn compile_links<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
             adj[from].push((to, l.delay, hops));
         }
     }
+    let router = LinkRouter::new(&adj, cfg.hosts.len());
     let n_hosts = cfg.hosts.len();
-    for src in 0..n_hosts {
-        let prev = dijkstra(&adj, src, n_hosts);
-        for dst in 0..n_hosts {
-            if dst == src {
-                continue;
+    let mut route_from = |src: usize, dsts: &mut dyn Iterator<Item = usize>| {
+        let tree = router.from_source(src);
+        for dst in dsts {
+            if let Some(hops) = router.route(&tree, dst) {
+                b.set_route(src, dst, hops);
             }
-            let mut chain: Vec<Vec<Hop>> = Vec::new();
-            let mut at = dst;
-            let mut reachable = true;
-            while at != src {
-                match prev[at] {
-                    Some((from, edge)) => {
-                        chain.push(adj[from][edge].2.clone());
-                        at = from;
-                    }
-                    None => {
-                        reachable = false;
-                        break;
-                    }
-                }
+        }
+    };
+    match scope {
+        RouteScope::AllPairs => {
+            for src in 0..n_hosts {
+                route_from(src, &mut (0..n_hosts).filter(|&d| d != src));
             }
-            if reachable {
-                chain.reverse();
-                b.set_route(src, dst, chain.concat());
+        }
+        RouteScope::Pairs(pairs) => {
+            let mut by_source: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+            for &(src, dst) in pairs.iter().filter(|(s, d)| s != d) {
+                by_source.entry(src).or_default().push(dst);
+            }
+            for (src, dsts) in by_source {
+                route_from(src, &mut dsts.into_iter());
             }
         }
     }
     Ok(())
+}
+
+/// Routes of a links-view topology. Hosts do not forward, so a route between two hosts is an
+/// edge out of the source, a shortest path among routers, and an edge into the destination:
+/// one Dijkstra per source over the routers alone, then for each destination the best of its
+/// in-edges. This gives the routes of a Dijkstra over every node with the same order (lowest
+/// delay, then fewest hops, then lowest node index; among equal candidates the first relaxed
+/// wins: the source's own edges, then the routers in the order they settle, each edge in link
+/// order), at a cost that does not grow with the number of other hosts.
+struct LinkRouter<'g> {
+    adj: &'g [Vec<(usize, Duration, Vec<Hop>)>],
+    n_hosts: usize,
+    /// Per host: the (node, edge index) of every link direction into it.
+    into_host: Vec<Vec<(usize, usize)>>,
+    /// Per node: the indices of its edges that lead to routers (a dumbbell's routers have
+    /// thousands of edges to hosts, which the per-source search must not walk).
+    to_routers: Vec<Vec<usize>>,
+}
+
+/// Router labels from one source: `label[r]` = (delay, hops, settle order, previous node and
+/// edge) of router `n_hosts + r`; the source's edges are settle order 0.
+struct SourceTree {
+    src: usize,
+    label: Vec<Option<(Duration, u32, u32, usize, usize)>>,
+}
+
+impl<'g> LinkRouter<'g> {
+    fn new(adj: &'g [Vec<(usize, Duration, Vec<Hop>)>], n_hosts: usize) -> Self {
+        let mut into_host = vec![Vec::new(); n_hosts];
+        let mut to_routers = vec![Vec::new(); adj.len()];
+        for (u, edges) in adj.iter().enumerate() {
+            for (e, (v, _, _)) in edges.iter().enumerate() {
+                if *v < n_hosts {
+                    into_host[*v].push((u, e));
+                } else {
+                    to_routers[u].push(e);
+                }
+            }
+        }
+        LinkRouter { adj, n_hosts, into_host, to_routers }
+    }
+
+    fn from_source(&self, src: usize) -> SourceTree {
+        let routers = self.adj.len() - self.n_hosts;
+        // Tentative (delay, hops, previous node, edge) per router; settled ones get an order.
+        let mut best: Vec<Option<(Duration, u32, usize, usize)>> = vec![None; routers];
+        let mut label = vec![None; routers];
+        let mut heap = BinaryHeap::new();
+        let relax = |best: &mut Vec<Option<(Duration, u32, usize, usize)>>, heap: &mut BinaryHeap<_>, u: usize, dist: Duration, hops: u32| {
+            // Hosts are reached through `into_host`, at the end.
+            for &e in &self.to_routers[u] {
+                let (v, delay, _) = &self.adj[u][e];
+                let (r, cand) = (*v - self.n_hosts, (dist + *delay, hops + 1));
+                if best[r].is_none_or(|(d, h, _, _)| cand < (d, h)) {
+                    best[r] = Some((cand.0, cand.1, u, e));
+                    heap.push(std::cmp::Reverse((cand.0, cand.1, *v)));
+                }
+            }
+        };
+        relax(&mut best, &mut heap, src, Duration::ZERO, 0);
+        let mut settled = 0u32;
+        while let Some(std::cmp::Reverse((dist, hops, v))) = heap.pop() {
+            let r = v - self.n_hosts;
+            let Some((d, h, u, e)) = best[r] else { continue };
+            if (d, h) != (dist, hops) || label[r].is_some() {
+                continue;
+            }
+            settled += 1;
+            label[r] = Some((d, h, settled, u, e));
+            relax(&mut best, &mut heap, v, dist, hops);
+        }
+        SourceTree { src, label }
+    }
+
+    /// The hops from the tree's source to host `dst`, if connected.
+    fn route(&self, tree: &SourceTree, dst: usize) -> Option<Vec<Hop>> {
+        let at = |u: usize| -> Option<(Duration, u32, u32)> {
+            if u == tree.src {
+                Some((Duration::ZERO, 0, 0))
+            } else if u >= self.n_hosts {
+                tree.label[u - self.n_hosts].map(|(d, h, order, _, _)| (d, h, order))
+            } else {
+                None // another host: hosts do not forward
+            }
+        };
+        let (u, e) = self
+            .into_host[dst]
+            .iter()
+            .filter_map(|&(u, e)| at(u).map(|(d, h, order)| (((d + self.adj[u][e].1, h + 1), (order, e)), (u, e))))
+            .min_by_key(|&(key, _)| key)?
+            .1;
+        let mut chain = vec![&self.adj[u][e].2];
+        let mut node = u;
+        while node != tree.src {
+            let (_, _, _, prev, edge) = tree.label[node - self.n_hosts].expect("settled router");
+            chain.push(&self.adj[prev][edge].2);
+            node = prev;
+        }
+        Some(chain.into_iter().rev().flatten().copied().collect())
+    }
 }
 
 fn link_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>, l: &LinkConfig, d: usize, from: &str, to: &str) -> Vec<Hop> {
@@ -613,8 +730,7 @@ fn pipe_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>,
 /// Markers at one point keep their config order.
 fn place_markers<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) {
     let cfg = b.cfg;
-    let n = b.net.hosts.len();
-    let mut egress_count = vec![0usize; n];
+    let mut egress_count = vec![0usize; b.net.hosts.len()];
     let elements: Vec<usize> = cfg.markers.iter().enumerate().map(|(i, m)| b.add(m.element_name(i), "marker", Element::Marker(Marker::new(m.policy())))).collect();
     // Entrances first, so that egress markers (inserted at the front) end up ahead of them.
     let entrances = cfg.markers.iter().enumerate().filter(|(_, m)| matches!(m.placement(), Placement::Direction(..)));
@@ -624,7 +740,7 @@ fn place_markers<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
         match m.placement() {
             Placement::Host(h) => {
                 let h = b.net.host_id(h).expect("validated host");
-                for route in b.net.routes[h * n..(h + 1) * n].iter_mut().flatten() {
+                for (_, route) in b.net.routes.iter_mut().filter(|((src, _), _)| *src == h) {
                     route.insert(egress_count[h], hop);
                 }
                 egress_count[h] += 1;
@@ -635,14 +751,14 @@ fn place_markers<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
                     // hop of that one route; a shared queue is not marked for other members.
                     View::Paths => {
                         let (a, c) = (b.net.host_id(from).expect("validated"), b.net.host_id(to).expect("validated"));
-                        let route = b.net.routes[a * n + c].as_mut().expect("a path's route");
+                        let route = b.net.routes.get_mut(&(a, c)).expect("a path's route");
                         let at = route.iter().position(|x| b.net.element_info[x.element].kind != "marker").expect("a queue");
                         route.insert(at, hop);
                         continue;
                     }
                     View::Links => b.link_queues.iter().filter(|(f, t, _)| f == from && t == to).map(|&(_, _, q)| q).collect(),
                 };
-                for route in b.net.routes.iter_mut().flatten() {
+                for route in b.net.routes.values_mut() {
                     if let Some(at) = route.iter().position(|x| queues.contains(&x.element)) {
                         route.insert(at, hop);
                     }
@@ -652,30 +768,85 @@ fn place_markers<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
     }
 }
 
-/// Lowest total delay, then fewest hops, then lowest node index: deterministic routes.
-/// Routes never pass through a host other than their ends (hosts do not forward).
-fn dijkstra<T>(adj: &[Vec<(usize, Duration, T)>], src: usize, n_hosts: usize) -> Vec<Option<(usize, usize)>> {
-    let n = adj.len();
-    let mut best: Vec<Option<(Duration, u32)>> = vec![None; n];
-    let mut prev: Vec<Option<(usize, usize)>> = vec![None; n];
-    let mut heap = BinaryHeap::new();
-    best[src] = Some((Duration::ZERO, 0));
-    heap.push(std::cmp::Reverse((Duration::ZERO, 0u32, src)));
-    while let Some(std::cmp::Reverse((dist, hops, u))) = heap.pop() {
-        if best[u] != Some((dist, hops)) {
-            continue;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BinaryHeap;
+
+    /// The Dijkstra over every node this module routed with before [`LinkRouter`]: lowest
+        /// total delay, then fewest hops, then lowest node index; hosts do not forward.
+    fn dijkstra<T>(adj: &[Vec<(usize, Duration, T)>], src: usize, n_hosts: usize) -> Vec<Option<(usize, usize)>> {
+        let n = adj.len();
+        let mut best: Vec<Option<(Duration, u32)>> = vec![None; n];
+        let mut prev: Vec<Option<(usize, usize)>> = vec![None; n];
+        let mut heap = BinaryHeap::new();
+        best[src] = Some((Duration::ZERO, 0));
+        heap.push(std::cmp::Reverse((Duration::ZERO, 0u32, src)));
+        while let Some(std::cmp::Reverse((dist, hops, u))) = heap.pop() {
+            if best[u] != Some((dist, hops)) {
+                continue;
+            }
+            if u != src && u < n_hosts {
+                continue;
+            }
+            for (e, (v, delay, _)) in adj[u].iter().enumerate() {
+                let cand = (dist + *delay, hops + 1);
+                if best[*v].is_none_or(|b| cand < b) {
+                    best[*v] = Some(cand);
+                    prev[*v] = Some((u, e));
+                    heap.push(std::cmp::Reverse((cand.0, cand.1, *v)));
+                }
+            }
         }
-        if u != src && u < n_hosts {
-            continue;
+        prev
+    }
+
+    /// The route the reference Dijkstra gives, as the concatenated hops of its edges.
+    fn reference_route(adj: &[Vec<(usize, Duration, Vec<Hop>)>], n_hosts: usize, src: usize, dst: usize) -> Option<Vec<Hop>> {
+        let prev = dijkstra(adj, src, n_hosts);
+        let mut chain = Vec::new();
+        let mut at = dst;
+        while at != src {
+            let (from, edge) = prev[at]?;
+            chain.push(adj[from][edge].2.clone());
+            at = from;
         }
-        for (e, (v, delay, _)) in adj[u].iter().enumerate() {
-            let cand = (dist + *delay, hops + 1);
-            if best[*v].is_none_or(|b| cand < b) {
-                best[*v] = Some(cand);
-                prev[*v] = Some((u, e));
-                heap.push(std::cmp::Reverse((cand.0, cand.1, *v)));
+        chain.reverse();
+        Some(chain.concat())
+    }
+
+    proptest! {
+        /// Random topologies with ties everywhere (delays of 0-2 ms, parallel links, hosts
+        /// linked to hosts): the per-source router Dijkstra picks the very routes of the
+        /// all-node Dijkstra, for every host pair.
+        #[test]
+        fn link_router_routes_as_the_all_node_dijkstra(
+            n_hosts in 2usize..7,
+            n_routers in 0usize..6,
+            links in proptest::collection::vec((0usize..13, 0usize..13, 0u64..3), 0..30),
+        ) {
+            let n = n_hosts + n_routers;
+            let mut adj: Vec<Vec<(usize, Duration, Vec<Hop>)>> = vec![Vec::new(); n];
+            let mut element = 0;
+            for (a, c, ms) in links {
+                let (a, c) = (a % n, c % n);
+                if a == c {
+                    continue;
+                }
+                for (from, to) in [(a, c), (c, a)] {
+                    adj[from].push((to, Duration::from_millis(ms), vec![Hop { element, slot: 0 }]));
+                    element += 1;
+                }
+            }
+            let router = LinkRouter::new(&adj, n_hosts);
+            for src in 0..n_hosts {
+                let tree = router.from_source(src);
+                for dst in (0..n_hosts).filter(|&d| d != src) {
+                    prop_assert_eq!(router.route(&tree, dst), reference_route(&adj, n_hosts, src, dst), "{} -> {}", src, dst);
+                }
             }
         }
     }
-    prev
 }

@@ -13,11 +13,12 @@ use crate::replay::{Replay, Step, CLIENT, SERVER};
 use std::path::Path;
 use crate::table::{Cell, Table};
 use crate::tcp_settings::{check_tables, check_tables_used, table_name, tcp_config};
-use pathtwin_core::config::{Config, ConfigError};
+use pathtwin_core::config::{Config, ConfigError, FlowConfig};
 use pathtwin_core::element::Element;
 use pathtwin_core::qdisc::AqmStats;
 use pathtwin_core::time::{Duration, Instant};
-use pathtwin_core::topology::{self, Hop, Network};
+use pathtwin_core::topology::{self, Hop, Network, RouteScope};
+use std::collections::HashMap;
 use pathtwin_core::units::Rate;
 use pathtwin_tcp::{Endpoint, Event as TcpEvent};
 use rand::Rng as _;
@@ -29,9 +30,6 @@ pub enum SimError {
     #[error(transparent)]
     Config(#[from] ConfigError),
 }
-
-/// `Simulation::conn_pipe` of a connection on its hosts' route.
-const NO_PIPE: u32 = u32::MAX;
 
 /// One simulated TCP connection and its application.
 struct Connection {
@@ -106,9 +104,9 @@ pub struct Simulation {
     finished: bool,
     /// Capture writers by host index (hosts listed in `[run] pcap`).
     captures: Vec<Option<PcapWriter>>,
-    /// Per connection, the pipe it runs over or [`NO_PIPE`]: a compact copy of the
-    /// connection's choice for the per-hop route lookup.
-    conn_pipe: Vec<u32>,
+    /// Per connection, the hops from client to server and back (its pipe's, or its hosts'
+    /// route), resolved once for the per-hop lookup.
+    conn_hops: Vec<[Box<[Hop]>; 2]>,
     /// Connections closed at both ends.
     done_conns: usize,
     /// Scratch list of the replay application's steps.
@@ -136,23 +134,30 @@ impl Simulation {
             // The proxy carries a real application's kernel TCP as probes to a real host.
             return Err(ConfigError::invalid("monarch", "[monarch] is for the emulator: its proxy carries a kernel TCP flow as probes").into());
         }
-        let mut net: Network<SimPacket> = topology::compile(&cfg)?;
+        // Routes only for the host pairs the flows use, both ways: a links-view topology of
+        // n hosts has n² pairs, 4·10⁸ in a 10 000-flow dumbbell.
+        let pairs: Vec<(usize, usize)> = {
+            let id: HashMap<&str, usize> = cfg.hosts.iter().enumerate().map(|(i, h)| (h.as_str(), i)).collect();
+            let ends = |f: &FlowConfig| id.get(f.from.as_str()).zip(id.get(f.to.as_str())).map(|(&a, &b)| (a, b));
+            cfg.flows.iter().filter(|f| f.pipe.is_none()).filter_map(ends).flat_map(|(a, b)| [(a, b), (b, a)]).collect()
+        };
+        let mut net: Network<SimPacket> = topology::compile_scoped(&cfg, RouteScope::Pairs(&pairs))?;
         let mut events = EventQueue::new();
         let mut conns = Vec::new();
-        let mut conn_pipe = Vec::new();
+        let mut conn_hops = Vec::new();
         let mut isn_rng = pathtwin_core::rng_for(cfg.run.seed, u64::MAX);
         check_tables(&cfg.tcp, "tcp")?;
         let mut controllers_used: Vec<&'static str> = Vec::new();
         for (i, f) in cfg.flows.iter().enumerate() {
             let (a, b) = (net.host_id(&f.from).expect("validated"), net.host_id(&f.to).expect("validated"));
             // Validation checked that a pipe flow's hosts are its pipe's ends.
-            let routes: [&[Hop]; 2] = match f.pipe {
+            let hops: [Box<[Hop]>; 2] = match f.pipe {
                 Some(p) => {
                     let r = &net.pipes[p as usize];
-                    [&r.up, &r.down]
+                    [r.up.as_slice().into(), r.down.as_slice().into()]
                 }
                 None => match (net.route(a, b), net.route(b, a)) {
-                    (Some(up), Some(down)) => [up, down],
+                    (Some(up), Some(down)) => [up.into(), down.into()],
                     _ => return Err(ConfigError::invalid(format!("flow[{i}]"), format!("no route between {} and {}", f.from, f.to)).into()),
                 },
             };
@@ -171,7 +176,7 @@ impl Simulation {
             check_tables_used(&f.tcp, &[table_name(&tcp.cc)], &format!("flow[{i}].tcp"))?;
             controllers_used.push(table_name(&tcp.cc));
             if tcp.cc.uses_control_packets() {
-                if let Some(w) = monaco_without_priority(&net, i, routes) {
+                if let Some(w) = monaco_without_priority(&net, i, [&hops[0], &hops[1]]) {
                     net.warnings.push(w);
                 }
             }
@@ -207,7 +212,7 @@ impl Simulation {
                     started: false,
                     closed: [false; 2],
                 });
-                conn_pipe.push(f.pipe.unwrap_or(NO_PIPE));
+                conn_hops.push(hops.clone());
                 events.schedule(start, Event::App(id, AppStep::Start));
                 if let Some(s) = f.stop {
                     events.schedule(Instant::ZERO + s, Event::App(id, AppStep::Stop));
@@ -253,7 +258,7 @@ impl Simulation {
             drops_at_last_sample: vec![0; n_elements],
             finished: false,
             captures: Vec::new(),
-            conn_pipe,
+            conn_hops,
             done_conns: 0,
             replay_steps: Vec::new(),
         })
@@ -432,13 +437,7 @@ impl Simulation {
     /// The hops `pkt` crosses: its connection's pipe (client to server is the pipe's up
     /// direction), or the route between its hosts.
     fn hops(&self, pkt: &SimPacket) -> Option<&[Hop]> {
-        match self.conn_pipe[pkt.conn as usize] {
-            NO_PIPE => self.net.route(pkt.src as usize, pkt.dst as usize),
-            p => {
-                let r = &self.net.pipes[p as usize];
-                Some(if pkt.from_client { &r.up } else { &r.down })
-            }
-        }
+        Some(&self.conn_hops[pkt.conn as usize][usize::from(!pkt.from_client)])
     }
 
     /// Sends a segment from a connection's `side` into the first hop of its route.
