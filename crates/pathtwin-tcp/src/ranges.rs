@@ -12,7 +12,7 @@ pub(crate) struct RangeSet {
 
 impl RangeSet {
     pub fn new() -> Self {
-        RangeSet { ranges: Vec::with_capacity(8) }
+        RangeSet { ranges: Vec::new() }
     }
 
     pub fn is_empty(&self) -> bool {
