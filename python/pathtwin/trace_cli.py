@@ -13,10 +13,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-from rich.table import Table
-
 from .errors import PathtwinError
 
 
@@ -32,6 +28,20 @@ class _LazyTrace:
 
 tr = _LazyTrace()
 
+
+# rich is imported when a command prints, not when `pathtwin` starts (every command would
+# pay for it otherwise).
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+def _table(**kw):
+    from rich.table import Table
+
+    return Table(**kw)
+
 app = typer.Typer(help="Analyze packet captures (Monkey See) and diagnose probes (Monarch).", no_args_is_help=True,
                   rich_markup_mode=None)
 
@@ -44,13 +54,15 @@ def _run_with_progress(capture: Path, fn):
     size = capture.stat().st_size if capture.exists() else 0
     if size < _PROGRESS_MIN_BYTES:
         return fn(None)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),
         DownloadColumn(),
         TransferSpeedColumn(),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        console=_console(stderr=True),
         transient=True,
     ) as bar:
         task = bar.add_task(capture.name, total=size)
@@ -96,7 +108,7 @@ def analyze(
         tr.write_table(conns, output, csv=csv)
     if exchanges_out is not None:
         tr.write_table(exchanges, exchanges_out, csv=csv)
-    out = Console()
+    out = _console()
     kept = int(conns["kept"].sum()) if len(conns) else 0
     span = max(stats["last_s"] - stats["first_s"], 0.0)
     out.print(
@@ -117,7 +129,7 @@ def analyze(
         pruned = conns.loc[~conns["kept"], "prune_reason"].value_counts()
         if len(pruned):
             out.print("pruned: " + ", ".join(f"{n} {reason}" for reason, n in pruned.items()))
-        t = Table(show_lines=False)
+        t = _table(show_lines=False)
         for col in ("client", "server", "end", "min RTT", "bandwidth", "loss", "ACKs", "resp delay", "query delay", "bytes s→c"):
             t.add_column(col, justify="right" if col not in ("client", "server", "end") else "left")
         for _, r in conns.head(rows).iterrows():
@@ -153,7 +165,7 @@ def diagnose(
     reordering; over several captures (runs), one Table 5 for all their flows."""
     import pandas as pd
 
-    out = Console()
+    out = _console()
     if follow is not None:
         if len(captures) != 1 or not follow > 0:
             raise PathtwinError("--follow takes one capture and a positive interval in seconds")
@@ -169,7 +181,7 @@ def diagnose(
     if output is not None:
         tr.write_table(flows, output, csv=csv)
     if len(flows):
-        t = Table(title="flows")
+        t = _table(title="flows")
         for col in ("local", "remote", "probe", "probes", "answers", "IP IDs", "lost down", "lost up", "unclass.", "reorder up", "verdict"):
             t.add_column(col)
         for _, r in flows.iterrows():
@@ -182,7 +194,7 @@ def diagnose(
             )
         out.print(t)
     summary = tr.verdict_table(flows)
-    t = Table(title="self-diagnosis (Monarch, Table 5 layout)")
+    t = _table(title="self-diagnosis (Monarch, Table 5 layout)")
     t.add_column("result")
     t.add_column("flows", justify="right")
     t.add_column("share", justify="right")
@@ -236,4 +248,4 @@ def to_paths(
         except ValueError as e:
             raise PathtwinError(f"the inferred topology does not validate: {e}") from None
     output.write_text(text)
-    Console().print(f"wrote {output}: {len(topo['path'])} path(s) from {conns}")
+    _console().print(f"wrote {output}: {len(topo['path'])} path(s) from {conns}")
