@@ -50,9 +50,12 @@
 //! each probe a segment, so a response comes back while less than a window of data has
 //! been sent after its probe, far below 2^16 segments (~95 MB of 1448-byte ones); and a
 //! response overtaken by answers to 2^16 later probes is beyond what 16-bit IP IDs can
-//! tell (its ID, compared mod 2^16 with theirs, would wrap around). A window holds up to
-//! 2^16 probes of 16 bytes (1 MB, plus the pending keys) only while a lost probe is at its
-//! front; otherwise about a round trip's worth.
+//! tell (its ID, compared mod 2^16 with theirs, would wrap around). A probe takes 4 bytes
+//! in the window (its state and response ID) and, while it waits, a pending key; a window
+//! holds up to 2^16 probes (256 kB) while a lost probe is at its front, otherwise about a
+//! round trip's worth. Time goes with it: a response is compared with those to the probes between
+//! its own and the highest answered (its displacement), where a pass over the whole flow
+//! compared each response with every one that arrived before it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
@@ -132,11 +135,11 @@ pub struct FlowDiagnosis {
 /// change a result: 2^16 is also where the IP ID arithmetic itself stops telling anything.
 const WINDOW: usize = 1 << 16;
 
-/// A probe in the window, in sending order.
-#[derive(Debug, Clone, Copy)]
+/// A probe in the window, in sending order: 4 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
     /// Unanswered, its key still pending.
-    Waiting(u64),
+    Waiting,
     /// Answered; the response's IP ID as read (big-endian).
     Answered(u16),
     /// Unanswered, and never will be: a later probe took over its key.
@@ -168,7 +171,8 @@ struct Flow {
     probes: VecDeque<Slot>,
     base: u64,
     /// Probe key (identifier/sequence, expected RST sequence, quoted IP ID) to probe number,
-    /// for the `Waiting` probes of the window.
+    /// for the `Waiting` probes of the window, and for probes given up since the last sweep
+    /// (before `base`: stale), at most twice the window's length and 64 more.
     pending: HashMap<u64, u64>,
     /// Responses matched so far.
     arrivals: u64,
@@ -203,25 +207,28 @@ fn ordered(id: u16, le: usize) -> u16 {
 
 impl Flow {
     fn probe(&mut self, id: u64, window: usize) {
+        if self.probes.len() >= window {
+            // The front has waited for `window` later probes: take it as unanswered. Its key
+            // stays pending, stale (before `base`), until the next sweep.
+            self.probes[0] = Slot::Dead;
+            self.advance();
+            if self.pending.len() > 2 * self.probes.len() + 64 {
+                let base = self.base;
+                self.pending.retain(|_, &mut i| i >= base);
+            }
+        }
         let idx = self.base + self.probes.len() as u64;
-        self.probes.push_back(Slot::Waiting(id));
+        self.probes.push_back(Slot::Waiting);
         // A repeated key (a retransmitted probe) points at the newest copy: the older one
         // can no longer be answered.
-        if let Some(old) = self.pending.insert(id, idx) {
+        if let Some(old) = self.pending.insert(id, idx).filter(|&old| old >= self.base) {
             self.probes[(old - self.base) as usize] = Slot::Dead;
+            self.advance();
         }
-        if self.probes.len() > window {
-            // The front has waited for `window` later probes: take it as unanswered.
-            if let Some(Slot::Waiting(key)) = self.probes.front() {
-                self.pending.remove(key);
-            }
-            self.probes[0] = Slot::Dead;
-        }
-        self.advance();
     }
 
     fn response(&mut self, id: u64, ip_id: u16) {
-        let Some(idx) = self.pending.remove(&id) else { return };
+        let Some(idx) = self.pending.remove(&id).filter(|&idx| idx >= self.base) else { return };
         self.arrivals += 1;
         let pos = (idx - self.base) as usize;
         self.probes[pos] = Slot::Answered(ip_id);
@@ -256,7 +263,7 @@ impl Flow {
     /// Passes the answered or given-up probes at the front of the window on to the counters.
     fn advance(&mut self) {
         while let Some(&slot) = self.probes.front() {
-            if matches!(slot, Slot::Waiting(_)) {
+            if slot == Slot::Waiting {
                 break;
             }
             self.probes.pop_front();
@@ -311,7 +318,7 @@ impl Flow {
     fn diagnose(mut self, local: IpAddr, remote: IpAddr, kind: ProbeKind) -> FlowDiagnosis {
         let probes = self.base + self.probes.len() as u64;
         self.probes.iter_mut().for_each(|s| {
-            if let Slot::Waiting(_) = s {
+            if *s == Slot::Waiting {
                 *s = Slot::Dead
             }
         });
@@ -876,7 +883,7 @@ mod tests {
                     b.real_connection(key);
                 }
             }
-            assert!(s.flows.values().all(|f| f.probes.len() <= window && f.pending.len() <= window));
+            assert!(s.flows.values().all(|f| f.probes.len() <= window && f.pending.len() <= 2 * window + 64));
         }
         (s.finish(), b.finish())
     }
@@ -961,11 +968,12 @@ mod tests {
     }
 
     /// A flow's state stays bounded however long it runs: over 1,000,000 probes with 1 % loss
-    /// each way and responses reordered within a few probes, the window never exceeds its bound
-    /// (and stays near the number of probes in flight once the lost ones are given up).
+    /// each way and responses reordered within a few probes, the window never exceeds its bound,
+    /// nor the pending keys theirs. A slot is 4 bytes: a window of 2^16 is 256 kB.
     #[test]
     fn a_flows_state_is_bounded_over_a_million_probes() {
         const N: u64 = 1_000_000;
+        assert_eq!(std::mem::size_of::<Slot>(), 4);
         for window in [WINDOW, 64] {
             let key: FlowKey = (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 9]), ProbeKind::IcmpEcho, 0);
             let mut d = Diagnoser::with_window(window);
@@ -996,7 +1004,7 @@ mod tests {
                 max_len = max_len.max(f.probes.len());
                 max_pending = max_pending.max(f.pending.len());
             }
-            assert!(max_len <= window && max_pending <= window, "{window}: {max_len} {max_pending}");
+            assert!(max_len <= window && max_pending <= 2 * window + 64, "{window}: {max_len} {max_pending}");
             let f = &d.finish()[0];
             assert_eq!(f.probes, N);
             assert!(f.responses > N * 97 / 100 && f.lost_downstream > 0 && f.lost_upstream > 0, "{f:?}");
