@@ -131,8 +131,8 @@ pub struct FlowDiagnosis {
 }
 
 /// Probes a response may still arrive for, per flow: the front of the window is given up as
-/// lost once this many later probes have been sent. See the module doc for why this cannot
-/// change a result: 2^16 is also where the IP ID arithmetic itself stops telling anything.
+/// lost once this many later probes have been sent. See the module doc for why this changes
+/// no result on a real capture: 2^16 is also where comparing 16-bit IP IDs stops working.
 const WINDOW: usize = 1 << 16;
 
 /// A probe in the window, in sending order: 4 bytes.
@@ -142,7 +142,7 @@ enum Slot {
     Waiting,
     /// Answered; the response's IP ID as read (big-endian).
     Answered(u16),
-    /// Unanswered, and never will be: a later probe took over its key.
+    /// Unanswered for good: a later probe took over its key, or it was given up.
     Dead,
 }
 
