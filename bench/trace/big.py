@@ -3,6 +3,7 @@
 `tcptrace -n -lr` on the same file beside it.
 
     python3 big.py [--gb 10] [--capture PATH] [--keep] [--no-tcptrace]
+    python3 big.py --diagnose-probes [--gb 10] [--probe-flows 1] [--capture PATH] [--keep]
 
 The capture is generated with gen_capture.py (headers only, 96-byte snap length, many
 concurrent HTTP-like connections) unless --capture names one; it is deleted afterwards
@@ -10,6 +11,11 @@ unless --keep. Each tool runs once as a child process; its peak resident set siz
 from wait4(2) (ru_maxrss). The goal is pathtwin's peak under 1 GB whatever the capture size:
 a memory-mapped capture's pages count as resident while mapped, so the analysis hands back
 the pages every reader has passed (`MappedCapture::release_before`).
+
+With --diagnose-probes the capture is pure Monarch probes instead (gen_probes.py: tcp-ack
+probes and RSTs, --probe-flows flows sharing the size; 1 % lost each way, some reordered)
+and only `pathtwin trace diagnose` runs: its memory must not follow the number of probes
+(each flow keeps a bounded window, `monarch.rs`).
 
 This is a benchmark, not a test: it prints the numbers and exits 0 either way.
 """
@@ -29,6 +35,9 @@ HERE = Path(__file__).resolve().parent
 #: Bytes per generated packet record (16-byte record header + 96-byte snap, minus the
 #: frames shorter than the snap length): measured on gen_capture.py's output.
 BYTES_PER_PACKET = 97.6
+#: Bytes per probe in gen_probes.py's output: a 70-byte probe record and, for 98.5 % of
+#: probes, a 70-byte response record.
+BYTES_PER_PROBE = 139.0
 GOAL_RSS_BYTES = 1 << 30
 
 
@@ -55,11 +64,20 @@ def main() -> int:
     ap.add_argument("--capture", type=Path, help="use this capture instead of generating one")
     ap.add_argument("--keep", action="store_true", help="keep the generated capture")
     ap.add_argument("--no-tcptrace", action="store_true")
+    ap.add_argument("--diagnose-probes", action="store_true",
+                    help="a pure-probe capture (gen_probes.py); run only pathtwin trace diagnose")
+    ap.add_argument("--probe-flows", type=int, default=1, help="probe flows with --diagnose-probes (default 1)")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="pathtwin-bigtrace-"))
     capture = args.capture
-    if capture is None:
+    if capture is None and args.diagnose_probes:
+        capture = tmp / "probes.pcap"
+        probes = max(1, int(args.gb * 1e9 / BYTES_PER_PROBE / args.probe_flows))
+        print(f"generating {args.gb:g} GB ({args.probe_flows:,} flows of {probes:,} probes) into {capture} ...", flush=True)
+        subprocess.run([sys.executable, str(HERE / "gen_probes.py"), str(capture), "--flows", str(args.probe_flows),
+                        "--probes", str(probes)], check=True)
+    elif capture is None:
         capture = tmp / "big.pcap"
         packets = int(args.gb * 1e9 / BYTES_PER_PACKET)
         print(f"generating {args.gb:g} GB ({packets:,} packets) into {capture} ...", flush=True)
@@ -70,7 +88,9 @@ def main() -> int:
     rows = []
     runs = [("pathtwin trace analyze", pathtwin + ["trace", "analyze", str(capture), "-o", str(tmp / "conns.parquet")]),
             ("pathtwin trace diagnose", pathtwin + ["trace", "diagnose", str(capture)])]
-    if not args.no_tcptrace and shutil.which("tcptrace"):
+    if args.diagnose_probes:
+        runs = runs[1:]
+    elif not args.no_tcptrace and shutil.which("tcptrace"):
         runs.append(("tcptrace -n -lr", ["tcptrace", "-n", "-lr", str(capture)]))
     try:
         for name, cmd in runs:

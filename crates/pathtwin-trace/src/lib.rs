@@ -13,7 +13,8 @@
 //! Layers, each a module: `capture` (pcap/pcapng framing) → `decode` (link, IP, TCP) →
 //! `tracker` (which connection) → `conn` (per-connection inference) → `record` (output
 //! row); `monarch` sits beside `tracker`. Reading is streaming: memory follows the number of
-//! concurrent connections, not the size of the file. Bad packets are counted in
+//! concurrent connections (for the diagnosis, of probe flows, each holding a bounded window
+//! of probes), not the size of the file. Bad packets are counted in
 //! [`CaptureStats`]; only an unreadable file is a [`TraceError`].
 //!
 //! A capture named by path is memory-mapped when it is a regular file (no copy of every
