@@ -283,8 +283,9 @@ def fmt_hour(rows: list[dict]) -> str:
 
 # ---------------------------------------------------------------------------- plot
 
-def plot(results: list[dict], path: Path) -> None:
-    """ns per bottleneck packet and peak RSS against flows (log x), one line per peer."""
+def plot(results: list[dict], failures: list[dict], path: Path) -> None:
+    """ns per bottleneck packet and peak RSS against flows (log x), one line per peer; a run
+    that failed is an x on the axis at its flow count."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display on a benchmark host
@@ -296,6 +297,11 @@ def plot(results: list[dict], path: Path) -> None:
         ax1.plot(n, [r["ns_per_pkt_engine"] for r in rs], "o-", label=f"{peer} (engine)")
         ax1.plot(n, [r["ns_per_pkt_wall"] for r in rs], "o--", alpha=0.6, label=f"{peer} (process wall)")
         ax2.plot(n, [r["max_rss_mb"] for r in rs], "o-", label=peer)
+    for f in failures:
+        for ax in (ax1, ax2):
+            ax.plot([f["flows"]], [0.02], "x", color="red", ms=10, transform=ax.get_xaxis_transform())
+            ax.annotate(f"{f['peer']} failed", (f["flows"], 0.05), xycoords=ax.get_xaxis_transform(),
+                        ha="right", fontsize=8, color="red")
     ax1.set(xscale="log", yscale="log", xlabel="flows (1 Mbit/s of bottleneck each)",
             ylabel="ns per bottleneck packet", title="cost per packet")
     ax2.set(xscale="log", yscale="log", xlabel="flows", ylabel="peak RSS (MB)", title="memory")
@@ -404,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench/sim/scale: {e}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    # A failed run is reported by the last line of its stderr: for a Rust abort that is the
+    # panic or allocation message only without a backtrace after it.
+    os.environ["RUST_BACKTRACE"] = "0"
 
     try:
         results, failures = run_points(peers, exes, points, args.out)
@@ -419,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(data, indent=2))
     written = [str(path)]
     if results:
-        plot(results, args.out / "scale.png")
+        plot(results, failures, args.out / "scale.png")
         written.append(str(args.out / "scale.png"))
     print("\nwritten: " + ", ".join(written))
     return 0
