@@ -101,17 +101,18 @@ def resolve_peers(peers: list[str], pathtwin_cmd: str | None, mem_limit_gb: floa
     """The command of each peer (memory cap included); raises base.Missing with the one line
     to print."""
     exes = {}
-    base.peak_rss_wrapper("-")  # raises Missing without GNU time
-    cap = memory_cap(mem_limit_gb)
+    # The peers first: a missing peer is the message that matters.
     if "ns-2" in peers:
-        exes["ns-2"] = cap + [base.check_ns2()]
+        exes["ns-2"] = [base.check_ns2()]
     if "pathtwin" in peers:
-        exes["pathtwin"] = cap + (shlex.split(pathtwin_cmd) if pathtwin_cmd else base.pathtwin_command())
+        exes["pathtwin"] = shlex.split(pathtwin_cmd) if pathtwin_cmd else base.pathtwin_command()
         try:
             import pyarrow  # noqa: F401  (run.py reads pathtwin's tables with it)
         except ImportError:
             raise base.Missing("pyarrow missing (pip install pyarrow), needed to read pathtwin's tables")
-    return exes
+    base.peak_rss_wrapper("-")  # raises Missing without GNU time
+    cap = memory_cap(mem_limit_gb)
+    return {peer: cap + cmd for peer, cmd in exes.items()}
 
 
 def run_points(peers: list[str], exes: dict, points: list[dict], out: Path) -> tuple[list[dict], list[dict]]:
@@ -362,9 +363,11 @@ def report(results: list[dict], failures: list[dict], hour: list[dict]) -> dict:
     """Prints the tables; returns what goes into scale.json."""
     add_memory_per_flow(results)
     ratio_rows, growth_rows = peer_ratios(results), growth(results, failures)
-    print(f"dumbbell, N NewReno bulk flows (no SACK): bottleneck {MBIT_PER_FLOW:g} Mbit/s and "
-          f"{QUEUE_PKTS_PER_FLOW}p DropTail per flow, 45 ms; access 100 Mbit/s 2.5 ms; starts within "
-          f"{START_WINDOW_S:g} s; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+    host = f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}"
+    if results or failures:
+        print(f"dumbbell, N NewReno bulk flows (no SACK): bottleneck {MBIT_PER_FLOW:g} Mbit/s and "
+              f"{QUEUE_PKTS_PER_FLOW}p DropTail per flow, 45 ms; access 100 Mbit/s 2.5 ms; starts within "
+              f"{START_WINDOW_S:g} s; {host}")
     if results:
         print(fmt_points(results))
     if failures:
@@ -377,7 +380,8 @@ def report(results: list[dict], failures: list[dict], hour: list[dict]) -> dict:
             print()
             print(fmt_growth(growth_rows))
     if hour:
-        print()
+        print(f"\none simulated hour: {HOUR['flows']} NewReno bulk flows, {HOUR['mbit']:g} Mbit/s "
+              f"{HOUR['queue_pkts']}p bottleneck, 45 ms; starts within 1 s; {host}")
         print(fmt_hour(hour))
     return {
         "scenario": {"mbit_per_flow": MBIT_PER_FLOW, "queue_pkts_per_flow": QUEUE_PKTS_PER_FLOW,
