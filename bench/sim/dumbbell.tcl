@@ -1,16 +1,21 @@
 # pathtwin bench: ns-2 side of the dumbbell benchmark (see README.md for every choice).
 #
-#   ns dumbbell.tcl DURATION_S FLOWS [QUEUE_PKTS] [MAX_WINDOW_PKTS] [STAGGER_S] [SACK]
+#   ns dumbbell.tcl DURATION_S FLOWS [QUEUE_PKTS] [MAX_WINDOW_PKTS] [STAGGER_S] [SACK] [BOTTLENECK_MBIT] [ROUTING]
 #
 # QUEUE_PKTS: packets waiting at the bottleneck besides the one being serialised (pathtwin's
 # "100p"); MAX_WINDOW_PKTS: receiver window in segments; SACK: 0 = NewReno (default),
-# 1 = Agent/TCP/Sack1 with Agent/TCPSink/Sack1 (a cross-check, see README.md).
+# 1 = Agent/TCP/Sack1 with Agent/TCPSink/Sack1 (a cross-check, see README.md);
+# BOTTLENECK_MBIT: bottleneck rate (default 10); ROUTING: static (default) or manual.
+# Static routing is ns-2's default but computes all-pairs routes (an n x n table, and one
+# classifier entry per node pair): at 10 000 flows (20 002 nodes) that alone would need
+# ~13 GB and hours, so the scaling benchmark (scale.py) installs the dumbbell's few routes by
+# hand (rtproto Manual); packets are classified by the same Classifier/Hash/Dest either way.
 #
 # Prints one JSON line on stdout.  No trace files are written: the bottleneck is counted
 # with a QueueMonitor (pdepartures_) and goodput from each sender's cumulative ACK (ack_).
 
 if {$argc < 2} {
-    puts stderr "usage: ns dumbbell.tcl DURATION_S FLOWS \[QUEUE_PKTS\] \[MAX_WINDOW_PKTS\] \[STAGGER_S\] \[SACK\]"
+    puts stderr "usage: ns dumbbell.tcl DURATION_S FLOWS \[QUEUE_PKTS\] \[MAX_WINDOW_PKTS\] \[STAGGER_S\] \[SACK\] \[BOTTLENECK_MBIT\] \[ROUTING\]"
     exit 2
 }
 set duration [lindex $argv 0]
@@ -19,6 +24,12 @@ set queue    [expr {$argc > 2 ? [lindex $argv 2] : 100}]
 set maxwnd   [expr {$argc > 3 ? [lindex $argv 3] : 684}]
 set stagger  [expr {$argc > 4 ? [lindex $argv 4] : 0.1}]
 set sack     [expr {$argc > 5 ? [lindex $argv 5] : 0}]
+set bnmbit   [expr {$argc > 6 ? [lindex $argv 6] : 10}]
+set routing  [expr {$argc > 7 ? [lindex $argv 7] : "static"}]
+if {$routing ne "static" && $routing ne "manual"} {
+    puts stderr "ROUTING must be static or manual, not $routing"
+    exit 2
+}
 if {$sack} {
     set tcpclass Agent/TCP/Sack1
     set sinkclass Agent/TCPSink/Sack1
@@ -54,6 +65,9 @@ Agent/TCP/Newreno set partial_window_deflation_ 1
 Agent/TCPSink set packetSize_ 40     ;# pure ACK: 40 bytes; one ACK per segment (no DelAck)
 
 set ns [new Simulator]
+if {$routing eq "manual"} {
+    $ns rtproto Manual   ;# before any node is created: nodes get the Manual routing module
+}
 
 # ns-2's DropTail admits an arrival only while length+1 < limit_, so limit_ counts the
 # packet being serialised too: limit_ = Q+1 gives Q packets waiting, as pathtwin's "Qp".
@@ -63,9 +77,18 @@ set qlim [expr {$queue + 1}]
 
 set r1 [$ns node]
 set r2 [$ns node]
-$ns duplex-link $r1 $r2 10Mb 45ms DropTail
+$ns duplex-link $r1 $r2 ${bnmbit}Mb 45ms DropTail
 $ns queue-limit $r1 $r2 $qlim
 $ns queue-limit $r2 $r1 $qlim
+
+# Manual routing: NODE's next hop towards NEXT (or, with -default, for everything else).
+proc route {node args} {
+    eval [list [$node get-module Manual] add-route-to-adj-node] $args
+}
+if {$routing eq "manual"} {
+    route $r1 -default $r2
+    route $r2 -default $r1
+}
 
 set qmon [new QueueMonitor]
 [$ns link $r1 $r2] attach-monitors [new SnoopQueue/In] [new SnoopQueue/Out] [new SnoopQueue/Drop] $qmon
@@ -76,6 +99,14 @@ for {set i 0} {$i < $nflows} {incr i} {
     $ns duplex-link $s($i) $r1 100Mb 2.5ms DropTail
     $ns duplex-link $r2 $d($i) 100Mb 2.5ms DropTail
     foreach {a b} [list $s($i) $r1 $r1 $s($i) $r2 $d($i) $d($i) $r2] { $ns queue-limit $a $b 1000 }
+    if {$routing eq "manual"} {
+        # s_i and d_i send everything to their router; each router knows its own side's hosts
+        # and sends the rest across the bottleneck.
+        route $s($i) -default $r1
+        route $d($i) -default $r2
+        route $r1 $s($i)
+        route $r2 $d($i)
+    }
     set tcp($i) [new $tcpclass]
     $tcp($i) set fid_ $i
     set sink($i) [new $sinkclass]
@@ -92,7 +123,7 @@ for {set i 0} {$i < $nflows} {incr i} {
 # the reverse path carries only ACKs and never queues), so that ack_ equals what the
 # receiver had in order at DURATION -- the quantity ns-3's PacketSink and pathtwin report.
 # (TCPSink's bytes_ also counts duplicate arrivals, so it overstates goodput.)
-set ackdelay [expr {0.045 + 2 * 0.0025 + 40 * 8 / 10e6 + 2 * 40 * 8 / 100e6}]
+set ackdelay [expr {0.045 + 2 * 0.0025 + 40 * 8 / ($bnmbit * 1e6) + 2 * 40 * 8 / 100e6}]
 
 proc snapshot {} {
     global qmon snap t0
