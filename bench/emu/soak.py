@@ -137,6 +137,9 @@ def main(argv=None) -> int:
     ap.add_argument("--long", type=int, default=4, help="parallel iperf3 streams a -> b (default 4)")
     ap.add_argument("--short", type=int, default=8, help="short-flow workers (default 8)")
     ap.add_argument("--interval", type=float, default=60.0, help="seconds between reports (default 60)")
+    ap.add_argument("--no-tcp-info", action="store_true",
+                    help="do not sample the hosts' tcp_info (the flow_series table); its rows, like the flows "
+                         "table's, are results kept in memory for every connection of the run")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("bench/emu/soak: needs root (network namespaces)", file=sys.stderr)
@@ -148,7 +151,7 @@ def main(argv=None) -> int:
     seconds = args.minutes * 60
     minutes = []
     try:
-        with Emulation(topology(args.rate, args.rtt)) as net:
+        with Emulation(topology(args.rate, args.rtt), tcp_info=not args.no_tcp_info) as net:
             run_id = net.run_id
             net["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             server = net["b"].popen([sys.executable, "-c", SERVER, str(PORT)], stdout=subprocess.PIPE, text=True)
@@ -179,13 +182,15 @@ def main(argv=None) -> int:
                       f"{row['rss_mb']:7.1f} {row['fds']:5d} {row['threads']:4d}", flush=True)
             long_out, _ = iperf.communicate(timeout=120)
             short_out, _ = client.communicate(timeout=120)
+        results = net.results
         left = leftovers(run_id)
     except PathtwinError as e:
         print(f"bench/emu/soak: {e}", file=sys.stderr)
         return 1
     long_bps = json.loads(long_out)["end"]["sum_received"]["bits_per_second"] if long_out.strip() else None
     short = json.loads(short_out.strip().splitlines()[-1]) if short_out.strip() else None
-    report = {"args": vars(args), "minutes": minutes, "long_flows_bps": long_bps, "short_flows": short, "leftovers": left}
+    report = {"args": vars(args), "minutes": minutes, "long_flows_bps": long_bps, "short_flows": short, "leftovers": left,
+              "flows_table_rows": len(results["flows"]), "flow_series_rows": len(results["flow_series"])}
     if len(minutes) >= 2:
         first, last, second = minutes[0], minutes[-1], minutes[1]
         report["p99_last_over_first"] = last["release"]["p99_ns"] / max(first["release"]["p99_ns"], 1)
@@ -199,6 +204,8 @@ def main(argv=None) -> int:
         print(f"long flows (iperf3, {args.long} streams): {long_bps / 1e6:.0f} Mbit/s")
     if short:
         print(f"short flows: {short['completed']:,} completed, {short['failed']} failed, {short['bytes'] / 1e9:.2f} GB")
+    print(f"results kept in memory: {report['flows_table_rows']:,} flows rows (one per direction of every "
+          f"connection), {report['flow_series_rows']:,} tcp_info samples")
     print(f"left behind: namespaces {left['namespaces'] or 'none'}, links {left['links'] or 'none'}, "
           f"state directory {'yes' if left['state_dir'] else 'none'}")
     OUT.mkdir(parents=True, exist_ok=True)
