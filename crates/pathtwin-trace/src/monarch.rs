@@ -212,10 +212,6 @@ impl Flow {
             // stays pending, stale (before `base`), until the next sweep.
             self.probes[0] = Slot::Dead;
             self.advance();
-            if self.pending.len() > 2 * self.probes.len() + 64 {
-                let base = self.base;
-                self.pending.retain(|_, &mut i| i >= base);
-            }
         }
         let idx = self.base + self.probes.len() as u64;
         self.probes.push_back(Slot::Waiting);
@@ -224,6 +220,13 @@ impl Flow {
         if let Some(old) = self.pending.insert(id, idx).filter(|&old| old >= self.base) {
             self.probes[(old - self.base) as usize] = Slot::Dead;
             self.advance();
+        }
+        // The sweep: stale keys match nothing (lookups ignore keys before `base`), so
+        // dropping them changes no result, and doing it once they outnumber the window
+        // twice over keeps `pending` within 2 × window + 64 after every probe.
+        if self.pending.len() > 2 * self.probes.len() + 64 {
+            let base = self.base;
+            self.pending.retain(|_, &mut i| i >= base);
         }
     }
 
