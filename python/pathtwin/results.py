@@ -51,9 +51,7 @@ class LazyFrames(dict):
     run, whose tables the engine wrote as Parquet itself, never does."""
 
     def __getitem__(self, name):
-        value = super().__getitem__(name)
-        if callable(value):
-            value = value()
+        value = self.columns(name)
         if isinstance(value, Mapping):
             value = columns_to_frame(value)
             super().__setitem__(name, value)

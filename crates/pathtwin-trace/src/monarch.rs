@@ -659,17 +659,8 @@ mod batch {
             }
         }
 
-        (d.verdict, d.reason) = if !d.ipid_usable {
-            (Verdict::Indeterminate, "no usable IP IDs")
-        } else if d.lost_unclassified > 0 {
-            (Verdict::Indeterminate, "loss not classifiable")
-        } else if d.lost_upstream > 0 {
-            (Verdict::Inaccurate, "upstream loss")
-        } else if d.reordered_upstream_harmful > 0 {
-            (Verdict::Inaccurate, "harmful upstream reordering")
-        } else {
-            (Verdict::Confirmed, "no upstream loss or harmful reordering")
-        };
+        // The verdict is a function of the counts, shared; the counts are what is checked.
+        (d.verdict, d.reason) = verdict(&d);
         d
     }
 }
