@@ -3,6 +3,7 @@
 Cases (each: iperf3 throughput at MTU 1500, idle UDP echo RTT p50/p99, release lateness):
   veth       two namespaces joined by a raw veth pair: the kernel's own floor
   unlimited  pathtwin, one path with zero delay and a 100 Gbit/s queue (≈ no model cost)
+  unlimited-no-offload  the same with TUN offload off: one system call per MTU-sized packet
   1g-1ms     pathtwin, 1 Gbit/s capacity and ABW, 1 ms RTT
   1g-1ms-spin  the same, the loop waking 30 µs early and polling through to each deadline
   rattan     Rattan 0.1.1 (`cargo install rattan`), isolated mode, left linked straight to right
@@ -75,8 +76,8 @@ def veth_case(seconds: float) -> dict:
         subprocess.run(["ip", "netns", "del", b])
 
 
-def pathtwin_case(topo: str, seconds: float, polling_idle: bool, spin_us: float = 0.0) -> dict:
-    with Emulation(topo, cpu_latency_qos=polling_idle, spin_us=spin_us) as net:
+def pathtwin_case(topo: str, seconds: float, polling_idle: bool, spin_us: float = 0.0, offload: bool = True) -> dict:
+    with Emulation(topo, cpu_latency_qos=polling_idle, spin_us=spin_us, offload=offload) as net:
         r = measure(lambda h, argv, **kw: net[h].popen(argv, **kw), net["b"].ipv4, seconds)
         lat = net.stats()["lateness"]
     r.update(lateness_p50_us=lat["p50_ns"] / 1e3, lateness_p99_us=lat["p99_ns"] / 1e3, lateness_max_us=lat["max_ns"] / 1e3)
@@ -178,6 +179,8 @@ def run_pass(seconds: float, polling: bool) -> dict:
     with idle_policy(polling):
         results = {"veth": veth_case(seconds)}
         results["unlimited"] = pathtwin_case(TOPO.format(rtt="0ms", rate="100gbit", queue="4MB"), seconds, polling)
+        results["unlimited-no-offload"] = pathtwin_case(TOPO.format(rtt="0ms", rate="100gbit", queue="4MB"), seconds, polling,
+                                                        offload=False)
         results["1g-1ms"] = pathtwin_case(TOPO.format(rtt="1ms", rate="1gbit", queue="1MB"), seconds, polling)
         results["1g-1ms-spin"] = pathtwin_case(TOPO.format(rtt="1ms", rate="1gbit", queue="1MB"), seconds, polling, spin_us=30)
         for kind in RATTAN_LINKS:
@@ -188,13 +191,13 @@ def run_pass(seconds: float, polling: bool) -> dict:
 def print_pass(title: str, results: dict) -> None:
     base = results["veth"]
     print(f"\n{title}")
-    print(f"{'case':<14} {'Gbit/s':>8} {'x veth':>7} {'RTT p50 µs':>11} {'+added':>7} {'RTT p99 µs':>11} {'late p50/p99/max µs':>22}")
+    print(f"{'case':<21} {'Gbit/s':>8} {'x veth':>7} {'RTT p50 µs':>11} {'+added':>7} {'RTT p99 µs':>11} {'late p50/p99/max µs':>22}")
     for name, r in results.items():
         if "skipped" in r:
-            print(f"{name:<14} skipped: {r['skipped']}")
+            print(f"{name:<21} skipped: {r['skipped']}")
             continue
         late = "/".join(f"{r[k]:.0f}" for k in ("lateness_p50_us", "lateness_p99_us", "lateness_max_us")) if "lateness_p50_us" in r else "-"
-        print(f"{name:<14} {r['gbps']:8.2f} {r['gbps'] / base['gbps']:7.2f} {r['rtt_p50_us']:11.0f} "
+        print(f"{name:<21} {r['gbps']:8.2f} {r['gbps'] / base['gbps']:7.2f} {r['rtt_p50_us']:11.0f} "
               f"{r['rtt_p50_us'] - base['rtt_p50_us']:7.0f} {r['rtt_p99_us']:11.0f} {late:>22}")
     for pt, rt in (("unlimited", "rattan"), ("1g-1ms", "rattan-1g-1ms")):
         p, r = results[pt], results[rt]

@@ -81,6 +81,8 @@ def up(
     high_priority: bool = typer.Option(True, "--high-priority/--no-high-priority", help="Run the emulator loop at nice -20, SCHED_FIFO while mostly idle (default on)."),
     cpu_latency_qos: bool = typer.Option(True, "--cpu-latency-qos/--no-cpu-latency-qos",
                                          help="Keep idle CPUs polling while running (/dev/cpu_dma_latency = 0; default on)."),
+    offload: bool = typer.Option(True, "--offload/--no-offload",
+                                 help="Let hosts hand over 64-KB TCP super-packets, modelled segment by segment (default on; off with --pcap)."),
 ) -> None:
     """Start an emulation in the background and print its hosts and addresses."""
     require_root()
@@ -99,6 +101,8 @@ def up(
         args.append("--no-high-priority")
     if not cpu_latency_qos:
         args.append("--no-cpu-latency-qos")
+    if not offload:
+        args.append("--no-offload")
     with open(log, "wb") as err:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
     line = proc.stdout.readline().decode(errors="replace").strip()

@@ -128,13 +128,17 @@ class Emulation:
     them (on by default; machine-wide while the emulation runs); ``tcp_info`` samples every
     host's TCP sockets (the kernel's ``tcp_info``) every ``[run] sample_interval`` into the
     ``flow_series`` table, on a thread of its own beside the loop (on by default);
-    ``monarch_pcap`` is where a ``[monarch]`` proxy records its probes and their answers.
+    ``monarch_pcap`` is where a ``[monarch]`` proxy records its probes and their answers;
+    ``offload`` lets the hosts' TCP hand the emulator 64-KB super-packets and take merged ones
+    back (TUN segmentation offload, one system call for ~44 segments), while the model still
+    queues, delays and drops every MTU-sized segment (on by default; off when ``pcap`` is
+    given, so that captures on a host's device show each packet as the wire carries it).
     """
 
     def __init__(self, topology: ConfigSource, out=None, pcap=None, cc: Optional[str] = None,
                  spin_us: float = 0.0, run_id: Optional[str] = None, high_priority: bool = True,
                  cpu_latency_qos: bool = True, tcp_info: bool = True, pcap_hosts: Optional[Sequence[str]] = None,
-                 monarch_pcap=None):
+                 monarch_pcap=None, offload: bool = True):
         self._text, self._fmt, self._origin = config_text(topology)
         self.out = Path(out) if out is not None else None
         self.pcap = Path(pcap) if pcap is not None else None
@@ -145,6 +149,7 @@ class Emulation:
         self.high_priority = high_priority
         self.cpu_latency_qos = cpu_latency_qos
         self.tcp_info = tcp_info
+        self.offload = offload and self.pcap is None
         self.run_id = run_id or new_run_id()
         self._native = None
         self._hosts: dict[str, Host] = {}
@@ -166,7 +171,8 @@ class Emulation:
         self._native = _native.EmuRun(self._text, self._origin, self._fmt == "json",
                                       self.run_id, self.cc, float(self.spin_us), bool(self.high_priority),
                                       bool(self.cpu_latency_qos), bool(self.tcp_info),
-                                      str(self.monarch_pcap) if self.monarch_pcap is not None else None)
+                                      str(self.monarch_pcap) if self.monarch_pcap is not None else None,
+                                      bool(self.offload))
         self._hosts = {h["name"]: Host(self, h) for h in self._native.hosts}
         _live.add(self)
         try:
@@ -543,6 +549,7 @@ def serve(argv: Sequence[str]) -> int:
     ap.add_argument("--spin-us", type=float, default=0.0)
     ap.add_argument("--no-high-priority", action="store_true")
     ap.add_argument("--no-cpu-latency-qos", action="store_true")
+    ap.add_argument("--no-offload", action="store_true")
     a = ap.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -550,7 +557,7 @@ def serve(argv: Sequence[str]) -> int:
     try:
         net = Emulation(a.topology, out=a.out, pcap=a.pcap, cc=a.cc, spin_us=a.spin_us, run_id=a.run_id,
                         high_priority=not a.no_high_priority,
-                        cpu_latency_qos=not a.no_cpu_latency_qos).start()
+                        cpu_latency_qos=not a.no_cpu_latency_qos, offload=not a.no_offload).start()
     except PathtwinError as e:
         print(json.dumps({"error": str(e)}), flush=True)
         return 2

@@ -61,6 +61,10 @@ pub struct EmulatorOptions {
     pub tcp_info: bool,
     /// With `[monarch]`: write the proxy's probes and answers to this pcap file.
     pub monarch_capture: Option<std::path::PathBuf>,
+    /// Let hosts hand over and take back 64-KB TCP super-packets (see [`crate::gso`]); the
+    /// model still sees every MTU-sized segment. Off: the hosts' kernels segment first, and
+    /// captures on a host's device show wire-sized packets.
+    pub offload: bool,
 }
 
 impl Default for EmulatorOptions {
@@ -74,6 +78,7 @@ impl Default for EmulatorOptions {
             cpu_latency_qos: true,
             tcp_info: true,
             monarch_capture: None,
+            offload: true,
         }
     }
 }
@@ -400,7 +405,7 @@ impl Emulator {
                 plan.servers.push(p.server);
             }
         }
-        let (lab, ports) = Lab::create(&run, &net.hosts, &sysctls, &plan)?;
+        let (lab, ports) = Lab::create(&run, &net.hosts, &sysctls, &plan, opts.offload)?;
         if !route_attrs.is_empty() {
             let pipe_range = format!("{}/16", pipe_net(&run));
             for (i, h) in lab.hosts().iter().enumerate() {

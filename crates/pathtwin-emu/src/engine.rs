@@ -42,14 +42,16 @@ use serde::Serialize;
 
 use crate::clock::{mono_ns, set_min_timer_slack, DeadlineTimer, RealClock};
 use crate::device::PacketIo;
+use crate::gso::{self, VnetHdr, MAX_MERGED};
 use crate::lateness::Histogram;
 use crate::monarch::Translator;
 use crate::packet::{FiveTuple, IpPacket};
 use crate::priority::{set_thread_fifo, set_thread_nice, Governor, Switch, LOOP_NICE};
 
-/// Largest datagram read from a device; devices are configured with a 1500-byte MTU, the
-/// slack covers a user raising it to jumbo frames.
-const READ_BUF: usize = 9216;
+/// Largest datagram read from a device: a 64-KB super-packet with offload (the kernel's
+/// default `gso_max_size`); without, devices have a 1500-byte MTU, which a user may raise to
+/// jumbo frames.
+const READ_BUF: usize = 65_536;
 /// Datagrams read from one device before turning to the others.
 const READ_BATCH: usize = 64;
 /// Delivered packets' buffers kept for reuse (beyond that, they are freed).
@@ -132,7 +134,11 @@ pub struct RouteCounters {
 /// Counters of one host's device.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct HostCounters {
+    /// Datagrams read, super-packets counted as the segments they were cut into.
     pub packets_read: u64,
+    /// Super-packets read (offload), and merged datagrams written.
+    pub super_packets_read: u64,
+    pub super_packets_written: u64,
     pub malformed: u64,
     /// Datagrams to an address no route leads to (e.g. IPv6 multicast the host's kernel
     /// sends by itself); dropped.
@@ -264,6 +270,17 @@ pub struct Engine<D> {
     /// Buffers of delivered packets, reused for the next reads instead of allocating.
     spare: Vec<Vec<u8>>,
     buf: Vec<u8>,
+    /// Segments of the super-packet being read, and the packets of one read on their way
+    /// into the model (kept for their allocations).
+    segments: Vec<Vec<u8>>,
+    admitted: Vec<IpPacket>,
+    /// Per host, what was released to it during this pass of the model, written at the end
+    /// of the pass so that consecutive segments of a flow can go out as one super-packet;
+    /// `outbox_hosts` lists the hosts with something waiting.
+    outbox: Vec<Vec<Outgoing>>,
+    outbox_hosts: Vec<usize>,
+    /// Headers of the merged datagram being written.
+    merged_headers: Vec<u8>,
     /// Release lateness of every delivered packet.
     pub lateness: Histogram,
     /// How late the loop woke for a timer deadline (the timer's own contribution).
@@ -293,6 +310,17 @@ pub struct Engine<D> {
 }
 
 const TIMER_TOKEN: u64 = u64::MAX;
+
+/// A packet released to host `dst` at model time `departure`, waiting for the end of the
+/// model's pass to be written (see `Engine::outbox`). `counted` is what crossed `route`
+/// (length, payload, flow): the packet itself, or for a Monarch answer the probe's answer
+/// that released it.
+struct Outgoing {
+    departure: Instant,
+    route: u32,
+    ip: IpPacket,
+    counted: (u64, u64, FiveTuple),
+}
 
 impl<D: PacketIo> Engine<D> {
     /// Builds the engine; model time zero is now. Routes are indexed by every (source
@@ -360,6 +388,11 @@ impl<D: PacketIo> Engine<D> {
             scheduled: vec![None; n_elements],
             spare: Vec::new(),
             buf: vec![0; READ_BUF],
+            segments: Vec::new(),
+            admitted: Vec::new(),
+            outbox: (0..n_hosts).map(|_| Vec::new()).collect(),
+            outbox_hosts: Vec::new(),
+            merged_headers: Vec::new(),
             lateness: Histogram::default(),
             wake_lateness: Histogram::default(),
             route_counters: vec![RouteCounters::default(); n_routes],
@@ -505,74 +538,154 @@ impl<D: PacketIo> Engine<D> {
 
     fn read_host(&mut self, h: usize) {
         for _ in 0..READ_BATCH {
-            let n = match self.hosts[h].device.recv(&mut self.buf) {
-                Ok(Some(n)) => n,
+            let (n, hdr) = match self.hosts[h].device.recv(&mut self.buf) {
+                Ok(Some(r)) => r,
                 // A read error on a device we own means it is gone (the namespace was
                 // deleted under us); stop reading it, the run's owner reports the end.
                 Ok(None) | Err(_) => return,
             };
             let at = self.clock.now();
-            self.host_counters[h].packets_read += 1;
-            let mut bytes = self.spare.pop().unwrap_or_default();
-            bytes.clear();
-            bytes.extend_from_slice(&self.buf[..n]);
-            let mut ip = match IpPacket::parse(bytes) {
-                Ok(p) => p,
-                Err(_) => {
-                    self.host_counters[h].malformed += 1;
-                    continue;
-                }
-            };
-            if let Some(m) = self.monarch.as_mut() {
-                if h == m.target {
-                    if let Some(next) = m.sequential_ids.as_mut() {
-                        ip.set_ipv4_id(*next);
-                        *next = next.wrapping_add(1);
+            let mut admitted = std::mem::take(&mut self.admitted);
+            if let Some(mss) = hdr.tcp_gso_size() {
+                // A super-packet enters the model as the segments a wire would carry, their
+                // summaries made from its own (they differ only in lengths and sequence).
+                let mut segments = std::mem::take(&mut self.segments);
+                let template = IpPacket::parse_headers(&self.buf[..n]);
+                match (template, gso::split_tcp(&self.buf[..n], mss, &mut self.spare, &mut segments)) {
+                    (Ok(template), Ok(split)) => {
+                        self.host_counters[h].super_packets_read += 1;
+                        let last = segments.len() - 1;
+                        admitted.extend(segments.drain(..).enumerate().map(|(i, seg)| {
+                            let mut ip = template.segment(seg, split.headers, (i * mss) as u32, i == last);
+                            ip.set_partial_checksum(Some(split.csum));
+                            ip
+                        }));
+                    }
+                    _ => {
+                        self.host_counters[h].packets_read += 1;
+                        self.host_counters[h].malformed += 1;
+                        self.spare.append(&mut segments);
                     }
                 }
-                let to = |host: usize| self.hosts[host].addrs.contains(&ip.dst());
-                if h == m.sender && to(m.receiver) {
-                    let probe = m.translator.probe_for(ip);
-                    m.record(at, &probe);
-                    let route = m.probe_route;
-                    self.route_counters[route as usize].packets_in += 1;
-                    self.route_counters[route as usize].bytes_in += probe.wire_len() as u64;
-                    self.forward(at, EmuPacket { ip: probe, route, hop: 0 });
-                    self.run_model(self.clock.now().max(at));
-                    continue;
+                self.segments = segments;
+            } else if hdr.is_unknown_gso() {
+                self.host_counters[h].packets_read += 1;
+                self.host_counters[h].malformed += 1;
+            } else {
+                let mut bytes = self.spare.pop().unwrap_or_default();
+                bytes.clear();
+                bytes.extend_from_slice(&self.buf[..n]);
+                match IpPacket::parse(bytes) {
+                    Ok(mut ip) => {
+                        ip.set_partial_checksum(hdr.partial_csum());
+                        admitted.push(ip);
+                    }
+                    Err(_) => {
+                        self.host_counters[h].packets_read += 1;
+                        self.host_counters[h].malformed += 1;
+                    }
                 }
             }
-            let Some(&route) = self.by_addrs.get(&(ip.src(), ip.dst())) else {
-                self.host_counters[h].unrouted += 1;
-                continue;
-            };
-            let rc = &mut self.route_counters[route as usize];
-            rc.packets_in += 1;
-            rc.bytes_in += n as u64;
-            let tuple = ip.five_tuple();
-            let payload = ip.payload_len() as u64;
-            let f = self.flows.entry(tuple).or_insert(FlowCounters {
-                route,
-                first_ns: at.as_nanos(),
-                last_ns: 0,
-                packets_in: 0,
-                bytes_in: 0,
-                payload_bytes_in: 0,
-                packets_out: 0,
-                bytes_out: 0,
-                payload_bytes_out: 0,
-            });
-            f.last_ns = at.as_nanos();
-            f.packets_in += 1;
-            f.bytes_in += n as u64;
-            f.payload_bytes_in += payload;
-            self.forward(at, EmuPacket { ip, route, hop: 0 });
+            self.admit(h, at, &mut admitted);
+            self.admitted = admitted;
             // Each datagram is carried as far as the model lets it before the next read: on
             // a fast path it is written within a microsecond or two. Running the model once
             // per batch instead measured ~10 % more throughput on an unlimited path, but
             // made the batch's first packets wait for the rest (lateness p50 ~70 µs).
             self.run_model(self.clock.now().max(at));
         }
+    }
+
+    /// Routes what one read from host `h` at `at` gave into the model, emptying `packets`:
+    /// one datagram, or the segments of one super-packet (one flow: routed and counted once).
+    fn admit(&mut self, h: usize, at: Instant, packets: &mut Vec<IpPacket>) {
+        let Some(first) = packets.first() else { return };
+        self.host_counters[h].packets_read += packets.len() as u64;
+        if self.monarch.is_some() {
+            for ip in packets.drain(..) {
+                self.admit_via_proxy(h, at, ip);
+            }
+            return;
+        }
+        let Some(&route) = self.by_addrs.get(&(first.src(), first.dst())) else {
+            self.host_counters[h].unrouted += packets.len() as u64;
+            for ip in packets.drain(..) {
+                self.recycle(ip);
+            }
+            return;
+        };
+        let count = packets.len() as u64;
+        let bytes: u64 = packets.iter().map(|p| u64::from(p.wire_len())).sum();
+        let payload: u64 = packets.iter().map(|p| u64::from(p.payload_len())).sum();
+        let rc = &mut self.route_counters[route as usize];
+        rc.packets_in += count;
+        rc.bytes_in += bytes;
+        let f = self.flows.entry(first.five_tuple()).or_insert(FlowCounters {
+            route,
+            first_ns: at.as_nanos(),
+            last_ns: 0,
+            packets_in: 0,
+            bytes_in: 0,
+            payload_bytes_in: 0,
+            packets_out: 0,
+            bytes_out: 0,
+            payload_bytes_out: 0,
+        });
+        f.last_ns = at.as_nanos();
+        f.packets_in += count;
+        f.bytes_in += bytes;
+        f.payload_bytes_in += payload;
+        for ip in packets.drain(..) {
+            self.forward(at, EmuPacket { ip, route, hop: 0 });
+        }
+    }
+
+    /// [`Engine::admit`] with Monarch's proxy in the loop: packets are looked at one by one,
+    /// as the proxy holds some and sends probes for them.
+    fn admit_via_proxy(&mut self, h: usize, at: Instant, mut ip: IpPacket) {
+        let Some(m) = self.monarch.as_mut() else { return };
+        // The proxy records and translates packets: they leave it with whole checksums.
+        ip.complete_checksum();
+        if h == m.target {
+            if let Some(next) = m.sequential_ids.as_mut() {
+                ip.set_ipv4_id(*next);
+                *next = next.wrapping_add(1);
+            }
+        }
+        let to = |host: usize| self.hosts[host].addrs.contains(&ip.dst());
+        if h == m.sender && to(m.receiver) {
+            let probe = m.translator.probe_for(ip);
+            m.record(at, &probe);
+            let route = m.probe_route;
+            self.route_counters[route as usize].packets_in += 1;
+            self.route_counters[route as usize].bytes_in += probe.wire_len() as u64;
+            self.forward(at, EmuPacket { ip: probe, route, hop: 0 });
+            return;
+        }
+        let Some(&route) = self.by_addrs.get(&(ip.src(), ip.dst())) else {
+            self.host_counters[h].unrouted += 1;
+            return;
+        };
+        let len = ip.wire_len() as u64;
+        let rc = &mut self.route_counters[route as usize];
+        rc.packets_in += 1;
+        rc.bytes_in += len;
+        let f = self.flows.entry(ip.five_tuple()).or_insert(FlowCounters {
+            route,
+            first_ns: at.as_nanos(),
+            last_ns: 0,
+            packets_in: 0,
+            bytes_in: 0,
+            payload_bytes_in: 0,
+            packets_out: 0,
+            bytes_out: 0,
+            payload_bytes_out: 0,
+        });
+        f.last_ns = at.as_nanos();
+        f.packets_in += 1;
+        f.bytes_in += len;
+        f.payload_bytes_in += ip.payload_len() as u64;
+        self.forward(at, EmuPacket { ip, route, hop: 0 });
     }
 
     /// Sends `pkt` (now at model time `at`) to its next hop, or delivers it after the last.
@@ -595,45 +708,102 @@ impl<D: PacketIo> Engine<D> {
         }
     }
 
+    /// Puts a packet that left its route's last element into its host's outbox.
     fn deliver(&mut self, departure: Instant, mut pkt: EmuPacket) {
-        let route = pkt.route as usize;
-        let mut dst = self.routes[route].dst;
+        let mut dst = self.routes[pkt.route as usize].dst;
         // The counters are of what crossed the route.
-        let len = pkt.ip.wire_len() as u64;
-        let payload = pkt.ip.payload_len() as u64;
-        let tuple = pkt.ip.five_tuple();
+        let counted = (pkt.ip.wire_len() as u64, pkt.ip.payload_len() as u64, pkt.ip.five_tuple());
         // An answer to a Monarch probe: the receiver gets the packet it stood for instead.
-        let mut answer = None;
         if let Some(m) = self.monarch.as_mut().filter(|m| m.sender == dst) {
             if let Some(held) = m.translator.on_response(&pkt.ip) {
                 m.record(departure, &pkt.ip);
                 m.released += 1;
                 m.released_bytes += held.wire_len() as u64;
                 dst = m.receiver;
-                answer = Some(std::mem::replace(&mut pkt.ip, held));
+                let answer = std::mem::replace(&mut pkt.ip, held);
+                self.recycle(answer);
             }
         }
-        // Released when handed to the kernel: the write itself also runs the receiving
-        // host's stack (and wakes its process) in this thread, which is not the packet's
-        // delay but delays the packets written after it, where it is counted.
-        self.lateness.record(self.clock.now().saturating_since(departure).as_nanos());
-        let ok = self.hosts[dst].device.send(pkt.ip.bytes()).unwrap_or(false);
-        let rc = &mut self.route_counters[route];
-        if ok {
-            rc.packets_out += 1;
-            rc.bytes_out += len;
-            if let Some(f) = self.flows.get_mut(&tuple) {
-                f.packets_out += 1;
-                f.bytes_out += len;
-                f.payload_bytes_out += payload;
-            }
-        } else {
-            rc.write_drops += 1;
+        if self.outbox[dst].is_empty() {
+            self.outbox_hosts.push(dst);
         }
-        for ip in std::iter::once(pkt.ip).chain(answer) {
-            if self.spare.len() < SPARE_BUFFERS {
-                self.spare.push(ip.into_bytes());
+        self.outbox[dst].push(Outgoing { departure, route: pkt.route, ip: pkt.ip, counted });
+    }
+
+    /// Writes everything released during this pass of the model.
+    fn flush_outboxes(&mut self) {
+        while let Some(h) = self.outbox_hosts.pop() {
+            self.flush(h);
+        }
+    }
+
+    /// Writes host `dst`'s outbox in order; with offload, runs of segments that GRO would
+    /// merge go out as one super-packet (see [`crate::gso`]).
+    fn flush(&mut self, dst: usize) {
+        let mut out = std::mem::take(&mut self.outbox[dst]);
+        let offloads = self.hosts[dst].device.offloads();
+        let mut i = 0;
+        while i < out.len() {
+            let mut end = i + 1;
+            let mut merge = if offloads { gso::Merge::start(out[i].ip.bytes()) } else { None };
+            if let Some(m) = merge.as_mut() {
+                while end < out.len() && m.accepts(out[i].ip.bytes(), out[end].ip.bytes()) {
+                    end += 1;
+                }
             }
+            // Released when handed to the kernel: the write itself also runs the receiving
+            // host's stack (and wakes its process) in this thread, which is not the packet's
+            // delay but delays the packets written after it, where it is counted.
+            let now = self.clock.now();
+            let device = &self.hosts[dst].device;
+            let ok = match merge.filter(|_| end - i > 1) {
+                Some(m) => {
+                    let hdr = m.header(out[i].ip.bytes(), &mut self.merged_headers);
+                    let mut parts: [&[u8]; MAX_MERGED + 1] = [&[]; MAX_MERGED + 1];
+                    parts[0] = &self.merged_headers;
+                    for (part, o) in parts[1..].iter_mut().zip(&out[i..end]) {
+                        *part = &o.ip.bytes()[m.headers_len()..];
+                    }
+                    self.host_counters[dst].super_packets_written += 1;
+                    device.send(&parts[..=end - i], &hdr)
+                }
+                None => {
+                    let ip = &mut out[i].ip;
+                    if !offloads {
+                        ip.complete_checksum();
+                    }
+                    device.send(&[ip.bytes()], &VnetHdr::single(ip.partial_checksum()))
+                }
+            }
+            .unwrap_or(false);
+            for o in &out[i..end] {
+                self.lateness.record(now.saturating_since(o.departure).as_nanos());
+                let rc = &mut self.route_counters[o.route as usize];
+                if ok {
+                    let (len, payload, tuple) = o.counted;
+                    rc.packets_out += 1;
+                    rc.bytes_out += len;
+                    if let Some(f) = self.flows.get_mut(&tuple) {
+                        f.packets_out += 1;
+                        f.bytes_out += len;
+                        f.payload_bytes_out += payload;
+                    }
+                } else {
+                    rc.write_drops += 1;
+                }
+            }
+            i = end;
+        }
+        for o in out.drain(..) {
+            self.recycle(o.ip);
+        }
+        self.outbox[dst] = out;
+    }
+
+    /// Keeps a written packet's buffer for the next read.
+    fn recycle(&mut self, ip: IpPacket) {
+        if self.spare.len() < SPARE_BUFFERS {
+            self.spare.push(ip.into_bytes());
         }
     }
 
@@ -658,6 +828,7 @@ impl<D: PacketIo> Engine<D> {
             }
             self.reschedule(i);
         }
+        self.flush_outboxes();
     }
 
     /// Gives element `i` a timer entry at its current wake-up, after anything that may have
@@ -717,30 +888,47 @@ mod tests {
     use pathtwin_core::units::{QueueLimit, Rate};
     use std::cell::RefCell;
 
-    /// A device that records what is written to it; its descriptor (an eventfd) never
-    /// becomes readable.
+    /// A device that records what is written to it and hands out what a test queued in
+    /// `incoming`; its descriptor (an eventfd) never becomes readable, so tests call
+    /// `read_host` themselves.
     struct Recorder {
         fd: OwnedFd,
+        offload: bool,
+        incoming: RefCell<std::collections::VecDeque<(Vec<u8>, VnetHdr)>>,
         sent: RefCell<Vec<Vec<u8>>>,
+        headers: RefCell<Vec<VnetHdr>>,
     }
 
     impl Recorder {
-        fn new() -> Recorder {
+        fn new(offload: bool) -> Recorder {
             // SAFETY: eventfd returns a new descriptor or -1.
             let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
             assert!(raw >= 0);
-            // SAFETY: raw is fresh and ours.
-            Recorder { fd: unsafe { OwnedFd::from_raw_fd(raw) }, sent: RefCell::new(Vec::new()) }
+            Recorder {
+                // SAFETY: raw is fresh and ours.
+                fd: unsafe { OwnedFd::from_raw_fd(raw) },
+                offload,
+                incoming: RefCell::default(),
+                sent: RefCell::default(),
+                headers: RefCell::default(),
+            }
         }
     }
 
     impl PacketIo for Recorder {
-        fn recv(&self, _: &mut [u8]) -> io::Result<Option<usize>> {
-            Ok(None)
+        fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, VnetHdr)>> {
+            Ok(self.incoming.borrow_mut().pop_front().map(|(p, hdr)| {
+                buf[..p.len()].copy_from_slice(&p);
+                (p.len(), hdr)
+            }))
         }
-        fn send(&self, pkt: &[u8]) -> io::Result<bool> {
-            self.sent.borrow_mut().push(pkt.to_vec());
+        fn send(&self, parts: &[&[u8]], hdr: &VnetHdr) -> io::Result<bool> {
+            self.sent.borrow_mut().push(parts.concat());
+            self.headers.borrow_mut().push(*hdr);
             Ok(true)
+        }
+        fn offloads(&self) -> bool {
+            self.offload
         }
         fn raw_fd(&self) -> i32 {
             self.fd.as_raw_fd()
@@ -763,8 +951,16 @@ mod tests {
 
     /// An engine over `n` recording hosts 10.0.0.1..=n, without sampling or priority changes.
     fn engine(n: u8, elements: Vec<Element<EmuPacket>>, routes: Vec<Route>) -> Engine<Recorder> {
+        engine_with(n, &[], elements, routes)
+    }
+
+    /// The same, host `i` offloading if `offload[i - 1]` (false beyond the list).
+    fn engine_with(n: u8, offload: &[bool], elements: Vec<Element<EmuPacket>>, routes: Vec<Route>) -> Engine<Recorder> {
         let hosts = (1..=n)
-            .map(|i| HostPort { name: format!("h{i}"), device: Recorder::new(), addrs: vec![IpAddr::from([10, 0, 0, i])] })
+            .map(|i| {
+                let device = Recorder::new(offload.get(usize::from(i) - 1).copied().unwrap_or(false));
+                HostPort { name: format!("h{i}"), device, addrs: vec![IpAddr::from([10, 0, 0, i])] }
+            })
             .collect();
         let timing = TimingOptions { sample_every: Duration::ZERO, high_priority: false, ..TimingOptions::default() };
         Engine::new(hosts, elements, routes, timing).unwrap()
@@ -807,7 +1003,7 @@ mod tests {
         assert_eq!(e.by_addrs.get(&(IpAddr::from([10, 0, 0, 2]), server)), None);
         let mut twice = routes;
         twice.push(Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }], only: Some((server, pipe_addr)) });
-        let hosts = (1..=2u8).map(|i| HostPort { name: format!("h{i}"), device: Recorder::new(), addrs: vec![IpAddr::from([10, 0, 0, i])] }).collect();
+        let hosts = (1..=2u8).map(|i| HostPort { name: format!("h{i}"), device: Recorder::new(false), addrs: vec![IpAddr::from([10, 0, 0, i])] }).collect();
         let err = Engine::new(hosts, vec![queue(1, 1), queue(1, 1)], twice, TimingOptions::default()).err().expect("refused");
         assert!(err.to_string().contains("two routes from 10.0.0.1 to 10.129.0.1"), "{err}");
     }
@@ -868,5 +1064,102 @@ mod tests {
         assert_eq!(dscps, [10, 10, 12]);
         let s = e.elements[0].as_marker().unwrap().stats();
         assert_eq!((s.in_packets(), s.out_packets(), s.out_bytes()), (2, 1, 500));
+    }
+    /// A TCP super-packet from 10.0.0.1 to 10.0.0.2 as a host's kernel hands it to an
+    /// offloading device: `payload` bytes of a counting pattern, the checksum field holding
+    /// the pseudo-header sum, and the device header asking for segments of `mss`.
+    fn super_packet(payload: usize, mss: u16) -> (Vec<u8>, VnetHdr) {
+        let data: Vec<u8> = (0..payload).map(|i| (i % 251) as u8).collect();
+        let mut p = Vec::new();
+        etherparse::PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(40000, 5201, 1, 65535)
+            .ack(1)
+            .psh()
+            .write(&mut p, &data)
+            .unwrap();
+        let seed = gso::pseudo_header_sum(IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]), 6, (20 + payload) as u32);
+        p[36..38].copy_from_slice(&seed.to_be_bytes());
+        let hdr = VnetHdr { flags: 1, gso_type: 1, hdr_len: 40, gso_size: mss, csum_start: 20, csum_offset: 16 };
+        (p, hdr)
+    }
+
+    /// A queue of `limit` packets at `bps`, then a 1-s delay: nothing can leave while a test
+    /// reads, however slow the machine, so what is written is decided by the model alone.
+    fn queue_then_delay(bps: u64, limit: u64) -> (Vec<Element<EmuPacket>>, Vec<Route>) {
+        let q = DropTail::new(QueueLimit::Packets(limit));
+        let queue = Element::Queue(BandwidthQueue::new(Rate::from_bps(bps), Rate::from_bps(bps), Box::new(q), rng_for(1, 0)));
+        let delay = Element::Delay(pathtwin_core::element::DelayLine::new(Duration::from_secs(1)));
+        let hops = vec![Hop { element: 0, slot: 0 }, Hop { element: 1, slot: 0 }];
+        (vec![queue, delay], vec![Route { src: 0, dst: 1, hops, only: None }])
+    }
+
+    /// A 20 000-byte super-packet on a fast path: the model accounts its 14 segments (an MSS
+    /// of 1448), and the receiving host gets one super-packet with the sender's very bytes
+    /// and a header asking its kernel for the same MSS.
+    #[test]
+    fn a_super_packet_is_accounted_per_segment_and_delivered_whole() {
+        let (elements, routes) = queue_then_delay(100_000_000_000, 1000);
+        let mut e = engine_with(2, &[true, true], elements, routes);
+        let (p, hdr) = super_packet(20_000, 1448);
+        e.hosts[0].device.incoming.borrow_mut().push_back((p.clone(), hdr));
+        e.read_host(0);
+        e.run_model(Instant::from_nanos(3_000_000_000));
+        let c = e.host_counters[0];
+        assert_eq!((c.packets_read, c.super_packets_read, c.malformed), (14, 1, 0));
+        let q = e.elements[0].as_queue().unwrap().stats();
+        assert_eq!((q.departures, q.drops), (14, 0));
+        assert_eq!(e.route_counters[0].packets_out, 14);
+        assert_eq!(e.route_counters[0].bytes_in, 20_000 + 14 * 40);
+        let flow = e.flows.values().next().unwrap();
+        assert_eq!((flow.packets_in, flow.payload_bytes_in, flow.payload_bytes_out), (14, 20_000, 20_000));
+        let sent = e.hosts[1].device.sent.borrow();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0], p);
+        let out = e.hosts[1].device.headers.borrow()[0];
+        assert_eq!((out.tcp_gso_size(), out.partial_csum()), (Some(1448), hdr.partial_csum()));
+        assert_eq!(e.host_counters[1].super_packets_written, 1);
+    }
+
+    /// On a 1 Gbit/s path with a 4-packet queue, the segments the queue drops are lost one by
+    /// one, as on a wire: the survivors (the first ones: DropTail) reach the host, merged,
+    /// and the rest are counted as drops of MTU-sized packets.
+    #[test]
+    fn a_short_queue_drops_single_segments_of_a_super_packet() {
+        let (elements, routes) = queue_then_delay(1_000_000_000, 4);
+        let mut e = engine_with(2, &[true, true], elements, routes);
+        let (p, hdr) = super_packet(20_000, 1448);
+        e.hosts[0].device.incoming.borrow_mut().push_back((p.clone(), hdr));
+        e.read_host(0);
+        e.run_model(Instant::from_nanos(3_000_000_000));
+        let q = e.elements[0].as_queue().unwrap().stats();
+        assert!(q.drops > 0 && q.departures + q.drops == 14, "{q:?}");
+        let sent = e.hosts[1].device.sent.borrow();
+        assert_eq!(sent.len(), 1);
+        let kept = q.departures as usize * 1448;
+        assert_eq!(&sent[0][40..], &p[40..40 + kept], "the first segments' data, in order");
+        assert_eq!(u16::from_be_bytes([sent[0][2], sent[0][3]]) as usize, 40 + kept);
+    }
+
+    /// A host without offload gets wire-sized segments with complete checksums, each equal
+    /// to what etherparse computes for it.
+    #[test]
+    fn a_host_without_offload_gets_segments_with_complete_checksums() {
+        let (elements, routes) = queue_then_delay(100_000_000_000, 1000);
+        let mut e = engine_with(2, &[true, false], elements, routes);
+        let (p, hdr) = super_packet(5_000, 1448);
+        e.hosts[0].device.incoming.borrow_mut().push_back((p, hdr));
+        e.read_host(0);
+        e.run_model(Instant::from_nanos(3_000_000_000));
+        let sent = e.hosts[1].device.sent.borrow();
+        assert_eq!(sent.iter().map(Vec::len).collect::<Vec<_>>(), [1488, 1488, 1488, 40 + 5_000 - 3 * 1448]);
+        for seg in sent.iter() {
+            let s = etherparse::SlicedPacket::from_ip(seg).unwrap();
+            let (Some(etherparse::NetSlice::Ipv4(ip)), Some(etherparse::TransportSlice::Tcp(t))) = (&s.net, &s.transport) else {
+                panic!("not TCP/IPv4")
+            };
+            let want = t.to_header().calc_checksum_ipv4(&ip.header().to_header(), t.payload()).unwrap();
+            assert_eq!(t.checksum(), want);
+        }
+        assert!(e.hosts[1].device.headers.borrow().iter().all(|h| *h == VnetHdr::default()));
     }
 }

@@ -113,8 +113,15 @@ impl Lab {
     /// Creates one host per name; returns the lab and the hosts' device ends for the engine.
     /// `sysctls` (e.g. `net.ipv4.tcp_congestion_control=cubic`) apply to every host.
     /// On any error everything created so far is removed.
-    /// `pipes` says which hosts hold pipe addresses and which route them.
-    pub fn create(run: &RunId, names: &[String], sysctls: &[(String, String)], pipes: &PipePlan) -> Result<(Lab, Vec<HostPort<Tun>>), NetnsError> {
+    /// `pipes` says which hosts hold pipe addresses and which route them; `offload` opens the
+    /// devices with segmentation offload (see [`crate::device`]).
+    pub fn create(
+        run: &RunId,
+        names: &[String],
+        sysctls: &[(String, String)],
+        pipes: &PipePlan,
+        offload: bool,
+    ) -> Result<(Lab, Vec<HostPort<Tun>>), NetnsError> {
         if names.len() > MAX_HOSTS {
             return Err(NetnsError::Command { cmd: "lab".into(), msg: format!("{} hosts; at most {MAX_HOSTS} are supported", names.len()) });
         }
@@ -142,7 +149,7 @@ impl Lab {
         let mut next_pipe = 0u32;
         for (i, name) in names.iter().enumerate() {
             let ns = Namespace::create(&run.ns_name(name), &all_sysctls)?;
-            let tun = ns.enter(|| Tun::create(DEVICE))?;
+            let tun = ns.enter(|| Tun::create(DEVICE, offload))?;
             let (v4, v6) = host_addrs(run, i);
             ns.ip(&["link", "set", DEVICE, "mtu", "1500", "txqueuelen", "10000", "up"])?;
             ns.ip(&["addr", "add", &format!("{v4}/24"), "dev", DEVICE])?;

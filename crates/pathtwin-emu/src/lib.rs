@@ -44,6 +44,7 @@ pub mod clock;
 pub mod device;
 pub mod emulator;
 pub mod engine;
+pub mod gso;
 pub mod lab;
 pub mod lateness;
 pub mod monarch;

@@ -12,6 +12,8 @@ use std::net::IpAddr;
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use pathtwin_core::packet::{FlowKey, Mark, PacketMeta, TcpFlags};
 
+use crate::gso::{complete_checksum, PartialCsum};
+
 /// Why a datagram read from a host could not be used. The driver counts these per host
 /// instead of failing: a host's kernel may emit anything.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -45,6 +47,9 @@ pub struct IpPacket {
     tcp_seq: Option<u32>,
     /// Strict-priority band from the DSCP (see `band_from_dscp`).
     band: u8,
+    /// A transport checksum the sending host's device left for us to complete (offload,
+    /// see [`crate::gso`]); the receiving host's kernel accepts it as it is.
+    partial_csum: Option<PartialCsum>,
 }
 
 /// DiffServ code points for assured forwarding (RFC 2597): AFx1 is low drop precedence
@@ -73,7 +78,15 @@ fn band_from_dscp(dscp: u8) -> u8 {
 impl IpPacket {
     /// Parses `bytes` as one IP datagram (no link-layer header).
     pub fn parse(bytes: Vec<u8>) -> Result<IpPacket, ParseError> {
-        let sliced = SlicedPacket::from_ip(&bytes).map_err(|e| ParseError::Malformed(e.to_string()))?;
+        let mut p = IpPacket::parse_headers(&bytes)?;
+        p.bytes = bytes;
+        Ok(p)
+    }
+
+    /// The same summary of a datagram we do not own, with no bytes: the template of
+    /// [`IpPacket::segment`].
+    pub fn parse_headers(bytes: &[u8]) -> Result<IpPacket, ParseError> {
+        let sliced = SlicedPacket::from_ip(bytes).map_err(|e| ParseError::Malformed(e.to_string()))?;
         let (src, dst, dscp, proto) = match &sliced.net {
             Some(NetSlice::Ipv4(v4)) => {
                 let h = v4.header();
@@ -105,7 +118,7 @@ impl IpPacket {
             Some(TransportSlice::Icmpv6(i)) => (Transport::Icmpv6, i.payload().len()),
             None => (Transport::Other(proto), sliced.net.as_ref().and_then(|n| n.ip_payload_ref()).map_or(0, |p| p.payload.len())),
         };
-        Ok(IpPacket { src, dst, transport, payload_len: payload_len as u32, mark: mark_from_dscp(dscp), tcp_seq, band: band_from_dscp(dscp), bytes })
+        Ok(IpPacket { src, dst, transport, payload_len: payload_len as u32, mark: mark_from_dscp(dscp), tcp_seq, band: band_from_dscp(dscp), bytes: Vec::new(), partial_csum: None })
     }
 
     /// Rewrites an IPv4 packet's identification (and its header checksum); IPv6 has none.
@@ -121,6 +134,43 @@ impl IpPacket {
         self.bytes[10..12].copy_from_slice(&[0, 0]);
         let sum = pathtwin_core::pcapfile::ipv4_checksum(&self.bytes[..ihl]);
         self.bytes[10..12].copy_from_slice(&sum.to_be_bytes());
+    }
+
+    /// One segment cut from the TCP super-packet `self` summarizes (see
+    /// [`crate::gso::split_tcp`]): `bytes` with `headers` bytes of headers, its data
+    /// `seq_offset` bytes into the super-packet's, FIN kept on the last segment only. Saves
+    /// parsing each of ~44 segments whose headers differ only there.
+    pub fn segment(&self, bytes: Vec<u8>, headers: usize, seq_offset: u32, last: bool) -> IpPacket {
+        let transport = match self.transport {
+            Transport::Tcp { src_port, dst_port, flags } => {
+                Transport::Tcp { src_port, dst_port, flags: TcpFlags { fin: flags.fin && last, ..flags } }
+            }
+            other => other,
+        };
+        IpPacket {
+            payload_len: bytes.len().saturating_sub(headers) as u32,
+            tcp_seq: self.tcp_seq.map(|s| s.wrapping_add(seq_offset)),
+            transport,
+            bytes,
+            ..*self
+        }
+    }
+
+    /// Records that the transport checksum is partial (as the device described it).
+    pub fn set_partial_checksum(&mut self, csum: Option<PartialCsum>) {
+        self.partial_csum = csum;
+    }
+
+    pub fn partial_checksum(&self) -> Option<PartialCsum> {
+        self.partial_csum
+    }
+
+    /// Fills in a partial transport checksum, for a packet that leaves the model other than
+    /// to a device that accepts partial checksums (a capture, Monarch's translation).
+    pub fn complete_checksum(&mut self) {
+        if let Some(c) = self.partial_csum.take() {
+            complete_checksum(&mut self.bytes, c);
+        }
     }
 
     pub fn src(&self) -> IpAddr {
@@ -419,5 +469,25 @@ mod tests {
         assert!(IpPacket::parse(vec![0x45, 0, 0]).is_err());
         assert!(IpPacket::parse(vec![]).is_err());
         assert!(IpPacket::parse(vec![0x60; 10]).is_err());
+    }
+
+    /// A segment's summary made from its super-packet's is the one parsing the segment gives:
+    /// sequence number, payload length, FIN on the last segment only, flow and mark.
+    #[test]
+    fn a_segment_summary_equals_parsing_the_segment() {
+        let mut sup = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).tcp(40000, 5201, 7, 65535).ack(1).fin().write(&mut sup, &[9u8; 5000]).unwrap();
+        sup[1] = 10 << 2; // AF11: an IN mark
+        let template = IpPacket::parse_headers(&sup).unwrap();
+        let (mut spare, mut segs) = (Vec::new(), Vec::new());
+        let split = crate::gso::split_tcp(&sup, 1448, &mut spare, &mut segs).unwrap();
+        let last = segs.len() - 1;
+        for (i, seg) in segs.into_iter().enumerate() {
+            let made = template.segment(seg.clone(), split.headers, (i * 1448) as u32, i == last);
+            let parsed = IpPacket::parse(seg).unwrap();
+            assert_eq!(made.five_tuple(), parsed.five_tuple());
+            assert_eq!((made.payload_len(), made.tcp_seq(), made.tcp_flags()), (parsed.payload_len(), parsed.tcp_seq(), parsed.tcp_flags()), "segment {i}");
+            assert_eq!((made.mark(), made.priority_band(), made.bytes()), (parsed.mark(), parsed.priority_band(), parsed.bytes()));
+        }
     }
 }

@@ -61,7 +61,8 @@ impl EmuRun {
     /// dicts are passed; `origin` names the file in errors).
     #[new]
     #[pyo3(signature = (config_text, origin = "", json = false, run_id = None, cc = None, spin_us = 0.0,
-                        high_priority = true, cpu_latency_qos = true, tcp_info = true, monarch_pcap = None))]
+                        high_priority = true, cpu_latency_qos = true, tcp_info = true, monarch_pcap = None,
+                        offload = true))]
     fn new(
         py: Python<'_>,
         config_text: &str,
@@ -74,6 +75,7 @@ impl EmuRun {
         cpu_latency_qos: bool,
         tcp_info: bool,
         monarch_pcap: Option<String>,
+        offload: bool,
     ) -> PyResult<Self> {
         let config = if json { Config::from_json(config_text) } else { Config::from_toml(config_text, origin) };
         let config = config.map_err(|e| pathtwin_error(py, e))?;
@@ -89,6 +91,7 @@ impl EmuRun {
             cpu_latency_qos,
             tcp_info,
             monarch_capture: monarch_pcap.map(std::path::PathBuf::from),
+            offload,
         };
         let emu = py.allow_threads(|| Emulator::start(config, &opts)).map_err(|e| pathtwin_error(py, e))?;
         let hosts_json = serde_json::to_string(emu.hosts()).expect("host info serializes");
