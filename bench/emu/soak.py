@@ -120,6 +120,13 @@ def process_numbers() -> dict:
             "threads": int(field["Threads"])}
 
 
+def steal_ms() -> float:
+    """CPU time the hypervisor took from this VM so far (all CPUs, /proc/stat's steal), in ms:
+    a release stall with steal time beside it is the machine's, not the loop's."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    return int(fields[8]) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
 def leftovers(run_id: str) -> dict:
     """What of run ``run_id`` still exists after the run: namespaces, links, state."""
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
@@ -145,6 +152,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-tcp-info", action="store_true",
                     help="do not sample the hosts' tcp_info (the flow_series table); its rows, like the flows "
                          "table's, are results kept in memory for every connection of the run")
+    ap.add_argument("--no-offload", action="store_true",
+                    help="TUN offload off: the hosts' kernels hand over MTU-sized packets, one system call each")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("bench/emu/soak: needs root (network namespaces)", file=sys.stderr)
@@ -156,7 +165,8 @@ def main(argv=None) -> int:
     seconds = args.minutes * 60
     minutes = []
     try:
-        with Emulation(topology(args.rate, args.rtt, args.queue), tcp_info=not args.no_tcp_info) as net:
+        with Emulation(topology(args.rate, args.rtt, args.queue), tcp_info=not args.no_tcp_info,
+                       offload=not args.no_offload) as net:
             run_id = net.run_id
             net["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             server = net["b"].popen([sys.executable, "-c", SERVER, str(PORT)], stdout=subprocess.PIPE, text=True)
@@ -169,22 +179,23 @@ def main(argv=None) -> int:
             client = net["a"].popen([sys.executable, "-c", CLIENT, net["b"].ipv4, str(PORT), str(args.short),
                                      str(start + seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             net.lateness_window()  # the windows start with the traffic
-            last_bytes, last_t = delivered_bytes(net.stats()), time.time()
+            last_bytes, last_t, last_steal = delivered_bytes(net.stats()), time.time(), steal_ms()
             print(f"{'minute':>6} {'Mbit/s':>8} {'p50 µs':>7} {'p99 µs':>7} {'p999 µs':>8} {'max µs':>8} "
-                  f"{'wake p99':>8} {'RSS MB':>7} {'fds':>5} {'thr':>4}", flush=True)
+                  f"{'wake p99':>8} {'steal ms':>8} {'RSS MB':>7} {'fds':>5} {'thr':>4}", flush=True)
             while time.time() - start < seconds:
                 time.sleep(min(args.interval, max(0.0, start + seconds - time.time())))
                 now = time.time()
                 window, stats = net.lateness_window(), net.stats()
                 got = delivered_bytes(stats)
                 rel, wake = window["release"], window["timer_wake"]
+                steal = steal_ms()
                 row = {"minute": (now - start) / 60, "mbps": (got - last_bytes) * 8 / (now - last_t) / 1e6,
-                       "release": rel, "timer_wake": wake, **process_numbers()}
-                last_bytes, last_t = got, now
+                       "release": rel, "timer_wake": wake, "steal_ms": steal - last_steal, **process_numbers()}
+                last_bytes, last_t, last_steal = got, now, steal
                 minutes.append(row)
                 print(f"{row['minute']:6.1f} {row['mbps']:8.0f} {rel['p50_ns'] / 1e3:7.0f} {rel['p99_ns'] / 1e3:7.0f} "
                       f"{rel['p999_ns'] / 1e3:8.0f} {rel['max_ns'] / 1e3:8.0f} {wake['p99_ns'] / 1e3:8.0f} "
-                      f"{row['rss_mb']:7.1f} {row['fds']:5d} {row['threads']:4d}", flush=True)
+                      f"{row['steal_ms']:8.0f} {row['rss_mb']:7.1f} {row['fds']:5d} {row['threads']:4d}", flush=True)
             long_out, _ = iperf.communicate(timeout=120)
             short_out, _ = client.communicate(timeout=120)
         results = net.results

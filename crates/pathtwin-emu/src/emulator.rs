@@ -637,11 +637,10 @@ impl Emulator {
         }
     }
 
-    /// Writes the snapshot to `stats.json` in the run's state directory (read by
-    /// `pathtwin emu stats`).
-    pub fn publish_snapshot(&self) -> std::io::Result<()> {
-        let json = serde_json::to_string(&self.snapshot()).map_err(std::io::Error::other)?;
-        self.lab.write_state_file("stats.json", &json)
+    /// Writes a snapshot (as JSON, serialized once for every reader) to `stats.json` in the
+    /// run's state directory (read by `pathtwin emu stats`).
+    pub fn publish_snapshot(&self, json: &str) -> std::io::Result<()> {
+        self.lab.write_state_file("stats.json", json)
     }
 
     /// Brings every queue's placeholder state up to now and gathers the results.

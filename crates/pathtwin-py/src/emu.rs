@@ -180,7 +180,7 @@ fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>, l
             let snap = emu.snapshot();
             let json = serde_json::to_string(&snap).map_err(|e| e.to_string())?;
             // Readers of the file (`pathtwin emu stats`) are optional; a full /run is not fatal.
-            let _ = emu.publish_snapshot();
+            let _ = emu.publish_snapshot(&json);
             *snapshot.lock().expect("snapshot lock") = json;
             let engine = emu.engine();
             *lateness.lock().expect("lateness lock") = (engine.lateness.clone(), engine.wake_lateness.clone());
