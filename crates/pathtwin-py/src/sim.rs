@@ -36,6 +36,9 @@ pub fn parse_config(text: &str, format: &str, origin: &str) -> PyResult<Config> 
 #[pyclass(name = "Simulation", module = "pathtwin._native")]
 struct PySimulation {
     inner: Simulation,
+    /// The tables as of the last `advance`, built on first use: a command-line run writes
+    /// them and then reads two back, which rebuilt every table each time.
+    results: Option<Results>,
 }
 
 fn table_to_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict>> {
@@ -66,6 +69,12 @@ fn meta_dict<'py>(py: Python<'py>, r: &Results) -> PyResult<Bound<'py, PyDict>> 
     Ok(meta)
 }
 
+impl PySimulation {
+    fn current_results(&mut self) -> &Results {
+        self.results.get_or_insert_with(|| self.inner.results())
+    }
+}
+
 #[pymethods]
 impl PySimulation {
     #[new]
@@ -73,12 +82,13 @@ impl PySimulation {
     fn new(text: &str, format: &str, origin: &str) -> PyResult<Self> {
         let cfg = parse_config(text, format, origin)?;
         let inner = Simulation::new(cfg).map_err(config_err)?;
-        Ok(PySimulation { inner })
+        Ok(PySimulation { inner, results: None })
     }
 
     /// Runs events up to `until_s` simulated seconds; returns True when the run is complete.
     fn advance(&mut self, py: Python<'_>, until_s: f64) -> bool {
         let until = Instant::ZERO + Duration::from_secs_f64(until_s);
+        self.results = None;
         let inner = &mut self.inner;
         py.allow_threads(move || inner.advance(until))
     }
@@ -127,8 +137,8 @@ impl PySimulation {
     /// `{"flows": {...}, "flow_series": {...}, "queues": {...}, "queue_series": {...}, "markers": {...}, "pipes": {...}, "meta": {...}}`;
     /// with `only`, just those tables (and `meta`).
     #[pyo3(signature = (only = None))]
-    fn results<'py>(&self, py: Python<'py>, only: Option<Vec<String>>) -> PyResult<Bound<'py, PyDict>> {
-        let r = self.inner.results();
+    fn results<'py>(&mut self, py: Python<'py>, only: Option<Vec<String>>) -> PyResult<Bound<'py, PyDict>> {
+        let r = self.current_results();
         let d = PyDict::new(py);
         for (name, table) in [("flows", &r.flows), ("flow_series", &r.flow_series), ("queues", &r.queues), ("queue_series", &r.queue_series), ("markers", &r.markers), ("pipes", &r.pipes)] {
             if only.as_ref().is_none_or(|o| o.iter().any(|n| n == name)) {
@@ -141,8 +151,8 @@ impl PySimulation {
 
     /// Writes the result tables as `<dir>/<table>.parquet` (`pipes` only when the run has
     /// pipes) with the GIL released; returns `{"tables": [names], "meta": {...}}`.
-    fn write_results<'py>(&self, py: Python<'py>, dir: std::path::PathBuf) -> PyResult<Bound<'py, PyDict>> {
-        let r = self.inner.results();
+    fn write_results<'py>(&mut self, py: Python<'py>, dir: std::path::PathBuf) -> PyResult<Bound<'py, PyDict>> {
+        let r = self.current_results();
         let mut tables = vec![("flows", &r.flows), ("flow_series", &r.flow_series), ("queues", &r.queues), ("queue_series", &r.queue_series), ("markers", &r.markers)];
         if r.pipes.rows() > 0 {
             tables.push(("pipes", &r.pipes));
