@@ -14,7 +14,8 @@ written, a DataFrame built) for comparison with earlier results. Each tool runs 
 times; the best wall time counts, so page-cache warm-up does not favour the tool that runs
 last. The CPU seconds column (user + system, all threads, of the best run) shows what each
 tool costs whatever the processor count. pathtwin needs the extension built in release mode
-(`make build`, or `pip install -e .`).
+(`make build`, or `pip install -e .`). The last measured numbers, and where the command's
+time goes, are in README.md beside this script.
 """
 
 from __future__ import annotations

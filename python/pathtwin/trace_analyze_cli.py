@@ -136,12 +136,17 @@ class _Progress:
         self.size = capture.stat().st_size
         self.on = self.size >= _PROGRESS_MIN_BYTES and sys.stderr.isatty()
         self.width = 0
+        self.line = ""
 
     def __enter__(self):
         return self if self.on else None
 
     def __call__(self, done: int) -> None:
+        # Called about every megabyte: redrawn only when the percentage changes.
         line = f"{self.name}: {100 * done / self.size:3.0f} % of {self.size / 1e6:,.0f} MB"
+        if line == self.line:
+            return
+        self.line = line
         self.width = max(self.width, len(line))
         sys.stderr.write("\r" + line.ljust(self.width))
         sys.stderr.flush()
