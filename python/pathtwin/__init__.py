@@ -8,11 +8,18 @@ analysed (``trace``) and their workloads replayed (``replay``).
 __version__ = "0.1.0"
 
 from .errors import PathtwinError  # noqa: E402
-from .results import Result, read_result_dir  # noqa: E402
-from .sim import simulate  # noqa: E402
+
+# Imported on first use: every command, `pathtwin trace analyze` among them, imports this
+# package, and the result and simulation modules (with the json, dataclasses and subprocess
+# they pull in) cost 30 ms of each command's start-up.
+_LAZY = {"Result": ".results", "read_result_dir": ".results", "simulate": ".sim"}
 
 
 def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
     # The emulator pulls in Linux-only machinery; import it on first use.
     if name == "Emulation":
         from .emulation import Emulation

@@ -2,8 +2,9 @@
 a user error prints one line and exits with status 2.
 
 ``pathtwin sim ...`` goes straight to ``sim_cli`` (argparse, no typer import: it is the
-command a sweep runs thousands of times); everything else goes to the typer application in
-``commands``.
+command a sweep runs thousands of times), and ``pathtwin trace analyze ...`` to
+``trace_analyze_cli`` (the same, for the command compared with tcptrace on large captures);
+everything else goes to the typer application in ``commands``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ def main(argv: list[str] | None = None) -> int:
             from . import sim_cli
 
             return sim_cli.main(args[1:])
+        if args[:2] == ["trace", "analyze"]:
+            from . import trace_analyze_cli
+
+            return trace_analyze_cli.main(args[2:])
         from .commands import app
 
         rc = app(args=args, prog_name="pathtwin", standalone_mode=False)

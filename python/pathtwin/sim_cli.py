@@ -104,8 +104,9 @@ def print_flows(res) -> None:
         print(f"results in {res.path}")
 
 
-def text_table(headers, rows) -> str:
-    """Right-aligned columns under a header line."""
+def text_table(headers, rows, left: int = 0) -> str:
+    """Aligned columns under a header line: the first ``left`` to the left (names,
+    addresses), the rest to the right (numbers)."""
     widths = [max(len(h), *(len(r[k]) for r in rows)) if rows else len(h) for k, h in enumerate(headers)]
-    line = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
+    line = lambda cells: "  ".join(c.ljust(w) if k < left else c.rjust(w) for k, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])

@@ -27,6 +27,10 @@ import pandas as pd
 
 from .errors import PathtwinError
 
+# The command line's checks of input and output paths (it runs without this module), so that
+# both say the same.
+from .trace_analyze_cli import check_capture, check_output
+
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], None]]
 
@@ -40,12 +44,7 @@ def _native():
 
 
 def _check_file(capture: PathLike) -> Path:
-    p = Path(capture)
-    if not p.exists():
-        raise PathtwinError(f"{p}: no such capture file")
-    if p.is_dir():
-        raise PathtwinError(f"{p}: is a directory, not a capture file")
-    return p
+    return check_capture(capture)
 
 
 def analyze(
@@ -126,8 +125,7 @@ def verdict_table(flows: pd.DataFrame) -> pd.DataFrame:
 def write_table(df: pd.DataFrame, path: PathLike, csv: bool = False) -> None:
     """Writes a result table as Parquet (default) or CSV."""
     path = Path(path)
-    if path.parent and not path.parent.exists():
-        raise PathtwinError(f"{path}: directory {path.parent} does not exist")
+    check_output(path)
     if csv:
         df.to_csv(path, index=False)
     else:

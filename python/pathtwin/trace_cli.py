@@ -2,6 +2,7 @@
 the inferences into a paths topology for replay.
 
 Each command prints a short readable summary; tables go to Parquet (or CSV with ``--csv``).
+``analyze`` itself lives in ``trace_analyze_cli``, which runs without typer.
 Large captures show a progress bar on stderr. Mistakes raise ``PathtwinError`` (one line,
 exit status 2, handled by ``pathtwin.cli``).
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from . import trace_analyze_cli
 from .errors import PathtwinError
 
 
@@ -75,83 +77,13 @@ def _fmt(x, unit="", digits=1):
     return f"{x:.{digits}f}{unit}"
 
 
-def _rate(bps):
-    if bps is None or (isinstance(bps, float) and math.isnan(bps)):
-        return "-"
-    for div, unit in ((1e9, "Gb/s"), (1e6, "Mb/s"), (1e3, "kb/s")):
-        if bps >= div:
-            return f"{bps / div:.2f} {unit}"
-    return f"{bps:.0f} b/s"
-
-
-@app.command()
-def analyze(
-    capture: Path = typer.Argument(..., help="pcap or pcapng file"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="write one row per connection (Parquet, or CSV with --csv)"),
-    server: Optional[str] = typer.Option(None, "--server", help="server as IP or IP:PORT; other traffic is ignored"),
-    csv: bool = typer.Option(False, "--csv", help="write CSV instead of Parquet"),
-    rows: int = typer.Option(20, "--rows", help="connections listed in the summary"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="threads for a large capture (default: by processors and size)"),
-    exchanges_out: Optional[Path] = typer.Option(
-        None, "--exchanges", help="also write one row per request/response exchange, the replay's workload (Parquet, or CSV with --csv)"
-    ),
-) -> None:
-    """Per-connection path and endpoint parameters (Monkey See), and optionally the workload."""
-    if exchanges_out is None:
-        conns, stats = _run_with_progress(capture, lambda cb: tr.analyze(capture, server=server, progress=cb, threads=threads))
-    else:
-        # One pass gives both tables.
-        conns, exchanges, stats = _run_with_progress(
-            capture, lambda cb: tr.workload(capture, server=server, progress=cb, threads=threads)
-        )
-    if output is not None:
-        tr.write_table(conns, output, csv=csv)
-    if exchanges_out is not None:
-        tr.write_table(exchanges, exchanges_out, csv=csv)
-    out = _console()
-    kept = int(conns["kept"].sum()) if len(conns) else 0
-    span = max(stats["last_s"] - stats["first_s"], 0.0)
-    out.print(
-        f"[bold]{capture}[/]: {stats['frames']:,} frames over {span:.1f} s, {stats['tcp_packets']:,} TCP packets, "
-        f"{len(conns):,} connections ({kept:,} kept for replay)",
-        soft_wrap=True,
-    )
-    warnings = []
-    if stats["bad_headers"]:
-        warnings.append(f"{stats['bad_headers']:,} undecodable frames skipped")
-    if stats["truncated_tail"]:
-        warnings.append("the capture ends inside a record (last packet dropped)")
-    if stats["snapped"]:
-        warnings.append(f"{stats['snapped']:,} segments cut by the snap length (headers used)")
-    for w in warnings:
-        out.print(f"[yellow]warning:[/] {w}")
-    if len(conns):
-        pruned = conns.loc[~conns["kept"], "prune_reason"].value_counts()
-        if len(pruned):
-            out.print("pruned: " + ", ".join(f"{n} {reason}" for reason, n in pruned.items()))
-        t = _table(show_lines=False)
-        for col in ("client", "server", "end", "min RTT", "bandwidth", "loss", "ACKs", "resp delay", "query delay", "bytes s→c"):
-            t.add_column(col, justify="right" if col not in ("client", "server", "end") else "left")
-        for _, r in conns.head(rows).iterrows():
-            t.add_row(
-                f"{r.client_ip}:{r.client_port}",
-                f"{r.server_ip}:{r.server_port}",
-                str(r.termination),
-                _fmt(r.min_rtt_ms, " ms", 2),
-                _rate(r.bottleneck_bps),
-                _fmt(None if r.loss_rate is None else 100 * r.loss_rate, " %", 2),
-                "-" if r.delayed_ack is None else str(r.delayed_ack),
-                _fmt(r.server_delay_ms, " ms"),
-                _fmt(r.query_delay_ms, " ms"),
-                f"{int(r.bytes_s2c):,}",
-            )
-        out.print(t)
-        if len(conns) > rows:
-            out.print(f"... {len(conns) - rows:,} more in the output table")
-    if output is not None:
-        out.print(f"wrote {output}")
-    if exchanges_out is not None:
-        out.print(f"wrote {exchanges_out}: {len(exchanges):,} exchanges")
+# `pathtwin trace analyze` runs in ``trace_analyze_cli`` (argparse, no typer, pandas or
+# pyarrow: ``cli.main`` sends it there first); this entry only lists it in `pathtwin trace
+# --help` and serves callers of the typer app itself.
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, add_help_option=False,
+             help=trace_analyze_cli.HELP + " (pathtwin trace analyze --help: its options)")
+def analyze(ctx: typer.Context):
+    raise typer.Exit(trace_analyze_cli.main(list(ctx.args)))
 
 
 @app.command()

@@ -1,10 +1,19 @@
 //! Writes result tables as Parquet files, straight from the engines' columns.
 //!
 //! A short `pathtwin sim` used to spend most of its time importing pandas and pyarrow to
-//! write five small files; writing them here lets the command line skip both. One row group
-//! per table, Snappy-compressed (pyarrow's default), every column a flat REQUIRED primitive:
-//! `f64` as DOUBLE, `i64` as INT64, text as UTF-8 BYTE_ARRAY. Readers (pyarrow, pandas,
-//! DuckDB, Spark) read these as they read what pyarrow writes.
+//! write five small files; writing them here lets the command line skip both (and so does
+//! `pathtwin trace analyze`). One row group per table, Snappy-compressed (pyarrow's
+//! default), every column a flat primitive: `f64` as DOUBLE, `i64` as INT64, `bool` as
+//! BOOLEAN, text as UTF-8 BYTE_ARRAY. Readers (pyarrow, pandas, DuckDB, Spark) read these as
+//! they read what pyarrow writes.
+//!
+//! [`write_table`] writes REQUIRED columns (the simulator's tables have no missing values).
+//! [`write_nullable_table`] writes every column OPTIONAL, as pyarrow writes a pandas frame,
+//! so that a table once written through pandas reads back the same: a missing number (or a
+//! NaN, which pandas counts as missing) is a null, and a text column with no value at all is
+//! a column of Parquet's Null type (pyarrow makes one of a pandas column of only `None`s,
+//! and reads it back as such), or DOUBLE if it has no rows (pandas makes a float column of
+//! an empty list).
 
 use std::fs::File;
 use std::path::Path;
@@ -23,24 +32,57 @@ pub enum ColumnRef<'a> {
     F64(&'a [f64]),
     I64(&'a [i64]),
     Str(&'a [String]),
+    Bool(&'a [bool]),
+    /// Missing values (and NaNs) are written as nulls: only in [`write_nullable_table`].
+    OptF64(&'a [Option<f64>]),
+    /// Missing values are written as nulls: only in [`write_nullable_table`].
+    OptStr(&'a [Option<String>]),
+}
+
+fn byte_array(s: &str) -> ByteArray {
+    ByteArray::from(s.as_bytes().to_vec())
 }
 
 impl ColumnRef<'_> {
-    fn parquet_type(&self, name: &str) -> Result<Type, ParquetError> {
-        let (physical, logical) = match self {
-            ColumnRef::F64(_) => (Physical::DOUBLE, None),
-            ColumnRef::I64(_) => (Physical::INT64, None),
-            ColumnRef::Str(_) => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
-        };
-        Type::primitive_type_builder(name, physical).with_repetition(Repetition::REQUIRED).with_logical_type(logical).build()
+    /// A text column without a single value: pyarrow's Null type (see the module doc).
+    fn all_null(&self) -> bool {
+        matches!(self, ColumnRef::OptStr(v) if v.iter().all(Option::is_none))
     }
 
-    fn write(&self, column: &mut ColumnWriter<'_>) -> Result<(), ParquetError> {
+    fn parquet_type(&self, name: &str, repetition: Repetition) -> Result<Type, ParquetError> {
+        let (physical, logical) = match self {
+            ColumnRef::F64(_) | ColumnRef::OptF64(_) => (Physical::DOUBLE, None),
+            ColumnRef::I64(_) => (Physical::INT64, None),
+            ColumnRef::Bool(_) => (Physical::BOOLEAN, None),
+            ColumnRef::OptStr(v) if v.is_empty() => (Physical::DOUBLE, None),
+            // pyarrow stores its Null type as INT32 with the UNKNOWN (null) logical type.
+            _ if self.all_null() => (Physical::INT32, Some(LogicalType::Unknown)),
+            ColumnRef::Str(_) | ColumnRef::OptStr(_) => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
+        };
+        Type::primitive_type_builder(name, physical).with_repetition(repetition).with_logical_type(logical).build()
+    }
+
+    /// Writes the values; `optional` gives every row a definition level (1: a value, 0: null).
+    fn write(&self, column: &mut ColumnWriter<'_>, optional: bool) -> Result<(), ParquetError> {
+        // Definition levels of a column with no missing value.
+        let present = |n: usize| optional.then(|| vec![1i16; n]);
         match (self, column) {
-            (ColumnRef::F64(v), ColumnWriter::DoubleColumnWriter(w)) => w.write_batch(v, None, None),
-            (ColumnRef::I64(v), ColumnWriter::Int64ColumnWriter(w)) => w.write_batch(v, None, None),
+            (ColumnRef::F64(v), ColumnWriter::DoubleColumnWriter(w)) => w.write_batch(v, present(v.len()).as_deref(), None),
+            (ColumnRef::I64(v), ColumnWriter::Int64ColumnWriter(w)) => w.write_batch(v, present(v.len()).as_deref(), None),
+            (ColumnRef::Bool(v), ColumnWriter::BoolColumnWriter(w)) => w.write_batch(v, present(v.len()).as_deref(), None),
             (ColumnRef::Str(v), ColumnWriter::ByteArrayColumnWriter(w)) => {
-                w.write_batch(&v.iter().map(|s| ByteArray::from(s.as_bytes().to_vec())).collect::<Vec<_>>(), None, None)
+                w.write_batch(&v.iter().map(|s| byte_array(s)).collect::<Vec<_>>(), present(v.len()).as_deref(), None)
+            }
+            (ColumnRef::OptF64(v), ColumnWriter::DoubleColumnWriter(w)) if optional => {
+                let value = |x: &Option<f64>| x.filter(|x| !x.is_nan());
+                let levels: Vec<i16> = v.iter().map(|x| value(x).is_some() as i16).collect();
+                w.write_batch(&v.iter().filter_map(value).collect::<Vec<_>>(), Some(&levels), None)
+            }
+            (ColumnRef::OptStr(v), ColumnWriter::Int32ColumnWriter(w)) if optional => w.write_batch(&[], Some(&vec![0; v.len()]), None),
+            (ColumnRef::OptStr(v), ColumnWriter::DoubleColumnWriter(w)) if optional && v.is_empty() => w.write_batch(&[], Some(&[]), None),
+            (ColumnRef::OptStr(v), ColumnWriter::ByteArrayColumnWriter(w)) if optional => {
+                let levels: Vec<i16> = v.iter().map(|x| x.is_some() as i16).collect();
+                w.write_batch(&v.iter().flatten().map(|s| byte_array(s)).collect::<Vec<_>>(), Some(&levels), None)
             }
             _ => return Err(ParquetError::General("column writer does not match the column's type".into())),
         }
@@ -48,9 +90,21 @@ impl ColumnRef<'_> {
     }
 }
 
-/// Writes `columns` (equal lengths) as the Parquet file `path`.
+/// Writes `columns` (equal lengths, none with missing values) as the Parquet file `path`,
+/// every column REQUIRED.
 pub fn write_table(path: &Path, columns: &[(&str, ColumnRef<'_>)]) -> Result<(), ParquetError> {
-    let fields = columns.iter().map(|(name, c)| c.parquet_type(name).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+    write(path, columns, Repetition::REQUIRED)
+}
+
+/// Writes `columns` (equal lengths) as the Parquet file `path`, every column OPTIONAL, as
+/// pyarrow writes a pandas frame (see the module doc).
+pub fn write_nullable_table(path: &Path, columns: &[(&str, ColumnRef<'_>)]) -> Result<(), ParquetError> {
+    write(path, columns, Repetition::OPTIONAL)
+}
+
+fn write(path: &Path, columns: &[(&str, ColumnRef<'_>)], repetition: Repetition) -> Result<(), ParquetError> {
+    let fields =
+        columns.iter().map(|(name, c)| c.parquet_type(name, repetition).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
     let schema = Arc::new(Type::group_type_builder("schema").with_fields(fields).build()?);
     let props = Arc::new(WriterProperties::builder().set_compression(Compression::SNAPPY).build());
     let file = File::create(path)?;
@@ -58,7 +112,7 @@ pub fn write_table(path: &Path, columns: &[(&str, ColumnRef<'_>)]) -> Result<(),
     let mut group = writer.next_row_group()?;
     for (_, column) in columns {
         let mut out = group.next_column()?.ok_or_else(|| ParquetError::General("schema has fewer columns than the table".into()))?;
-        column.write(out.untyped())?;
+        column.write(out.untyped(), repetition == Repetition::OPTIONAL)?;
         out.close()?;
     }
     group.close()?;

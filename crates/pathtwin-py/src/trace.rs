@@ -7,13 +7,20 @@
 //! connection table and, if asked for, the exchange table of the same pass;
 //! `trace_diagnose`: lists), plus a dict of capture-wide counts. A capture that cannot be read
 //! raises `pathtwin.errors.PathtwinError` with the reader's one-line message.
+//!
+//! `trace_analyze_files` is the command line's form of `trace_analyze`: it writes the tables
+//! as Parquet itself (also without the GIL) and hands back only the counts and first rows a
+//! summary prints, so that `pathtwin trace analyze` needs neither pandas nor pyarrow.
 
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use pathtwin_trace::{AnalyzeOptions, Column, TraceError};
+use parquet::errors::ParquetError;
+use pathtwin_trace::{AnalyzeOptions, CaptureStats, Column, TraceError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
+
+use crate::parquet_out::{write_nullable_table, ColumnRef};
 
 fn pathtwin_error(py: Python<'_>, msg: impl std::fmt::Display) -> PyErr {
     match py.import("pathtwin.errors").and_then(|m| m.getattr("PathtwinError")) {
@@ -36,9 +43,11 @@ fn parse_server(s: &str) -> Option<(IpAddr, Option<u16>)> {
 }
 
 /// Runs `f` without the GIL, giving it a progress function that calls `progress` with the
-/// GIL and stops (returns `false`) on Ctrl-C or a failing callback.
+/// GIL and stops (returns `false`) on Ctrl-C or a failing callback. With `capture`, a
+/// reader's error names the file (the Python API's callers add it themselves).
 fn with_progress<T: Send>(
     py: Python<'_>,
+    capture: Option<&Path>,
     progress: Option<PyObject>,
     f: impl FnOnce(&mut dyn FnMut(u64) -> bool) -> Result<T, TraceError> + Send,
 ) -> PyResult<T> {
@@ -64,7 +73,10 @@ fn with_progress<T: Send>(
     match (result, interrupt) {
         (_, Some(e)) => Err(e),
         (Ok(v), None) => Ok(v),
-        (Err(e), None) => Err(pathtwin_error(py, e)),
+        (Err(e), None) => match capture {
+            Some(p) => Err(pathtwin_error(py, format!("{}: {e}", p.display()))),
+            None => Err(pathtwin_error(py, e)),
+        },
     }
 }
 
@@ -116,17 +128,118 @@ fn trace_analyze<'py>(
     threads: usize,
     exchanges: bool,
 ) -> PyResult<(Bound<'py, PyDict>, Option<Bound<'py, PyDict>>, Bound<'py, PyDict>)> {
+    let opts = analyze_options(py, server, threads, exchanges)?;
+    let analysis = with_progress(py, None, progress, |report| pathtwin_trace::analyze_path(&path, &opts, report))?;
+    let cols = columns_to_python(py, pathtwin_trace::to_columns(&analysis.conns))?;
+    let exchange_cols =
+        if exchanges { Some(columns_to_python(py, pathtwin_trace::exchange_columns(&analysis.exchanges))?) } else { None };
+    Ok((cols, exchange_cols, stats_to_python(py, &analysis.stats)?))
+}
+
+fn analyze_options(py: Python<'_>, server: Option<&str>, threads: usize, exchanges: bool) -> PyResult<AnalyzeOptions> {
     let mut opts = AnalyzeOptions { threads, exchanges, ..AnalyzeOptions::default() };
     if let Some(s) = server {
         opts.server = Some(parse_server(s).ok_or_else(|| {
             pathtwin_error(py, format!("--server {s:?}: expected IP, IP:PORT or [IPv6]:PORT"))
         })?);
     }
-    let analysis = with_progress(py, progress, |report| pathtwin_trace::analyze_path(&path, &opts, report))?;
-    let cols = columns_to_python(py, pathtwin_trace::to_columns(&analysis.conns))?;
-    let exchange_cols =
-        if exchanges { Some(columns_to_python(py, pathtwin_trace::exchange_columns(&analysis.exchanges))?) } else { None };
-    let s = &analysis.stats;
+    Ok(opts)
+}
+
+/// Analyzes a capture and writes the connection table to `conns_out` and, if given, the
+/// exchange table of the same pass to `exchanges_out`, as Parquet files that read back as
+/// the frames of `pathtwin.trace.analyze` / `workload` read back once written with pyarrow
+/// (see `parquet_out`). Returns `{"stats", "connections", "kept", "pruned", "head",
+/// "exchanges"}`: the capture-wide counts (as `trace_analyze`'s), how many connections
+/// there are and how many were kept for replay, `(reason, connections)` of the pruned ones
+/// (most frequent first, ties in order of first appearance), the first `head` rows of the
+/// connection table as plain lists by column, and the number of exchanges. A capture that
+/// cannot be read is a `PathtwinError` naming it. Other arguments as for `trace_analyze`.
+#[pyfunction]
+#[pyo3(signature = (path, conns_out = None, exchanges_out = None, server = None, progress = None, threads = 0, head = 20))]
+#[allow(clippy::too_many_arguments)]
+fn trace_analyze_files<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    conns_out: Option<PathBuf>,
+    exchanges_out: Option<PathBuf>,
+    server: Option<&str>,
+    progress: Option<PyObject>,
+    threads: usize,
+    head: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let opts = analyze_options(py, server, threads, exchanges_out.is_some())?;
+    let analysis =
+        with_progress(py, Some(&path), progress, |report| pathtwin_trace::analyze_path(&path, &opts, report))?;
+    py.allow_threads(|| -> Result<(), String> {
+        let cannot = |p: &Path, e: ParquetError| format!("{}: cannot write ({e})", p.display());
+        if let Some(p) = &conns_out {
+            write_columns(p, &pathtwin_trace::to_columns(&analysis.conns)).map_err(|e| cannot(p, e))?;
+        }
+        if let Some(p) = &exchanges_out {
+            write_columns(p, &pathtwin_trace::exchange_columns(&analysis.exchanges)).map_err(|e| cannot(p, e))?;
+        }
+        Ok(())
+    })
+    .map_err(|e| pathtwin_error(py, e))?;
+    let mut pruned: Vec<(&str, usize)> = Vec::new();
+    for reason in analysis.conns.iter().filter(|c| !c.kept).map(|c| c.prune_reason.as_deref().unwrap_or("")) {
+        match pruned.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => pruned.push((reason, 1)),
+        }
+    }
+    // Stable: equal counts keep their order of first appearance.
+    pruned.sort_by(|a, b| b.1.cmp(&a.1));
+    let first = pathtwin_trace::to_columns(&analysis.conns[..head.min(analysis.conns.len())]);
+    let rows = PyDict::new(py);
+    for (name, col) in first {
+        let list = match col {
+            Column::U64(v) => v.into_pyobject(py)?.into_any(),
+            Column::F64(v) => v.into_pyobject(py)?.into_any(),
+            Column::Str(v) => v.into_pyobject(py)?.into_any(),
+            Column::Bool(v) => v.into_pyobject(py)?.into_any(),
+        };
+        rows.set_item(name, list)?;
+    }
+    let out = PyDict::new(py);
+    out.set_item("stats", stats_to_python(py, &analysis.stats)?)?;
+    out.set_item("connections", analysis.conns.len())?;
+    out.set_item("kept", analysis.conns.iter().filter(|c| c.kept).count())?;
+    out.set_item("pruned", pruned)?;
+    out.set_item("head", rows)?;
+    out.set_item("exchanges", analysis.exchanges.len())?;
+    Ok(out)
+}
+
+/// Writes a trace table as `trace_analyze`'s columns become in pandas and then in pyarrow:
+/// counts as INT64, numbers with missing values as nullable DOUBLE, text as nullable UTF-8.
+fn write_columns(path: &Path, cols: &[(&'static str, Column)]) -> Result<(), ParquetError> {
+    let ints: Vec<Vec<i64>> = cols
+        .iter()
+        .map(|(_, c)| match c {
+            Column::U64(v) => v.iter().map(|&x| x as i64).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    let refs: Vec<_> = cols
+        .iter()
+        .zip(&ints)
+        .map(|((name, c), ints)| {
+            let r = match c {
+                Column::U64(_) => ColumnRef::I64(ints),
+                Column::F64(v) => ColumnRef::OptF64(v),
+                Column::Str(v) => ColumnRef::OptStr(v),
+                Column::Bool(v) => ColumnRef::Bool(v),
+            };
+            (*name, r)
+        })
+        .collect();
+    write_nullable_table(path, &refs)
+}
+
+/// The capture-wide counts of an analysis, as a dict.
+fn stats_to_python<'py>(py: Python<'py>, s: &CaptureStats) -> PyResult<Bound<'py, PyDict>> {
     let stats = PyDict::new(py);
     stats.set_item("frames", s.frames)?;
     stats.set_item("tcp_packets", s.tcp_packets)?;
@@ -139,7 +252,7 @@ fn trace_analyze<'py>(
     stats.set_item("connections", s.connections)?;
     stats.set_item("first_s", s.first_ns as f64 / 1e9)?;
     stats.set_item("last_s", s.last_ns as f64 / 1e9)?;
-    Ok((cols, exchange_cols, stats))
+    Ok(stats)
 }
 
 /// Runs Monarch's self-diagnosis over the probe flows of a capture. Returns
@@ -151,7 +264,7 @@ fn trace_diagnose<'py>(
     path: PathBuf,
     progress: Option<PyObject>,
 ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
-    let d = with_progress(py, progress, |report| pathtwin_trace::diagnose_path(&path, report))?;
+    let d = with_progress(py, None, progress, |report| pathtwin_trace::diagnose_path(&path, report))?;
     let cols = PyDict::new(py);
     let f = &d.flows;
     cols.set_item("local_ip", f.iter().map(|x| x.local.to_string()).collect::<Vec<_>>())?;
@@ -178,6 +291,7 @@ fn trace_diagnose<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_analyze_files, m)?)?;
     m.add_function(wrap_pyfunction!(trace_diagnose, m)?)?;
     Ok(())
 }
