@@ -637,12 +637,6 @@ impl Emulator {
         }
     }
 
-    /// Writes a snapshot (as JSON, serialized once for every reader) to `stats.json` in the
-    /// run's state directory (read by `pathtwin emu stats`).
-    pub fn publish_snapshot(&self, json: &str) -> std::io::Result<()> {
-        self.lab.write_state_file("stats.json", json)
-    }
-
     /// Brings every queue's placeholder state up to now and gathers the results.
     pub fn results(&self) -> Results<'_> {
         let names = self.lab.hosts();

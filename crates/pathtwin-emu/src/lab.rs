@@ -22,7 +22,7 @@
 
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -198,14 +198,20 @@ impl Lab {
         self.dir.path()
     }
 
-    /// Writes `name` into the state directory atomically (write, then rename), so readers
-    /// such as `pathtwin emu stats` never see half a file.
+    /// Writes `name` into the state directory (see [`write_state_file`]).
     pub fn write_state_file(&self, name: &str, contents: &str) -> std::io::Result<()> {
-        let dir = self.dir.path();
-        let tmp = dir.join(format!(".{name}.tmp"));
-        fs::write(&tmp, contents)?;
-        fs::rename(tmp, dir.join(name))
+        write_state_file(&self.dir.path(), name, contents)
     }
+}
+
+/// Writes `name` into a run's state directory `dir` atomically (write, then rename), so
+/// readers such as `pathtwin emu stats` never see half a file. The state directory lives on
+/// whatever filesystem holds `/run`, which may be a disk: a write can wait on its journal for
+/// hundreds of milliseconds, so the emulator's loop never calls this itself.
+pub fn write_state_file(dir: &Path, name: &str, contents: &str) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    fs::write(&tmp, contents)?;
+    fs::rename(tmp, dir.join(name))
 }
 
 #[cfg(test)]

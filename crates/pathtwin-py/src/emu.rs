@@ -16,6 +16,7 @@ use pathtwin_core::config::Config;
 use pathtwin_core::time::Duration;
 use pathtwin_emu::netns::{cleanup_stale, live_runs, RunId};
 use pathtwin_emu::emulator::LatenessSummary;
+use pathtwin_emu::lab::write_state_file;
 use pathtwin_emu::lateness::Histogram;
 use pathtwin_emu::{Emulator, EmulatorOptions};
 use pyo3::prelude::*;
@@ -174,19 +175,38 @@ impl Drop for EmuRun {
 }
 
 fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>, lateness: &Mutex<(Histogram, Histogram)>) -> Result<String, String> {
+    // `stats.json` (for `pathtwin emu stats`) is written by a thread of its own: on a disk a
+    // write and rename waited up to ~0.9 s on the journal, and the loop held every packet due
+    // meanwhile (the soak's release stalls).
+    let (to_publisher, published) = std::sync::mpsc::channel::<String>();
+    let state_dir = emu.lab().state_dir();
+    let publisher = std::thread::Builder::new().name("pathtwin-stats".into()).spawn(move || {
+        while let Ok(mut json) = published.recv() {
+            // Only the newest snapshot is worth writing.
+            while let Ok(newer) = published.try_recv() {
+                json = newer;
+            }
+            // Readers of the file are optional; a full /run is not fatal.
+            let _ = write_state_file(&state_dir, "stats.json", &json);
+        }
+    });
     let outcome = (|| {
         while !stop.load(Ordering::Relaxed) {
             emu.run_for(SNAPSHOT_EVERY, || stop.load(Ordering::Relaxed)).map_err(|e| e.to_string())?;
             let snap = emu.snapshot();
             let json = serde_json::to_string(&snap).map_err(|e| e.to_string())?;
-            // Readers of the file (`pathtwin emu stats`) are optional; a full /run is not fatal.
-            let _ = emu.publish_snapshot(&json);
+            let _ = to_publisher.send(json.clone());
             *snapshot.lock().expect("snapshot lock") = json;
             let engine = emu.engine();
             *lateness.lock().expect("lateness lock") = (engine.lateness.clone(), engine.wake_lateness.clone());
         }
         Ok(())
     })();
+    // The publisher finishes its last write before the state directory goes.
+    drop(to_publisher);
+    if let Ok(p) = publisher {
+        let _ = p.join();
+    }
     // Whatever ended the loop, what was measured is kept: the last TCP sample, then results.
     emu.stop_sampling();
     let outcome = outcome.and_then(|()| serde_json::to_string(&emu.results()).map_err(|e| e.to_string()));
