@@ -618,7 +618,7 @@ def _iperf_ip_rate(flows: list, src: str, dst: str, port: int = 5201) -> float:
 
 
 def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None, rows: Optional[Sequence[int]] = None,
-                         modes: Sequence[str] = ("link", "path"), cc: str = "cubic"):
+                         modes: Sequence[str] = ("link", "path"), cc: str = "cubic", offload: bool = True):
     """NSDI'09 Table 2 with the kernel's TCP: for each row, iperf3 flows in both directions at
     once, all rows side by side in one emulation, once per mode (and seed, for symmetry with
     the simulator; the kernel's TCP is the randomness here). ``rows`` picks rows (1-based).
@@ -626,7 +626,7 @@ def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None,
     The paper's hosts had w_max = 64 KB; iperf3's ``-w`` sets the socket buffers so that the
     kernel's window is capped the same way (``[tcp] max_window`` of the example). The hosts
     run the kernel's ``cc`` (CUBIC, the usual Linux default, unless asked otherwise), not the
-    example's NewReno, which is the simulator's choice.
+    example's NewReno, which is the simulator's choice. ``offload`` as in ``Emulation``.
     """
     from .reproduce import Table2Row, load_example, with_mode
 
@@ -659,7 +659,7 @@ def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None,
             cfg = with_mode(cfg0, mode)
             cfg.setdefault("run", {})["seed"] = seed
             target = Path(out) / f"emu-{mode}-seed{seed}" if out else None
-            with Emulation(cfg, out=target, cc=cc) as net:
+            with Emulation(cfg, out=target, cc=cc, offload=offload) as net:
                 clients = []
                 for k, p in enumerate(cfg["path"]):
                     clients.append(_iperf_pair(net, *p["between"], seconds, window, port=5201))
