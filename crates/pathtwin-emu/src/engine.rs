@@ -614,27 +614,9 @@ impl<D: PacketIo> Engine<D> {
             }
             return;
         };
-        let count = packets.len() as u64;
         let bytes: u64 = packets.iter().map(|p| u64::from(p.wire_len())).sum();
         let payload: u64 = packets.iter().map(|p| u64::from(p.payload_len())).sum();
-        let rc = &mut self.route_counters[route as usize];
-        rc.packets_in += count;
-        rc.bytes_in += bytes;
-        let f = self.flows.entry(first.five_tuple()).or_insert(FlowCounters {
-            route,
-            first_ns: at.as_nanos(),
-            last_ns: 0,
-            packets_in: 0,
-            bytes_in: 0,
-            payload_bytes_in: 0,
-            packets_out: 0,
-            bytes_out: 0,
-            payload_bytes_out: 0,
-        });
-        f.last_ns = at.as_nanos();
-        f.packets_in += count;
-        f.bytes_in += bytes;
-        f.payload_bytes_in += payload;
+        self.count_in(route, first.five_tuple(), at, packets.len() as u64, bytes, payload);
         for ip in packets.drain(..) {
             self.forward(at, EmuPacket { ip, route, hop: 0 });
         }
@@ -666,11 +648,17 @@ impl<D: PacketIo> Engine<D> {
             self.host_counters[h].unrouted += 1;
             return;
         };
-        let len = ip.wire_len() as u64;
+        self.count_in(route, ip.five_tuple(), at, 1, ip.wire_len() as u64, ip.payload_len() as u64);
+        self.forward(at, EmuPacket { ip, route, hop: 0 });
+    }
+
+    /// Counts `count` packets of flow `tuple` (`bytes` in all, `payload` of it data) entering
+    /// `route` at `at`.
+    fn count_in(&mut self, route: u32, tuple: FiveTuple, at: Instant, count: u64, bytes: u64, payload: u64) {
         let rc = &mut self.route_counters[route as usize];
-        rc.packets_in += 1;
-        rc.bytes_in += len;
-        let f = self.flows.entry(ip.five_tuple()).or_insert(FlowCounters {
+        rc.packets_in += count;
+        rc.bytes_in += bytes;
+        let f = self.flows.entry(tuple).or_insert(FlowCounters {
             route,
             first_ns: at.as_nanos(),
             last_ns: 0,
@@ -682,10 +670,9 @@ impl<D: PacketIo> Engine<D> {
             payload_bytes_out: 0,
         });
         f.last_ns = at.as_nanos();
-        f.packets_in += 1;
-        f.bytes_in += len;
-        f.payload_bytes_in += ip.payload_len() as u64;
-        self.forward(at, EmuPacket { ip, route, hop: 0 });
+        f.packets_in += count;
+        f.bytes_in += bytes;
+        f.payload_bytes_in += payload;
     }
 
     /// Sends `pkt` (now at model time `at`) to its next hop, or delivers it after the last.
