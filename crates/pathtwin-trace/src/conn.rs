@@ -161,16 +161,54 @@ impl Half {
     }
 }
 
-/// A server segment not yet cumulatively acknowledged.
+/// A server segment not yet cumulatively acknowledged. 32 bytes, not the 48 of a field per
+/// value: one is written into the connection's `in_flight` ring per server segment, and
+/// with hundreds of connections interleaved that store missed the cache on a fifth of all
+/// `on_segment` samples. The lengths fit in 32 bits: a segment's span is at most an IP
+/// packet's payload plus SYN and FIN.
 #[derive(Debug, Clone, Copy)]
 struct InFlight {
     start: u64,
-    end: u64,
     sent_ns: u64,
-    retransmitted: bool,
     burst: u64,
-    /// IP length of the segment: ACK-pair samples count IP bytes, as a link's rate does.
-    wire: u64,
+    /// `end - start`.
+    len: u32,
+    /// IP length of the segment (ACK-pair samples count IP bytes, as a link's rate does), in
+    /// the low 31 bits; the top bit says the segment was retransmitted.
+    wire_retx: u32,
+}
+
+const RETX_BIT: u32 = 1 << 31;
+
+impl InFlight {
+    fn new(start: u64, end: u64, sent_ns: u64, retransmitted: bool, burst: u64, wire: u64) -> Self {
+        // An IP length is below 2^17: the flag bit is free.
+        let wire_retx = (wire as u32 & !RETX_BIT) | if retransmitted { RETX_BIT } else { 0 };
+        InFlight { start, sent_ns, burst, len: (end - start) as u32, wire_retx }
+    }
+
+    fn end(&self) -> u64 {
+        self.start + self.len as u64
+    }
+
+    fn wire(&self) -> u64 {
+        (self.wire_retx & !RETX_BIT) as u64
+    }
+
+    fn retransmitted(&self) -> bool {
+        self.wire_retx & RETX_BIT != 0
+    }
+
+    fn mark_retransmitted(&mut self) {
+        self.wire_retx |= RETX_BIT;
+    }
+
+    /// Drops the bytes before `pos` (acknowledged), keeping the end.
+    fn advance_start(&mut self, pos: u64) {
+        let end = self.end();
+        self.start = pos;
+        self.len = (end - pos) as u32;
+    }
 }
 
 /// A retransmission waiting for the ACK that answers it (Monkey's spurious test).
@@ -245,9 +283,53 @@ pub struct Downstream {
     pub delack: Summary,
     /// First transmissions of data (send time, wire bytes, stream start), the first
     /// [`QUEUE_LOG`] of them: the input of [`Conn::queue_explained_losses`].
-    sends: Vec<(u64, u32, u64)>,
+    sends: SendLog,
     /// Stream starts of retransmitted segments (the first [`QUEUE_LOG`]).
     retransmitted: Vec<u64>,
+}
+
+/// The first transmissions of a connection's server segments, [`Downstream::sends`]: 16
+/// bytes an entry instead of 24. Every connection of a capture keeps one until it is
+/// retired, and the fresh heap pages they fill (each first touch a page fault that clears
+/// a page) were the analysis's largest cost after `on_segment` itself. A stream position
+/// is kept as its low 32 bits, the high bits once per run of entries sharing them: a
+/// stream crosses a 4 GB boundary rarely, so that list stays a few entries long and every
+/// position reads back exactly.
+#[derive(Debug, Clone, Default)]
+struct SendLog {
+    /// (send time, wire bytes, low 32 bits of the stream start).
+    entries: Vec<(u64, u32, u32)>,
+    /// (index of the first entry, high 32 bits of the starts from there on).
+    high: Vec<(u32, u32)>,
+    /// The last run's high bits, beside the entries' pointer: comparing with `high`'s last
+    /// would read one more allocation, out of cache, on every push.
+    last_high: u32,
+}
+
+impl SendLog {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn push(&mut self, sent_ns: u64, wire: u32, start: u64) {
+        let hi = (start >> 32) as u32;
+        if hi != self.last_high || self.entries.is_empty() {
+            self.high.push((self.entries.len() as u32, hi));
+            self.last_high = hi;
+        }
+        self.entries.push((sent_ns, wire, start as u32));
+    }
+
+    /// The entries as (send time, wire bytes, stream start), in order.
+    fn iter(&self) -> impl Iterator<Item = (u64, u32, u64)> + '_ {
+        let mut run = 0;
+        self.entries.iter().enumerate().map(move |(i, &(t, wire, lo))| {
+            while run + 1 < self.high.len() && self.high[run + 1].0 as usize <= i {
+                run += 1;
+            }
+            (t, wire, (self.high[run].1 as u64) << 32 | lo as u64)
+        })
+    }
 }
 
 /// Segments of a connection that the bottleneck-queue replay of
@@ -325,7 +407,7 @@ impl Conn {
                 pre_loss_acks: 0,
                 loss_seen: false,
                 delack: Summary::new(index.wrapping_mul(3) + 1),
-                sends: Vec::new(),
+                sends: SendLog::default(),
                 retransmitted: Vec::new(),
             },
             request_rwin: None,
@@ -619,15 +701,15 @@ impl Conn {
                     d.retransmitted.push(start);
                 }
             } else if d.sends.len() < QUEUE_LOG {
-                d.sends.push((now, wire as u32, start));
+                d.sends.push(now, wire as u32, start);
             }
         }
         if is_retrans {
             d.loss_seen = true;
             // Mark every in-flight segment this one overlaps: Karn and pair filtering.
             let mut at_una = false;
-            for seg in d.in_flight.iter_mut().filter(|s| s.start < end && start < s.end) {
-                seg.retransmitted = true;
+            for seg in d.in_flight.iter_mut().filter(|s| s.start < end && start < s.end()) {
+                seg.mark_retransmitted();
             }
             if let Some(first) = d.in_flight.front() {
                 at_una = start <= first.start;
@@ -635,7 +717,7 @@ impl Conn {
             let una = self.half[UP].ack_high;
             if (at_una || start <= una) && d.dupacks_since_advance < DUPTHRESH && !d.sack_since_advance {
                 d.timeouts += 1;
-                let last = d.in_flight.iter().filter(|s| s.start < end && start < s.end).map(|s| s.sent_ns).max();
+                let last = d.in_flight.iter().filter(|s| s.start < end && start < s.end()).map(|s| s.sent_ns).max();
                 if let Some(t) = last {
                     let wait = now.saturating_sub(t);
                     d.timeout_min_ns = Some(d.timeout_min_ns.map_or(wait, |m: u64| m.min(wait)));
@@ -643,19 +725,19 @@ impl Conn {
             }
             d.pending.push_back(PendingRetrans { sent_ns: now, tsval });
             // Re-sent data keeps its place in the queue; refresh its send time.
-            for seg in d.in_flight.iter_mut().filter(|s| s.start < end && start < s.end) {
+            for seg in d.in_flight.iter_mut().filter(|s| s.start < end && start < s.end()) {
                 seg.sent_ns = now;
                 seg.burst = d.burst;
             }
-            let covered = d.in_flight.iter().any(|s| s.start <= start && end <= s.end);
+            let covered = d.in_flight.iter().any(|s| s.start <= start && end <= s.end());
             if !covered && end > start.max(una) {
-                insert_sorted(&mut d.in_flight, InFlight { start, end, sent_ns: now, retransmitted: true, burst: d.burst, wire });
+                insert_sorted(&mut d.in_flight, InFlight::new(start, end, now, true, d.burst, wire));
             }
         } else {
             if !d.loss_seen && tcp.payload_len > 0 {
                 d.pre_loss_data += 1;
             }
-            insert_sorted(&mut d.in_flight, InFlight { start, end, sent_ns: now, retransmitted: false, burst: d.burst, wire });
+            insert_sorted(&mut d.in_flight, InFlight::new(start, end, now, false, d.burst, wire));
         }
     }
 
@@ -736,15 +818,16 @@ impl Conn {
         let mut bursts_ok = true;
         let mut count = 0;
         while let Some(seg) = d.in_flight.front().copied() {
-            if seg.end > ack {
+            let seg_end = seg.end();
+            if seg_end > ack {
                 break;
             }
             d.in_flight.pop_front();
             // Whole segments count with their headers; a partly acknowledged one (split by
             // the receiver or by TSO at the capture point) with its remaining bytes only.
-            let fresh = seg.end - seg.start.max(prev_high.min(seg.end));
-            newly += if fresh == seg.end - seg.start { seg.wire.max(fresh) } else { fresh };
-            any_retrans |= seg.retransmitted;
+            let fresh = seg_end - seg.start.max(prev_high.min(seg_end));
+            newly += if fresh == seg_end - seg.start { seg.wire().max(fresh) } else { fresh };
+            any_retrans |= seg.retransmitted();
             if let Some(l) = last {
                 bursts_ok &= l.burst == seg.burst;
             }
@@ -754,7 +837,7 @@ impl Conn {
         // A partially acknowledged segment (the receiver split it, or TSO at capture).
         if let Some(front) = d.in_flight.front_mut() {
             if front.start < ack {
-                front.start = ack;
+                front.advance_start(ack);
             }
         }
         let Some(last) = last else { return };
@@ -763,7 +846,7 @@ impl Conn {
         }
 
         // Karn's rule: sample only segments never retransmitted, acked exactly at their end.
-        if !last.retransmitted && last.end == ack {
+        if !last.retransmitted() && last.end() == ack {
             let sample = now.saturating_sub(last.sent_ns) as f64;
             d.rtt.add(sample);
             // A lone segment: the only one acknowledged and nothing sent after it.
@@ -802,7 +885,8 @@ impl Conn {
     /// rate does) would lose them twice — on a dial-up client behind a 5-packet queue, a
     /// first window of 10 segments makes that a third of all packets. [P]
     pub fn queue_explained_losses(&self, rate_bps: f64) -> u64 {
-        if !(rate_bps > 0.0) {
+        // Only a retransmitted segment can count: without one, no replay.
+        if !(rate_bps > 0.0) || self.down.retransmitted.is_empty() {
             return 0;
         }
         let limit = match monkey_pipe_queues(Rate::from_bps(rate_bps as u64)).get(0) {
@@ -813,7 +897,7 @@ impl Conn {
         // Departure times of the packets in the queue (the first is in service).
         let mut queue: VecDeque<f64> = VecDeque::new();
         let mut explained = 0;
-        for &(t, wire, start) in &d.sends {
+        for (t, wire, start) in d.sends.iter() {
             let t = t as f64;
             while queue.front().is_some_and(|&dep| dep <= t) {
                 queue.pop_front();
@@ -959,14 +1043,30 @@ pub(crate) mod tests {
     fn a_modelled_queue_explains_the_losses_of_a_burst_that_overflows_it() {
         let mut c = conn();
         for i in 0..10u64 {
-            c.down.sends.push((i * 1000, 1500, i * 1460));
+            c.down.sends.push(i * 1000, 1500, i * 1460);
         }
         c.down.retransmitted = vec![6 * 1460, 7 * 1460, 8 * 1460, 9 * 1460, 2 * 1460];
         assert_eq!(c.queue_explained_losses(40_000.0), 4);
         assert_eq!(c.queue_explained_losses(10_000_000.0), 0);
         // Spread out by more than a packet time (300 ms at 40 kbit/s), nothing queues.
-        c.down.sends = (0..10u64).map(|i| (i * 400_000_000, 1500, i * 1460)).collect();
+        c.down.sends = SendLog::default();
+        for i in 0..10u64 {
+            c.down.sends.push(i * 400_000_000, 1500, i * 1460);
+        }
         assert_eq!(c.queue_explained_losses(40_000.0), 0);
+    }
+
+    /// Stream starts read back whole across 4 GB boundaries, forwards and back.
+    #[test]
+    fn the_send_log_keeps_whole_stream_positions() {
+        let starts = [crate::seq::ORIGIN, crate::seq::ORIGIN + 5, 3 << 32 | 7, 3 << 32 | 9, 1 << 32 | 1, u64::MAX - 3];
+        let mut log = SendLog::default();
+        for (i, &s) in starts.iter().enumerate() {
+            log.push(i as u64, 40 + i as u32, s);
+        }
+        let expected: Vec<_> = starts.iter().enumerate().map(|(i, &s)| (i as u64, 40 + i as u32, s)).collect();
+        assert_eq!(log.iter().collect::<Vec<_>>(), expected);
+        assert_eq!((log.len(), log.high.len()), (6, 4));
     }
 
     /// Every exchange gets its sizes, times and own walk; the retransmitted segment counts

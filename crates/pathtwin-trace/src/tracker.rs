@@ -325,6 +325,9 @@ impl Tracker {
     /// Ends the capture: every remaining connection becomes a row. Rows are named by first
     /// frame until [`merge`] numbers them.
     pub fn finish(mut self) -> Rows {
+        // A row is several hundred bytes: grown one doubling at a time, the rows of a few
+        // thousand live connections were copied over and over.
+        self.done.conns.reserve(self.table.len());
         for (_, slot) in self.table.drain() {
             self.done.retire(&slot.conn, self.opts.exchanges);
         }
