@@ -14,21 +14,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from .errors import PathtwinError
+from .light_cli import Parser
 
 HELP = "Simulate SCENARIO and write run.json and Parquet tables (and, with --plots, PNG plots) to OUT."
 
 
-class _Parser(argparse.ArgumentParser):
-    # The project's rule for user errors: one line on stderr, status 2 (argparse prints the
-    # usage too).
-    def error(self, message: str):
-        message = message.replace("the following arguments are required:", "Missing argument")
-        raise PathtwinError(f"{message} (in `pathtwin sim`)")
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pathtwin sim", description=HELP)
+    p = Parser(prog="pathtwin sim", description=HELP)
     p.add_argument("scenario", type=Path, metavar="SCENARIO", help="Scenario TOML (topology + [[flow]] workload).")
     p.add_argument("-o", "--out", type=Path, required=True, metavar="OUT", help="Result directory to write.")
     p.add_argument("--seed", type=int, help="Override [run] seed.")

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from .errors import PathtwinError
+from .light_cli import Parser
 
 HELP = "Per-connection path and endpoint parameters (Monkey See), and optionally the workload."
 
@@ -28,15 +29,8 @@ HELP = "Per-connection path and endpoint parameters (Monkey See), and optionally
 _PROGRESS_MIN_BYTES = 32 << 20
 
 
-class _Parser(argparse.ArgumentParser):
-    # The project's rule for user errors: one line on stderr, status 2.
-    def error(self, message: str):
-        message = message.replace("the following arguments are required:", "Missing argument")
-        raise PathtwinError(f"{message} (in `pathtwin trace analyze`)")
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pathtwin trace analyze", description=HELP)
+    p = Parser(prog="pathtwin trace analyze", description=HELP)
     p.add_argument("capture", type=Path, metavar="CAPTURE", help="pcap or pcapng file")
     p.add_argument("-o", "--output", type=Path, metavar="PATH",
                    help="write one row per connection (Parquet, or CSV with --csv)")
