@@ -44,16 +44,16 @@
 //! # Segmentation offload
 //! The table above is one datagram per system call. With TUN offload (the default, [`gso`])
 //! a host's TCP hands over 64-KB super-packets and takes merged ones back; the model still
-//! sees every MTU-sized segment. `bench/emu/run.py`, same VM, one run (idle CPUs halting;
-//! the polling pass agrees but its veth row was disturbed by another tenant):
+//! sees every MTU-sized segment. `bench/emu/run.py`, same VM, one run, idle CPUs polling (the
+//! halting pass agrees: 10.6 against 14.9 Gbit/s):
 //!
 //! | case | throughput | × veth | × Rattan |
 //! |---|---|---|---|
-//! | raw veth | 15.2 Gbit/s | 1 | |
-//! | pathtwin, unlimited path, offload | 9.8 Gbit/s | 0.65 | 12.7 |
-//! | pathtwin, unlimited path, no offload | 1.4 Gbit/s | 0.09 | 1.8 |
-//! | Rattan 0.1.1, same | 0.78 Gbit/s | 0.05 | 1 |
-//! | pathtwin, 1 Gbit/s, 1 ms RTT (offload) | 0.96 Gbit/s | | 2.2 |
+//! | raw veth | 15.3 Gbit/s | 1 | |
+//! | pathtwin, unlimited path, offload | 10.9 Gbit/s | 0.72 | 15.6 |
+//! | pathtwin, unlimited path, no offload | 1.07 Gbit/s | 0.07 | 1.5 |
+//! | Rattan 0.1.1, same | 0.70 Gbit/s | 0.05 | 1 |
+//! | pathtwin, 1 Gbit/s, 1 ms RTT (offload) | 0.96 Gbit/s | | 1.75 |
 //!
 //! The idle RTT is the same with and without offload (small datagrams are never cut). What is
 //! left on the loop's thread is the kernel's: copying each super-packet out of the sender's
