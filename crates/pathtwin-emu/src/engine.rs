@@ -562,15 +562,13 @@ impl<D: PacketIo> Engine<D> {
                         }));
                     }
                     _ => {
-                        self.host_counters[h].packets_read += 1;
-                        self.host_counters[h].malformed += 1;
+                        self.count_malformed(h);
                         self.spare.append(&mut segments);
                     }
                 }
                 self.segments = segments;
             } else if hdr.is_unknown_gso() {
-                self.host_counters[h].packets_read += 1;
-                self.host_counters[h].malformed += 1;
+                self.count_malformed(h);
             } else {
                 let mut bytes = self.spare.pop().unwrap_or_default();
                 bytes.clear();
@@ -581,8 +579,7 @@ impl<D: PacketIo> Engine<D> {
                         admitted.push(ip);
                     }
                     Err(_) => {
-                        self.host_counters[h].packets_read += 1;
-                        self.host_counters[h].malformed += 1;
+                        self.count_malformed(h);
                     }
                 }
             }
@@ -594,6 +591,12 @@ impl<D: PacketIo> Engine<D> {
             // made the batch's first packets wait for the rest (lateness p50 ~70 µs).
             self.run_model(self.clock.now().max(at));
         }
+    }
+
+    /// One datagram read from host `h` that could not be used.
+    fn count_malformed(&mut self, h: usize) {
+        self.host_counters[h].packets_read += 1;
+        self.host_counters[h].malformed += 1;
     }
 
     /// Routes what one read from host `h` at `at` gave into the model, emptying `packets`:
