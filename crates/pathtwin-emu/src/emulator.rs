@@ -271,7 +271,7 @@ pub struct Results<'a> {
     pub flows: Vec<FlowRow>,
     /// One row per `[[pipe]]`.
     pub pipes: Vec<PipeRow>,
-    pub queue_samples: &'a [QueueSample],
+    pub queue_samples: Vec<QueueSample>,
     /// Every sending TCP socket of every host over time, from the kernel's `tcp_info`
     /// (see [`crate::sampler`]).
     pub flow_series: Vec<FlowSeriesRow>,
@@ -638,7 +638,8 @@ impl Emulator {
     }
 
     /// Brings every queue's placeholder state up to now and gathers the results.
-    pub fn results(&self) -> Results<'_> {
+    pub fn results(&mut self) -> Results<'_> {
+        let queue_samples = self.engine.queue_samples();
         let names = self.lab.hosts();
         let mut flows: Vec<FlowRow> = self
             .engine
@@ -701,7 +702,7 @@ impl Emulator {
             warnings: &self.warnings,
             config: &self.config,
             flows,
-            queue_samples: &self.engine.samples,
+            queue_samples,
             flow_series: self.sampler.as_ref().map(TcpSampler::flow_series).unwrap_or_default(),
             tcp_sampling: self.sampler.as_ref().map(TcpSampler::stats),
         }

@@ -47,6 +47,7 @@ use crate::lateness::Histogram;
 use crate::monarch::Translator;
 use crate::packet::{FiveTuple, IpPacket};
 use crate::priority::{set_thread_fifo, set_thread_nice, Governor, Switch, LOOP_NICE};
+use crate::spill::SpillThread;
 
 /// Largest datagram read from a device: a 64-KB super-packet with offload (the kernel's
 /// default `gso_max_size`); without, devices have a 1500-byte MTU, which a user may raise to
@@ -160,7 +161,7 @@ pub struct FlowCounters {
 }
 
 /// A sample of one bandwidth queue.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize)]
 pub struct QueueSample {
     pub t_ns: u64,
     pub element: usize,
@@ -288,7 +289,9 @@ pub struct Engine<D> {
     pub route_counters: Vec<RouteCounters>,
     pub host_counters: Vec<HostCounters>,
     pub flows: FxHashMap<FiveTuple, FlowCounters>,
-    pub samples: Vec<QueueSample>,
+    /// The queue series, spilled to a file off the loop's thread (read with
+    /// [`Engine::queue_samples`]): a long run's series would otherwise grow the process.
+    samples: SpillThread<QueueSample>,
     next_sample: Instant,
     /// Whether the thread running the loop got its timer slack and scheduling policy (set on
     /// the first `run_until`, in the thread that runs the loop: both are per thread).
@@ -398,7 +401,7 @@ impl<D: PacketIo> Engine<D> {
             route_counters: vec![RouteCounters::default(); n_routes],
             host_counters: vec![HostCounters::default(); n_hosts],
             flows: FxHashMap::default(),
-            samples: Vec::new(),
+            samples: SpillThread::new("pathtwin-queue-series"),
             next_sample: Instant::ZERO,
             thread_prepared: false,
             governor: None,
@@ -831,6 +834,11 @@ impl<D: PacketIo> Engine<D> {
                 self.timers.push(Reverse((w, i)));
             }
         }
+    }
+
+    /// Every queue sample taken so far, in order.
+    pub fn queue_samples(&mut self) -> Vec<QueueSample> {
+        self.samples.read_all()
     }
 
     fn maybe_sample(&mut self, now: Instant) {

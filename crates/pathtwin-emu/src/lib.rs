@@ -72,6 +72,7 @@ pub mod netns;
 pub mod packet;
 pub mod priority;
 pub mod sampler;
+pub mod spill;
 pub mod tcpinfo;
 
 pub use emulator::{EmuError, Emulator, EmulatorOptions};

@@ -70,7 +70,8 @@ pub fn dump_request(family: u8, states: u32, seq: u32) -> Vec<u8> {
 
 /// `struct tcp_info` (`linux/tcp.h`), each field `None` when the kernel's struct ended
 /// before it. Units as the kernel reports them: times in µs, windows in segments.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// Serializable so that a run can spill its samples ([`crate::spill`]).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TcpInfo {
     /// Length of the struct the kernel sent.
     pub len: usize,
