@@ -150,8 +150,8 @@ def main(argv=None) -> int:
     ap.add_argument("--short", type=int, default=8, help="short-flow workers (default 8)")
     ap.add_argument("--interval", type=float, default=60.0, help="seconds between reports (default 60)")
     ap.add_argument("--no-tcp-info", action="store_true",
-                    help="do not sample the hosts' tcp_info (the flow_series table); its rows, like the flows "
-                         "table's, are results kept in memory for every connection of the run")
+                    help="do not sample the hosts' tcp_info (the flow_series table; its samples go to a "
+                         "temporary file during the run, not to memory)")
     ap.add_argument("--no-offload", action="store_true",
                     help="TUN offload off: the hosts' kernels hand over MTU-sized packets, one system call each")
     args = ap.parse_args(argv)
@@ -198,7 +198,10 @@ def main(argv=None) -> int:
                       f"{row['steal_ms']:8.0f} {row['rss_mb']:7.1f} {row['fds']:5d} {row['threads']:4d}", flush=True)
             long_out, _ = iperf.communicate(timeout=120)
             short_out, _ = client.communicate(timeout=120)
+            ending = time.time()
         results = net.results
+        results_s = time.time() - ending
+        after_results = process_numbers()
         left = leftovers(run_id)
     except PathtwinError as e:
         print(f"bench/emu/soak: {e}", file=sys.stderr)
@@ -206,7 +209,8 @@ def main(argv=None) -> int:
     long_bps = json.loads(long_out)["end"]["sum_received"]["bits_per_second"] if long_out.strip() else None
     short = json.loads(short_out.strip().splitlines()[-1]) if short_out.strip() else None
     report = {"args": vars(args), "minutes": minutes, "long_flows_bps": long_bps, "short_flows": short, "leftovers": left,
-              "flows_table_rows": len(results["flows"]), "flow_series_rows": len(results["flow_series"])}
+              "flows_table_rows": len(results["flows"]), "flow_series_rows": len(results["flow_series"]),
+              "results_s": results_s, "rss_after_results_mb": after_results["rss_mb"]}
     if len(minutes) >= 2:
         first, last, second = minutes[0], minutes[-1], minutes[1]
         report["p99_last_over_first"] = last["release"]["p99_ns"] / max(first["release"]["p99_ns"], 1)
@@ -220,8 +224,9 @@ def main(argv=None) -> int:
         print(f"long flows (iperf3, {args.long} streams): {long_bps / 1e6:.0f} Mbit/s")
     if short:
         print(f"short flows: {short['completed']:,} completed, {short['failed']} failed, {short['bytes'] / 1e9:.2f} GB")
-    print(f"results kept in memory: {report['flows_table_rows']:,} flows rows (one per direction of every "
-          f"connection), {report['flow_series_rows']:,} tcp_info samples")
+    print(f"results: {report['flows_table_rows']:,} flows rows (one per direction of every 5-tuple, kept in "
+          f"memory), {report['flow_series_rows']:,} tcp_info samples (spilled to a file during the run), built in "
+          f"{report['results_s']:.1f} s after the run (resident memory then {report['rss_after_results_mb']:.0f} MB)")
     print(f"left behind: namespaces {left['namespaces'] or 'none'}, links {left['links'] or 'none'}, "
           f"state directory {'yes' if left['state_dir'] else 'none'}")
     OUT.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,8 @@
 //! [`lateness`] (histograms), [`priority`] (the loop thread's scheduling), [`engine`] (the
 //! release loop), [`tcpinfo`] (the `sock_diag` wire format and `struct tcp_info`),
 //! [`sampler`] (the thread sampling every host's TCP sockets into `flow_series`),
-//! [`monarch`] (Monarch's probe translation, sans-IO), [`emulator`] (config → hosts → loop →
+//! [`spill`] (time series written to an unlinked file as they come, so that a long run's
+//! memory stays flat), [`monarch`] (Monarch's probe translation, sans-IO), [`emulator`] (config → hosts → loop →
 //! results). Python (`pathtwin.emulation`) owns processes, captures and result files.
 //!
 //! # Packet I/O and threading, and why
