@@ -109,8 +109,10 @@ def test_acc_3c_vegas_failures_the_paper_names():
     assert res[("reverse congestion", "vegas")]["shares"]["forward"] < 0.10
     # Monaco, under the same conditions: a flow that starts on the loaded path gets the same
     # share as the old ones (its out-of-band probe measures the queue, not a base RTT), and
-    # with the reverse path congested it keeps most of the forward path, without loss.
+    # with the reverse path congested it keeps most of the forward path, without loss
+    # (§III-C: "around 100% utilization with no packet loss"; its control loop's answers
+    # skip the reverse queue, so neither its pacer nor its window waits on the ACKs there).
     m = res[("loaded start", "monaco")]
     assert max(m["shares"].values()) < 1.15 * min(m["shares"].values()) and m["drops"] == 0, m
     reverse = res[("reverse congestion", "monaco")]
-    assert reverse["shares"]["forward"] > 0.6 and reverse["drops"] == 0, reverse
+    assert reverse["shares"]["forward"] > 0.8 and reverse["drops"] == 0, reverse

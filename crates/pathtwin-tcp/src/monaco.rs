@@ -24,6 +24,13 @@
 //! - The egress rate r̂: an EWMA with gain 1/8 (TCP's SRTT gain; the paper gives none) of
 //!   the data rate between consecutive in-band packets, which is once per control period;
 //!   the first sample runs from the first data byte.
+//! - The control loop's round trip: the time from sending a pair's probe to its answer's
+//!   arrival is returned with the answer ([`AccumulationFeedback::loop_rtt`]). It is the
+//!   "rtt" the paper's Figure 2 measures at the ingress node: forward propagation, the
+//!   forward queueing the in-band packet waits, and the reverse propagation of the
+//!   out-of-band answer — but not the reverse path's queues, which the answer skips (§III-C:
+//!   the estimator "excludes the effect of reverse path congestion"). The controller paces
+//!   with it.
 //! - Flags: the answer carries â and the loss bit; the paper's increase/decrease flag is
 //!   â compared with the target a*, which only the sender needs to know, so the sender
 //!   derives it.
@@ -44,6 +51,9 @@ pub struct AccumulationFeedback {
     pub accumulation: u64,
     /// Data went missing since the previous answer: the paper's decrease-due-to-loss.
     pub loss: bool,
+    /// The control loop's round trip for this pair (probe sent → answer received), which no
+    /// reverse-path queue lengthens; None where it is not known.
+    pub loop_rtt: Option<Duration>,
 }
 
 /// The sender's side: when to send a pair, and matching answers to it.
@@ -55,13 +65,15 @@ pub struct ControlSender {
     /// The pair whose answer is awaited.
     awaited: Option<u32>,
     timer: Option<Instant>,
+    /// When the awaited pair's probe left.
+    sent_at: Option<Instant>,
     backoff: u32,
     timeouts: u64,
 }
 
 impl Default for ControlSender {
     fn default() -> Self {
-        ControlSender { next_seq: 1, count_due: None, awaited: None, timer: None, backoff: 0, timeouts: 0 }
+        ControlSender { next_seq: 1, count_due: None, awaited: None, timer: None, sent_at: None, backoff: 0, timeouts: 0 }
     }
 }
 
@@ -80,21 +92,22 @@ impl ControlSender {
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
         self.awaited = Some(seq);
+        self.sent_at = Some(now);
         self.count_due = Some(seq);
         Some(Control::Probe { seq })
     }
 
-    /// An answer to pair `seq` arrived: true if it is the awaited one (a late answer to a
-    /// pair already given up is ignored). The next pair goes out at the next
-    /// [`poll_transmit`](Self::poll_transmit).
-    pub fn on_feedback(&mut self, seq: u32) -> bool {
+    /// An answer to pair `seq` arrived at `now`: the control loop's round trip for it if it
+    /// is the awaited one, None otherwise (a late answer to a pair already given up is
+    /// ignored). The next pair goes out at the next [`poll_transmit`](Self::poll_transmit).
+    pub fn on_feedback(&mut self, now: Instant, seq: u32) -> Option<Duration> {
         if self.awaited != Some(seq) {
-            return false;
+            return None;
         }
         self.awaited = None;
         self.timer = None;
         self.backoff = 0;
-        true
+        Some(now.saturating_since(self.sent_at.take().unwrap_or(now)))
     }
 
     /// When the awaited pair will be given up.
@@ -107,6 +120,7 @@ impl ControlSender {
         if self.timer.is_some_and(|t| t <= now) {
             self.timer = None;
             self.awaited = None;
+            self.sent_at = None;
             self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
             self.timeouts += 1;
         }
@@ -206,8 +220,8 @@ mod tests {
         assert_eq!(s.poll_transmit(ms(0), true, 0, rto), Some(Control::Probe { seq: 1 }));
         assert_eq!(s.poll_transmit(ms(0), true, 5000, rto), Some(Control::Count { seq: 1, bytes_sent: 5000 }));
         assert_eq!(s.poll_transmit(ms(1), true, 6000, rto), None, "one pair per answer");
-        assert!(!s.on_feedback(7), "an answer to another pair is ignored");
-        assert!(s.on_feedback(1));
+        assert_eq!(s.on_feedback(ms(20), 7), None, "an answer to another pair is ignored");
+        assert_eq!(s.on_feedback(ms(20), 1), Some(Duration::from_millis(20)), "the loop's round trip, from the probe");
         assert_eq!(s.poll_transmit(ms(10), true, 9000, rto), Some(Control::Probe { seq: 2 }));
     }
 
@@ -224,8 +238,8 @@ mod tests {
         assert_eq!(s.poll_transmit(ms(200), true, 0, rto), Some(Control::Probe { seq: 2 }));
         s.poll_transmit(ms(200), true, 0, rto);
         assert_eq!(s.poll_timeout(), Some(ms(600)), "the timer doubles, as TCP's does");
-        assert!(!s.on_feedback(1), "the answer to the abandoned pair comes too late");
-        assert!(s.on_feedback(2));
+        assert_eq!(s.on_feedback(ms(250), 1), None, "the answer to the abandoned pair comes too late");
+        assert_eq!(s.on_feedback(ms(250), 2), Some(Duration::from_millis(50)), "timed from the new pair's probe");
         assert_eq!(s.timeouts(), 1);
     }
 

@@ -8,8 +8,33 @@
 //! - cwnd ← cwnd − K·(â − a*) (the paper's eq. 13; K = 0.5, a* = 3 packets), or
 //! - cwnd ← cwnd/2 when the answer reports loss ("decrease-due-to-loss", as Reno halves).
 //!
-//! The sender paces at cwnd/SRTT with a burst of one packet (the endpoint's leaky bucket,
-//! one segment deep).
+//! The sender paces at cwnd/rtt with a burst of one packet (the endpoint's leaky bucket,
+//! one segment deep), rtt being the control loop's round trip (below).
+//!
+//! Reverse-path congestion (§III-C: the estimator "excludes the effect of reverse path
+//! congestion", and Monaco keeps ~100 % utilisation where Vegas collapses). §II-B's window
+//! is the flow's data in the forward path, "stored either in node buffers as accumulation
+//! or on transmission links": w = a + x·rtt_p, so x = w / (rtt_p + forward queueing). The
+//! round trip that goes with it is the control loop's — probe out of band, count in band,
+//! answer out of band back — which §III-B.1's Figure 2 measures at the ingress node and
+//! which no reverse queue lengthens, since the answer skips them
+//! ([`AccumulationFeedback::loop_rtt`]). So:
+//! - the pacer runs at cwnd / (the latest loop round trip), not cwnd/SRTT;
+//! - the window the endpoint fills with unacknowledged data is cwnd plus what has left the
+//!   forward path and whose ACKs still queue on the way back: cwnd · (1 + b/loop rtt), b the
+//!   reverse path's extra delay, SRTT − loop rtt, taken as the minimum over the last
+//!   [`REVERSE_SAMPLES`] answers (a reverse queue that persists, not the noise of SRTT lagging
+//!   a forward queue that changes; never negative). Without a reverse queue b = 0 and this is
+//!   the plain window.
+//!
+//! What this replaced, and why: pacing at cwnd/SRTT and filling cwnd against ACKs let the
+//! reverse path drive the forward flow. On `pathtwin reproduce acc`'s reverse-congestion run
+//! (one Monaco flow, five Reno flows the other way from 10 s) the ACKs waiting behind a
+//! 70–100-packet reverse queue held the sender below the bottleneck rate (the estimator rightly
+//! reported â ≈ 0, and the window crept up by K·a* per answer); whenever the Reno flows backed
+//! off and that queue drained, the ACKs came back bunched, SRTT fell from ~75 to ~48 ms and
+//! the pacer let out a burst (â of 13–29 packets) that the next answers cut by tens of
+//! packets. The flow kept 75 % of the bottleneck (80 % link utilisation).
 //!
 //! Choices the paper does not make, and why:
 //! - Slow start. The paper has none: eq. 13 alone grows the window by K·a* = 1.5 packets
@@ -30,6 +55,11 @@ use super::{AckEvent, CcParams, CongestionControl};
 use crate::monaco::AccumulationFeedback;
 use pathtwin_core::time::{Duration, Instant};
 use std::any::Any;
+use std::collections::VecDeque;
+
+/// Answers over which the reverse path's extra delay is taken as a minimum (SRTT's memory:
+/// its gain is 1/8).
+pub const REVERSE_SAMPLES: usize = 8;
 
 /// Monaco's gain and target.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -62,6 +92,10 @@ pub struct Monaco {
     cwnd: f64,
     slow_start: bool,
     srtt: Option<Duration>,
+    /// The control loop's round trip at the latest answer.
+    loop_rtt: Option<Duration>,
+    /// SRTT − loop round trip (seconds) at each of the last [`REVERSE_SAMPLES`] answers.
+    reverse_excess: VecDeque<f64>,
 }
 
 impl Monaco {
@@ -73,6 +107,8 @@ impl Monaco {
             cwnd: cc.initial_cwnd as f64,
             slow_start: params.slow_start,
             srtt: None,
+            loop_rtt: None,
+            reverse_excess: VecDeque::with_capacity(REVERSE_SAMPLES),
         }
     }
 
@@ -83,6 +119,27 @@ impl Monaco {
 
     fn floor(&self) -> f64 {
         2.0 * self.smss
+    }
+
+    /// The round trip the pacer divides by: the control loop's once an answer has timed it,
+    /// else SRTT.
+    pub fn pacing_rtt(&self) -> Option<Duration> {
+        self.loop_rtt.or(self.srtt)
+    }
+
+    /// The window eq. 13 sets (the forward path's part), before the allowance for data whose
+    /// ACKs queue on the reverse path that [`cwnd`](CongestionControl::cwnd) adds.
+    pub fn forward_window(&self) -> u64 {
+        self.cwnd as u64
+    }
+
+    /// The reverse path's persistent extra delay b (module docs).
+    pub fn reverse_delay(&self) -> Duration {
+        if self.reverse_excess.len() < REVERSE_SAMPLES {
+            return Duration::ZERO;
+        }
+        let b = self.reverse_excess.iter().copied().fold(f64::INFINITY, f64::min);
+        Duration::from_secs_f64(b.max(0.0))
     }
 
     fn halve(&mut self) {
@@ -120,6 +177,15 @@ impl CongestionControl for Monaco {
     }
 
     fn on_accumulation(&mut self, _now: Instant, fb: &AccumulationFeedback) {
+        if let Some(sample) = fb.loop_rtt {
+            self.loop_rtt = Some(sample);
+            if let Some(srtt) = self.srtt {
+                if self.reverse_excess.len() == REVERSE_SAMPLES {
+                    self.reverse_excess.pop_front();
+                }
+                self.reverse_excess.push_back(srtt.as_secs_f64() - sample.as_secs_f64());
+            }
+        }
         if fb.loss {
             self.halve();
             return;
@@ -136,7 +202,13 @@ impl CongestionControl for Monaco {
     }
 
     fn cwnd(&self) -> u64 {
-        self.cwnd as u64
+        // The forward window, plus at the pacing rate cwnd/loop rtt the data sent during the
+        // reverse path's extra delay b, whose ACKs have not come back (module docs, §III-C).
+        let scale = match self.loop_rtt {
+            Some(l) if l > Duration::ZERO => 1.0 + self.reverse_delay().as_secs_f64() / l.as_secs_f64(),
+            _ => 1.0,
+        };
+        (self.cwnd * scale).min(self.max_window.max(self.cwnd)) as u64
     }
 
     fn ssthresh(&self) -> u64 {
@@ -148,7 +220,7 @@ impl CongestionControl for Monaco {
     }
 
     fn pacing_rate(&self) -> Option<u64> {
-        let rtt = self.srtt?.as_secs_f64();
+        let rtt = self.pacing_rtt()?.as_secs_f64();
         (rtt > 0.0).then(|| (self.cwnd / rtt) as u64)
     }
 
@@ -169,7 +241,7 @@ mod tests {
     }
 
     fn answer(m: &mut Monaco, accumulation_segments: f64, loss: bool) {
-        let fb = AccumulationFeedback { accumulation: (accumulation_segments * MSS as f64) as u64, loss };
+        let fb = AccumulationFeedback { accumulation: (accumulation_segments * MSS as f64) as u64, loss, loop_rtt: None };
         m.on_accumulation(Instant::ZERO, &fb);
     }
 
@@ -218,8 +290,79 @@ mod tests {
         assert_eq!(m.cwnd(), 17 * MSS, "after slow start only answers move the window");
     }
 
+    fn srtt(m: &mut Monaco, srtt_ms: u64) {
+        m.on_ack(&AckEvent {
+            now: Instant::ZERO,
+            bytes_acked: 0,
+            rtt: None,
+            srtt: Some(Duration::from_millis(srtt_ms)),
+            flight_before: 0,
+            pipe_before: 0,
+            in_recovery: false,
+        });
+    }
+
+    /// An answer at the target (the window holds) whose control loop took `loop_ms`.
+    fn answer_after(m: &mut Monaco, loop_ms: u64) {
+        let fb = AccumulationFeedback { accumulation: 3 * MSS, loss: false, loop_rtt: Some(Duration::from_millis(loop_ms)) };
+        m.on_accumulation(Instant::ZERO, &fb);
+    }
+
+    /// §III-C, §III-B.1: a reverse queue delays the ACKs (SRTT 100 ms) but not the control
+    /// loop, whose answers skip it (25 ms = propagation + forward queueing). The rate is the
+    /// forward window over the forward round trip, x = w / 25 ms, and the data not yet
+    /// acknowledged is that rate times the ACKs' round trip, x · 100 ms = 4w.
     #[test]
-    fn paces_at_cwnd_over_srtt() {
+    fn reverse_queueing_slows_neither_the_pacer_nor_the_window() {
+        let mut m = monaco(false, 20);
+        srtt(&mut m, 100);
+        for _ in 0..REVERSE_SAMPLES {
+            answer_after(&mut m, 25);
+        }
+        assert_eq!(m.forward_window(), 20 * MSS, "answers at the target hold eq. 13's window");
+        assert_eq!(m.pacing_rate(), Some(20 * MSS * 40), "cwnd / 25 ms, not cwnd / 100 ms");
+        assert_eq!(m.cwnd(), 4 * 20 * MSS, "x · 100 ms of data is unacknowledged");
+    }
+
+    /// Without a reverse queue the two round trips agree: the plain window, paced at
+    /// cwnd/rtt (§III-B.2).
+    #[test]
+    fn without_reverse_queueing_the_window_is_eq_13s() {
+        let mut m = monaco(false, 20);
+        srtt(&mut m, 25);
+        for _ in 0..REVERSE_SAMPLES {
+            answer_after(&mut m, 25);
+        }
+        assert_eq!(m.cwnd(), 20 * MSS);
+        assert_eq!(m.pacing_rate(), Some(20 * MSS * 40));
+    }
+
+    /// SRTT exceeding one loop sample — a forward queue that just drained, which SRTT still
+    /// remembers — is not a reverse queue: the allowance needs the excess on every recent
+    /// answer, and it is the smallest of them.
+    #[test]
+    fn the_reverse_allowance_needs_a_persistent_excess_and_takes_its_minimum() {
+        let mut m = monaco(false, 20);
+        srtt(&mut m, 50);
+        for _ in 0..REVERSE_SAMPLES - 1 {
+            answer_after(&mut m, 25);
+        }
+        assert_eq!(m.cwnd(), 20 * MSS, "too few answers to call the excess persistent");
+        srtt(&mut m, 25);
+        answer_after(&mut m, 25);
+        assert_eq!(m.cwnd(), 20 * MSS, "one answer without excess: no allowance");
+        srtt(&mut m, 50);
+        for _ in 0..REVERSE_SAMPLES {
+            answer_after(&mut m, 25);
+        }
+        assert_eq!(m.cwnd(), 2 * 20 * MSS);
+        srtt(&mut m, 75);
+        answer_after(&mut m, 25);
+        assert_eq!(m.cwnd(), 2 * 20 * MSS, "the smallest recent excess, 25 ms, counts");
+    }
+
+    #[test]
+    fn paces_at_cwnd_over_srtt_until_the_loop_is_timed() {
         let mut m = monaco(false, 20);
         assert_eq!(m.pacing_rate(), None);
         m.on_ack(&AckEvent {

@@ -471,8 +471,9 @@ impl Endpoint {
     fn handle_control(&mut self, now: Instant, c: Control) {
         match c {
             Control::Feedback { seq, accumulation, loss } => {
-                if self.control_tx.as_mut().is_some_and(|tx| tx.on_feedback(seq)) {
-                    self.cc.on_accumulation(now, &AccumulationFeedback { accumulation, loss });
+                if let Some(loop_rtt) = self.control_tx.as_mut().and_then(|tx| tx.on_feedback(now, seq)) {
+                    let loop_rtt = Some(loop_rtt);
+                    self.cc.on_accumulation(now, &AccumulationFeedback { accumulation, loss, loop_rtt });
                 }
             }
             Control::Probe { .. } | Control::Count { .. } => self.control_rx.on_control(now, c),
