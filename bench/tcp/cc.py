@@ -81,6 +81,12 @@ def run_ns2(ns: str, cc: str, duration: float, rtts: list[int], starts: list[flo
             "queue_pkts": out["queue_waiting"] + out["link_busy"]}
 
 
+#: pathtwin's `[tcp] lost_retransmit` for the SACK (CUBIC, BIC) runs: Linux 2.6's
+#: lost-retransmission detection, which ns-2's Agent/TCP/Linux models (README.md, part 3).
+#: `--rfc6675` turns it off (classic RFC 6675 recovery, what the first table used).
+LOST_RETRANSMIT = True
+
+
 def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float], queue: int | None = None) -> str:
     """The same dumbbell as cc_dumbbell.tcl, in pathtwin's `[[link]]` view."""
     n = len(rtts)
@@ -110,6 +116,10 @@ def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float]
         'rcv_window = "1GB"',
         "",
     ]
+    if sack and LOST_RETRANSMIT:
+        # ns-2's Agent/TCP/Linux marks a retransmission lost once data sent after it is
+        # SACKed, as Linux 2.6 (tcp_mark_lost_retrans); RFC 6675 waits for the timer.
+        lines.insert(lines.index("tlp = false") + 1, "lost_retransmit = true")
     if cc == "vegas":
         lines += ["[tcp.vegas]", 'preset = "ns2"', ""]
     elif cc == "cubic":
@@ -226,8 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queue", type=int, default=None, help=f"bottleneck buffer in packets (default {QUEUE_PKTS})")
     ap.add_argument("--warmup", type=float, default=None,
                     help=f"measure goodput and queue from this time on (default {WARMUP_S:g} s, 5 s with --quick; RTOs are whole-run)")
+    ap.add_argument("--rfc6675", action="store_true",
+                    help="CUBIC/BIC: classic RFC 6675 recovery (no lost_retransmit), as before")
     ap.add_argument("--json", type=Path, default=None, help="also write the results (with every draw) to this file")
     args = ap.parse_args(argv)
+    global LOST_RETRANSMIT
+    LOST_RETRANSMIT = not args.rfc6675
     duration = args.duration or (20.0 if args.quick else 60.0)
     draws = args.draws or (1 if args.quick else 3)
     if args.warmup is None:

@@ -47,6 +47,9 @@ pub fn tcp_config(s: &TcpSettings, cc_key: &str) -> Result<TcpConfig, ConfigErro
     if let Some(v) = s.tlp {
         c.tlp = v;
     }
+    if let Some(v) = s.lost_retransmit {
+        c.lost_retransmit = v;
+    }
     if let Some(v) = s.ecn {
         c.ecn = v;
     }

@@ -145,11 +145,13 @@ impl Endpoint {
         let in_recovery = self.recovery.in_recovery();
         let lost_before = self.sb.lost_total();
         let mut delivery = self.rack.as_ref().map(|r| r.delivery(now, self.stats.rtt_min.unwrap_or(Duration::ZERO)));
+        let lost_retx_before = self.sb.lost_retransmissions();
         let newly_sacked = if self.sack_ok && !seg.sack.is_empty() {
             self.sb.sack(&seg.sack, self.snd_una, self.snd_max, dupthresh, smss, delivery.as_mut())
         } else {
             0
         };
+        self.stats.lost_retransmissions += self.sb.lost_retransmissions() - lost_retx_before;
         let advanced = ack > self.snd_una;
         if advanced {
             let cum = self.sb.ack(ack, delivery.as_mut());
