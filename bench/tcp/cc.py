@@ -85,6 +85,10 @@ def run_ns2(ns: str, cc: str, duration: float, rtts: list[int], starts: list[flo
 #: lost-retransmission detection, which ns-2's Agent/TCP/Linux models (README.md, part 3).
 #: `--rfc6675` turns it off (classic RFC 6675 recovery, what the first table used).
 LOST_RETRANSMIT = True
+#: pathtwin's `[tcp] ns2_rto_restart_every_ack` for the SACK runs: ns-2's TCP-Linux restarts
+#: the retransmission timer on every ACK, duplicate ACKs included (an ns-2 trait, not
+#: Linux's). `--rfc6298-timer` turns it off.
+NS2_RTO_RESTART = True
 
 
 def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float], queue: int | None = None) -> str:
@@ -120,6 +124,10 @@ def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float]
         # ns-2's Agent/TCP/Linux marks a retransmission lost once data sent after it is
         # SACKed, as Linux 2.6 (tcp_mark_lost_retrans); RFC 6675 waits for the timer.
         lines.insert(lines.index("tlp = false") + 1, "lost_retransmit = true")
+    if sack and NS2_RTO_RESTART:
+        # ns-2's Agent/TCP/Linux restarts the retransmission timer on every ACK (dupACKs
+        # too); RFC 6298 and Linux only on ACKs of new data (README.md, part 3).
+        lines.insert(lines.index("tlp = false") + 1, "ns2_rto_restart_every_ack = true")
     if cc == "vegas":
         lines += ["[tcp.vegas]", 'preset = "ns2"', ""]
     elif cc == "cubic":
@@ -238,10 +246,13 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"measure goodput and queue from this time on (default {WARMUP_S:g} s, 5 s with --quick; RTOs are whole-run)")
     ap.add_argument("--rfc6675", action="store_true",
                     help="CUBIC/BIC: classic RFC 6675 recovery (no lost_retransmit), as before")
+    ap.add_argument("--rfc6298-timer", action="store_true",
+                    help="CUBIC/BIC: restart the RTO timer on ACKs of new data only (RFC 6298), not on every ACK as ns-2")
     ap.add_argument("--json", type=Path, default=None, help="also write the results (with every draw) to this file")
     args = ap.parse_args(argv)
-    global LOST_RETRANSMIT
+    global LOST_RETRANSMIT, NS2_RTO_RESTART
     LOST_RETRANSMIT = not args.rfc6675
+    NS2_RTO_RESTART = not args.rfc6298_timer
     duration = args.duration or (20.0 if args.quick else 60.0)
     draws = args.draws or (1 if args.quick else 3)
     if args.warmup is None:

@@ -561,6 +561,10 @@ pub struct TcpSettings {
     /// SACKed (Linux 2.6's `tcp_mark_lost_retrans`); default off (RFC 6675).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lost_retransmit: Option<bool>,
+    /// ns-2 mimicry: restart the retransmission timer on every ACK, duplicate ACKs included,
+    /// as ns-2's `Agent/TCP/Linux` does (neither RFC 6298 nor Linux); default off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns2_rto_restart_every_ack: Option<bool>,
     /// NewReno without SACK: restart the retransmission timer on the first partial ACK of a
     /// recovery only (`"impatient"`, default) or on every one (`"slow-but-steady"`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -597,6 +601,7 @@ impl TcpSettings {
             rack: over.rack.or(self.rack),
             tlp: over.tlp.or(self.tlp),
             lost_retransmit: over.lost_retransmit.or(self.lost_retransmit),
+            ns2_rto_restart_every_ack: over.ns2_rto_restart_every_ack.or(self.ns2_rto_restart_every_ack),
             newreno_timer: over.newreno_timer.or(self.newreno_timer),
             ecn: over.ecn.or(self.ecn),
         }

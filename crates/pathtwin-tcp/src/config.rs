@@ -235,6 +235,13 @@ pub struct TcpConfig {
     /// has no such rule. With RACK (which finds lost retransmissions by time) or without
     /// SACK it has no effect.
     pub lost_retransmit: bool,
+    /// ns-2 mimicry, neither RFC 6298 nor Linux: restart the retransmission timer on every
+    /// ACK while data is outstanding, duplicate ACKs included, as ns-2.35's `Agent/TCP/Linux`
+    /// does (`LinuxTcpAgent::time_processing` calls `set_rtx_timer()` for each ACK it
+    /// accepts). RFC 6298 (5.3) restarts it only on ACKs of new data, and Linux only on those
+    /// and when it retransmits the head of the queue; with this on, the timer fires only
+    /// after RTO without any ACK. Off by default; for comparisons with ns-2's TCP-Linux.
+    pub ns2_rto_restart_every_ack: bool,
     /// Ask for ECN (RFC 3168) in our SYN. False behaves as Linux's default `net.ipv4.tcp_ecn
     /// = 2`: we never ask, but a server accepts a peer's ECN-setup SYN; true is `tcp_ecn =
     /// 1`: a client asks and a server accepts. ECN is used when the client asked and the
@@ -267,6 +274,7 @@ impl Default for TcpConfig {
             rack: true,
             tlp: true,
             lost_retransmit: false,
+            ns2_rto_restart_every_ack: false,
             ecn: false,
             time_wait: Duration::from_secs(60),
         }

@@ -232,6 +232,11 @@ impl Endpoint {
             }
         }
         self.maybe_enter_recovery(now, is_dupack, dupacks);
+        // ns-2's Agent/TCP/Linux restarts the timer on every ACK it accepts (see
+        // `TcpConfig::ns2_rto_restart_every_ack`); RFC 6298 (5.3) only on new data (above).
+        if self.cfg.ns2_rto_restart_every_ack && !self.sb.is_empty() {
+            self.rto_at = Some(now + self.rtt.rto());
+        }
         if self.ecn_ok && seg.flags.contains(Flags::ECE) {
             self.on_ecn_echo(now, ack);
         }
