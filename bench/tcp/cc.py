@@ -89,6 +89,11 @@ LOST_RETRANSMIT = True
 #: the retransmission timer on every ACK, duplicate ACKs included (an ns-2 trait, not
 #: Linux's). `--rfc6298-timer` turns it off.
 NS2_RTO_RESTART = True
+#: DupThresh of the SACK runs (`--dupthresh`). 4 mimics ns-2.35's TCP-Linux scoreboard
+#: (`ScoreBoard1::UpdateScoreBoard` deems a packet lost only at or below fack_ −
+#: (dupack_threshold + 1), i.e. once 4 packets above it are SACKed; Linux's FACK rule,
+#: fackets_out > reordering, needs 3): README.md, part 3.
+DUPTHRESH = 4
 
 
 def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float], queue: int | None = None) -> str:
@@ -124,6 +129,8 @@ def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float]
         # ns-2's Agent/TCP/Linux marks a retransmission lost once data sent after it is
         # SACKed, as Linux 2.6 (tcp_mark_lost_retrans); RFC 6675 waits for the timer.
         lines.insert(lines.index("tlp = false") + 1, "lost_retransmit = true")
+    if sack and DUPTHRESH != 3:
+        lines.insert(lines.index("tlp = false") + 1, f"dupack_threshold = {DUPTHRESH}")
     if sack and NS2_RTO_RESTART:
         # ns-2's Agent/TCP/Linux restarts the retransmission timer on every ACK (dupACKs
         # too); RFC 6298 and Linux only on ACKs of new data (README.md, part 3).
@@ -235,6 +242,7 @@ def fmt(results: list[Result]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global LOST_RETRANSMIT, NS2_RTO_RESTART, DUPTHRESH
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="20 s, 1 draw")
     ap.add_argument("--duration", type=float, default=None, help="simulated seconds (default 60)")
@@ -248,11 +256,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="CUBIC/BIC: classic RFC 6675 recovery (no lost_retransmit), as before")
     ap.add_argument("--rfc6298-timer", action="store_true",
                     help="CUBIC/BIC: restart the RTO timer on ACKs of new data only (RFC 6298), not on every ACK as ns-2")
+    ap.add_argument("--dupthresh", type=int, default=DUPTHRESH,
+                    help=f"CUBIC/BIC: pathtwin's DupThresh (default {DUPTHRESH}, ns-2 TCP-Linux's effective one)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results (with every draw) to this file")
     args = ap.parse_args(argv)
-    global LOST_RETRANSMIT, NS2_RTO_RESTART
     LOST_RETRANSMIT = not args.rfc6675
     NS2_RTO_RESTART = not args.rfc6298_timer
+    DUPTHRESH = args.dupthresh
     duration = args.duration or (20.0 if args.quick else 60.0)
     draws = args.draws or (1 if args.quick else 3)
     if args.warmup is None:

@@ -565,6 +565,10 @@ pub struct TcpSettings {
     /// as ns-2's `Agent/TCP/Linux` does (neither RFC 6298 nor Linux); default off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ns2_rto_restart_every_ack: Option<bool>,
+    /// Duplicate ACKs (with SACK: SACKed segments above a hole) that start fast
+    /// retransmit, RFC 5681/6675 DupThresh; default 3.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dupack_threshold: Option<u32>,
     /// NewReno without SACK: restart the retransmission timer on the first partial ACK of a
     /// recovery only (`"impatient"`, default) or on every one (`"slow-but-steady"`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -602,6 +606,7 @@ impl TcpSettings {
             tlp: over.tlp.or(self.tlp),
             lost_retransmit: over.lost_retransmit.or(self.lost_retransmit),
             ns2_rto_restart_every_ack: over.ns2_rto_restart_every_ack.or(self.ns2_rto_restart_every_ack),
+            dupack_threshold: over.dupack_threshold.or(self.dupack_threshold),
             newreno_timer: over.newreno_timer.or(self.newreno_timer),
             ecn: over.ecn.or(self.ecn),
         }

@@ -53,6 +53,9 @@ pub fn tcp_config(s: &TcpSettings, cc_key: &str) -> Result<TcpConfig, ConfigErro
     if let Some(v) = s.ns2_rto_restart_every_ack {
         c.ns2_rto_restart_every_ack = v;
     }
+    if let Some(v) = s.dupack_threshold {
+        c.dupack_threshold = v;
+    }
     if let Some(v) = s.ecn {
         c.ecn = v;
     }
