@@ -81,19 +81,19 @@ def run_ns2(ns: str, cc: str, duration: float, rtts: list[int], starts: list[flo
             "queue_pkts": out["queue_waiting"] + out["link_busy"]}
 
 
-#: pathtwin's `[tcp] lost_retransmit` for the SACK (CUBIC, BIC) runs: Linux 2.6's
-#: lost-retransmission detection, which ns-2's Agent/TCP/Linux models (README.md, part 3).
-#: `--rfc6675` turns it off (classic RFC 6675 recovery, what the first table used).
-LOST_RETRANSMIT = True
-#: pathtwin's `[tcp] ns2_rto_restart_every_ack` for the SACK runs: ns-2's TCP-Linux restarts
-#: the retransmission timer on every ACK, duplicate ACKs included (an ns-2 trait, not
-#: Linux's). `--rfc6298-timer` turns it off.
-NS2_RTO_RESTART = True
-#: DupThresh of the SACK runs (`--dupthresh`). 4 mimics ns-2.35's TCP-Linux scoreboard
-#: (`ScoreBoard1::UpdateScoreBoard` deems a packet lost only at or below fack_ −
-#: (dupack_threshold + 1), i.e. once 4 packets above it are SACKed; Linux's FACK rule,
-#: fackets_out > reordering, needs 3): README.md, part 3.
-DUPTHRESH = 4
+#: Loss-recovery settings of the SACK (CUBIC, BIC) runs, off by default (classic RFC 6675
+#: recovery, RFC 6298 timer, DupThresh 3: the settings of the committed table and of
+#: tests/test_ns2_cc.py). README.md, part 3, "Why pathtwin timed out more" measures each:
+#: - `--lost-retransmit`: `[tcp] lost_retransmit`, Linux 2.6's detection of lost
+#:   retransmissions (tcp_mark_lost_retrans), which ns-2's Agent/TCP/Linux models;
+#: - `--dupthresh 4`: ns-2.35's TCP-Linux scoreboard deems a packet lost only once 4 packets
+#:   above it are SACKed (`ScoreBoard1::UpdateScoreBoard`: seq <= fack_ - (3 + 1)); Linux's
+#:   FACK rule (fackets_out > reordering) needs 3;
+#: - `--ns2-timer`: `[tcp] ns2_rto_restart_every_ack`, ns-2's TCP-Linux restarts the
+#:   retransmission timer on every ACK, duplicate ACKs included (neither RFC 6298 nor Linux).
+LOST_RETRANSMIT = False
+NS2_RTO_RESTART = False
+DUPTHRESH = 3
 
 
 def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float], queue: int | None = None) -> str:
@@ -252,16 +252,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queue", type=int, default=None, help=f"bottleneck buffer in packets (default {QUEUE_PKTS})")
     ap.add_argument("--warmup", type=float, default=None,
                     help=f"measure goodput and queue from this time on (default {WARMUP_S:g} s, 5 s with --quick; RTOs are whole-run)")
-    ap.add_argument("--rfc6675", action="store_true",
-                    help="CUBIC/BIC: classic RFC 6675 recovery (no lost_retransmit), as before")
-    ap.add_argument("--rfc6298-timer", action="store_true",
-                    help="CUBIC/BIC: restart the RTO timer on ACKs of new data only (RFC 6298), not on every ACK as ns-2")
+    ap.add_argument("--lost-retransmit", action="store_true",
+                    help="CUBIC/BIC: Linux 2.6's lost-retransmission detection ([tcp] lost_retransmit)")
+    ap.add_argument("--ns2-timer", action="store_true",
+                    help="CUBIC/BIC: restart the RTO timer on every ACK, as ns-2's TCP-Linux")
     ap.add_argument("--dupthresh", type=int, default=DUPTHRESH,
-                    help=f"CUBIC/BIC: pathtwin's DupThresh (default {DUPTHRESH}, ns-2 TCP-Linux's effective one)")
+                    help=f"CUBIC/BIC: pathtwin's DupThresh (default {DUPTHRESH}; ns-2's TCP-Linux acts as 4)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results (with every draw) to this file")
     args = ap.parse_args(argv)
-    LOST_RETRANSMIT = not args.rfc6675
-    NS2_RTO_RESTART = not args.rfc6298_timer
+    LOST_RETRANSMIT = args.lost_retransmit
+    NS2_RTO_RESTART = args.ns2_timer
     DUPTHRESH = args.dupthresh
     duration = args.duration or (20.0 if args.quick else 60.0)
     draws = args.draws or (1 if args.quick else 3)
