@@ -81,6 +81,21 @@ def run_ns2(ns: str, cc: str, duration: float, rtts: list[int], starts: list[flo
             "queue_pkts": out["queue_waiting"] + out["link_busy"]}
 
 
+#: Loss-recovery settings of the SACK (CUBIC, BIC) runs, off by default (classic RFC 6675
+#: recovery, RFC 6298 timer, DupThresh 3: the settings of the committed table and of
+#: tests/test_ns2_cc.py). README.md, part 3, "Why pathtwin timed out more" measures each:
+#: - `--lost-retransmit`: `[tcp] lost_retransmit`, Linux 2.6's detection of lost
+#:   retransmissions (tcp_mark_lost_retrans), which ns-2's Agent/TCP/Linux models;
+#: - `--dupthresh 4`: ns-2.35's TCP-Linux scoreboard deems a packet lost only once 4 packets
+#:   above it are SACKed (`ScoreBoard1::UpdateScoreBoard`: seq <= fack_ - (3 + 1)); Linux's
+#:   FACK rule (fackets_out > reordering) needs 3;
+#: - `--ns2-timer`: `[tcp] ns2_rto_restart_every_ack`, ns-2's TCP-Linux restarts the
+#:   retransmission timer on every ACK, duplicate ACKs included (neither RFC 6298 nor Linux).
+LOST_RETRANSMIT = False
+NS2_RTO_RESTART = False
+DUPTHRESH = 3
+
+
 def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float], queue: int | None = None) -> str:
     """The same dumbbell as cc_dumbbell.tcl, in pathtwin's `[[link]]` view."""
     n = len(rtts)
@@ -110,6 +125,16 @@ def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float]
         'rcv_window = "1GB"',
         "",
     ]
+    if sack and LOST_RETRANSMIT:
+        # ns-2's Agent/TCP/Linux marks a retransmission lost once data sent after it is
+        # SACKed, as Linux 2.6 (tcp_mark_lost_retrans); RFC 6675 waits for the timer.
+        lines.insert(lines.index("tlp = false") + 1, "lost_retransmit = true")
+    if sack and DUPTHRESH != 3:
+        lines.insert(lines.index("tlp = false") + 1, f"dupack_threshold = {DUPTHRESH}")
+    if sack and NS2_RTO_RESTART:
+        # ns-2's Agent/TCP/Linux restarts the retransmission timer on every ACK (dupACKs
+        # too); RFC 6298 and Linux only on ACKs of new data (README.md, part 3).
+        lines.insert(lines.index("tlp = false") + 1, "ns2_rto_restart_every_ack = true")
     if cc == "vegas":
         lines += ["[tcp.vegas]", 'preset = "ns2"', ""]
     elif cc == "cubic":
@@ -217,6 +242,7 @@ def fmt(results: list[Result]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global LOST_RETRANSMIT, NS2_RTO_RESTART, DUPTHRESH
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="20 s, 1 draw")
     ap.add_argument("--duration", type=float, default=None, help="simulated seconds (default 60)")
@@ -226,8 +252,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queue", type=int, default=None, help=f"bottleneck buffer in packets (default {QUEUE_PKTS})")
     ap.add_argument("--warmup", type=float, default=None,
                     help=f"measure goodput and queue from this time on (default {WARMUP_S:g} s, 5 s with --quick; RTOs are whole-run)")
+    ap.add_argument("--lost-retransmit", action="store_true",
+                    help="CUBIC/BIC: Linux 2.6's lost-retransmission detection ([tcp] lost_retransmit)")
+    ap.add_argument("--ns2-timer", action="store_true",
+                    help="CUBIC/BIC: restart the RTO timer on every ACK, as ns-2's TCP-Linux")
+    ap.add_argument("--dupthresh", type=int, default=DUPTHRESH,
+                    help=f"CUBIC/BIC: pathtwin's DupThresh (default {DUPTHRESH}; ns-2's TCP-Linux acts as 4)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results (with every draw) to this file")
     args = ap.parse_args(argv)
+    LOST_RETRANSMIT = args.lost_retransmit
+    NS2_RTO_RESTART = args.ns2_timer
+    DUPTHRESH = args.dupthresh
     duration = args.duration or (20.0 if args.quick else 60.0)
     draws = args.draws or (1 if args.quick else 3)
     if args.warmup is None:

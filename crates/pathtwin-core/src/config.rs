@@ -557,6 +557,18 @@ pub struct TcpSettings {
     /// Tail loss probes (RFC 8985 §7), with SACK; default on, as in Linux.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tlp: Option<bool>,
+    /// With SACK and without RACK: deem a retransmission lost once data sent after it is
+    /// SACKed (Linux 2.6's `tcp_mark_lost_retrans`); default off (RFC 6675).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_retransmit: Option<bool>,
+    /// ns-2 mimicry: restart the retransmission timer on every ACK, duplicate ACKs included,
+    /// as ns-2's `Agent/TCP/Linux` does (neither RFC 6298 nor Linux); default off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns2_rto_restart_every_ack: Option<bool>,
+    /// Duplicate ACKs (with SACK: SACKed segments above a hole) that start fast
+    /// retransmit, RFC 5681/6675 DupThresh; default 3.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dupack_threshold: Option<u32>,
     /// NewReno without SACK: restart the retransmission timer on the first partial ACK of a
     /// recovery only (`"impatient"`, default) or on every one (`"slow-but-steady"`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -592,6 +604,9 @@ impl TcpSettings {
             rcv_window: over.rcv_window.or(self.rcv_window),
             rack: over.rack.or(self.rack),
             tlp: over.tlp.or(self.tlp),
+            lost_retransmit: over.lost_retransmit.or(self.lost_retransmit),
+            ns2_rto_restart_every_ack: over.ns2_rto_restart_every_ack.or(self.ns2_rto_restart_every_ack),
+            dupack_threshold: over.dupack_threshold.or(self.dupack_threshold),
             newreno_timer: over.newreno_timer.or(self.newreno_timer),
             ecn: over.ecn.or(self.ecn),
         }

@@ -47,6 +47,15 @@ pub fn tcp_config(s: &TcpSettings, cc_key: &str) -> Result<TcpConfig, ConfigErro
     if let Some(v) = s.tlp {
         c.tlp = v;
     }
+    if let Some(v) = s.lost_retransmit {
+        c.lost_retransmit = v;
+    }
+    if let Some(v) = s.ns2_rto_restart_every_ack {
+        c.ns2_rto_restart_every_ack = v;
+    }
+    if let Some(v) = s.dupack_threshold {
+        c.dupack_threshold = v;
+    }
     if let Some(v) = s.ecn {
         c.ecn = v;
     }

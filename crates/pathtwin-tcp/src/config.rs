@@ -228,6 +228,20 @@ pub struct TcpConfig {
     /// retransmission timeout. On by default, as in Linux (`net.ipv4.tcp_early_retrans =
     /// 3`). Without RACK (or SACK) it has no effect.
     pub tlp: bool,
+    /// With SACK and without RACK, deem a retransmission lost once data first sent after
+    /// it is SACKed, and send it again without waiting for the retransmission timer: Linux
+    /// 2.6's `tcp_mark_lost_retrans` (2.6.25 to 4.17, before RACK replaced it), which
+    /// ns-2.35's `Agent/TCP/Linux` also models. Off by default: classic RFC 6675 recovery
+    /// has no such rule. With RACK (which finds lost retransmissions by time) or without
+    /// SACK it has no effect.
+    pub lost_retransmit: bool,
+    /// ns-2 mimicry, neither RFC 6298 nor Linux: restart the retransmission timer on every
+    /// ACK while data is outstanding, duplicate ACKs included, as ns-2.35's `Agent/TCP/Linux`
+    /// does (`LinuxTcpAgent::time_processing` calls `set_rtx_timer()` for each ACK it
+    /// accepts). RFC 6298 (5.3) restarts it only on ACKs of new data, and Linux only on those
+    /// and when it retransmits the head of the queue; with this on, the timer fires only
+    /// after RTO without any ACK. Off by default; for comparisons with ns-2's TCP-Linux.
+    pub ns2_rto_restart_every_ack: bool,
     /// Ask for ECN (RFC 3168) in our SYN. False behaves as Linux's default `net.ipv4.tcp_ecn
     /// = 2`: we never ask, but a server accepts a peer's ECN-setup SYN; true is `tcp_ecn =
     /// 1`: a client asks and a server accepts. ECN is used when the client asked and the
@@ -259,6 +273,8 @@ impl Default for TcpConfig {
             newreno_timer: NewRenoTimer::Impatient,
             rack: true,
             tlp: true,
+            lost_retransmit: false,
+            ns2_rto_restart_every_ack: false,
             ecn: false,
             time_wait: Duration::from_secs(60),
         }

@@ -61,6 +61,10 @@ struct Sent {
     flags: u8,
     /// Delivery-rate snapshot of the latest transmission.
     tx: TxSnapshot,
+    /// SND.NXT (one past the highest sequence number sent) when the segment was last
+    /// retransmitted: Linux's `TCP_SKB_CB(skb)->ack_seq` for a retransmission, which
+    /// `tcp_mark_lost_retrans` compares with the highest SACKed sequence number.
+    retx_snd_nxt: u64,
 }
 
 impl Sent {
@@ -150,6 +154,10 @@ pub(crate) struct Scoreboard {
     sacked_segs: u64,
     /// RACK is on: IsLost's DupThresh rule is off and retransmissions are queued.
     rack: bool,
+    /// Without RACK: deem a retransmission lost once data first sent after it is SACKed
+    /// (Linux 2.6's `tcp_mark_lost_retrans`, see [`Scoreboard::use_lost_retransmit`]).
+    /// Retransmissions are then queued too.
+    lost_retrans: bool,
     /// (transmission number, start) of retransmissions in the order they were sent;
     /// entries whose segment has since been delivered or sent again are dropped lazily.
     rexmits: VecDeque<(u64, u64)>,
@@ -159,6 +167,8 @@ pub(crate) struct Scoreboard {
     rate: DeliveryRate,
     /// Sequence numbers ever deemed lost (a lost retransmission counts again).
     lost_total: u64,
+    /// Retransmissions deemed lost by the `lost_retrans` rule.
+    lost_retransmissions: u64,
 }
 
 impl Scoreboard {
@@ -177,10 +187,12 @@ impl Scoreboard {
             high_sacked: 0,
             sacked_segs: 0,
             rack: false,
+            lost_retrans: false,
             rexmits: VecDeque::new(),
             transmissions: 0,
             rate: DeliveryRate::new(),
             lost_total: 0,
+            lost_retransmissions: 0,
         }
     }
 
@@ -207,6 +219,24 @@ impl Scoreboard {
     /// Switches to RACK loss detection; called once SACK is negotiated, before any data.
     pub fn use_rack(&mut self) {
         self.rack = true;
+    }
+
+    /// Without RACK, detects lost retransmissions as Linux 2.6 does (`tcp_mark_lost_retrans`
+    /// in `net/ipv4/tcp_input.c`, 2.6.25 on; ns-2.35's TCP-Linux port does the same in
+    /// `ScoreBoard1::UpdateScoreBoard`, a retransmitted packet whose `snd_nxt` at
+    /// retransmission is at or below the highest SACKed packet is marked lost again): a
+    /// retransmission is deemed lost once a SACK covers sequence numbers at or above SND.NXT
+    /// as it was when the retransmission was sent, i.e. data first sent after it arrived.
+    /// RFC 6675 has no such rule: a lost retransmission waits for the retransmission
+    /// timer. With RACK it has no effect (RACK finds lost retransmissions by time).
+    /// Called once SACK is negotiated, before any data.
+    pub fn use_lost_retransmit(&mut self) {
+        self.lost_retrans = true;
+    }
+
+    /// Whether [`Scoreboard::use_lost_retransmit`] was called.
+    pub fn detects_lost_retransmissions(&self) -> bool {
+        self.lost_retrans
     }
 
     /// Segments currently SACKed (RACK.segs_sacked).
@@ -246,7 +276,7 @@ impl Scoreboard {
         let flags = if fin { FIN } else { 0 };
         self.transmissions += 1;
         let tx = self.rate.on_send(now, self.segs.is_empty());
-        self.segs.push_back(Sent { start, end, sent_at: now, order: self.transmissions, flags, tx });
+        self.segs.push_back(Sent { start, end, sent_at: now, order: self.transmissions, flags, tx, retx_snd_nxt: 0 });
         self.outstanding += end - start;
     }
 
@@ -359,8 +389,50 @@ impl Scoreboard {
         }
         if newly > 0 && !self.rack {
             self.update_lost(dupthresh, smss);
+            if self.lost_retrans {
+                self.mark_lost_retransmissions();
+            }
         }
         newly
+    }
+
+    /// Linux 2.6's `tcp_mark_lost_retrans` (see [`Scoreboard::use_lost_retransmit`]): every
+    /// retransmission in flight that was sent when SND.NXT was below the highest SACKed
+    /// sequence number is deemed lost (Linux: `after(received_upto, ack_seq)`); it leaves
+    /// pipe and NextSeg offers it again. The queue is in send order and SND.NXT never
+    /// decreases, so the walk stops at the first retransmission that is not yet due.
+    /// Returns how many were deemed lost.
+    fn mark_lost_retransmissions(&mut self) -> u64 {
+        let mut n = 0;
+        while let Some(&(order, start)) = self.rexmits.front() {
+            let i = self.segs.partition_point(|s| s.start < start);
+            let live = self.segs.get(i).is_some_and(|s| s.start == start && s.order == order && s.has(RETX));
+            if !live {
+                self.rexmits.pop_front();
+                continue;
+            }
+            let s = self.segs[i];
+            if self.high_sacked <= s.retx_snd_nxt {
+                break;
+            }
+            // Counted again as lost: mark_lost_upto counts it only if it was not lost yet.
+            if s.end <= self.lost_upto {
+                self.lost_total += s.len();
+            }
+            self.mark_lost_upto(s.end);
+            self.segs[i].flags &= !RETX;
+            self.retx -= s.len();
+            self.high_rxt = self.high_rxt.min(s.start);
+            self.rexmits.pop_front();
+            n += 1;
+        }
+        self.lost_retransmissions += n;
+        n
+    }
+
+    /// Retransmissions deemed lost by [`Scoreboard::use_lost_retransmit`]'s rule so far.
+    pub fn lost_retransmissions(&self) -> u64 {
+        self.lost_retransmissions
     }
 
     /// RFC 6675 §4 IsLost, applied to the whole scoreboard: a segment is lost once
@@ -552,7 +624,9 @@ impl Scoreboard {
 
     fn record_retransmission(&mut self, idx: usize, now: Instant) -> Retransmit {
         let tx = self.rate.on_send(now, false);
+        let snd_nxt = self.segs.back().map_or(0, |s| s.end);
         let s = &mut self.segs[idx];
+        s.retx_snd_nxt = snd_nxt;
         s.tx = tx;
         if !s.has(RETX) {
             s.flags |= RETX;
@@ -562,7 +636,7 @@ impl Scoreboard {
         s.sent_at = now;
         self.transmissions += 1;
         s.order = self.transmissions;
-        if self.rack {
+        if self.rack || self.lost_retrans {
             self.rexmits.push_back((s.order, s.start));
         }
         Retransmit { start: s.start, end: s.end, fin: s.has(FIN) }
@@ -746,6 +820,70 @@ mod tests {
         assert_eq!(sb.get(i).start, seg(0).0);
         sb.retransmitted(i, t(210));
         assert_eq!(sb.pipe(), MSS);
+        sb.check_counters();
+    }
+
+    /// Linux 2.6 `tcp_mark_lost_retrans` (net/ipv4/tcp_input.c): a retransmission is lost
+    /// once the highest SACKed sequence number is after SND.NXT as it was when the
+    /// retransmission left (`after(received_upto, ack_seq)`); SACKs of data sent before the
+    /// retransmission say nothing about it. Classic RFC 6675 (the default) never marks it.
+    #[test]
+    fn linux_rule_finds_a_lost_retransmission_once_later_data_is_sacked() {
+        for linux in [false, true] {
+            let mut sb = board(6);
+            if linux {
+                sb.use_lost_retransmit();
+            }
+            let max = seg(5).1;
+            // Segments 1..=3 SACKed: segment 0 is lost (IsLost) and retransmitted when
+            // SND.NXT is the end of segment 5.
+            sb.sack(&blocks(&[(seg(1).0, seg(3).1)]), 1, max, 3, MSS, None);
+            let Some(Candidate::Lost(i)) = sb.next_retransmission() else { panic!("front not lost") };
+            sb.retransmitted(i, T0);
+            // Segments 4 and 5 were sent before the retransmission: their SACK is no sign.
+            sb.sack(&blocks(&[(seg(1).0, seg(5).1)]), 1, max, 3, MSS, None);
+            assert_eq!(sb.pipe(), MSS, "the retransmission is still believed in flight");
+            assert_eq!(sb.next_retransmission(), None);
+            // Segment 6 is the first one sent after the retransmission; it is SACKed.
+            sb.push(seg(6).0, seg(6).1, false, T0);
+            sb.sack(&blocks(&[(seg(1).0, seg(6).1)]), 1, seg(6).1, 3, MSS, None);
+            if linux {
+                assert_eq!(sb.lost_retransmissions(), 1);
+                assert_eq!(sb.pipe(), 0, "the lost retransmission left the pipe");
+                let Some(Candidate::Lost(i)) = sb.next_retransmission() else { panic!("not offered again") };
+                assert_eq!(sb.get(i).start, seg(0).0);
+                sb.retransmitted(i, T0);
+                assert_eq!(sb.pipe(), MSS);
+            } else {
+                assert_eq!(sb.lost_retransmissions(), 0);
+                assert_eq!(sb.pipe(), MSS, "RFC 6675: only the timer finds it");
+                assert_eq!(sb.next_retransmission(), None);
+            }
+            sb.check_counters();
+        }
+    }
+
+    /// The rule also covers a retransmission that NextSeg rule (3) sent (not deemed lost
+    /// then), and only retransmissions older than the SACKed data: one sent after it stays.
+    #[test]
+    fn linux_rule_spares_retransmissions_sent_after_the_sacked_data() {
+        let mut sb = board(8);
+        sb.use_lost_retransmit();
+        let max = seg(7).1;
+        // Hole at 0 and 1; 2..=4 SACKed: 0 and 1 lost.
+        sb.sack(&blocks(&[(seg(2).0, seg(4).1)]), 1, max, 3, MSS, None);
+        let Some(Candidate::Lost(i)) = sb.next_retransmission() else { panic!() };
+        sb.retransmitted(i, T0); // segment 0, SND.NXT = end of 7
+        sb.push(seg(8).0, seg(8).1, false, T0);
+        let Some(Candidate::Lost(i)) = sb.next_retransmission() else { panic!() };
+        sb.retransmitted(i, T0); // segment 1, SND.NXT = end of 8
+        // Segment 8 SACKed: sent after the first retransmission, not after the second.
+        sb.sack(&blocks(&[(seg(2).0, seg(4).1), (seg(8).0, seg(8).1)]), 1, seg(8).1, 3, MSS, None);
+        assert_eq!(sb.lost_retransmissions(), 1);
+        let Some(Candidate::Lost(i)) = sb.next_retransmission() else { panic!() };
+        assert_eq!(sb.get(i).start, seg(0).0);
+        sb.retransmitted(i, T0);
+        assert_eq!(sb.next_retransmission().map(|c| sb.get(c.index()).start), Some(seg(5).0), "rule 3 next, not segment 1");
         sb.check_counters();
     }
 

@@ -49,7 +49,8 @@ pub struct Stats {
     pub fast_retransmits: u64,
     /// Retransmission-timer expiries, SYN and SYN-ACK timeouts included.
     pub timeouts: u64,
-    /// Retransmissions that RACK found lost (RFC 8985 §6) and sent again without a timeout.
+    /// Retransmissions that RACK found lost (RFC 8985 §6), or without RACK the
+    /// `lost_retransmit` rule (Linux 2.6's), and sent again without a timeout.
     pub lost_retransmissions: u64,
     /// Tail loss probes sent (RFC 8985 §7).
     pub tail_loss_probes: u64,

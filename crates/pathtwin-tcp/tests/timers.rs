@@ -144,3 +144,23 @@ fn bulk_transfer_gets_one_ack_per_two_segments() {
         assert!((lo..=hi).contains(&ratio), "delayed_ack={delayed}: {acks} ACKs for {data} segments");
     }
 }
+
+/// RFC 6298 (5.3) restarts the timer only on an ACK of new data: a duplicate ACK (here one
+/// SACKing the second segment while the first is lost, too few for fast retransmit) leaves
+/// it running from the first transmission, 100 + 300 ms. ns-2's `Agent/TCP/Linux`
+/// (`LinuxTcpAgent::time_processing` → `set_rtx_timer()` on every ACK) restarts it on the
+/// duplicate ACK too, at 200 ms, so the retransmission goes at 200 + 300 ms.
+#[test]
+fn ns2_mode_restarts_the_timer_on_duplicate_acks() {
+    for ns2 in [false, true] {
+        let cfg = TcpConfig { rack: false, ns2_rto_restart_every_ack: ns2, ..Default::default() };
+        let mut sim = connected(cfg);
+        sim.set_drop(0, drop_seq_times(1, 1));
+        sim.ep[0].send(2 * 1460);
+        sim.run_until(at_ms(1_000));
+        let sends = sim.send_times_of(0, 1);
+        assert_eq!(sends[0], at_ms(100));
+        assert_eq!(sends[1], if ns2 { at_ms(500) } else { at_ms(400) }, "ns2 mode {ns2}");
+        assert_eq!(sim.ep[0].stats().timeouts, 1);
+    }
+}

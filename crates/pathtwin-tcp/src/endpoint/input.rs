@@ -145,11 +145,13 @@ impl Endpoint {
         let in_recovery = self.recovery.in_recovery();
         let lost_before = self.sb.lost_total();
         let mut delivery = self.rack.as_ref().map(|r| r.delivery(now, self.stats.rtt_min.unwrap_or(Duration::ZERO)));
+        let lost_retx_before = self.sb.lost_retransmissions();
         let newly_sacked = if self.sack_ok && !seg.sack.is_empty() {
             self.sb.sack(&seg.sack, self.snd_una, self.snd_max, dupthresh, smss, delivery.as_mut())
         } else {
             0
         };
+        self.stats.lost_retransmissions += self.sb.lost_retransmissions() - lost_retx_before;
         let advanced = ack > self.snd_una;
         if advanced {
             let cum = self.sb.ack(ack, delivery.as_mut());
@@ -230,6 +232,11 @@ impl Endpoint {
             }
         }
         self.maybe_enter_recovery(now, is_dupack, dupacks);
+        // ns-2's Agent/TCP/Linux restarts the timer on every ACK it accepts (see
+        // `TcpConfig::ns2_rto_restart_every_ack`); RFC 6298 (5.3) only on new data (above).
+        if self.cfg.ns2_rto_restart_every_ack && !self.sb.is_empty() {
+            self.rto_at = Some(now + self.rtt.rto());
+        }
         if self.ecn_ok && seg.flags.contains(Flags::ECE) {
             self.on_ecn_echo(now, ack);
         }

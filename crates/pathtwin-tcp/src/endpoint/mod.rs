@@ -457,6 +457,8 @@ impl Endpoint {
             self.rack = Some(Rack::default());
             self.sb.use_rack();
             self.tlp = self.cfg.tlp;
+        } else if self.sack_ok && self.cfg.lost_retransmit {
+            self.sb.use_lost_retransmit();
         }
         self.snd_una = self.isn + 1;
         self.snd_max = self.isn + 1;

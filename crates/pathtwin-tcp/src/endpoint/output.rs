@@ -266,6 +266,15 @@ impl Endpoint {
 
     fn send_retransmission(&mut self, idx: usize, now: Instant) -> Segment {
         let r = self.sb.retransmitted(idx, now);
+        // With Linux 2.6's lost-retransmission rule (`lost_retransmit`), fast recovery
+        // retransmits the first unacknowledged segment again when its retransmission was
+        // lost; Linux restarts the retransmission timer whenever it retransmits the head of
+        // the queue (`tcp_xmit_retransmit_queue`: `if (skb == tcp_write_queue_head(sk))
+        // inet_csk_reset_xmit_timer(..., icsk_rto, ...)`), so the repair is not cut short
+        // by the timer that has run since the episode began.
+        if r.start == self.snd_una && self.recovery.in_recovery() && self.sb.detects_lost_retransmissions() {
+            self.rto_at = Some(now + self.rtt.rto());
+        }
         self.emit_retransmission(r, now)
     }
 
