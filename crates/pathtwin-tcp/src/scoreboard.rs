@@ -411,18 +411,10 @@ impl Scoreboard {
                 self.rexmits.pop_front();
                 continue;
             }
-            let s = self.segs[i];
-            if self.high_sacked <= s.retx_snd_nxt {
+            if self.high_sacked <= self.segs[i].retx_snd_nxt {
                 break;
             }
-            // Counted again as lost: mark_lost_upto counts it only if it was not lost yet.
-            if s.end <= self.lost_upto {
-                self.lost_total += s.len();
-            }
-            self.mark_lost_upto(s.end);
-            self.segs[i].flags &= !RETX;
-            self.retx -= s.len();
-            self.high_rxt = self.high_rxt.min(s.start);
+            self.retransmission_lost(i);
             self.rexmits.pop_front();
             n += 1;
         }
@@ -460,6 +452,20 @@ impl Scoreboard {
     }
 
     /// Deems every unSACKed segment ending at or below `seq` lost.
+    /// Segment `i`'s retransmission is deemed lost: the segment is lost again (and counted
+    /// again, which `mark_lost_upto` does only for a segment not deemed lost yet) and may be
+    /// retransmitted once more. The caller removes it from `rexmits`.
+    fn retransmission_lost(&mut self, i: usize) {
+        let s = self.segs[i];
+        if s.end <= self.lost_upto {
+            self.lost_total += s.len();
+        }
+        self.mark_lost_upto(s.end);
+        self.segs[i].flags &= !RETX;
+        self.retx -= s.len();
+        self.high_rxt = self.high_rxt.min(s.start);
+    }
+
     fn mark_lost_upto(&mut self, seq: u64) {
         if seq <= self.lost_upto {
             return;
@@ -526,14 +532,7 @@ impl Scoreboard {
                 break; // the queue is in send order: the rest were sent later still
             }
             if due(s.sent_at, &mut out) {
-                // Counted by mark_lost_upto unless the original was already deemed lost.
-                if s.end <= self.lost_upto {
-                    self.lost_total += s.len();
-                }
-                self.mark_lost_upto(s.end);
-                self.segs[i].flags &= !RETX;
-                self.retx -= s.len();
-                self.high_rxt = self.high_rxt.min(s.start);
+                self.retransmission_lost(i);
                 self.rexmits.remove(k);
                 out.lost_retransmissions += 1;
             } else {
