@@ -18,7 +18,7 @@ use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, Ra
 use crate::marker::config::Placement;
 use crate::marker::Marker;
 use crate::packet::PacketMeta;
-use crate::qdisc::{DropTail, FrioParams, Qdisc, Red, RedParams, Rio, RioParams, StrictPriority};
+use crate::qdisc::{Discipline, DropTail, FrioParams, Qdisc, Red, RedParams, Rio, RioParams, StrictPriority};
 use crate::time::Duration;
 use crate::units::{Fraction, QueueLimit, Rate};
 use crate::{rng_for, Rng};
@@ -356,12 +356,13 @@ fn hosts_of(p: &PathConfig, d: usize) -> (&str, &str) {
 /// A bandwidth queue with the discipline an entry asks for (`qdisc`, and its `red`, `rio`
 /// and `frio` tables; validated with the config).
 fn new_queue<P: PacketMeta + Send + Sync + 'static>(capacity: Rate, abw: Rate, limit: QueueLimit, q: QdiscSpec<'_>, rng: Rng) -> BandwidthQueue<P> {
-    let discipline: Box<dyn Qdisc<P>> = match (q.kind, q.red) {
-        (QdiscKind::Red, Some(r)) => Box::new(Red::new(red_params(r), limit, capacity)),
-        (QdiscKind::Rio, _) => Box::new(Rio::new(rio_params(q.rio), None, limit, capacity)),
-        (QdiscKind::Frio, _) => Box::new(Rio::new(rio_params(q.rio), Some(frio_params(q)), limit, capacity)),
-        (QdiscKind::Prio, _) => Box::new(StrictPriority::new(limit)),
-        _ => Box::new(DropTail::new(limit)),
+    let other = |q: Box<dyn Qdisc<P>>| Discipline::Other(q);
+    let discipline = match (q.kind, q.red) {
+        (QdiscKind::Red, Some(r)) => other(Box::new(Red::new(red_params(r), limit, capacity))),
+        (QdiscKind::Rio, _) => other(Box::new(Rio::new(rio_params(q.rio), None, limit, capacity))),
+        (QdiscKind::Frio, _) => other(Box::new(Rio::new(rio_params(q.rio), Some(frio_params(q)), limit, capacity))),
+        (QdiscKind::Prio, _) => other(Box::new(StrictPriority::new(limit))),
+        _ => Discipline::DropTail(DropTail::new(limit)),
     };
     BandwidthQueue::new(capacity, abw, discipline, rng)
 }

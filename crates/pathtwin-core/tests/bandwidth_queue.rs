@@ -31,7 +31,7 @@ impl PacketMeta for Pkt {
 }
 
 fn queue(capacity: Rate, abw: Rate, limit: QueueLimit) -> BandwidthQueue<Pkt> {
-    BandwidthQueue::new(capacity, abw, Box::new(DropTail::new(limit)), rng_for(1, 1))
+    BandwidthQueue::new(capacity, abw, DropTail::new(limit), rng_for(1, 1))
 }
 
 /// Drains everything due by `now`, returning (departure time, packet).

@@ -7,7 +7,7 @@
 
 use pathtwin_core::element::BandwidthQueue;
 use pathtwin_core::packet::Mark;
-use pathtwin_core::qdisc::{Rio, RioParams};
+use pathtwin_core::qdisc::{Qdisc, Rio, RioParams};
 use pathtwin_core::rng_for;
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::units::{QueueLimit, Rate};
@@ -19,7 +19,7 @@ use common::P;
 fn loss(coupled: bool) -> (f64, f64) {
     let c = Rate::from_mbps(10);
     let rio = Rio::new(RioParams { coupled, ..RioParams::ns2_default() }, None, QueueLimit::Packets(200), c);
-    let mut q: BandwidthQueue<P> = BandwidthQueue::new(c, c, Box::new(rio), rng_for(1, 1));
+    let mut q: BandwidthQueue<P> = BandwidthQueue::new(c, c, Box::new(rio) as Box<dyn Qdisc<P>>, rng_for(1, 1));
     // 1500-byte packets: IN every 1.5 ms (8 Mbit/s), OUT every 3 ms (4 Mbit/s), 0.75 ms
     // apart so that no two arrive together.
     let (mut lost_in, mut lost_out, mut n_in, mut n_out) = (0u64, 0u64, 0u64, 0u64);

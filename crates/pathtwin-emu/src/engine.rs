@@ -944,7 +944,7 @@ mod tests {
 
     fn queue(capacity_bps: u64, abw_bps: u64) -> Element<EmuPacket> {
         let q = DropTail::new(QueueLimit::Packets(100));
-        Element::Queue(BandwidthQueue::new(Rate::from_bps(capacity_bps), Rate::from_bps(abw_bps), Box::new(q), rng_for(1, 0)))
+        Element::Queue(BandwidthQueue::new(Rate::from_bps(capacity_bps), Rate::from_bps(abw_bps), q, rng_for(1, 0)))
     }
 
     /// An engine over `n` recording hosts 10.0.0.1..=n, without sampling or priority changes.
@@ -1085,7 +1085,7 @@ mod tests {
     /// reads, however slow the machine, so what is written is decided by the model alone.
     fn queue_then_delay(bps: u64, limit: u64) -> (Vec<Element<EmuPacket>>, Vec<Route>) {
         let q = DropTail::new(QueueLimit::Packets(limit));
-        let queue = Element::Queue(BandwidthQueue::new(Rate::from_bps(bps), Rate::from_bps(bps), Box::new(q), rng_for(1, 0)));
+        let queue = Element::Queue(BandwidthQueue::new(Rate::from_bps(bps), Rate::from_bps(bps), q, rng_for(1, 0)));
         let delay = Element::Delay(pathtwin_core::element::DelayLine::new(Duration::from_secs(1)));
         let hops = vec![Hop { element: 0, slot: 0 }, Hop { element: 1, slot: 0 }];
         (vec![queue, delay], vec![Route { src: 0, dst: 1, hops, only: None }])

@@ -332,12 +332,8 @@ impl Simulation {
     /// Runs every event up to and including `until` (capped at the run's end); returns true
     /// when the run has reached its end.
     pub fn advance(&mut self, until: Instant) -> bool {
-        while let Some(t) = self.events.peek_time() {
-            // `end` moves forward to now when `until_done` sees the last connection close.
-            if t > until.min(self.end) {
-                break;
-            }
-            let (now, ev) = self.events.pop().expect("peeked");
+        // `end` moves back to now when `until_done` sees the last connection close.
+        while let Some((now, ev)) = self.events.pop_due(until.min(self.end)) {
             self.dispatch(now, ev);
             if self.cfg.run.until_done && self.done_conns == self.conns.len() && now < self.end {
                 self.end = now;
@@ -424,11 +420,15 @@ impl Simulation {
             None => {
                 let c = pkt.conn as usize;
                 let side = if pkt.from_client { SERVER } else { CLIENT };
-                let seg = *self.segments.take(&pkt);
-                if !self.captures.is_empty() {
+                if self.captures.is_empty() {
+                    // Read in place: a copy of the segment was a tenth of `release`.
+                    let seg = self.segments.take(&pkt);
+                    self.conns[c].endpoints[side].handle_segment(t, seg);
+                } else {
+                    let seg = *self.segments.take(&pkt);
                     self.capture(pkt.dst, t, &pkt, &seg);
+                    self.conns[c].endpoints[side].handle_segment(t, &seg);
                 }
-                self.conns[c].endpoints[side].handle_segment(t, &seg);
                 self.service(t, c, side);
             }
         }

@@ -24,7 +24,7 @@
 
 use super::reactivity::Reactivity;
 use crate::packet::PacketMeta;
-use crate::qdisc::{Backlog, Qdisc, Queued};
+use crate::qdisc::{Backlog, Discipline, Qdisc, Queued};
 use crate::time::{Duration, Instant};
 use crate::units::{QueueLimit, Rate};
 use crate::Rng;
@@ -99,7 +99,7 @@ pub struct BandwidthQueue<P> {
     capacity: Rate,
     /// Propagation delay added after serialization.
     propagation: Duration,
-    qdisc: Box<dyn Qdisc<P>>,
+    qdisc: Discipline<P>,
     /// The item on the link and the time its last bit leaves.
     in_service: Option<(Queued<P>, Instant)>,
     placeholder: PlaceholderSource,
@@ -118,11 +118,11 @@ pub struct BandwidthQueue<P> {
 
 impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
     /// A queue draining at `capacity`; `abw` below capacity adds placeholders at C − ABW.
-    pub fn new(capacity: Rate, abw: Rate, qdisc: Box<dyn Qdisc<P>>, rng: Rng) -> Self {
+    pub fn new(capacity: Rate, abw: Rate, qdisc: impl Into<Discipline<P>>, rng: Rng) -> Self {
         BandwidthQueue {
             capacity,
             propagation: Duration::ZERO,
-            qdisc,
+            qdisc: qdisc.into(),
             in_service: None,
             placeholder: PlaceholderSource::new(capacity.saturating_sub(abw), Instant::ZERO),
             deferred_placeholders: 0,

@@ -12,6 +12,7 @@
 //! average and drop curve live once, in `red_curve`, for RED and RIO alike.
 
 mod aqm;
+mod discipline;
 mod droptail;
 mod prio;
 mod red;
@@ -20,6 +21,7 @@ mod rio;
 #[cfg(test)]
 mod testing;
 
+pub use discipline::Discipline;
 pub use droptail::DropTail;
 pub use prio::{StrictPriority, BANDS};
 pub use red::{Red, RedParams};
