@@ -135,13 +135,16 @@ impl QuadHeap {
                 break;
             }
             let end = (first + 4).min(n);
-            let mut min = first;
+            // Selects without branching: which child is least is a coin toss the branch
+            // predictor loses.
+            let (mut min, mut min_key) = (first, self.entries[first].0);
             for c in first + 1..end {
-                if self.entries[c].0 < self.entries[min].0 {
-                    min = c;
-                }
+                let key = self.entries[c].0;
+                let less = key < min_key;
+                min = if less { c } else { min };
+                min_key = if less { key } else { min_key };
             }
-            if self.entries[min].0 >= last.0 {
+            if min_key >= last.0 {
                 break;
             }
             self.entries[i] = self.entries[min];

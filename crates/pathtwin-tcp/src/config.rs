@@ -5,7 +5,7 @@
 //! files: the simulator maps its TOML schema onto this struct and calls
 //! [`TcpConfig::validate`], so that a user's mistake is reported with the key that caused it.
 
-use crate::cc::{Bbr, Bic, BicParams, CcParams, CongestionControl, Cubic, CubicParams, Monaco, MonacoParams, Reno, Vegas, VegasParams};
+use crate::cc::{Bbr, Bic, BicParams, CcParams, CongestionControl, Controller, Cubic, CubicParams, Monaco, MonacoParams, Reno, Vegas, VegasParams};
 use crate::recovery::Flavour;
 use pathtwin_core::time::Duration;
 use std::fmt;
@@ -111,6 +111,14 @@ impl CcAlgorithm {
             CcAlgorithm::Bbr => Box::new(Bbr::new(params)),
             CcAlgorithm::Monaco(p) => Box::new(Monaco::new(params, *p)),
             CcAlgorithm::Custom { build, .. } => build(params),
+        }
+    }
+
+    /// The controller as an endpoint holds it: Reno by value (see [`Controller`]).
+    pub(crate) fn controller(&self, params: &CcParams) -> Controller {
+        match self {
+            CcAlgorithm::Reno | CcAlgorithm::NewReno => Controller::Reno(Reno::new(params)),
+            _ => Controller::Other(self.build(params)),
         }
     }
 

@@ -250,15 +250,22 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
         let len = pkt.wire_len();
         self.stats.arrivals += 1;
         self.stats.arrival_bytes += len as u64;
-        let item = Queued {
-            wire_len: len,
-            flow: pkt.flow_key(),
-            mark: pkt.mark(),
-            priority: pkt.priority(),
-            enqueued_at: at,
-            packet: Some(pkt),
-        };
-        if self.in_service.is_none() && self.deferred_placeholders == 0 && self.qdisc.backlog().packets == 0 {
+        let idle = self.in_service.is_none() && self.deferred_placeholders == 0 && self.qdisc.backlog().packets == 0;
+        match self.qdisc.admits_when_empty(len).filter(|_| idle) {
+            Some(true) => {
+                let done = at + self.capacity.transmit_time(len as u64);
+                self.in_service = Some((Queued::real(pkt, at), done));
+                return None;
+            }
+            Some(false) => {
+                self.stats.drops += 1;
+                self.stats.drop_bytes += len as u64;
+                return Some(pkt);
+            }
+            None => {}
+        }
+        let item = Queued::real(pkt, at);
+        if idle {
             // Idle link: straight onto the wire if the discipline admits it.
             return match self.qdisc.pass_through(at, item, &mut self.rng) {
                 Ok(item) => {

@@ -50,6 +50,10 @@ impl<P: Send + Sync> Qdisc<P> for Discipline<P> {
         on_inner!(self, q => q.pass_through(now, item, rng))
     }
     #[inline]
+    fn admits_when_empty(&self, len: u32) -> Option<bool> {
+        on_inner!(self, q => q.admits_when_empty(len))
+    }
+    #[inline]
     fn backlog(&self) -> Backlog {
         on_inner!(self, q => q.backlog())
     }

@@ -68,6 +68,10 @@ impl<P: Send + Sync> Qdisc<P> for DropTail<P> {
         }
     }
 
+    fn admits_when_empty(&self, len: u32) -> Option<bool> {
+        Some(!Backlog::default().would_exceed(self.limit, len))
+    }
+
     fn backlog(&self) -> Backlog {
         self.backlog
     }

@@ -29,7 +29,7 @@ pub use aqm::{ActiveQueue, AqmQueue, AqmStats, Class, ClassStats};
 pub use red_curve::{RedAverage, RedCurve, Verdict};
 pub use rio::{FrioParams, Rio, RioParams};
 
-use crate::packet::{FlowKey, Mark};
+use crate::packet::{FlowKey, Mark, PacketMeta};
 use crate::time::Instant;
 use crate::units::QueueLimit;
 use crate::Rng;
@@ -44,6 +44,13 @@ pub struct Queued<P> {
     pub mark: Mark,
     pub priority: u8,
     pub enqueued_at: Instant,
+}
+
+impl<P: PacketMeta> Queued<P> {
+    /// A real packet arriving at `at`, with what the disciplines read of it.
+    pub fn real(pkt: P, at: Instant) -> Self {
+        Queued { wire_len: pkt.wire_len(), flow: pkt.flow_key(), mark: pkt.mark(), priority: pkt.priority(), enqueued_at: at, packet: Some(pkt) }
+    }
 }
 
 impl<P> Queued<P> {
@@ -91,6 +98,13 @@ pub trait Qdisc<P>: Send + Sync {
     fn pass_through(&mut self, now: Instant, item: Queued<P>, rng: &mut Rng) -> Result<Queued<P>, Queued<P>> {
         self.enqueue(now, item, rng)?;
         Ok(self.dequeue(now).expect("an empty discipline returns what it just admitted"))
+    }
+    /// The verdict on an item of `len` bytes arriving while the link is idle and the
+    /// discipline holds nothing, when it depends on nothing else (no randomness, no state
+    /// to update): the bandwidth queue then puts the packet on the link without building
+    /// the item twice. `None` (the default) sends it through [`Qdisc::pass_through`].
+    fn admits_when_empty(&self, _len: u32) -> Option<bool> {
+        None
     }
     /// Items currently held.
     fn backlog(&self) -> Backlog;

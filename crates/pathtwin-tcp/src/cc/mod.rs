@@ -35,6 +35,7 @@
 
 pub mod bbr;
 mod bic;
+mod controller;
 mod cubic;
 mod hystart;
 mod monaco;
@@ -44,6 +45,7 @@ mod vegas;
 
 pub use bbr::{Bbr, BbrMode};
 pub use bic::{Bic, BicParams};
+pub use controller::Controller;
 pub use cubic::{Cubic, CubicParams};
 pub use monaco::{Monaco, MonacoParams};
 pub use reno::Reno;

@@ -9,7 +9,7 @@
 //! duplicates and FINs are acknowledged at once.
 
 use super::{Endpoint, State};
-use crate::cc::{AckEvent, DeliveryEvent};
+use crate::cc::{AckEvent, CongestionControl, DeliveryEvent};
 use crate::config::NewRenoTimer;
 use crate::rack::{pto_deadline, TlpOutcome};
 use crate::reassembly::Reassembly;

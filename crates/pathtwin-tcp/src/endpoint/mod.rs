@@ -37,7 +37,7 @@
 mod input;
 mod output;
 
-use crate::cc::{CcParams, CongestionControl};
+use crate::cc::{CcParams, CongestionControl, Controller};
 use crate::config::TcpConfig;
 use crate::monaco::{AccumulationEstimator, AccumulationFeedback, ControlSender};
 use crate::rack::{Rack, TlpProbe};
@@ -130,7 +130,7 @@ pub struct Endpoint {
     /// After a timeout: one past the highest sequence number sent when it fired, until the
     /// cumulative ACK reaches it (what controllers see as `in_timeout_recovery`).
     timeout_recover: Option<u64>,
-    cc: Box<dyn CongestionControl>,
+    cc: Controller,
     recovery: Recovery,
     /// RACK loss detection, when SACK is in use and `TcpConfig::rack` is on.
     rack: Option<Rack>,
@@ -222,7 +222,7 @@ impl Endpoint {
             rto_at: None,
             rto_repeats: 0,
             timeout_recover: None,
-            cc: cfg.cc.build(&params),
+            cc: cfg.cc.controller(&params),
             recovery: Recovery::new(cfg.cc.flavour_without_sack()),
             rack: None,
             rack_at: None,
@@ -402,7 +402,7 @@ impl Endpoint {
     }
     /// The congestion controller, for controller-specific state in results.
     pub fn congestion_control(&self) -> &dyn CongestionControl {
-        &*self.cc
+        &self.cc
     }
     pub fn config(&self) -> &TcpConfig {
         &self.cfg
@@ -447,7 +447,7 @@ impl Endpoint {
         } else {
             (self.cfg.initial_window as u64 * smss).min(self.cfg.max_window)
         };
-        self.cc = self.cfg.cc.build(&CcParams { smss: self.smss, initial_cwnd, max_window: self.cfg.max_window });
+        self.cc = self.cfg.cc.controller(&CcParams { smss: self.smss, initial_cwnd, max_window: self.cfg.max_window });
         if self.cfg.cc.uses_control_packets() {
             self.control_tx = Some(ControlSender::default());
         }

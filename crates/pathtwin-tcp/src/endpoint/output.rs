@@ -33,7 +33,7 @@
 //! number of segments neither stall nor fragment the stream.
 
 use super::{Endpoint, State};
-use crate::cc::SentEvent;
+use crate::cc::{CongestionControl, SentEvent};
 use crate::rack::TlpProbe;
 use crate::recovery::Flavour;
 use crate::scoreboard::{Candidate, Retransmit};
