@@ -177,3 +177,49 @@ def test_ctrl_c_during_a_transfer_keeps_the_series_measured_so_far(tmp_path):
     # The transfer was cut after about 2 s at most 10 Mbit/s: rows and bytes up to then.
     assert len(data) >= 10
     assert 0 < data.delivered_bytes.max() <= 10e6 / 8 * data.time_s.max()
+
+
+def transfer_run(out, size: int = 300_000) -> Emulation:
+    """An emulation of TWO_HOSTS under reno in which a sends ``size`` bytes to b; returns it
+    stopped (its tables in ``out``, or only in memory when ``out`` is None)."""
+    with Emulation(TWO_HOSTS, out=out, cc="reno") as net:
+        sink = net["b"].popen([os.sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
+        assert sink.stdout.readline().strip() == "ready"
+        net["a"].run([os.sys.executable, "-c", SOURCE, "b", str(size)], check=True, timeout=30)
+        assert int(sink.stdout.readline()) == size
+        sink.wait(timeout=10)
+    return net
+
+
+def test_flow_series_written_by_the_emulator_reads_back_as_python_writes_it(tmp_path):
+    """With a result directory the native side writes ``flow_series`` itself (a long run's
+    largest table, which as Python objects cost gigabytes). Its file must read back with the
+    columns and types that pyarrow gives the same table built from Python rows (the path
+    without a result directory), hold every row, and be what ``Emulation.flow_series()``
+    returns."""
+    import pyarrow.parquet as pq
+
+    from pathtwin.emulation import FLOW_SERIES_COLUMNS, write_emu_results
+
+    native = transfer_run(tmp_path / "native")
+    assert native.results["flow_series_written"] is True
+    assert "flow_series" not in native.results
+    from_file = pq.read_table(tmp_path / "native" / "flow_series.parquet")
+    assert from_file.num_rows == native.results["flow_series_rows"] > 0
+    assert "flow_series" in read_result_dir(tmp_path / "native").run["tables"]
+
+    in_memory = transfer_run(None)
+    assert len(in_memory.results["flow_series"]) == in_memory.results["flow_series_rows"] > 0
+    write_emu_results(tmp_path / "python", in_memory.results, wall_time_s=1.0, started_at=0.0, warnings=[], source=None)
+    from_python = pq.read_table(tmp_path / "python" / "flow_series.parquet")
+
+    def columns(t):
+        return [(f.name, str(f.type)) for f in t.schema]
+
+    assert columns(from_file) == columns(from_python)
+    assert [name for name, _ in columns(from_file)] == list(FLOW_SERIES_COLUMNS)
+    flow = native.flow_series()
+    assert len(flow) == from_file.num_rows
+    sent = flow[(flow.src == "a") & (flow.dst_port == 7100)]
+    assert sent.delivered_bytes.max() == 300_000
+    assert set(sent.cc) == {"reno"}

@@ -13,8 +13,10 @@ timer-wake lateness over that minute (p50/p99/p999/max, from the engine's histog
 process's resident memory (the engine runs in it), open file descriptors and threads, and
 the short transfers completed. At the end: the lateness p99 of the last minute against the
 first, memory and descriptor growth from the second minute to the last (the first holds
-start-up), and whether the run left any namespace, link or state directory behind. Results
-go to bench/out/emu/soak.json. This is a measurement, not a test: it asserts nothing.
+start-up), and whether the run left any namespace, link or state directory behind, and how
+long writing the emulation's own result directory took (--result-dir, as a user's run writes
+it; --no-result-dir keeps the tables in memory only) and the process's memory after it.
+Results go to bench/out/emu/soak.json. This is a measurement, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -152,6 +155,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-tcp-info", action="store_true",
                     help="do not sample the hosts' tcp_info (the flow_series table; its samples go to a "
                          "temporary file during the run, not to memory)")
+    ap.add_argument("--result-dir", type=Path, default=OUT / "soak-run",
+                    help=f"the emulation's result directory (default {OUT / 'soak-run'})")
+    ap.add_argument("--no-result-dir", action="store_true", help="write no result directory: results in memory only")
     ap.add_argument("--no-offload", action="store_true",
                     help="TUN offload off: the hosts' kernels hand over MTU-sized packets, one system call each")
     args = ap.parse_args(argv)
@@ -166,6 +172,7 @@ def main(argv=None) -> int:
     minutes = []
     try:
         with Emulation(topology(args.rate, args.rtt, args.queue), tcp_info=not args.no_tcp_info,
+                       out=None if args.no_result_dir else args.result_dir,
                        offload=not args.no_offload) as net:
             run_id = net.run_id
             net["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -209,8 +216,10 @@ def main(argv=None) -> int:
     long_bps = json.loads(long_out)["end"]["sum_received"]["bits_per_second"] if long_out.strip() else None
     short = json.loads(short_out.strip().splitlines()[-1]) if short_out.strip() else None
     report = {"args": vars(args), "minutes": minutes, "long_flows_bps": long_bps, "short_flows": short, "leftovers": left,
-              "flows_table_rows": len(results["flows"]), "flow_series_rows": len(results["flow_series"]),
-              "results_s": results_s, "rss_after_results_mb": after_results["rss_mb"]}
+              "flows_table_rows": len(results["flows"]), "flow_series_rows": results["flow_series_rows"],
+              "results_s": results_s, "rss_after_results_mb": after_results["rss_mb"],
+              # The high-water mark of the whole process, results included.
+              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if len(minutes) >= 2:
         first, last, second = minutes[0], minutes[-1], minutes[1]
         report["p99_last_over_first"] = last["release"]["p99_ns"] / max(first["release"]["p99_ns"], 1)
@@ -226,7 +235,8 @@ def main(argv=None) -> int:
         print(f"short flows: {short['completed']:,} completed, {short['failed']} failed, {short['bytes'] / 1e9:.2f} GB")
     print(f"results: {report['flows_table_rows']:,} flows rows (one per direction of every 5-tuple, kept in "
           f"memory), {report['flow_series_rows']:,} tcp_info samples (spilled to a file during the run), built in "
-          f"{report['results_s']:.1f} s after the run (resident memory then {report['rss_after_results_mb']:.0f} MB)")
+          f"{report['results_s']:.1f} s after the run (resident memory then {report['rss_after_results_mb']:.0f} MB, "
+          f"peak {report['peak_rss_mb']:.0f} MB)")
     print(f"left behind: namespaces {left['namespaces'] or 'none'}, links {left['links'] or 'none'}, "
           f"state directory {'yes' if left['state_dir'] else 'none'}")
     OUT.mkdir(parents=True, exist_ok=True)

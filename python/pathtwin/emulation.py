@@ -193,13 +193,38 @@ class Emulation:
         _terminate(self._processes)
         _terminate(self._captures, grace=2.0)
         wall = time.perf_counter() - self._t0
-        raw = json.loads(native.stop())
+        # With a result directory the native side writes `flow_series` there itself (a long
+        # run's largest table; as Python objects it cost gigabytes). If the directory cannot
+        # be made, every table comes back here and `write_emu_results` reports the error.
+        from .results import make_result_dir
+
+        out_dir = None
+        if self.out is not None:
+            try:
+                make_result_dir(Path(self.out))
+                out_dir = str(self.out)
+            except PathtwinError:
+                pass
+        raw = json.loads(native.stop(out_dir))
         self.results = raw
+        if raw.get("flow_series_warning"):
+            raw.setdefault("warnings", list(native.warnings)).append(raw["flow_series_warning"])
         if self.out is not None:
             self.result_path = write_emu_results(self.out, raw, wall_time_s=wall, started_at=self._started_at,
                                                  warnings=list(raw.get("warnings", native.warnings)),
                                                  source=self._origin or None)
         return self.result_path
+
+    def flow_series(self):
+        """The `flow_series` table of a stopped emulation as a DataFrame: from the result
+        directory when the native side wrote it there, else from `results`."""
+        import pandas as pd
+
+        if self.results is None:
+            raise PathtwinError("the emulation has not stopped yet: flow_series is built at stop()")
+        if self.results.get("flow_series_written"):
+            return pd.read_parquet(Path(self.out) / "flow_series.parquet")
+        return pd.DataFrame(self.results.get("flow_series", []), columns=list(FLOW_SERIES_COLUMNS))
 
     def __enter__(self) -> "Emulation":
         return self.start()
@@ -501,9 +526,10 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
         "flows": _columns(flows, flow_keys),
         "routes": _columns(snap["routes"], route_keys),
         "timing": _summary_rows(snap),
-        "flow_series": _columns(raw.get("flow_series", []), FLOW_SERIES_COLUMNS),
         "markers": _columns([{**m, "marker": m["name"]} for m in snap.get("markers", [])], MARKER_COLUMNS),
     }
+    if not raw.get("flow_series_written"):
+        tables["flow_series"] = _columns(raw.get("flow_series", []), FLOW_SERIES_COLUMNS)
     if raw.get("pipes"):
         tables["pipes"] = _pipe_columns(raw["pipes"])
     cfg = raw["config"]
@@ -530,7 +556,8 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
         "warnings": warnings,
         "source": source,
     }
-    return write_result_dir(Path(out), run, tables)
+    written = ["flow_series"] if raw.get("flow_series_written") else []
+    return write_result_dir(Path(out), run, tables, written=written)
 
 
 # -- daemon for `pathtwin emu up` ------------------------------------------------------

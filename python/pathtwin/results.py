@@ -15,7 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .errors import PathtwinError
 
@@ -141,8 +141,9 @@ def write_run_json(out: Path, run: dict, tables) -> None:
     (Path(out) / "run.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
 
 
-def write_result_dir(out: Path, run: dict, tables: Mapping[str, Any]) -> Path:
-    """Writes ``run.json`` and one Parquet file per table (DataFrame or column dict)."""
+def write_result_dir(out: Path, run: dict, tables: Mapping[str, Any], written: Sequence[str] = ()) -> Path:
+    """Writes ``run.json`` and one Parquet file per table (DataFrame or column dict);
+    ``written`` names tables already written into ``out`` (listed in ``run.json`` too)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -154,7 +155,7 @@ def write_result_dir(out: Path, run: dict, tables: Mapping[str, Any]) -> Path:
         else:
             arrow = pa.Table.from_pandas(table, preserve_index=False)
         pq.write_table(arrow, out / f"{name}.parquet")
-    write_run_json(out, run, tables)
+    write_run_json(out, run, [*tables, *written])
     return out
 
 

@@ -273,7 +273,9 @@ pub struct Results<'a> {
     pub pipes: Vec<PipeRow>,
     pub queue_samples: Vec<QueueSample>,
     /// Every sending TCP socket of every host over time, from the kernel's `tcp_info`
-    /// (see [`crate::sampler`]).
+    /// (see [`crate::sampler`]). Left out of the serialized results when empty: a driver
+    /// that writes the table itself takes it out first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub flow_series: Vec<FlowSeriesRow>,
     /// `None` when sampling was off ([`EmulatorOptions::tcp_info`]).
     pub tcp_sampling: Option<SamplingStats>,

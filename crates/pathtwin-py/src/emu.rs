@@ -5,7 +5,9 @@
 //! would stall the packet loop whenever the interpreter is busy (up to the 5 ms switch
 //! interval), which would show up as release lateness. Python talks to it through a stop
 //! flag and a snapshot the thread refreshes every 250 ms. Results and snapshots cross as
-//! JSON text; `pathtwin.emulation` turns them into `run.json` and Parquet. Every error
+//! JSON text, except the `flow_series` table, written here as Parquet when Python names
+//! the result directory (see `EmuRun::stop`); `pathtwin.emulation` turns the rest into
+//! `run.json` and Parquet. Every error
 //! becomes a `pathtwin.errors.PathtwinError` with a one-line message.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +20,10 @@ use pathtwin_emu::netns::{cleanup_stale, live_runs, RunId};
 use pathtwin_emu::emulator::LatenessSummary;
 use pathtwin_emu::lab::write_state_file;
 use pathtwin_emu::lateness::Histogram;
+use pathtwin_emu::sampler::FlowSeriesRow;
 use pathtwin_emu::{Emulator, EmulatorOptions};
+
+use crate::parquet_out::{write_nullable_table, ColumnRef};
 use pyo3::prelude::*;
 
 /// Interval at which the loop thread refreshes the snapshot (memory and `stats.json`).
@@ -38,7 +43,7 @@ struct Running {
     snapshot: Arc<Mutex<String>>,
     /// Copies of the release and timer-wake lateness histograms, refreshed with the snapshot.
     lateness: Arc<Mutex<(Histogram, Histogram)>>,
-    thread: JoinHandle<Result<String, String>>,
+    thread: JoinHandle<Result<(String, Vec<FlowSeriesRow>), String>>,
 }
 
 /// One running emulation: the hosts exist and packets flow from construction until `stop()`.
@@ -147,16 +152,46 @@ impl EmuRun {
     }
 
     /// Stops the loop, removes every host, and returns the results as JSON text.
-    fn stop(&mut self, py: Python<'_>) -> PyResult<String> {
+    ///
+    /// With `out_dir` (an existing directory), the `flow_series` table (every TCP socket
+    /// every sample interval: the one table that grows with a run's length) is written there
+    /// as `flow_series.parquet` and left out of the JSON, which then says
+    /// `"flow_series_written": true`: an hour's 600 000 rows cost 900 MB as Python objects.
+    /// If writing fails, the rows come back in the JSON instead, with a warning, so nothing
+    /// measured is lost. `"flow_series_rows"` counts the rows either way.
+    #[pyo3(signature = (out_dir = None))]
+    fn stop(&mut self, py: Python<'_>, out_dir: Option<std::path::PathBuf>) -> PyResult<String> {
         let Some(r) = self.running.take() else {
             return Err(pathtwin_error(py, "the emulation was already stopped"));
         };
         r.stop.store(true, Ordering::Relaxed);
-        match py.allow_threads(|| r.thread.join()) {
-            Ok(Ok(results)) => Ok(results),
-            Ok(Err(msg)) => Err(pathtwin_error(py, msg)),
-            Err(_) => Err(pathtwin_error(py, "the emulator thread panicked")),
+        let (json, flow_series) = match py.allow_threads(|| r.thread.join()) {
+            Ok(Ok(results)) => results,
+            Ok(Err(msg)) => return Err(pathtwin_error(py, msg)),
+            Err(_) => return Err(pathtwin_error(py, "the emulator thread panicked")),
+        };
+        let written = match out_dir.filter(|_| !flow_series.is_empty()) {
+            Some(dir) => {
+                let path = dir.join("flow_series.parquet");
+                py.allow_threads(|| write_flow_series(&path, &flow_series)).map_err(|e| format!("{}: cannot write ({e})", path.display()))
+            }
+            None => Err(String::new()),
+        };
+        // The results object is `{...}`: the extra fields go before its closing brace.
+        let body = json.strip_suffix('}').ok_or_else(|| pathtwin_error(py, "emulator results are not a JSON object"))?;
+        let mut out = format!("{body},\"flow_series_rows\":{}", flow_series.len());
+        match written {
+            Ok(()) => out.push_str(",\"flow_series_written\":true"),
+            Err(why) => {
+                let rows = serde_json::to_string(&flow_series).map_err(|e| pathtwin_error(py, e))?;
+                out.push_str(&format!(",\"flow_series\":{rows}"));
+                if !why.is_empty() {
+                    out.push_str(&format!(",\"flow_series_warning\":{}", serde_json::Value::String(why)));
+                }
+            }
         }
+        out.push('}');
+        Ok(out)
     }
 
     fn __repr__(&self) -> String {
@@ -174,7 +209,7 @@ impl Drop for EmuRun {
     }
 }
 
-fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>, lateness: &Mutex<(Histogram, Histogram)>) -> Result<String, String> {
+fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>, lateness: &Mutex<(Histogram, Histogram)>) -> Result<(String, Vec<FlowSeriesRow>), String> {
     // `stats.json` (for `pathtwin emu stats`) is written by a thread of its own: on a disk a
     // write and rename waited up to ~0.9 s on the journal, and the loop held every packet due
     // meanwhile (the soak's release stalls).
@@ -209,10 +244,87 @@ fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>, l
     }
     // Whatever ended the loop, what was measured is kept: the last TCP sample, then results.
     emu.stop_sampling();
-    let outcome = outcome.and_then(|()| serde_json::to_string(&emu.results()).map_err(|e| e.to_string()));
+    let outcome = outcome.and_then(|()| {
+        let mut results = emu.results();
+        let flow_series = std::mem::take(&mut results.flow_series);
+        serde_json::to_string(&results).map(|json| (json, flow_series)).map_err(|e| e.to_string())
+    });
     // `emu` drops here: devices close, namespaces and the state directory are removed.
     drop(emu);
     outcome
+}
+
+/// Writes `rows` as the `flow_series` Parquet file, with the columns and types that
+/// `pathtwin.emulation.write_emu_results` gives the table when it comes through Python
+/// (`FLOW_SERIES_COLUMNS`: numbers as INT64 or DOUBLE, missing values as nulls).
+fn write_flow_series(path: &std::path::Path, rows: &[FlowSeriesRow]) -> Result<(), parquet::errors::ParquetError> {
+    fn col<T>(rows: &[FlowSeriesRow], f: impl Fn(&FlowSeriesRow) -> T) -> Vec<T> {
+        rows.iter().map(f).collect()
+    }
+    let f = |x: f64| Some(x);
+    let time_s = col(rows, |r| f(r.time_s));
+    let flow = col(rows, |r| r.flow as i64);
+    let label = col(rows, |r| r.label.clone());
+    let src = col(rows, |r| r.src.clone());
+    let dst = col(rows, |r| r.dst.clone());
+    let src_port = col(rows, |r| r.src_port as i64);
+    let dst_port = col(rows, |r| r.dst_port as i64);
+    let cwnd_bytes = col(rows, |r| r.cwnd_bytes);
+    let ssthresh_bytes = col(rows, |r| r.ssthresh_bytes);
+    let srtt_ms = col(rows, |r| f(r.srtt_ms));
+    let goodput_bps = col(rows, |r| f(r.goodput_bps));
+    let delivered_bytes = col(rows, |r| r.delivered_bytes);
+    let retransmits = col(rows, |r| r.retransmits);
+    let cc = col(rows, |r| r.cc.clone());
+    let state = col(rows, |r| r.state as i64);
+    let ca_state = col(rows, |r| r.ca_state.map(i64::from));
+    let rto_retransmits = col(rows, |r| r.rto_retransmits.map(i64::from));
+    let rttvar_ms = col(rows, |r| r.rttvar_ms);
+    let min_rtt_ms = col(rows, |r| r.min_rtt_ms);
+    let rto_ms = col(rows, |r| r.rto_ms);
+    let mss = col(rows, |r| r.mss.map(i64::from));
+    let cwnd_segments = col(rows, |r| r.cwnd_segments.map(i64::from));
+    let unacked_segments = col(rows, |r| r.unacked_segments.map(i64::from));
+    let lost_segments = col(rows, |r| r.lost_segments.map(i64::from));
+    let delivery_rate_bps = col(rows, |r| r.delivery_rate_bps);
+    let pacing_rate_bps = col(rows, |r| r.pacing_rate_bps);
+    let bytes_sent = col(rows, |r| r.bytes_sent.map(|b| b as i64));
+    let bytes_retrans = col(rows, |r| r.bytes_retrans.map(|b| b as i64));
+    let bytes_received = col(rows, |r| r.bytes_received.map(|b| b as i64));
+    write_nullable_table(
+        path,
+        &[
+            ("time_s", ColumnRef::OptF64(&time_s)),
+            ("flow", ColumnRef::I64(&flow)),
+            ("label", ColumnRef::Str(&label)),
+            ("src", ColumnRef::Str(&src)),
+            ("dst", ColumnRef::Str(&dst)),
+            ("src_port", ColumnRef::I64(&src_port)),
+            ("dst_port", ColumnRef::I64(&dst_port)),
+            ("cwnd_bytes", ColumnRef::I64(&cwnd_bytes)),
+            ("ssthresh_bytes", ColumnRef::I64(&ssthresh_bytes)),
+            ("srtt_ms", ColumnRef::OptF64(&srtt_ms)),
+            ("goodput_bps", ColumnRef::OptF64(&goodput_bps)),
+            ("delivered_bytes", ColumnRef::I64(&delivered_bytes)),
+            ("retransmits", ColumnRef::I64(&retransmits)),
+            ("cc", ColumnRef::OptStr(&cc)),
+            ("state", ColumnRef::I64(&state)),
+            ("ca_state", ColumnRef::OptI64(&ca_state)),
+            ("rto_retransmits", ColumnRef::OptI64(&rto_retransmits)),
+            ("rttvar_ms", ColumnRef::OptF64(&rttvar_ms)),
+            ("min_rtt_ms", ColumnRef::OptF64(&min_rtt_ms)),
+            ("rto_ms", ColumnRef::OptF64(&rto_ms)),
+            ("mss", ColumnRef::OptI64(&mss)),
+            ("cwnd_segments", ColumnRef::OptI64(&cwnd_segments)),
+            ("unacked_segments", ColumnRef::OptI64(&unacked_segments)),
+            ("lost_segments", ColumnRef::OptI64(&lost_segments)),
+            ("delivery_rate_bps", ColumnRef::OptF64(&delivery_rate_bps)),
+            ("pacing_rate_bps", ColumnRef::OptF64(&pacing_rate_bps)),
+            ("bytes_sent", ColumnRef::OptI64(&bytes_sent)),
+            ("bytes_retrans", ColumnRef::OptI64(&bytes_retrans)),
+            ("bytes_received", ColumnRef::OptI64(&bytes_received)),
+        ],
+    )
 }
 
 /// Removes namespaces and state of runs whose owner died; returns the namespaces removed.

@@ -37,6 +37,9 @@ pub enum ColumnRef<'a> {
     OptF64(&'a [Option<f64>]),
     /// Missing values are written as nulls: only in [`write_nullable_table`].
     OptStr(&'a [Option<String>]),
+    /// Missing values are written as nulls: only in [`write_nullable_table`]. Without a
+    /// single value it is a column of the Null type, as pyarrow infers from Python's `None`s.
+    OptI64(&'a [Option<i64>]),
 }
 
 fn byte_array(s: &str) -> ByteArray {
@@ -46,7 +49,11 @@ fn byte_array(s: &str) -> ByteArray {
 impl ColumnRef<'_> {
     /// A text column without a single value: pyarrow's Null type (see the module doc).
     fn all_null(&self) -> bool {
-        matches!(self, ColumnRef::OptStr(v) if v.iter().all(Option::is_none))
+        match self {
+            ColumnRef::OptStr(v) => v.iter().all(Option::is_none),
+            ColumnRef::OptI64(v) => !v.is_empty() && v.iter().all(Option::is_none),
+            _ => false,
+        }
     }
 
     fn parquet_type(&self, name: &str, repetition: Repetition) -> Result<Type, ParquetError> {
@@ -57,6 +64,7 @@ impl ColumnRef<'_> {
             ColumnRef::OptStr(v) if v.is_empty() => (Physical::DOUBLE, None),
             // pyarrow stores its Null type as INT32 with the UNKNOWN (null) logical type.
             _ if self.all_null() => (Physical::INT32, Some(LogicalType::Unknown)),
+            ColumnRef::OptI64(_) => (Physical::INT64, None),
             ColumnRef::Str(_) | ColumnRef::OptStr(_) => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
         };
         Type::primitive_type_builder(name, physical).with_repetition(repetition).with_logical_type(logical).build()
@@ -79,6 +87,11 @@ impl ColumnRef<'_> {
                 w.write_batch(&v.iter().filter_map(value).collect::<Vec<_>>(), Some(&levels), None)
             }
             (ColumnRef::OptStr(v), ColumnWriter::Int32ColumnWriter(w)) if optional => w.write_batch(&[], Some(&vec![0; v.len()]), None),
+            (ColumnRef::OptI64(v), ColumnWriter::Int32ColumnWriter(w)) if optional => w.write_batch(&[], Some(&vec![0; v.len()]), None),
+            (ColumnRef::OptI64(v), ColumnWriter::Int64ColumnWriter(w)) if optional => {
+                let levels: Vec<i16> = v.iter().map(|x| x.is_some() as i16).collect();
+                w.write_batch(&v.iter().flatten().copied().collect::<Vec<_>>(), Some(&levels), None)
+            }
             (ColumnRef::OptStr(v), ColumnWriter::DoubleColumnWriter(w)) if optional && v.is_empty() => w.write_batch(&[], Some(&[]), None),
             (ColumnRef::OptStr(v), ColumnWriter::ByteArrayColumnWriter(w)) if optional => {
                 let levels: Vec<i16> = v.iter().map(|x| x.is_some() as i16).collect();

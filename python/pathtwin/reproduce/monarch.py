@@ -82,8 +82,6 @@ def figure12(out: Optional[Path] = None, emulate: bool = False) -> list[Transfer
 def _emulated(cc: str, out: Optional[Path]) -> Transfer:
     """One 500 kB transfer with the kernel's ``cc`` over the same path, its cwnd and RTT from
     the sender's TCP_INFO series."""
-    import pandas as pd
-
     from ..config import parse_quantity
     from ..emulation import Emulation, bulk_transfer
 
@@ -94,7 +92,7 @@ def _emulated(cc: str, out: Optional[Path]) -> Transfer:
     with Emulation(cfg, out=out, cc=cc) as net:
         t = bulk_transfer(net, "server", "dsl", size, 5300, timeout=120)
         completion = t["end"] - t["connected"]
-    fs = pd.DataFrame(net.results.get("flow_series", []))
+    fs = net.flow_series()
     data = fs[(fs.src == "server") & (fs.dst_port == 5300)].copy()
     # The flow began at most one sample interval before its first row.
     data["time_s"] -= float(data.time_s.min()) - SAMPLE_INTERVAL_S
