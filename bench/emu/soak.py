@@ -240,7 +240,7 @@ def main(argv=None) -> int:
     print(f"left behind: namespaces {left['namespaces'] or 'none'}, links {left['links'] or 'none'}, "
           f"state directory {'yes' if left['state_dir'] else 'none'}")
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "soak.json").write_text(json.dumps(report, indent=2))
+    (OUT / "soak.json").write_text(json.dumps(report, indent=2, default=str))
     print(f"written: {OUT / 'soak.json'}")
     return 0
 

@@ -23,7 +23,7 @@ use pathtwin_emu::lateness::Histogram;
 use pathtwin_emu::sampler::FlowSeriesRow;
 use pathtwin_emu::{Emulator, EmulatorOptions};
 
-use crate::parquet_out::{write_nullable_table, ColumnRef};
+use crate::parquet_out::{write_nullable_groups, ColumnRef};
 use pyo3::prelude::*;
 
 /// Interval at which the loop thread refreshes the snapshot (memory and `stats.json`).
@@ -254,46 +254,36 @@ fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>, l
     outcome
 }
 
+/// Rows per row group of `flow_series.parquet`: the columns of one group are built at a time
+/// (a few MB), where the whole table's would be hundreds after an hour.
+const FLOW_SERIES_GROUP_ROWS: usize = 65_536;
+
 /// Writes `rows` as the `flow_series` Parquet file, with the columns and types that
 /// `pathtwin.emulation.write_emu_results` gives the table when it comes through Python
 /// (`FLOW_SERIES_COLUMNS`: numbers as INT64 or DOUBLE, missing values as nulls).
 fn write_flow_series(path: &std::path::Path, rows: &[FlowSeriesRow]) -> Result<(), parquet::errors::ParquetError> {
-    fn col<T>(rows: &[FlowSeriesRow], f: impl Fn(&FlowSeriesRow) -> T) -> Vec<T> {
-        rows.iter().map(f).collect()
-    }
-    let f = |x: f64| Some(x);
-    let time_s = col(rows, |r| f(r.time_s));
-    let flow = col(rows, |r| r.flow as i64);
-    let label = col(rows, |r| r.label.clone());
-    let src = col(rows, |r| r.src.clone());
-    let dst = col(rows, |r| r.dst.clone());
-    let src_port = col(rows, |r| r.src_port as i64);
-    let dst_port = col(rows, |r| r.dst_port as i64);
-    let cwnd_bytes = col(rows, |r| r.cwnd_bytes);
-    let ssthresh_bytes = col(rows, |r| r.ssthresh_bytes);
-    let srtt_ms = col(rows, |r| f(r.srtt_ms));
-    let goodput_bps = col(rows, |r| f(r.goodput_bps));
-    let delivered_bytes = col(rows, |r| r.delivered_bytes);
-    let retransmits = col(rows, |r| r.retransmits);
-    let cc = col(rows, |r| r.cc.clone());
-    let state = col(rows, |r| r.state as i64);
-    let ca_state = col(rows, |r| r.ca_state.map(i64::from));
-    let rto_retransmits = col(rows, |r| r.rto_retransmits.map(i64::from));
-    let rttvar_ms = col(rows, |r| r.rttvar_ms);
-    let min_rtt_ms = col(rows, |r| r.min_rtt_ms);
-    let rto_ms = col(rows, |r| r.rto_ms);
-    let mss = col(rows, |r| r.mss.map(i64::from));
-    let cwnd_segments = col(rows, |r| r.cwnd_segments.map(i64::from));
-    let unacked_segments = col(rows, |r| r.unacked_segments.map(i64::from));
-    let lost_segments = col(rows, |r| r.lost_segments.map(i64::from));
-    let delivery_rate_bps = col(rows, |r| r.delivery_rate_bps);
-    let pacing_rate_bps = col(rows, |r| r.pacing_rate_bps);
-    let bytes_sent = col(rows, |r| r.bytes_sent.map(|b| b as i64));
-    let bytes_retrans = col(rows, |r| r.bytes_retrans.map(|b| b as i64));
-    let bytes_received = col(rows, |r| r.bytes_received.map(|b| b as i64));
-    write_nullable_table(
-        path,
-        &[
+    let groups = rows.len().div_ceil(FLOW_SERIES_GROUP_ROWS);
+    write_nullable_groups(path, groups, &|g, emit| {
+        let part = &rows[g * FLOW_SERIES_GROUP_ROWS..((g + 1) * FLOW_SERIES_GROUP_ROWS).min(rows.len())];
+        let col = |f: &dyn Fn(&FlowSeriesRow) -> Option<i64>| part.iter().map(f).collect::<Vec<_>>();
+        let float = |f: &dyn Fn(&FlowSeriesRow) -> Option<f64>| part.iter().map(f).collect::<Vec<_>>();
+        let int = |f: &dyn Fn(&FlowSeriesRow) -> i64| part.iter().map(f).collect::<Vec<_>>();
+        let text = |f: &dyn Fn(&FlowSeriesRow) -> &str| part.iter().map(|r| f(r).to_string()).collect::<Vec<_>>();
+        let (time_s, srtt_ms, goodput_bps) = (float(&|r| Some(r.time_s)), float(&|r| Some(r.srtt_ms)), float(&|r| Some(r.goodput_bps)));
+        let (rttvar_ms, min_rtt_ms, rto_ms) = (float(&|r| r.rttvar_ms), float(&|r| r.min_rtt_ms), float(&|r| r.rto_ms));
+        let (delivery_rate_bps, pacing_rate_bps) = (float(&|r| r.delivery_rate_bps), float(&|r| r.pacing_rate_bps));
+        let (flow, src_port, dst_port) = (int(&|r| r.flow.into()), int(&|r| r.src_port.into()), int(&|r| r.dst_port.into()));
+        let (cwnd_bytes, ssthresh_bytes) = (int(&|r| r.cwnd_bytes), int(&|r| r.ssthresh_bytes));
+        let (delivered_bytes, retransmits, state) = (int(&|r| r.delivered_bytes), int(&|r| r.retransmits), int(&|r| r.state.into()));
+        let (label, src, dst) = (text(&|r| &r.label), text(&|r| &r.src), text(&|r| &r.dst));
+        let cc: Vec<Option<String>> = part.iter().map(|r| r.cc.clone()).collect();
+        let (ca_state, rto_retransmits) = (col(&|r| r.ca_state.map(i64::from)), col(&|r| r.rto_retransmits.map(i64::from)));
+        let (mss, cwnd_segments) = (col(&|r| r.mss.map(i64::from)), col(&|r| r.cwnd_segments.map(i64::from)));
+        let (unacked_segments, lost_segments) = (col(&|r| r.unacked_segments.map(i64::from)), col(&|r| r.lost_segments.map(i64::from)));
+        // Byte counters stay far below 2^63.
+        let (bytes_sent, bytes_retrans) = (col(&|r| r.bytes_sent.map(|b| b as i64)), col(&|r| r.bytes_retrans.map(|b| b as i64)));
+        let bytes_received = col(&|r| r.bytes_received.map(|b| b as i64));
+        emit(&[
             ("time_s", ColumnRef::OptF64(&time_s)),
             ("flow", ColumnRef::I64(&flow)),
             ("label", ColumnRef::Str(&label)),
@@ -323,8 +313,8 @@ fn write_flow_series(path: &std::path::Path, rows: &[FlowSeriesRow]) -> Result<(
             ("bytes_sent", ColumnRef::OptI64(&bytes_sent)),
             ("bytes_retrans", ColumnRef::OptI64(&bytes_retrans)),
             ("bytes_received", ColumnRef::OptI64(&bytes_received)),
-        ],
-    )
+        ])
+    })
 }
 
 /// Removes namespaces and state of runs whose owner died; returns the namespaces removed.

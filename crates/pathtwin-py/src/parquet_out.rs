@@ -2,7 +2,8 @@
 //!
 //! A short `pathtwin sim` used to spend most of its time importing pandas and pyarrow to
 //! write five small files; writing them here lets the command line skip both (and so does
-//! `pathtwin trace analyze`). One row group per table, Snappy-compressed (pyarrow's
+//! `pathtwin trace analyze`). One row group per table (or, for a long table built a part at
+//! a time, [`write_nullable_groups`]), Snappy-compressed (pyarrow's
 //! default), every column a flat primitive: `f64` as DOUBLE, `i64` as INT64, `bool` as
 //! BOOLEAN, text as UTF-8 BYTE_ARRAY. Readers (pyarrow, pandas, DuckDB, Spark) read these as
 //! they read what pyarrow writes.
@@ -56,14 +57,16 @@ impl ColumnRef<'_> {
         }
     }
 
-    fn parquet_type(&self, name: &str, repetition: Repetition) -> Result<Type, ParquetError> {
+    /// The column's Parquet type; `all_null` says whether the whole table (every row group)
+    /// has no value in it.
+    fn parquet_type(&self, name: &str, repetition: Repetition, all_null: bool) -> Result<Type, ParquetError> {
         let (physical, logical) = match self {
             ColumnRef::F64(_) | ColumnRef::OptF64(_) => (Physical::DOUBLE, None),
             ColumnRef::I64(_) => (Physical::INT64, None),
             ColumnRef::Bool(_) => (Physical::BOOLEAN, None),
             ColumnRef::OptStr(v) if v.is_empty() => (Physical::DOUBLE, None),
             // pyarrow stores its Null type as INT32 with the UNKNOWN (null) logical type.
-            _ if self.all_null() => (Physical::INT32, Some(LogicalType::Unknown)),
+            _ if all_null => (Physical::INT32, Some(LogicalType::Unknown)),
             ColumnRef::OptI64(_) => (Physical::INT64, None),
             ColumnRef::Str(_) | ColumnRef::OptStr(_) => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
         };
@@ -106,29 +109,66 @@ impl ColumnRef<'_> {
 /// Writes `columns` (equal lengths, none with missing values) as the Parquet file `path`,
 /// every column REQUIRED.
 pub fn write_table(path: &Path, columns: &[(&str, ColumnRef<'_>)]) -> Result<(), ParquetError> {
-    write(path, columns, Repetition::REQUIRED)
+    write(path, Repetition::REQUIRED, 1, &|_, emit| emit(columns))
 }
 
 /// Writes `columns` (equal lengths) as the Parquet file `path`, every column OPTIONAL, as
 /// pyarrow writes a pandas frame (see the module doc).
 pub fn write_nullable_table(path: &Path, columns: &[(&str, ColumnRef<'_>)]) -> Result<(), ParquetError> {
-    write(path, columns, Repetition::OPTIONAL)
+    write(path, Repetition::OPTIONAL, 1, &|_, emit| emit(columns))
 }
 
-fn write(path: &Path, columns: &[(&str, ColumnRef<'_>)], repetition: Repetition) -> Result<(), ParquetError> {
-    let fields =
-        columns.iter().map(|(name, c)| c.parquet_type(name, repetition).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+/// Hands the columns of one row group to the writer.
+pub type Emit<'e> = &'e mut dyn FnMut(&[(&str, ColumnRef<'_>)]) -> Result<(), ParquetError>;
+
+/// Writes a table of `groups` row groups as [`write_nullable_table`] writes one: `group(g,
+/// emit)` builds the columns of row group `g` (the same names and kinds in every group) and
+/// passes them to `emit`. It is called twice per group, once to find the columns without a
+/// single value in the whole table, once to write; so only one group's columns are ever
+/// built at a time, however long the table.
+pub fn write_nullable_groups(path: &Path, groups: usize, group: &dyn Fn(usize, Emit<'_>) -> Result<(), ParquetError>) -> Result<(), ParquetError> {
+    write(path, Repetition::OPTIONAL, groups, group)
+}
+
+fn write(path: &Path, repetition: Repetition, groups: usize, group: &dyn Fn(usize, Emit<'_>) -> Result<(), ParquetError>) -> Result<(), ParquetError> {
+    // The schema: each column's kind from the first group, the Null type only where no group
+    // has a value.
+    let mut fields: Vec<(Type, Type)> = Vec::new();
+    let mut all_null: Vec<bool> = Vec::new();
+    for g in 0..groups.max(1) {
+        group(g, &mut |columns| {
+            if fields.is_empty() {
+                for (name, c) in columns {
+                    fields.push((c.parquet_type(name, repetition, false)?, c.parquet_type(name, repetition, true)?));
+                }
+                all_null = vec![true; columns.len()];
+            }
+            if columns.len() != fields.len() {
+                return Err(ParquetError::General("row groups with different columns".into()));
+            }
+            for (null, (_, c)) in all_null.iter_mut().zip(columns) {
+                *null &= c.all_null();
+            }
+            Ok(())
+        })?;
+    }
+    let fields = fields.into_iter().zip(&all_null).map(|((valued, null), &n)| Arc::new(if n { null } else { valued })).collect();
     let schema = Arc::new(Type::group_type_builder("schema").with_fields(fields).build()?);
     let props = Arc::new(WriterProperties::builder().set_compression(Compression::SNAPPY).build());
     let file = File::create(path)?;
     let mut writer = SerializedFileWriter::new(file, schema, props)?;
-    let mut group = writer.next_row_group()?;
-    for (_, column) in columns {
-        let mut out = group.next_column()?.ok_or_else(|| ParquetError::General("schema has fewer columns than the table".into()))?;
-        column.write(out.untyped(), repetition == Repetition::OPTIONAL)?;
-        out.close()?;
+    for g in 0..groups.max(1) {
+        group(g, &mut |columns| {
+            let mut row_group = writer.next_row_group()?;
+            for (_, column) in columns {
+                let mut out = row_group.next_column()?.ok_or_else(|| ParquetError::General("schema has fewer columns than the table".into()))?;
+                column.write(out.untyped(), repetition == Repetition::OPTIONAL)?;
+                out.close()?;
+            }
+            row_group.close()?;
+            Ok(())
+        })?;
     }
-    group.close()?;
     writer.close()?;
     Ok(())
 }
