@@ -179,15 +179,20 @@ def test_ctrl_c_during_a_transfer_keeps_the_series_measured_so_far(tmp_path):
     assert 0 < data.delivered_bytes.max() <= 10e6 / 8 * data.time_s.max()
 
 
-def transfer_run(out, size: int = 300_000) -> Emulation:
-    """An emulation of TWO_HOSTS under reno in which a sends ``size`` bytes to b; returns it
+def send(net: Emulation, size: int = 300_000) -> None:
+    """a sends ``size`` bytes to b over a running emulation of TWO_HOSTS."""
+    sink = net["b"].popen([os.sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
+    assert sink.stdout.readline().strip() == "ready"
+    net["a"].run([os.sys.executable, "-c", SOURCE, "b", str(size)], check=True, timeout=30)
+    assert int(sink.stdout.readline()) == size
+    sink.wait(timeout=10)
+
+
+def transfer_run(out) -> Emulation:
+    """An emulation of TWO_HOSTS under reno in which a sends 300 000 bytes to b; returns it
     stopped (its tables in ``out``, or only in memory when ``out`` is None)."""
     with Emulation(TWO_HOSTS, out=out, cc="reno") as net:
-        sink = net["b"].popen([os.sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
-        assert sink.stdout.readline().strip() == "ready"
-        net["a"].run([os.sys.executable, "-c", SOURCE, "b", str(size)], check=True, timeout=30)
-        assert int(sink.stdout.readline()) == size
-        sink.wait(timeout=10)
+        send(net)
     return net
 
 
@@ -223,3 +228,19 @@ def test_flow_series_written_by_the_emulator_reads_back_as_python_writes_it(tmp_
     sent = flow[(flow.src == "a") & (flow.dst_port == 7100)]
     assert sent.delivered_bytes.max() == 300_000
     assert set(sent.cc) == {"reno"}
+
+
+def test_a_flow_series_file_that_cannot_be_written_loses_no_row(tmp_path):
+    """When the native side cannot write ``flow_series.parquet`` (here a directory is in the
+    way), the rows come back to Python with a warning; writing the result directory then
+    fails with one line naming the file, and ``results`` still holds every row."""
+    from pathtwin.errors import PathtwinError
+
+    (tmp_path / "run" / "flow_series.parquet").mkdir(parents=True)
+    net = Emulation(TWO_HOSTS, out=tmp_path / "run", cc="reno")
+    with pytest.raises(PathtwinError, match=r"flow_series\.parquet: cannot write"):
+        with net:
+            send(net)
+    assert "flow_series_written" not in net.results
+    assert len(net.results["flow_series"]) == net.results["flow_series_rows"] > 0
+    assert any("flow_series.parquet: cannot write" in w for w in net.results["warnings"])

@@ -154,7 +154,10 @@ def write_result_dir(out: Path, run: dict, tables: Mapping[str, Any], written: S
             arrow = pa.table(dict(table))
         else:
             arrow = pa.Table.from_pandas(table, preserve_index=False)
-        pq.write_table(arrow, out / f"{name}.parquet")
+        try:
+            pq.write_table(arrow, out / f"{name}.parquet")
+        except OSError as e:
+            raise PathtwinError(f"{out / f'{name}.parquet'}: cannot write ({e.strerror or e})") from None
     write_run_json(out, run, [*tables, *written])
     return out
 

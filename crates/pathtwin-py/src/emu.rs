@@ -170,24 +170,21 @@ impl EmuRun {
             Ok(Err(msg)) => return Err(pathtwin_error(py, msg)),
             Err(_) => return Err(pathtwin_error(py, "the emulator thread panicked")),
         };
-        let written = match out_dir.filter(|_| !flow_series.is_empty()) {
-            Some(dir) => {
-                let path = dir.join("flow_series.parquet");
-                py.allow_threads(|| write_flow_series(&path, &flow_series)).map_err(|e| format!("{}: cannot write ({e})", path.display()))
-            }
-            None => Err(String::new()),
-        };
+        // `None`: not asked to write (no directory, or no rows).
+        let written = out_dir.filter(|_| !flow_series.is_empty()).map(|dir| {
+            let path = dir.join("flow_series.parquet");
+            py.allow_threads(|| write_flow_series(&path, &flow_series)).map_err(|e| format!("{}: cannot write ({e})", path.display()))
+        });
         // The results object is `{...}`: the extra fields go before its closing brace.
         let body = json.strip_suffix('}').ok_or_else(|| pathtwin_error(py, "emulator results are not a JSON object"))?;
         let mut out = format!("{body},\"flow_series_rows\":{}", flow_series.len());
-        match written {
-            Ok(()) => out.push_str(",\"flow_series_written\":true"),
-            Err(why) => {
-                let rows = serde_json::to_string(&flow_series).map_err(|e| pathtwin_error(py, e))?;
-                out.push_str(&format!(",\"flow_series\":{rows}"));
-                if !why.is_empty() {
-                    out.push_str(&format!(",\"flow_series_warning\":{}", serde_json::Value::String(why)));
-                }
+        if let Some(Ok(())) = written {
+            out.push_str(",\"flow_series_written\":true");
+        } else {
+            let rows = serde_json::to_string(&flow_series).map_err(|e| pathtwin_error(py, e))?;
+            out.push_str(&format!(",\"flow_series\":{rows}"));
+            if let Some(Err(why)) = written {
+                out.push_str(&format!(",\"flow_series_warning\":{}", serde_json::Value::String(why)));
             }
         }
         out.push('}');
