@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -28,6 +29,26 @@ from = "a"
 to = "b"
 """
 
+
+
+def test_run_json_names_the_source_revision_git_reports(tmp_path):
+    """run.json's git_revision is the checkout's commit as `git rev-parse` abbreviates it,
+    marked -dirty when tracked files changed, or "unknown" outside a checkout."""
+    import pathtwin
+
+    src = str(Path(pathtwin.__file__).parent)
+    git = lambda *a: subprocess.run(["git", "-C", src, *a], capture_output=True, text=True)  # noqa: E731
+    head = git("rev-parse", "--short=12", "HEAD")
+    if head.returncode != 0:
+        expected = "unknown"
+    else:
+        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+        expected = head.stdout.strip() + ("-dirty" if dirty else "")
+    scen = tmp_path / "s.toml"
+    scen.write_text(SMALL)
+    r = run_cli("sim", scen, "-o", tmp_path / "out", "-q")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["git_revision"] == expected
 
 def test_sim_writes_run_json_tables_and_plots(tmp_path):
     scen = tmp_path / "s.toml"

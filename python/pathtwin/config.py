@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Union
+from collections.abc import Iterable, Mapping
 
 from .errors import PathtwinError
 
-ConfigSource = Union[str, os.PathLike, Mapping[str, Any]]
+#: A TOML file's path, TOML text, or the config as a dict.
+ConfigSource = str | os.PathLike | Mapping
 
 
 def config_text(source: ConfigSource) -> tuple[str, str, str]:

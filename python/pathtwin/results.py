@@ -11,11 +11,11 @@ only these files, so any run can be re-plotted or compared later.
 from __future__ import annotations
 
 import json
-import subprocess
+import os
+import select
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
 
 from .errors import PathtwinError
 
@@ -28,21 +28,67 @@ MARKER_COLUMNS = ("marker", "kind", "in_packets", "in_bytes", "out_packets", "ou
                   "green_bytes", "yellow_packets", "yellow_bytes", "red_packets", "red_bytes", "protected_packets")
 
 
+#: How long a run waits, after its engine finished, for git to name the source revision.
+GIT_TIMEOUT_S = 5.0
+
+
+class GitRevision:
+    """The source tree's git revision (``<12 hex digits>[-dirty]``, "unknown" outside a
+    checkout), asked of git when constructed and read by ``result()``: a run starts it before
+    its engine and reads it after, so the ~4 ms git takes overlap the run instead of adding to
+    it. Spawned without the ``subprocess`` module, whose import costs as much again."""
+
+    def __init__(self) -> None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        # `describe` with every tag excluded is the abbreviated hash, and `--dirty` marks
+        # changes to tracked files (untracked ones do not make a tree dirty).
+        argv = ["git", "-C", here, "describe", "--always", "--dirty", "--abbrev=12", "--exclude=*"]
+        self._value: str | None = None
+        self._pid = 0
+        self._out = -1
+        try:
+            read, write = os.pipe()
+        except OSError:
+            self._value = "unknown"
+            return
+        try:
+            self._pid = os.posix_spawnp("git", argv, os.environ, file_actions=[
+                (os.POSIX_SPAWN_DUP2, write, 1),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            ])
+            self._out = read
+        except OSError:
+            os.close(read)
+            self._value = "unknown"
+        finally:
+            os.close(write)
+
+    def result(self) -> str:
+        if self._value is None:
+            self._value = self._collect()
+        return self._value
+
+    def _collect(self) -> str:
+        chunks, deadline = [], time.monotonic() + GIT_TIMEOUT_S
+        try:
+            while (left := deadline - time.monotonic()) > 0 and select.select([self._out], [], [], left)[0]:
+                chunk = os.read(self._out, 4096)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            else:  # git took too long: leave it, and say so in run.json
+                os.kill(self._pid, 9)
+            status = os.waitpid(self._pid, 0)[1]
+        finally:
+            os.close(self._out)
+        text = b"".join(chunks).decode(errors="replace").strip()
+        return text if os.waitstatus_to_exitcode(status) == 0 and text else "unknown"
+
+
 def git_revision() -> str:
     """The source tree's git revision, or "unknown" outside a checkout."""
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True, text=True, timeout=5,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    if out.returncode != 0:
-        return "unknown"
-    dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, timeout=5)
-    return out.stdout.strip() + ("-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+    return GitRevision().result()
 
 
 class LazyFrames(dict):
@@ -76,17 +122,16 @@ class LazyFrames(dict):
         return [self[k] for k in self.keys()]
 
 
-@dataclass
 class Result:
     """A run's tables as pandas DataFrames, and its ``run.json`` as a dict."""
 
-    run: dict
-    tables: dict = field(default_factory=dict)
-    path: Path | None = None
+    def __init__(self, run: dict, tables: Mapping | None = None, path: Path | None = None) -> None:
+        self.run = run
+        self.tables = tables if isinstance(tables, LazyFrames) else LazyFrames(tables or {})
+        self.path = path
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.tables, LazyFrames):
-            self.tables = LazyFrames(self.tables)
+    def __repr__(self) -> str:
+        return f"Result(path={self.path!r}, tables={sorted(self.tables)})"
 
     def __getattr__(self, name: str):
         tables = self.__dict__.get("tables", {})
@@ -141,7 +186,7 @@ def write_run_json(out: Path, run: dict, tables) -> None:
     (Path(out) / "run.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
 
 
-def write_result_dir(out: Path, run: dict, tables: Mapping[str, Any], written: Sequence[str] = ()) -> Path:
+def write_result_dir(out: Path, run: dict, tables: Mapping, written: Sequence[str] = ()) -> Path:
     """Writes ``run.json`` and one Parquet file per table (DataFrame or column dict);
     ``written`` names tables already written into ``out`` (listed in ``run.json`` too)."""
     import pyarrow as pa

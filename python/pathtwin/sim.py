@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import __version__
 from .config import ConfigSource, config_text, native_call
-from .results import Result, Stopwatch, git_revision, make_result_dir, write_run_json
+from .results import GitRevision, Result, Stopwatch, make_result_dir, write_run_json
 
 #: Aim for this much wall time per chunk, so that progress and Ctrl-C stay responsive.
 CHUNK_WALL_S = 0.1
@@ -59,6 +59,7 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
                 on_warning("[run] pcap needs a result directory; no captures written")
         else:
             captures = native_call(sim.capture_to, Path(out) / "pcap")
+    revision = GitRevision()  # asked now, read after the run
     watch = Stopwatch()
     if progress:
         completed = _run_with_progress(sim)
@@ -85,7 +86,7 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
             tables["pipes"] = raw["pipes"]
     run = {
         "pathtwin_version": __version__,
-        "git_revision": git_revision(),
+        "git_revision": revision.result(),
         "engine": "sim",
         "seed": resolved["config"]["run"]["seed"],
         "config": resolved["config"],

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .light_cli import Parser
+from .light_cli import Parser, text_table
 
 HELP = "Simulate SCENARIO and write run.json and Parquet tables (and, with --plots, PNG plots) to OUT."
 
@@ -94,11 +94,3 @@ def print_flows(res) -> None:
         print(text_table(("marker", "kind", "IN Mbit/s", "OUT Mbit/s", "IN share", "green", "yellow", "red", "protected"), rows))
     if res.path is not None:
         print(f"results in {res.path}")
-
-
-def text_table(headers, rows, left: int = 0) -> str:
-    """Aligned columns under a header line: the first ``left`` to the left (names,
-    addresses), the rest to the right (numbers)."""
-    widths = [max(len(h), *(len(r[k]) for r in rows)) if rows else len(h) for k, h in enumerate(headers)]
-    line = lambda cells: "  ".join(c.ljust(w) if k < left else c.rjust(w) for k, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])

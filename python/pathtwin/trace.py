@@ -44,7 +44,7 @@ def _native():
 
 
 def _check_file(capture: PathLike) -> Path:
-    return check_capture(capture)
+    return Path(check_capture(capture))
 
 
 def analyze(
