@@ -21,11 +21,12 @@ $(PYTHON):
 setup: $(PYTHON)
 	PYTHON=$(PYTHON) ./scripts/setup.sh
 
-# The package's bytecode is compiled here, once: an editable install runs from the source
-# tree, and where PYTHONDONTWRITEBYTECODE is set every command would otherwise compile the
-# modules it imports anew (a tenth of a short `pathtwin sim`).
+# The extension is built guided by a profile of a training run (scripts/build.sh; PGO=0
+# skips it). The package's bytecode is compiled here, once: an editable install runs from the
+# source tree, and where PYTHONDONTWRITEBYTECODE is set every command would otherwise compile
+# the modules it imports anew (a tenth of a short `pathtwin sim`).
 build: setup
-	$(PIP) install --no-build-isolation -q -e .
+	PYTHON=$(PYTHON) ./scripts/build.sh
 	$(PYTHON) -m compileall -q python/pathtwin > /dev/null
 
 demo: build
