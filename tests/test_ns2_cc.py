@@ -11,6 +11,16 @@ flow within 10 %, same order, mean packets in the bottleneck within 20 %) where 
 - ten flows, CUBIC and BIC: the dominant flow (the 50-ms one, in both) within 10 % and the largest in both, the queue within
   20 %.
 
+With more draws (SPREAD_DRAWS, the first half against the second), ns-2 does not reproduce its
+own small flows within 10 % either, so where the per-flow bar cannot be asserted from one
+draw it is asserted against that spread (bench/tcp/README.md, "Against the draws' spread"):
+pathtwin's flows must sit no further from ns-2's, by the root mean square of the log ratios
+over the flows, than SPREAD_MARGIN times ns-2's two halves sit from each other (scaled to
+full-draw means). That holds for ten CUBIC flows (every flow also within 10 %) and for two
+and ten Vegas flows. It does not hold, and is not asserted, for BIC's ten flows (the
+70-100-ms flows 1.16-1.41 of ns-2's, Welch's t 3.0-3.8) nor for the 80-ms flow of two CUBIC
+or BIC flows (1.54 and 0.65): those are open differences, not noise.
+
 Vegas's queue does not meet the 20 % bar (one flow: 2.9 vs 3.8 packets; README.md explains
 the hold band), so what is asserted is Vegas's own rule, in both simulators: at equilibrium
 each flow keeps between α = 1 and β = 3 segments queued, so the bottleneck holds between
@@ -20,6 +30,7 @@ n·α and n·β packets waiting, plus the one on the link. Two Vegas flows keep 
 from __future__ import annotations
 
 import importlib.util
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -35,6 +46,11 @@ GOODPUT_TOLERANCE = 0.10
 QUEUE_TOLERANCE = 0.20
 #: ns-2's Vegas defaults (v_alpha_, v_beta_), pathtwin's preset "ns2".
 VEGAS_ALPHA, VEGAS_BETA = 1, 3
+#: Start-time draws of the per-flow comparison against the draws' spread (even: two halves).
+SPREAD_DRAWS = 8
+#: How much further than ns-2's two halves from each other pathtwin may sit from ns-2 (RMS
+#: of log ratios over the flows).
+SPREAD_MARGIN = 1.5
 
 
 def _bench():
@@ -91,3 +107,32 @@ def test_ten_loss_based_flows_dominant_flow_and_queue(cc):
     assert order(r.pathtwin_mbps)[0] == big, (r.pathtwin_mbps, r.ns2_mbps)
     assert r.ratios()[big] == pytest.approx(1.0, abs=GOODPUT_TOLERANCE), (r.pathtwin_mbps, r.ns2_mbps)
     assert r.queue_ratio == pytest.approx(1.0, abs=QUEUE_TOLERANCE), (r.pathtwin_queue, r.ns2_queue)
+
+
+def rms_log_ratio(a, b):
+    """Root mean square over flows of ln(a_i / b_i)."""
+    return (sum(math.log(x / y) ** 2 for x, y in zip(a, b)) / len(a)) ** 0.5
+
+
+def spread_case(cc: str, flows: int):
+    r = bench.compare(shutil.which("ns"), cc, flows, DURATION_S, SPREAD_DRAWS, warmup=WARMUP_S)
+    ns = r.draws_mbps("ns2")
+    half = SPREAD_DRAWS // 2
+    ns_first = [bench.mean(d[:half]) for d in ns]
+    ns_second = [bench.mean(d[half:]) for d in ns]
+    # pathtwin's means use all the draws, each ns-2 half only half of them: the halves'
+    # distance is scaled by 1/sqrt(2) to the noise of a full-draw mean against another.
+    ns_self = rms_log_ratio(ns_first, ns_second) / math.sqrt(2)
+    return r, rms_log_ratio(r.pathtwin_mbps, r.ns2_mbps), ns_self
+
+
+@pytest.mark.parametrize("cc, flows", [("cubic", 10), ("vegas", 2), ("vegas", 10)])
+def test_flows_sit_no_further_from_ns2_than_its_own_draws(cc, flows):
+    r, ours, ns_self = spread_case(cc, flows)
+    assert ours <= SPREAD_MARGIN * max(ns_self, 0.02), (
+        f"RMS log ratio to ns-2 {ours:.3f} against ns-2's own {ns_self:.3f}; "
+        f"pathtwin {r.pathtwin_mbps}, ns-2 {r.ns2_mbps}")
+    if cc == "cubic":
+        # With the start-time draws averaged out, the issue's per-flow bar holds for CUBIC.
+        for i, ratio in enumerate(r.ratios()):
+            assert ratio == pytest.approx(1.0, abs=GOODPUT_TOLERANCE), (i, r.rtts[i], r.pathtwin_mbps, r.ns2_mbps)

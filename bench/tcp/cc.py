@@ -197,6 +197,8 @@ class Result:
     pathtwin_queue: float
     ns2_queue: float
     per_draw: list = field(default_factory=list)
+    #: Seconds over which goodput is measured (duration − warmup).
+    measured_s: float = 0.0
 
     def ratios(self) -> list[float]:
         return [p / n if n else float("nan") for p, n in zip(self.pathtwin_mbps, self.ns2_mbps)]
@@ -204,6 +206,53 @@ class Result:
     @property
     def queue_ratio(self) -> float:
         return self.pathtwin_queue / self.ns2_queue if self.ns2_queue else float("nan")
+
+    def draws_mbps(self, who: str) -> list[list[float]]:
+        """Per flow, its goodput in every draw (Mbit/s); `who` is "pathtwin" or "ns2"."""
+        span = self.measured_s
+        return [[d[who]["bytes"][i] * 8 / span / 1e6 for d in self.per_draw] for i in range(self.flows)]
+
+    def spread(self) -> list[dict]:
+        """Per flow, how the difference from ns-2 compares with the draws' own spread.
+
+        - `ns2_halves`, `pathtwin_halves`: mean over the first half of the draws ÷ mean over
+          the second half, in each simulator. How far from 1 these are is how well the
+          reference reproduces itself with half the draws: a bar tighter than that cannot be
+          told from the start-time draw.
+        - `t`: Welch's t of the two simulators' per-draw goodputs (difference of means ÷ its
+          standard error); |t| ≥ 3 is a difference the draws cannot explain.
+        """
+        rows = []
+        for pt, ns in zip(self.draws_mbps("pathtwin"), self.draws_mbps("ns2")):
+            rows.append({"ns2_halves": half_ratio(ns), "pathtwin_halves": half_ratio(pt), "t": welch_t(pt, ns)})
+        return rows
+
+
+def mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def half_ratio(xs: list[float]) -> float:
+    """Mean of the first half of `xs` ÷ mean of the second half (nan below two values)."""
+    h = len(xs) // 2
+    if h == 0:
+        return float("nan")
+    a, b = mean(xs[:h]), mean(xs[h:2 * h])
+    return a / b if b else float("nan")
+
+
+def welch_t(a: list[float], b: list[float]) -> float:
+    """Welch's t statistic of two samples' means (nan below two values each; ±inf when both
+    samples are constant and differ)."""
+    if len(a) < 2 or len(b) < 2:
+        return float("nan")
+    ma, mb = mean(a), mean(b)
+    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1)
+    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1)
+    se = (va / len(a) + vb / len(b)) ** 0.5
+    if se == 0:
+        return 0.0 if ma == mb else float("inf") if ma > mb else float("-inf")
+    return (ma - mb) / se
 
 
 def compare(ns: str, cc: str, nflows: int, duration: float, draws: int, queue: int | None = None,
@@ -224,7 +273,7 @@ def compare(ns: str, cc: str, nflows: int, duration: float, draws: int, queue: i
             acc["nt"][i] += n["timeouts"][i] / draws
         pq += p["queue_pkts"] / draws
         nq += n["queue_pkts"] / draws
-    return Result(nflows, cc, rtts, acc["pm"], acc["nm"], acc["pt"], acc["nt"], pq, nq, per_draw)
+    return Result(nflows, cc, rtts, acc["pm"], acc["nm"], acc["pt"], acc["nt"], pq, nq, per_draw, duration - warmup)
 
 
 def fmt(results: list[Result]) -> str:
@@ -238,6 +287,23 @@ def fmt(results: list[Result]) -> str:
                  + ("" if abs(r.queue_ratio - 1) <= 0.20 else " q*")) if i == 0 else ""
             out.append(f"{r.flows:>5} {r.cc:<6}{r.rtts[i]:>5}{r.pathtwin_mbps[i]:>15.3f}{r.ns2_mbps[i]:>11.3f}"
                        f"{ratio:>7.3f}{r.pathtwin_timeouts[i]:>9.1f}{r.ns2_timeouts[i]:>9.1f}{q}{flag}")
+    return "\n".join(out)
+
+
+#: |Welch t| from which a per-flow difference is more than the start-time draws explain.
+SIGNIFICANT_T = 3.0
+
+
+def fmt_spread(results: list[Result]) -> str:
+    """Each flow's ratio to ns-2 beside the draws' own spread (see Result.spread)."""
+    head = (f"{'flows':>5} {'cc':<6}{'rtt':>5}{'ratio':>7}{'ns-2 1st/2nd half':>19}"
+            f"{'pathtwin 1st/2nd half':>23}{'welch t':>9}")
+    out = [head, "-" * len(head)]
+    for r in results:
+        for i, (ratio, sp) in enumerate(zip(r.ratios(), r.spread())):
+            flag = " *" if abs(ratio - 1) > 0.10 and abs(sp["t"]) >= SIGNIFICANT_T else ""
+            out.append(f"{r.flows:>5} {r.cc:<6}{r.rtts[i]:>5}{ratio:>7.3f}{sp['ns2_halves']:>19.3f}"
+                       f"{sp['pathtwin_halves']:>23.3f}{sp['t']:>9.2f}{flag}")
     return "\n".join(out)
 
 
@@ -290,8 +356,14 @@ def main(argv: list[str] | None = None) -> int:
           f"{draws} start-time draws; goodput per flow (* = more than 10 % from ns-2), mean packets in the "
           f"bottleneck (q* = more than 20 %)")
     print(fmt(results))
+    if draws >= 4:
+        print(f"\nThe same flows against the spread of the {draws} draws: each simulator's mean over the first half "
+              f"of the draws ÷ its mean over the second half, and Welch's t of the per-draw goodputs "
+              f"(* = more than 10 % from ns-2 and |t| ≥ {SIGNIFICANT_T:g}: more than the draws explain)")
+        print(fmt_spread(results))
     if args.json:
-        args.json.write_text(json.dumps([r.__dict__ | {"ratios": r.ratios(), "queue_ratio": r.queue_ratio}
+        args.json.write_text(json.dumps([r.__dict__ | {"ratios": r.ratios(), "queue_ratio": r.queue_ratio,
+                                                        "spread": r.spread()}
                                          for r in results], indent=2))
     return 0
 
