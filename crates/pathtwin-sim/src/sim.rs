@@ -87,11 +87,32 @@ pub struct Results {
     pub complete: bool,
 }
 
+/// `element_wakeup`'s "none pending" (no event is ever that late).
+const NO_WAKEUP: u64 = u64::MAX;
+
+/// A route's hops within the simulation's flat hop table.
+#[derive(Clone, Copy, Debug)]
+struct RouteSpan {
+    start: u32,
+    len: u32,
+}
+
+impl RouteSpan {
+    /// Appends `hops` to `table` and returns where they lie.
+    fn append(table: &mut Vec<Hop>, hops: &[Hop]) -> RouteSpan {
+        let start = table.len() as u32;
+        table.extend_from_slice(hops);
+        RouteSpan { start, len: hops.len() as u32 }
+    }
+}
+
 pub struct Simulation {
     cfg: Config,
     net: Network<SimPacket>,
     events: EventQueue,
-    element_wakeup: Vec<Option<Instant>>,
+    /// Per element, the time of its pending wakeup in nanoseconds, [`NO_WAKEUP`] if none (8
+    /// bytes an element: with thousands of flows the table is read at every hop).
+    element_wakeup: Vec<u64>,
     conns: Vec<Connection>,
     segments: SegmentSlab,
     end: Instant,
@@ -104,9 +125,12 @@ pub struct Simulation {
     finished: bool,
     /// Capture writers by host index (hosts listed in `[run] pcap`).
     captures: Vec<Option<PcapWriter>>,
-    /// Per connection, the hops from client to server and back (its pipe's, or its hosts'
-    /// route), resolved once for the per-hop lookup.
-    conn_hops: Vec<[Box<[Hop]>; 2]>,
+    /// Per connection, where its hops from client to server and back (its pipe's, or its
+    /// hosts' route) lie in `route_hops`, resolved once for the per-hop lookup. One flat
+    /// table, not a small allocation per route: with thousands of flows every hop looked
+    /// one up from memory.
+    conn_routes: Vec<[RouteSpan; 2]>,
+    route_hops: Vec<Hop>,
     /// Connections closed at both ends.
     done_conns: usize,
     /// Scratch list of the replay application's steps.
@@ -144,7 +168,8 @@ impl Simulation {
         let mut net: Network<SimPacket> = topology::compile_scoped(&cfg, RouteScope::Pairs(&pairs))?;
         let mut events = EventQueue::new();
         let mut conns = Vec::new();
-        let mut conn_hops = Vec::new();
+        let mut conn_routes = Vec::new();
+        let mut route_hops = Vec::new();
         let mut isn_rng = pathtwin_core::rng_for(cfg.run.seed, u64::MAX);
         check_tables(&cfg.tcp, "tcp")?;
         let mut controllers_used: Vec<&'static str> = Vec::new();
@@ -212,7 +237,7 @@ impl Simulation {
                     started: false,
                     closed: [false; 2],
                 });
-                conn_hops.push(hops.clone());
+                conn_routes.push(hops.each_ref().map(|h| RouteSpan::append(&mut route_hops, h)));
                 events.schedule(start, Event::App(id, AppStep::Start));
                 if let Some(s) = f.stop {
                     events.schedule(Instant::ZERO + s, Event::App(id, AppStep::Stop));
@@ -228,7 +253,7 @@ impl Simulation {
             cfg,
             net,
             events,
-            element_wakeup: vec![None; n_elements],
+            element_wakeup: vec![NO_WAKEUP; n_elements],
             conns,
             segments: SegmentSlab::default(),
             flow_series: Table::with_schema(&[
@@ -258,7 +283,8 @@ impl Simulation {
             drops_at_last_sample: vec![0; n_elements],
             finished: false,
             captures: Vec::new(),
-            conn_hops,
+            conn_routes,
+            route_hops,
             done_conns: 0,
             replay_steps: Vec::new(),
         })
@@ -374,10 +400,10 @@ impl Simulation {
     }
 
     fn on_element(&mut self, now: Instant, e: usize) {
-        if self.element_wakeup[e] != Some(now) {
+        if self.element_wakeup[e] != now.as_nanos() {
             return;
         }
-        self.element_wakeup[e] = None;
+        self.element_wakeup[e] = NO_WAKEUP;
         self.release(now, e);
     }
 
@@ -398,9 +424,9 @@ impl Simulation {
     /// Makes sure element `e` is woken at `w` (an earlier pending wakeup will re-arm it).
     fn arm_element(&mut self, e: usize, w: Instant) {
         match self.element_wakeup[e] {
-            Some(s) if s <= w => {}
+            s if s <= w.as_nanos() => {}
             _ => {
-                self.element_wakeup[e] = Some(w);
+                self.element_wakeup[e] = w.as_nanos();
                 self.events.schedule(w, Event::Element(e as u32));
             }
         }
@@ -437,7 +463,8 @@ impl Simulation {
     /// The hops `pkt` crosses: its connection's pipe (client to server is the pipe's up
     /// direction), or the route between its hosts.
     fn hops(&self, pkt: &SimPacket) -> Option<&[Hop]> {
-        Some(&self.conn_hops[pkt.conn as usize][usize::from(!pkt.from_client)])
+        let span = self.conn_routes[pkt.conn as usize][usize::from(!pkt.from_client)];
+        Some(&self.route_hops[span.start as usize..(span.start + span.len) as usize])
     }
 
     /// Sends a segment from a connection's `side` into the first hop of its route.
@@ -458,7 +485,7 @@ impl Simulation {
     /// After a push: a zero-delay element (loss) releases at once, without an event.
     fn after_push(&mut self, now: Instant, e: usize) {
         match self.net.elements[e].next_wakeup() {
-            Some(w) if w <= now && self.element_wakeup[e] != Some(now) => self.release(now, e),
+            Some(w) if w <= now && self.element_wakeup[e] != now.as_nanos() => self.release(now, e),
             Some(w) => self.arm_element(e, w.max(now)),
             None => {}
         }
