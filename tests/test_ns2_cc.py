@@ -109,21 +109,17 @@ def test_ten_loss_based_flows_dominant_flow_and_queue(cc):
     assert r.queue_ratio == pytest.approx(1.0, abs=QUEUE_TOLERANCE), (r.pathtwin_queue, r.ns2_queue)
 
 
-def rms_log_ratio(a, b):
-    """Root mean square over flows of ln(a_i / b_i)."""
-    return (sum(math.log(x / y) ** 2 for x, y in zip(a, b)) / len(a)) ** 0.5
+def rms_log(ratios):
+    """Root mean square of the logarithms of `ratios`."""
+    return (sum(math.log(x) ** 2 for x in ratios) / len(ratios)) ** 0.5
 
 
 def spread_case(cc: str, flows: int):
     r = bench.compare(shutil.which("ns"), cc, flows, DURATION_S, SPREAD_DRAWS, warmup=WARMUP_S)
-    ns = r.draws_mbps("ns2")
-    half = SPREAD_DRAWS // 2
-    ns_first = [bench.mean(d[:half]) for d in ns]
-    ns_second = [bench.mean(d[half:]) for d in ns]
     # pathtwin's means use all the draws, each ns-2 half only half of them: the halves'
     # distance is scaled by 1/sqrt(2) to the noise of a full-draw mean against another.
-    ns_self = rms_log_ratio(ns_first, ns_second) / math.sqrt(2)
-    return r, rms_log_ratio(r.pathtwin_mbps, r.ns2_mbps), ns_self
+    ns_self = rms_log([sp["ns2_halves"] for sp in r.spread()]) / math.sqrt(2)
+    return r, rms_log(r.ratios()), ns_self
 
 
 @pytest.mark.parametrize("cc, flows", [("cubic", 10), ("vegas", 2), ("vegas", 10)])

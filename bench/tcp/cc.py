@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import statistics
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -209,8 +210,7 @@ class Result:
 
     def draws_mbps(self, who: str) -> list[list[float]]:
         """Per flow, its goodput in every draw (Mbit/s); `who` is "pathtwin" or "ns2"."""
-        span = self.measured_s
-        return [[d[who]["bytes"][i] * 8 / span / 1e6 for d in self.per_draw] for i in range(self.flows)]
+        return [[mbps(d[who]["bytes"][i], self.measured_s) for d in self.per_draw] for i in range(self.flows)]
 
     def spread(self) -> list[dict]:
         """Per flow, how the difference from ns-2 compares with the draws' own spread.
@@ -228,8 +228,9 @@ class Result:
         return rows
 
 
-def mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs)
+def mbps(nbytes: int, seconds: float) -> float:
+    """Goodput in Mbit/s of `nbytes` delivered over `seconds`."""
+    return nbytes * 8 / seconds / 1e6
 
 
 def half_ratio(xs: list[float]) -> float:
@@ -237,7 +238,7 @@ def half_ratio(xs: list[float]) -> float:
     h = len(xs) // 2
     if h == 0:
         return float("nan")
-    a, b = mean(xs[:h]), mean(xs[h:2 * h])
+    a, b = statistics.fmean(xs[:h]), statistics.fmean(xs[h:2 * h])
     return a / b if b else float("nan")
 
 
@@ -246,10 +247,8 @@ def welch_t(a: list[float], b: list[float]) -> float:
     samples are constant and differ)."""
     if len(a) < 2 or len(b) < 2:
         return float("nan")
-    ma, mb = mean(a), mean(b)
-    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1)
-    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1)
-    se = (va / len(a) + vb / len(b)) ** 0.5
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    se = (statistics.variance(a, ma) / len(a) + statistics.variance(b, mb) / len(b)) ** 0.5
     if se == 0:
         return 0.0 if ma == mb else float("inf") if ma > mb else float("-inf")
     return (ma - mb) / se
@@ -267,8 +266,8 @@ def compare(ns: str, cc: str, nflows: int, duration: float, draws: int, queue: i
         n = run_ns2(ns, cc, duration, rtts, starts, queue, warmup)
         per_draw.append({"starts": starts, "pathtwin": p, "ns2": n})
         for i in range(nflows):
-            acc["pm"][i] += p["bytes"][i] * 8 / (duration - warmup) / 1e6 / draws
-            acc["nm"][i] += n["bytes"][i] * 8 / (duration - warmup) / 1e6 / draws
+            acc["pm"][i] += mbps(p["bytes"][i], duration - warmup) / draws
+            acc["nm"][i] += mbps(n["bytes"][i], duration - warmup) / draws
             acc["pt"][i] += p["timeouts"][i] / draws
             acc["nt"][i] += n["timeouts"][i] / draws
         pq += p["queue_pkts"] / draws

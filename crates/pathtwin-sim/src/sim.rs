@@ -208,6 +208,8 @@ impl Simulation {
             if tcp.mss < 64 || tcp.mss > 65_000 {
                 return Err(ConfigError::invalid(format!("flow[{i}].tcp.mss"), format!("{} is outside 64..65000 bytes", tcp.mss)).into());
             }
+            // The copies of a flow entry share its route.
+            let spans = hops.each_ref().map(|h| RouteSpan::append(&mut route_hops, h));
             for copy in 0..f.count {
                 let id = conns.len() as u32;
                 let start = Instant::ZERO + f.start;
@@ -237,7 +239,7 @@ impl Simulation {
                     started: false,
                     closed: [false; 2],
                 });
-                conn_routes.push(hops.each_ref().map(|h| RouteSpan::append(&mut route_hops, h)));
+                conn_routes.push(spans);
                 events.schedule(start, Event::App(id, AppStep::Start));
                 if let Some(s) = f.stop {
                     events.schedule(Instant::ZERO + s, Event::App(id, AppStep::Stop));
