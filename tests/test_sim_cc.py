@@ -65,12 +65,29 @@ def test_unknown_controller_is_one_line_naming_key_and_the_simulators_names(tmp_
     ('[tcp.vegas]\nalpah = 1\n', "tcp.vegas.alpah"),
     ('[tcp.monaco]\nk = 2\n', "tcp.monaco.k"),
     ('[tcp.monaco]\ntarget = 0\n', "tcp.monaco.target"),
+    ('[tcp.cubic]\npreset = "ns3"\n', "tcp.cubic.preset"),
+    ('[tcp.cubic]\nrtt_lookahead = "yes"\n', "tcp.cubic.rtt_lookahead"),
 ])
 def test_bad_parameters_name_their_key(tmp_path, table, key):
     cc = key.split(".")[1]
     text = f'[tcp]\ncc = "{cc}"\n{table}[[flow]]\nfrom = "a"\nto = "b"\n'
     r = run_cli("sim", scenario(tmp_path, text), "-o", tmp_path / "o")
     assert r.returncode == 2 and key in r.stderr and "\n" not in r.stderr.strip(), r.stderr
+
+
+def test_cubic_ns2_preset_is_linux_2_6_without_the_rtt_lookahead():
+    """`preset = "ns2"` (ns-2.35's port of Linux 2.6's tcp_cubic.c, which never adds the
+    round trip of look-ahead) is exactly `linux-2.6` with `rtt_lookahead = false`; on a long
+    path that trails the curve by a round trip, so it delivers less than `linux-2.6`."""
+    text = BASE.format(duration="30s", rtt="200ms", abw="20mbit", queue="20p") + (
+        '[tcp]\ncc = "cubic"\n[tcp.cubic]\n{}\n[[flow]]\nfrom = "a"\nto = "b"\n')
+    def run(table):
+        r = pathtwin.simulate(text.format(table))
+        return int(r.flows["bytes_delivered"][0]), list(r.flow_series["cwnd_bytes"])
+    ns2 = run('preset = "ns2"')
+    assert ns2 == run('preset = "linux-2.6"\nrtt_lookahead = false')
+    ahead = run('preset = "linux-2.6"')
+    assert ns2[0] < ahead[0], (ns2[0], ahead[0])
 
 
 def test_a_table_no_flow_uses_is_an_error(tmp_path):

@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
+import random
 import statistics
 import subprocess
 import sys
@@ -65,6 +67,24 @@ SCENARIOS = {
 CCS = ("vegas", "cubic", "bic")
 #: The sampling interval of pathtwin's queue_series, whose snapshot mean is the time mean.
 QUEUE_SAMPLE = "2ms"
+#: One packet's service time at the bottleneck (1500 bytes at 20 Mbit/s), in ms. A long-lived
+#: flow's packets reach a full DropTail queue at a fixed offset from its departures, its RTT
+#: modulo this time, and that phase decides whose packets the queue drops (Floyd & Jacobson,
+#: "On Traffic Phase Effects in Packet-Switched Gateways", 1992): moving the 80-ms flow of the
+#: two-flow dumbbell by 0.1 ms moves it from 2.0 to 14.0 Mbit/s in ns-2 (README.md, "Phase
+#: effects"). Each draw after the first adds to every flow's RTT an offset drawn uniformly
+#: from one service time, in both simulators alike, so that the draws average over phases
+#: instead of comparing one arbitrary phase.
+PHASE_SPAN_MS = (run.MSS + 40) * 8 / 20e6 * 1e3
+
+
+def rtt_offsets(n: int, draw: int) -> list[float]:
+    """Per-flow RTT offsets in ms for a draw: none in draw 0, else uniform in
+    [0, PHASE_SPAN_MS), seeded by the draw (independent of the start-time jitter's stream)."""
+    if draw == 0:
+        return [0.0] * n
+    rng = random.Random(f"phase-{draw}")
+    return [round(rng.uniform(0.0, PHASE_SPAN_MS), 5) for _ in range(n)]
 
 
 def run_ns2(ns: str, cc: str, duration: float, rtts: list[int], starts: list[float],
@@ -82,19 +102,28 @@ def run_ns2(ns: str, cc: str, duration: float, rtts: list[int], starts: list[flo
             "queue_pkts": out["queue_waiting"] + out["link_busy"]}
 
 
-#: Loss-recovery settings of the SACK (CUBIC, BIC) runs, off by default (classic RFC 6675
-#: recovery, RFC 6298 timer, DupThresh 3: the settings of the committed table and of
-#: tests/test_ns2_cc.py). README.md, part 3, "Why pathtwin timed out more" measures each:
-#: - `--lost-retransmit`: `[tcp] lost_retransmit`, Linux 2.6's detection of lost
-#:   retransmissions (tcp_mark_lost_retrans), which ns-2's Agent/TCP/Linux models;
-#: - `--dupthresh 4`: ns-2.35's TCP-Linux scoreboard deems a packet lost only once 4 packets
+#: Loss-recovery settings of the SACK (CUBIC, BIC) runs. By default pathtwin recovers as
+#: ns-2.35's Agent/TCP/Linux does (read in its source; README.md, part 3, "Why pathtwin timed
+#: out more"), so that the comparison isolates the congestion controllers:
+#: - `[tcp] lost_retransmit`: Linux 2.6's detection of lost retransmissions
+#:   (tcp_mark_lost_retrans), which ns-2's Agent/TCP/Linux models;
+#: - DupThresh 4: ns-2.35's TCP-Linux scoreboard deems a packet lost only once 4 packets
 #:   above it are SACKed (`ScoreBoard1::UpdateScoreBoard`: seq <= fack_ - (3 + 1)); Linux's
-#:   FACK rule (fackets_out > reordering) needs 3;
-#: - `--ns2-timer`: `[tcp] ns2_rto_restart_every_ack`, ns-2's TCP-Linux restarts the
-#:   retransmission timer on every ACK, duplicate ACKs included (neither RFC 6298 nor Linux).
-LOST_RETRANSMIT = False
+#:   FACK rule (fackets_out > reordering) needs 3.
+#: `--rfc-recovery` turns both off (RFC 6675 recovery, DupThresh 3), `--dupthresh N` sets N.
+#: `--ns2-timer`: `[tcp] ns2_rto_restart_every_ack`, ns-2's TCP-Linux restarts the
+#: retransmission timer on every ACK, duplicate ACKs included (neither RFC 6298 nor Linux);
+#: off by default (measured: no closer to ns-2, README.md).
+LOST_RETRANSMIT = True
+#: pathtwin's CUBIC preset: "ns2" (Linux 2.6's constants without the RTT look-ahead, as
+#: ns-2.35's port runs them); `--cubic-preset linux-2.6` keeps the look-ahead.
+CUBIC_PRESET = "ns2"
 NS2_RTO_RESTART = False
-DUPTHRESH = 3
+#: Which controllers' draws also draw each flow's phase (rtt_offsets): the loss-based ones,
+#: whose flows fill the DropTail queue and lose packets by phase; Vegas's never fills its
+#: (README.md, "Phase effects", has Vegas with and without). `--phase on|off` overrides.
+PHASE_DRAWS = {"cubic": True, "bic": True, "vegas": False}
+DUPTHRESH = 4
 
 
 def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float], queue: int | None = None) -> str:
@@ -139,8 +168,9 @@ def scenario_toml(cc: str, duration: float, rtts: list[int], starts: list[float]
     if cc == "vegas":
         lines += ["[tcp.vegas]", 'preset = "ns2"', ""]
     elif cc == "cubic":
-        # ns-2.35's tcp_cubic.c predates HyStart (Linux 2.6.29); β = 819/1024.
-        lines += ["[tcp.cubic]", 'preset = "linux-2.6"', "hystart = false", ""]
+        # ns-2.35's tcp_cubic.c: β = 819/1024, no HyStart (Linux 2.6.29), and no look-ahead
+        # (its bictcp_acked never records the minimum RTT that bictcp_update adds).
+        lines += ["[tcp.cubic]", f'preset = "{CUBIC_PRESET}"', "hystart = false", ""]
 
     def link(a: str, b: str, rate: str, delay_ms: float, q: str) -> None:
         lines.extend(["[[link]]", f'between = ["{a}", "{b}"]', f'rate = "{rate}"',
@@ -212,6 +242,29 @@ class Result:
         """Per flow, its goodput in every draw (Mbit/s); `who` is "pathtwin" or "ns2"."""
         return [[mbps(d[who]["bytes"][i], self.measured_s) for d in self.per_draw] for i in range(self.flows)]
 
+    def paired_t(self) -> list[float]:
+        """Per flow, the paired t of the per-draw goodput differences, pathtwin − ns-2 (their
+        mean ÷ its standard error; nan below two draws). Each draw deals both simulators the
+        same start times and phases, so the draw-to-draw swing of a flow's share (a factor of
+        ten where the phase decides which flow a full queue favours) cancels in the
+        difference: |t| ≥ 3 is a difference the draws cannot explain."""
+        rows = []
+        for pt, ns in zip(self.draws_mbps("pathtwin"), self.draws_mbps("ns2")):
+            diffs = [p - n for p, n in zip(pt, ns)]
+            if len(diffs) < 2:
+                rows.append(float("nan"))
+                continue
+            mean = statistics.fmean(diffs)
+            se = statistics.stdev(diffs, mean) / math.sqrt(len(diffs))
+            rows.append(mean / se if se > 0 else (0.0 if mean == 0 else math.copysign(math.inf, mean)))
+        return rows
+
+    def same_winner(self) -> int:
+        """Draws in which the flow with the most goodput is the same flow in both simulators."""
+        def top(goodputs: list[int]) -> int:
+            return max(range(len(goodputs)), key=goodputs.__getitem__)
+        return sum(top(d["pathtwin"]["bytes"]) == top(d["ns2"]["bytes"]) for d in self.per_draw)
+
     def spread(self) -> list[dict]:
         """Per flow, how the difference from ns-2 compares with the draws' own spread.
 
@@ -262,9 +315,10 @@ def compare(ns: str, cc: str, nflows: int, duration: float, draws: int, queue: i
     per_draw = []
     for d in range(draws):
         starts = run.start_times(nflows, d)
-        p = run_pathtwin(cc, duration, rtts, starts, queue, warmup)
-        n = run_ns2(ns, cc, duration, rtts, starts, queue, warmup)
-        per_draw.append({"starts": starts, "pathtwin": p, "ns2": n})
+        drawn = [r + o for r, o in zip(rtts, rtt_offsets(nflows, d))] if PHASE_DRAWS[cc] else rtts
+        p = run_pathtwin(cc, duration, drawn, starts, queue, warmup)
+        n = run_ns2(ns, cc, duration, drawn, starts, queue, warmup)
+        per_draw.append({"starts": starts, "rtts": drawn, "pathtwin": p, "ns2": n})
         for i in range(nflows):
             acc["pm"][i] += mbps(p["bytes"][i], duration - warmup) / draws
             acc["nm"][i] += mbps(n["bytes"][i], duration - warmup) / draws
@@ -294,20 +348,44 @@ SIGNIFICANT_T = 3.0
 
 
 def fmt_spread(results: list[Result]) -> str:
-    """Each flow's ratio to ns-2 beside the draws' own spread (see Result.spread)."""
+    """Each flow's ratio to ns-2 beside the draws' own spread (see Result.spread) and the
+    draw-by-draw comparison (Result.paired_t, Result.same_winner)."""
     head = (f"{'flows':>5} {'cc':<6}{'rtt':>5}{'ratio':>7}{'ns-2 1st/2nd half':>19}"
-            f"{'pathtwin 1st/2nd half':>23}{'welch t':>9}")
+            f"{'pathtwin 1st/2nd half':>23}{'welch t':>9}{'paired t':>10}")
     out = [head, "-" * len(head)]
     for r in results:
-        for i, (ratio, sp) in enumerate(zip(r.ratios(), r.spread())):
-            flag = " *" if abs(ratio - 1) > 0.10 and abs(sp["t"]) >= SIGNIFICANT_T else ""
+        for i, (ratio, sp, t) in enumerate(zip(r.ratios(), r.spread(), r.paired_t())):
+            flag = " *" if abs(ratio - 1) > 0.10 and abs(t) >= SIGNIFICANT_T else ""
             out.append(f"{r.flows:>5} {r.cc:<6}{r.rtts[i]:>5}{ratio:>7.3f}{sp['ns2_halves']:>19.3f}"
-                       f"{sp['pathtwin_halves']:>23.3f}{sp['t']:>9.2f}{flag}")
+                       f"{sp['pathtwin_halves']:>23.3f}{sp['t']:>9.2f}{t:>10.2f}{flag}")
+        if r.flows > 1:
+            out.append(f"{'':>12}the same flow fastest in both: {r.same_winner()} of {len(r.per_draw)} draws")
+    return "\n".join(out)
+
+
+#: Offsets (ms) added to the 80-ms flow's RTT by `--phase-sweep`: within one service time.
+SWEEP_OFFSETS_MS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+
+
+def phase_sweep(ns: str, cc: str, duration: float, warmup: float) -> str:
+    """The two-flow dumbbell with the 80-ms flow's RTT moved by fractions of a service time
+    (draw 0's start times): each flow's goodput in both simulators, per offset."""
+    head = f"{'cc':<6}{'80-ms flow +ms':>15}{'pathtwin 40 / 80 ms':>22}{'ns-2 40 / 80 ms':>18}"
+    out = [head, "-" * len(head)]
+    rtts = SCENARIOS[2]
+    for off in SWEEP_OFFSETS_MS:
+        drawn = [rtts[0], rtts[1] + off]
+        starts = run.start_times(2, 0)
+        p = run_pathtwin(cc, duration, drawn, starts, None, warmup)
+        n = run_ns2(ns, cc, duration, drawn, starts, None, warmup)
+        pm = [mbps(b, duration - warmup) for b in p["bytes"]]
+        nm = [mbps(b, duration - warmup) for b in n["bytes"]]
+        out.append(f"{cc:<6}{off:>15.1f}{pm[0]:>14.2f} / {pm[1]:>5.2f}{nm[0]:>10.2f} / {nm[1]:>5.2f}")
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    global LOST_RETRANSMIT, NS2_RTO_RESTART, DUPTHRESH
+    global LOST_RETRANSMIT, NS2_RTO_RESTART, DUPTHRESH, PHASE_DRAWS, CUBIC_PRESET
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="20 s, 1 draw")
     ap.add_argument("--duration", type=float, default=None, help="simulated seconds (default 60)")
@@ -317,17 +395,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queue", type=int, default=None, help=f"bottleneck buffer in packets (default {QUEUE_PKTS})")
     ap.add_argument("--warmup", type=float, default=None,
                     help=f"measure goodput and queue from this time on (default {WARMUP_S:g} s, 5 s with --quick; RTOs are whole-run)")
-    ap.add_argument("--lost-retransmit", action="store_true",
-                    help="CUBIC/BIC: Linux 2.6's lost-retransmission detection ([tcp] lost_retransmit)")
+    ap.add_argument("--rfc-recovery", action="store_true",
+                    help="CUBIC/BIC: RFC 6675 recovery with DupThresh 3, without Linux 2.6's lost-retransmission "
+                         "detection (default: ns-2's TCP-Linux recovery)")
     ap.add_argument("--ns2-timer", action="store_true",
                     help="CUBIC/BIC: restart the RTO timer on every ACK, as ns-2's TCP-Linux")
-    ap.add_argument("--dupthresh", type=int, default=DUPTHRESH,
-                    help=f"CUBIC/BIC: pathtwin's DupThresh (default {DUPTHRESH}; ns-2's TCP-Linux acts as 4)")
+    ap.add_argument("--dupthresh", type=int, default=None,
+                    help=f"CUBIC/BIC: pathtwin's DupThresh (default {DUPTHRESH} as ns-2's TCP-Linux, 3 with --rfc-recovery)")
+    ap.add_argument("--cubic-preset", choices=("ns2", "linux-2.6", "rfc9438"), default=CUBIC_PRESET,
+                    help=f"pathtwin's [tcp.cubic] preset (default {CUBIC_PRESET}: as ns-2.35's port, no RTT look-ahead)")
+    ap.add_argument("--phase", choices=("auto", "on", "off"), default="auto",
+                    help="whether draws after the first also move each flow's RTT within one service time "
+                         "(auto: for CUBIC and BIC, not for Vegas)")
+    ap.add_argument("--phase-sweep", action="store_true",
+                    help="two flows only: move the 80-ms flow's RTT by 0-0.5 ms and print both simulators' goodputs")
     ap.add_argument("--json", type=Path, default=None, help="also write the results (with every draw) to this file")
     args = ap.parse_args(argv)
-    LOST_RETRANSMIT = args.lost_retransmit
+    LOST_RETRANSMIT = not args.rfc_recovery
+    CUBIC_PRESET = args.cubic_preset
     NS2_RTO_RESTART = args.ns2_timer
-    DUPTHRESH = args.dupthresh
+    DUPTHRESH = args.dupthresh or (3 if args.rfc_recovery else 4)
+    if args.phase != "auto":
+        PHASE_DRAWS = dict.fromkeys(CCS, args.phase == "on")
     duration = args.duration or (20.0 if args.quick else 60.0)
     draws = args.draws or (1 if args.quick else 3)
     if args.warmup is None:
@@ -338,12 +427,21 @@ def main(argv: list[str] | None = None) -> int:
     ns = run.peers("bench/tcp")
     if ns is None:
         return 2
+    ccs = [c.strip() for c in args.cc.split(",")]
+    if args.phase_sweep:
+        for cc in ccs:
+            if cc not in CCS:
+                print(f"bench/tcp: --cc: unknown controller {cc!r} (have {', '.join(CCS)})", file=sys.stderr)
+                return 2
+            print(f"Two flows, {duration:g} s measured from {args.warmup:g} s; goodput in Mbit/s")
+            print(phase_sweep(ns, cc, duration, args.warmup))
+        return 0
     results = []
     for n in [int(x) for x in args.flows.split(",")]:
         if n not in SCENARIOS:
             print(f"bench/tcp: --flows: no scenario with {n} flows (have {', '.join(map(str, SCENARIOS))})", file=sys.stderr)
             return 2
-        for cc in [c.strip() for c in args.cc.split(",")]:
+        for cc in ccs:
             if cc not in CCS:
                 print(f"bench/tcp: --cc: unknown controller {cc!r} (have {', '.join(CCS)})", file=sys.stderr)
                 return 2
@@ -352,17 +450,18 @@ def main(argv: list[str] | None = None) -> int:
     buffers = f"{args.queue}p" if args.queue else ", ".join(f"{q}p ({c})" for c, q in QUEUE_PKTS.items())
     print(f"Vegas/CUBIC/BIC dumbbell: 20 Mbit/s 2 ms bottleneck, {buffers} DropTail, {duration:g} s (measured from "
           f"{args.warmup:g} s), mean of "
-          f"{draws} start-time draws; goodput per flow (* = more than 10 % from ns-2), mean packets in the "
+          f"{draws} draws (start times; RTT phases too for {', '.join(c for c in CCS if PHASE_DRAWS[c]) or 'none'}); goodput per flow (* = more than 10 % from ns-2), mean packets in the "
           f"bottleneck (q* = more than 20 %)")
     print(fmt(results))
     if draws >= 4:
         print(f"\nThe same flows against the spread of the {draws} draws: each simulator's mean over the first half "
-              f"of the draws ÷ its mean over the second half, and Welch's t of the per-draw goodputs "
-              f"(* = more than 10 % from ns-2 and |t| ≥ {SIGNIFICANT_T:g}: more than the draws explain)")
+              f"of the draws ÷ its mean over the second half, Welch's t of the per-draw goodputs, and the paired t "
+              f"of the per-draw differences (each draw deals both simulators the same starts and phases; * = more "
+              f"than 10 % from ns-2 and paired |t| ≥ {SIGNIFICANT_T:g}: more than the draws explain)")
         print(fmt_spread(results))
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ | {"ratios": r.ratios(), "queue_ratio": r.queue_ratio,
-                                                        "spread": r.spread()}
+                                                        "spread": r.spread(), "paired_t": r.paired_t()}
                                          for r in results], indent=2))
     return 0
 

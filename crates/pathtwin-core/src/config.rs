@@ -434,7 +434,8 @@ pub enum VegasPreset {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CubicSettings {
-    /// `"rfc9438"`: C = 0.4, β = 0.7; `"linux-2.6"`: β = 819/1024, as the 2.6-era code.
+    /// `"rfc9438"`: C = 0.4, β = 0.7; `"linux-2.6"`: β = 819/1024, as the 2.6-era code,
+    /// without HyStart; `"ns2"`: `"linux-2.6"` as ns-2.35's port runs it (no look-ahead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<CubicPreset>,
     /// C, in segments per second cubed.
@@ -451,6 +452,10 @@ pub struct CubicSettings {
     /// HyStart in slow start (on by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hystart: Option<bool>,
+    /// Aim at the cubic curve one round trip ahead (RFC 9438 §4.2; on by default, off in
+    /// the `"ns2"` preset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_lookahead: Option<bool>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -459,6 +464,8 @@ pub enum CubicPreset {
     Rfc9438,
     #[serde(rename = "linux-2.6")]
     Linux26,
+    #[serde(rename = "ns2")]
+    Ns2,
 }
 
 /// `[tcp.bic]`: BIC's constants; unset fields keep Linux 2.6's `tcp_bic.c` values.

@@ -114,12 +114,14 @@ fn cubic_params(v: Option<&CubicSettings>, key: &str) -> Result<CubicParams, Con
     let mut p = match v.preset {
         None | Some(CubicPreset::Rfc9438) => CubicParams::RFC9438,
         Some(CubicPreset::Linux26) => CubicParams::LINUX_2_6,
+        Some(CubicPreset::Ns2) => CubicParams::NS2,
     };
     p.c = v.c.unwrap_or(p.c);
     p.beta = v.beta.unwrap_or(p.beta);
     p.fast_convergence = v.fast_convergence.unwrap_or(p.fast_convergence);
     p.reno_friendly = v.reno_friendly.unwrap_or(p.reno_friendly);
     p.hystart = v.hystart.unwrap_or(p.hystart);
+    p.rtt_lookahead = v.rtt_lookahead.unwrap_or(p.rtt_lookahead);
     checked(CcAlgorithm::Cubic(p), key).map(|_| p)
 }
 

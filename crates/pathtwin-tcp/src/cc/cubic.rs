@@ -12,7 +12,8 @@
 //!   Below W_max (t < K) the curve is concave, above it convex (§4.4, §4.5); both follow
 //!   from the same rule here.
 //! - Per ACK of N bytes (N/SMSS segments): target = clamp(W_cubic(t + RTT), cwnd, 1.5·cwnd)
-//!   with RTT the smoothed RTT (§4.2), cwnd += (target − cwnd)/cwnd per segment acked.
+//!   with RTT the smoothed RTT (§4.2), cwnd += (target − cwnd)/cwnd per segment acked
+//!   (W_cubic(t) without `rtt_lookahead`, as ns-2.35's port).
 //! - Reno-friendly region (§4.3): W_est starts at cwnd_epoch and grows by
 //!   α_cubic·(segments acked)/cwnd, α_cubic = 3(1 − β)/(1 + β), becoming 1 once W_est ≥
 //!   cwnd_prior; when W_cubic(t) < W_est, cwnd = W_est. Deviation: cwnd = max(cwnd, W_est)
@@ -51,15 +52,24 @@ pub struct CubicParams {
     pub reno_friendly: bool,
     /// HyStart++ (RFC 9406) in the initial slow start.
     pub hystart: bool,
+    /// Aim at W_cubic(t + RTT), where the window should be one round trip from now (RFC
+    /// 9438 §4.2; Linux adds its minimum RTT). Off: aim at W_cubic(t), as ns-2.35's port of
+    /// `tcp_cubic.c` does (its `bictcp_acked` never records the minimum RTT that
+    /// `bictcp_update` adds, so the term is zero), which lags the curve by a round trip and
+    /// holds long-RTT flows back.
+    pub rtt_lookahead: bool,
 }
 
 impl CubicParams {
     /// RFC 9438's recommended values, with HyStart++ on.
-    pub const RFC9438: CubicParams = CubicParams { c: 0.4, beta: 0.7, fast_convergence: true, reno_friendly: true, hystart: true };
+    pub const RFC9438: CubicParams = CubicParams { c: 0.4, beta: 0.7, fast_convergence: true, reno_friendly: true, hystart: true, rtt_lookahead: true };
     /// Linux 2.6's early `tcp_cubic.c`: β = 819/1024 (Linux changed it to 717/1024 in
     /// 2.6.25), C = 0.4, fast convergence and TCP friendliness on, and no HyStart (added
     /// in 2.6.29).
-    pub const LINUX_2_6: CubicParams = CubicParams { c: 0.4, beta: 819.0 / 1024.0, fast_convergence: true, reno_friendly: true, hystart: false };
+    pub const LINUX_2_6: CubicParams = CubicParams { c: 0.4, beta: 819.0 / 1024.0, fast_convergence: true, reno_friendly: true, hystart: false, rtt_lookahead: true };
+    /// ns-2.35's `Agent/TCP/Linux` with `select_ca cubic`: Linux 2.6's constants as
+    /// [`Self::LINUX_2_6`], without the round trip of look-ahead (see `rtt_lookahead`).
+    pub const NS2: CubicParams = CubicParams { rtt_lookahead: false, ..CubicParams::LINUX_2_6 };
 }
 
 impl Default for CubicParams {
@@ -160,7 +170,7 @@ impl Cubic {
         let mut e = epoch;
         let p = self.params;
         let t = (ev.now - e.start).as_secs_f64();
-        let rtt = ev.srtt.or(ev.rtt).map_or(0.0, |d| d.as_secs_f64());
+        let ahead = if p.rtt_lookahead { ev.srtt.or(ev.rtt).map_or(0.0, |d| d.as_secs_f64()) } else { 0.0 };
         let w_cubic = |t: f64| p.c * (t - e.k).powi(3) + e.w_max;
         if p.reno_friendly {
             e.w_est += e.alpha * acked / self.cwnd;
@@ -171,7 +181,7 @@ impl Cubic {
         if p.reno_friendly && w_cubic(t) < e.w_est {
             self.cwnd = self.cwnd.max(e.w_est);
         } else {
-            let target = w_cubic(t + rtt).clamp(self.cwnd, 1.5 * self.cwnd);
+            let target = w_cubic(t + ahead).clamp(self.cwnd, 1.5 * self.cwnd);
             self.cwnd += (target - self.cwnd) / self.cwnd * acked;
         }
         self.epoch = Some(e);
@@ -300,9 +310,38 @@ mod tests {
         }
         let half = at_half_k.unwrap();
         // Concave: at K/2 the window has made up most of the distance: W(K/2) = 100 −
-        // 0.4·(K/2)³ = 100 − 75/8 ≈ 90.6.
+        // 0.4·(K/2)³ = 100 − 0.4·75/8 = 96.25.
         assert!(half > 85.0 && half < 100.0, "cwnd at K/2 = {half}");
         assert!((segs(&c) - 100.0).abs() < 2.0, "cwnd at K = {}", segs(&c));
+    }
+
+    #[test]
+    fn without_lookahead_the_window_trails_the_curve_by_a_round_trip() {
+        // Per ACK cwnd moves (target − cwnd)/cwnd, so one round trip brings it to the
+        // target: aiming at W(t + RTT) keeps it on the curve, aiming at W(t) (ns-2.35's
+        // port) one round trip behind it, W(t − RTT).
+        let rtt = Duration::from_millis(200);
+        let run = |params: CubicParams| {
+            let mut c = after_loss_at_100(CubicParams { reno_friendly: false, ..params });
+            let mut tx = FakeSender::new(MSS);
+            tx.round(&mut c, rtt); // starts the epoch
+            let mut trace = Vec::new();
+            for _ in 0..15 {
+                tx.round(&mut c, rtt);
+                trace.push((tx.now.as_secs_f64() - 0.2, segs(&c)));
+            }
+            trace
+        };
+        let w = |t: f64| 0.4 * (t - 75f64.cbrt()).powi(3) + 100.0;
+        let ahead = run(CubicParams::RFC9438);
+        let trailing = run(CubicParams { rtt_lookahead: false, ..CubicParams::RFC9438 });
+        for (&(t, on), &(_, off)) in ahead.iter().zip(&trailing).skip(1) {
+            assert!(on >= w(t) - 1.0 && on <= w(t + 0.2) + 0.5, "t = {t:.1}: with look-ahead {on:.2}, W(t) = {:.2}", w(t));
+            assert!(off >= w(t - 0.2) - 1.0 && off <= w(t) + 0.5, "t = {t:.1}: without {off:.2}, W(t − RTT) = {:.2}", w(t - 0.2));
+            let lag = w(t) - w(t - 0.2);
+            assert!(on - off >= 0.5 * lag, "t = {t:.1}: {on:.2} vs {off:.2}, one RTT of the curve = {lag:.2}");
+        }
+        assert_eq!(CubicParams::NS2, CubicParams { rtt_lookahead: false, ..CubicParams::LINUX_2_6 });
     }
 
     #[test]
