@@ -4,14 +4,18 @@
 
 ns-2 runs its own `Agent/TCP/Vegas` and, for CUBIC and BIC, `Agent/TCP/Linux` (ns-2.35's
 port of the Linux 2.6 modules) with `select_ca cubic|bic` and a SACK sink; pathtwin runs
-`cc = "vegas"` (preset "ns2", no SACK), `"cubic"` (preset "linux-2.6", HyStart off: the
-port has none) and `"bic"` (Linux 2.6 defaults) with SACK. Per flow: payload delivered in
-order by the end, pathtwin vs ns-2 and the ratio; for the bottleneck: the mean number of
-packets in it (waiting or on the link) in both and the ratio. The settings that must match
-(packet size, window, RTO, RTT clock, the tie-breaking delays) are those of run.py, whose
-helpers this script reuses.
+`cc = "vegas"` (preset "ns2", no SACK), `"cubic"` (preset "ns2": Linux 2.6's constants as
+ns-2.35's port runs them, HyStart off) and `"bic"` (Linux 2.6 defaults) with SACK and ns-2's
+TCP-Linux loss recovery. Per flow: payload delivered in order by the end, pathtwin vs ns-2
+and the ratio; for the bottleneck: the mean number of packets in it (waiting or on the link)
+in both and the ratio. Each draw deals both simulators the same start times and, for CUBIC
+and BIC, the same RTT phases (rtt_offsets). The settings that must match (packet size,
+window, RTO, RTT clock, the tie-breaking delays) are those of run.py, whose helpers this
+script reuses.
 
     python3 bench/tcp/cc.py                  # 60 s from 20 s on, 3 draws, 1/2/10 flows x vegas/cubic/bic
+    python3 bench/tcp/cc.py --draws 24       # the README's table, with the paired comparison
+    python3 bench/tcp/cc.py --phase-sweep    # two flows, the 80-ms flow moved by 0-0.5 ms
     python3 bench/tcp/cc.py --quick          # 20 s from 5 s on, 1 draw
     python3 bench/tcp/cc.py --cc vegas --flows 2
 
@@ -428,11 +432,12 @@ def main(argv: list[str] | None = None) -> int:
     if ns is None:
         return 2
     ccs = [c.strip() for c in args.cc.split(",")]
+    unknown = [c for c in ccs if c not in CCS]
+    if unknown:
+        print(f"bench/tcp: --cc: unknown controller {unknown[0]!r} (have {', '.join(CCS)})", file=sys.stderr)
+        return 2
     if args.phase_sweep:
         for cc in ccs:
-            if cc not in CCS:
-                print(f"bench/tcp: --cc: unknown controller {cc!r} (have {', '.join(CCS)})", file=sys.stderr)
-                return 2
             print(f"Two flows, {duration:g} s measured from {args.warmup:g} s; goodput in Mbit/s")
             print(phase_sweep(ns, cc, duration, args.warmup))
         return 0
@@ -442,9 +447,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench/tcp: --flows: no scenario with {n} flows (have {', '.join(map(str, SCENARIOS))})", file=sys.stderr)
             return 2
         for cc in ccs:
-            if cc not in CCS:
-                print(f"bench/tcp: --cc: unknown controller {cc!r} (have {', '.join(CCS)})", file=sys.stderr)
-                return 2
             print(f"running {n} flows {cc} ...", file=sys.stderr, flush=True)
             results.append(compare(ns, cc, n, duration, draws, args.queue, args.warmup))
     buffers = f"{args.queue}p" if args.queue else ", ".join(f"{q}p ({c})" for c, q in QUEUE_PKTS.items())
