@@ -1,10 +1,11 @@
 """Shared helpers for the Python tests: running the CLI as a user would, loading a bench
-script as a module."""
+script as a module, starting a child that a test will interrupt."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,14 @@ def run_cli(*args, timeout=600, **kw) -> subprocess.CompletedProcess:
     """Runs `pathtwin ARGS...` in a subprocess and returns the completed process."""
     return subprocess.run([sys.executable, "-m", "pathtwin.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, **kw)
+
+
+def default_sigint() -> None:
+    """`preexec_fn` for a child the test will stop with SIGINT, as Ctrl-C in a terminal does:
+    SIGINT back to its default action. A shell's background job (`cmd &`, `nohup`) starts
+    with SIGINT ignored, an ignored signal stays ignored across exec, and Python then
+    installs no KeyboardInterrupt handler: the child would never see the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def load_script(relpath: str, name: str):

@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from conftest import default_sigint
+
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root"),
     pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2"),
@@ -167,7 +169,8 @@ def test_ctrl_c_during_a_transfer_keeps_the_series_measured_so_far(tmp_path):
         "    print('sending', flush=True)\n"
         "    time.sleep(60)\n"
     )
-    p = subprocess.Popen([os.sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([os.sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=default_sigint)
     assert p.stdout.readline().strip() == "sending"
     time.sleep(2.0)
     p.send_signal(signal.SIGINT)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import EXAMPLES, run_cli
+from conftest import EXAMPLES, default_sigint, run_cli
 
 SMALL = """
 hosts = ["a", "b"]
@@ -160,7 +160,7 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
     scen.write_text(SMALL.replace('duration = "5s"', 'duration = "100000s"'))
     out = tmp_path / "out"
     p = subprocess.Popen([sys.executable, "-m", "pathtwin.cli", "sim", scen, "-o", out],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     time.sleep(3.0)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import default_sigint
 from http_lab import CLIENT, CONNECTIONS, SERVER, check_recovered, server_args, wait_ready
 
 pytestmark = pytest.mark.skipif(
@@ -125,7 +126,7 @@ def lab_capture(tmp_path_factory):
 
         dump = subprocess.Popen(
             ["ip", "netns", "exec", srv, "tcpdump", "-i", f"s{tag}", "-s", "256", "-U", "-w", str(capture), "tcp"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
         )
         procs.append(dump)
         deadline = time.time() + 10
