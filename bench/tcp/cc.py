@@ -13,7 +13,7 @@ and BIC, the same RTT phases (rtt_offsets). The settings that must match (packet
 window, RTO, RTT clock, the tie-breaking delays) are those of run.py, whose helpers this
 script reuses.
 
-    python3 bench/tcp/cc.py                  # 60 s from 20 s on, 3 draws, 1/2/10 flows x vegas/cubic/bic
+    python3 bench/tcp/cc.py                  # 60 s from 20 s on, 8 draws, 1/2/10 flows x vegas/cubic/bic
     python3 bench/tcp/cc.py --draws 24       # the README's table, with the paired comparison
     python3 bench/tcp/cc.py --phase-sweep    # two flows, the 80-ms flow moved by 0-0.5 ms
     python3 bench/tcp/cc.py --quick          # 20 s from 5 s on, 1 draw
@@ -393,7 +393,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="20 s, 1 draw")
     ap.add_argument("--duration", type=float, default=None, help="simulated seconds (default 60)")
-    ap.add_argument("--draws", type=int, default=None, help="start-time draws per case (default 3)")
+    ap.add_argument("--draws", type=int, default=None,
+                    help="draws per case (default 8: with phase draws a flow's share swings by a factor of ten "
+                         "from draw to draw, and from 4 draws on the paired comparison is printed)")
     ap.add_argument("--cc", default=",".join(CCS), help="comma-separated subset of " + ",".join(CCS))
     ap.add_argument("--flows", default=",".join(map(str, SCENARIOS)), help="comma-separated subset of 1,2,10")
     ap.add_argument("--queue", type=int, default=None, help=f"bottleneck buffer in packets (default {QUEUE_PKTS})")
@@ -422,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.phase != "auto":
         PHASE_DRAWS = dict.fromkeys(CCS, args.phase == "on")
     duration = args.duration or (20.0 if args.quick else 60.0)
-    draws = args.draws or (1 if args.quick else 3)
+    draws = args.draws or (1 if args.quick else 8)
     if args.warmup is None:
         args.warmup = 5.0 if args.quick else WARMUP_S
     if args.warmup >= duration:
