@@ -252,16 +252,7 @@ class Result:
         same start times and phases, so the draw-to-draw swing of a flow's share (a factor of
         ten where the phase decides which flow a full queue favours) cancels in the
         difference: |t| ≥ 3 is a difference the draws cannot explain."""
-        rows = []
-        for pt, ns in zip(self.draws_mbps("pathtwin"), self.draws_mbps("ns2")):
-            diffs = [p - n for p, n in zip(pt, ns)]
-            if len(diffs) < 2:
-                rows.append(float("nan"))
-                continue
-            mean = statistics.fmean(diffs)
-            se = statistics.stdev(diffs, mean) / math.sqrt(len(diffs))
-            rows.append(mean / se if se > 0 else (0.0 if mean == 0 else math.copysign(math.inf, mean)))
-        return rows
+        return [paired_t(pt, ns) for pt, ns in zip(self.draws_mbps("pathtwin"), self.draws_mbps("ns2"))]
 
     def same_winner(self) -> int:
         """Draws in which the flow with the most goodput is the same flow in both simulators."""
@@ -299,16 +290,30 @@ def half_ratio(xs: list[float]) -> float:
     return a / b if b else float("nan")
 
 
+def t_ratio(diff: float, se: float) -> float:
+    """A t statistic, `diff` ÷ its standard error `se`: ±inf when the samples are constant
+    and differ (se = 0), 0 when they are constant and agree."""
+    if se == 0:
+        return 0.0 if diff == 0 else math.copysign(math.inf, diff)
+    return diff / se
+
+
 def welch_t(a: list[float], b: list[float]) -> float:
-    """Welch's t statistic of two samples' means (nan below two values each; ±inf when both
-    samples are constant and differ)."""
+    """Welch's t statistic of two samples' means (nan below two values each)."""
     if len(a) < 2 or len(b) < 2:
         return float("nan")
     ma, mb = statistics.fmean(a), statistics.fmean(b)
     se = (statistics.variance(a, ma) / len(a) + statistics.variance(b, mb) / len(b)) ** 0.5
-    if se == 0:
-        return 0.0 if ma == mb else float("inf") if ma > mb else float("-inf")
-    return (ma - mb) / se
+    return t_ratio(ma - mb, se)
+
+
+def paired_t(a: list[float], b: list[float]) -> float:
+    """The paired t statistic of `a` − `b`, draw by draw (nan below two pairs)."""
+    diffs = [x - y for x, y in zip(a, b)]
+    if len(diffs) < 2:
+        return float("nan")
+    mean = statistics.fmean(diffs)
+    return t_ratio(mean, statistics.stdev(diffs, mean) / math.sqrt(len(diffs)))
 
 
 def compare(ns: str, cc: str, nflows: int, duration: float, draws: int, queue: int | None = None,

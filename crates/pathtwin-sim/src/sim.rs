@@ -437,7 +437,7 @@ impl Simulation {
     /// Moves a packet that left hop `pkt.hop` at `t` to its next hop, or delivers it.
     fn forward(&mut self, t: Instant, mut pkt: SimPacket) {
         pkt.hop += 1;
-        let next = self.hops(&pkt).and_then(|r| r.get(pkt.hop as usize)).copied();
+        let next = self.hops(&pkt).get(pkt.hop as usize).copied();
         match next {
             Some(hop) => {
                 if let Some(dropped) = self.net.elements[hop.element].push(t, pkt, hop.slot) {
@@ -464,9 +464,9 @@ impl Simulation {
 
     /// The hops `pkt` crosses: its connection's pipe (client to server is the pipe's up
     /// direction), or the route between its hosts.
-    fn hops(&self, pkt: &SimPacket) -> Option<&[Hop]> {
+    fn hops(&self, pkt: &SimPacket) -> &[Hop] {
         let span = self.conn_routes[pkt.conn as usize][usize::from(!pkt.from_client)];
-        Some(&self.route_hops[span.start as usize..(span.start + span.len) as usize])
+        &self.route_hops[span.start as usize..(span.start + span.len) as usize]
     }
 
     /// Sends a segment from a connection's `side` into the first hop of its route.
@@ -477,7 +477,7 @@ impl Simulation {
         if !self.captures.is_empty() {
             self.capture(src, now, &pkt, &seg);
         }
-        let first = self.hops(&pkt).and_then(|r| r.first()).copied().expect("routes checked at build");
+        let first = *self.hops(&pkt).first().expect("routes checked at build");
         if let Some(dropped) = self.net.elements[first.element].push(now, pkt, first.slot) {
             self.segments.release(&dropped);
         }
