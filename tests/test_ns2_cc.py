@@ -6,8 +6,7 @@ The expectations are ns-2's numbers from the same runs, with the issue's bars (g
 flow within 10 %, same order, mean packets in the bottleneck within 20 %) in the form the
 runs can resolve:
 
-- one flow, every controller, one draw: goodput within 10 %; CUBIC and BIC also the queue
-  within 20 %.
+- one flow, every controller, one draw: goodput within 10 % and the queue within 20 %.
 - two and ten CUBIC or BIC flows, over PHASE_DRAWS draws of start times and RTT phases
   (bench/tcp/README.md, "Phase effects": which flow a full DropTail queue favours is decided
   by each flow's RTT modulo one packet's service time, so one fixed set of RTTs compares one
@@ -18,12 +17,13 @@ runs can resolve:
 - two and ten Vegas flows (Vegas never fills its buffer, so no phase draws): with
   SPREAD_DRAWS start-time draws, pathtwin's flows sit no further from ns-2's, by the root
   mean square of the log ratios, than SPREAD_MARGIN times ns-2's two halves of the draws sit
-  from each other (bench/tcp/README.md, "Against the draws' spread").
+  from each other (bench/tcp/README.md, "Against the draws' spread"), and the queue within
+  20 %. Two Vegas flows keep ns-2's order in a single draw too.
 
-Vegas's queue does not meet the 20 % bar (one flow: 2.9 vs 3.8 packets; README.md explains
-the hold band), so what is asserted is Vegas's own rule, in both simulators: at equilibrium
-each flow keeps between α = 1 and β = 3 segments queued, so the bottleneck holds between
-n·α and n·β packets waiting, plus the one on the link. Two Vegas flows keep ns-2's order.
+Vegas runs with ns-2's rules (`[tcp.vegas] rules = "ns2"`): which of the equilibria inside
+its hold band (α..β segments queued per flow) a run settles in is decided by how ns-2
+rounds diff, counts rounds and spreads growth; with Linux's rules the two- and ten-flow
+queues were 1.24 and 0.78 of ns-2's.
 """
 
 from __future__ import annotations
@@ -80,16 +80,15 @@ def order(values):
 def test_one_flow_goodput_and_queue(cc):
     r = compare(cc, 1)
     assert r.ratios()[0] == pytest.approx(1.0, abs=GOODPUT_TOLERANCE), (r.pathtwin_mbps, r.ns2_mbps)
-    if cc == "vegas":
-        for q in (r.pathtwin_queue, r.ns2_queue):
-            assert VEGAS_ALPHA <= q <= VEGAS_BETA + 1, (r.pathtwin_queue, r.ns2_queue)
-    else:
-        assert r.queue_ratio == pytest.approx(1.0, abs=QUEUE_TOLERANCE), (r.pathtwin_queue, r.ns2_queue)
+    assert r.queue_ratio == pytest.approx(1.0, abs=QUEUE_TOLERANCE), (r.pathtwin_queue, r.ns2_queue)
 
 
 def test_two_vegas_flows_keep_order_and_vegas_band():
     r = compare("vegas", 2)
     assert order(r.pathtwin_mbps) == order(r.ns2_mbps), (r.pathtwin_mbps, r.ns2_mbps)
+    # One draw lands in one equilibrium of the hold band (the queue within 20 % is asserted
+    # over the draws below); here Vegas's own rule, in both simulators: each flow keeps
+    # between α and β segments waiting, plus the one on the link.
     for q in (r.pathtwin_queue, r.ns2_queue):
         assert 2 * VEGAS_ALPHA <= q <= 2 * VEGAS_BETA + 1, (r.pathtwin_queue, r.ns2_queue)
 
@@ -124,3 +123,4 @@ def test_vegas_flows_sit_no_further_from_ns2_than_its_own_draws(flows):
     assert ours <= SPREAD_MARGIN * max(ns_self, 0.02), (
         f"RMS log ratio to ns-2 {ours:.3f} against ns-2's own {ns_self:.3f}; "
         f"pathtwin {r.pathtwin_mbps}, ns-2 {r.ns2_mbps}")
+    assert r.queue_ratio == pytest.approx(1.0, abs=QUEUE_TOLERANCE), (r.pathtwin_queue, r.ns2_queue)

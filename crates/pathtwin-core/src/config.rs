@@ -413,6 +413,12 @@ pub struct VegasSettings {
     /// or `"min"` (Linux; the `linux` preset's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round_rtt: Option<RoundRttName>,
+    /// Whose reading of the paper fills in rounds, rounding and growth: `"linux"` (the
+    /// default, for both presets) or `"ns2"` (ns-2's `tcp-vegas.cc`: whole-segment diff,
+    /// growth spread over the next round, slow start left with an eighth off). ns-2's rules
+    /// assume an ACK per segment, as ns-2's TCPSink sends: use them with `delayed_ack = false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<VegasRulesName>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -420,6 +426,13 @@ pub struct VegasSettings {
 pub enum RoundRttName {
     Mean,
     Min,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VegasRulesName {
+    Ns2,
+    Linux,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

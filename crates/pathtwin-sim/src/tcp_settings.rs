@@ -7,10 +7,10 @@
 //! controllers' own, each with its source) nor the schema (`pathtwin_core::config`).
 
 use pathtwin_core::config::{
-    BicSettings, ConfigError, CubicPreset, CubicSettings, MonacoSettings, NewRenoTimerName, RoundRttName, TcpSettings, VegasPreset,
+    BicSettings, ConfigError, CubicPreset, CubicSettings, MonacoSettings, NewRenoTimerName, RoundRttName, TcpSettings, VegasPreset, VegasRulesName,
     VegasSettings,
 };
-use pathtwin_tcp::{BicParams, CcAlgorithm, ConfigError as TcpConfigError, CubicParams, MonacoParams, NewRenoTimer, RoundRtt, TcpConfig, VegasParams};
+use pathtwin_tcp::{BicParams, CcAlgorithm, ConfigError as TcpConfigError, CubicParams, MonacoParams, NewRenoTimer, RoundRtt, TcpConfig, VegasParams, VegasRules};
 
 /// The endpoint config for merged settings whose `cc` was written under `cc_key` (`"tcp"`,
 /// `"flow[3].tcp"`, or `"flow[3]"` for the flow's `cc` shortcut). Check each section's
@@ -104,6 +104,12 @@ fn vegas_params(v: Option<&VegasSettings>, key: &str) -> Result<VegasParams, Con
         p.round_rtt = match r {
             RoundRttName::Mean => RoundRtt::Mean,
             RoundRttName::Min => RoundRtt::Min,
+        };
+    }
+    if let Some(r) = v.rules {
+        p.rules = match r {
+            VegasRulesName::Ns2 => VegasRules::Ns2,
+            VegasRulesName::Linux => VegasRules::Linux,
         };
     }
     checked(CcAlgorithm::Vegas(p), key).map(|_| p)

@@ -78,7 +78,7 @@ mod stats;
 
 pub use cc::{
     AckEvent, Bbr, BbrMode, Bic, BicParams, CcParams, CongestionControl, Cubic, CubicParams, DeliveryEvent, Monaco, MonacoParams, Reno,
-    RoundRtt, SentEvent, Vegas, VegasParams,
+    RoundRtt, SentEvent, Vegas, VegasParams, VegasRules,
 };
 pub use monaco::AccumulationFeedback;
 pub use config::{CcAlgorithm, ConfigError, NewRenoTimer, TcpConfig};

@@ -49,7 +49,7 @@ pub use controller::Controller;
 pub use cubic::{Cubic, CubicParams};
 pub use monaco::{Monaco, MonacoParams};
 pub use reno::Reno;
-pub use vegas::{RoundRtt, Vegas, VegasParams};
+pub use vegas::{RoundRtt, Vegas, VegasParams, VegasRules};
 
 use crate::monaco::AccumulationFeedback;
 use crate::rate::RateSample;

@@ -4,25 +4,44 @@
 //! in the ACC paper (Wang et al., `papers/acc-monaco-accumulation-congestion-control.txt`
 //! §III-A).
 //!
-//! Once per round trip (see `round.rs`), with the window w in segments:
+//! Once per round trip, with the window w in segments, Vegas estimates the segments it keeps
+//! queued, diff = (w/baseRTT − w/RTT)·baseRTT = w·(1 − baseRTT/RTT) (ACC paper eq. 10), and
+//! in congestion avoidance grows the window by one segment per RTT while diff < α, shrinks it
+//! by one while diff > β, and holds in between (ACC eq. 12). Slow start grows as Reno's only
+//! in every other round trip, so that a round with a stable window measures the RTT (Brakmo &
+//! Peterson §3.3), and ends when diff > γ. Two rule sets ([`VegasRules`]) fill in what the
+//! paper leaves open:
 //!
-//! - diff = (w/baseRTT − w/RTT)·baseRTT = w·(1 − baseRTT/RTT), the segments this flow is
-//!   estimated to keep queued (ACC paper eq. 10). This is the paper's and ns-2's form;
-//!   Linux computes w·(RTT − baseRTT)/baseRTT instead, which is larger by the factor
-//!   RTT/baseRTT and so settles with slightly fewer segments queued.
-//! - Congestion avoidance: w += 1 if diff < α, w −= 1 if diff > β, else hold (ACC eq. 12).
-//! - Slow start: the window grows as Reno's only every other round trip, so that a round
-//!   with a stable window measures the RTT (Brakmo & Peterson §3.3, as ns-2); slow start
-//!   ends when diff > γ, with w = min(w, target + 1), target = w·baseRTT/RTT (the expected
-//!   window; Linux's exit rule — ns-2 instead takes w −= w/8) and ssthresh = w.
+//! **ns-2** (`tcp-vegas.cc`, the Arizona code; `[tcp.vegas] rules = "ns2"`, which
+//! bench/tcp/cc.py uses with the `ns2` preset and an ACK per segment). A round ends with the ACK of
+//! the first segment sent after the previous round ended, and that ACK's RTT sample counts in
+//! the next round. diff is computed in whole segments as ns-2 does:
+//! delta = ⌊(outstanding + 1) − sent·baseRTT/RTT + ½⌋, with `outstanding` the segments in
+//! flight after the ACK (ns-2's `t_seqno_ − last_ack_` counts one more) and `sent` the
+//! segments sent during the round; so it holds while roughly ½ ≤ diff < β + ½. Growth is
+//! spread over the next round: 1/w segments per ACK with w frozen when the round ended,
+//! while the window is used to within two segments; a cut (−1) is immediate. Slow start's
+//! growth applies after the round's decision, on the same ACK, and its exit takes
+//! w −= w/8. Measured against ns-2 (bench/tcp/cc.py, 20 Mbit/s dumbbells, 24 draws): each
+//! rule moved a queue by about a packet. Together they bring one, two and ten flows' queues
+//! to 3.8/3.8, 4.0/3.5 and 26.3/26.0 packets (before: 3.8/3.8, 4.4/3.5, 20.3/26.0).
+//! Where the per-ACK growth falls in the window train matters: growth recomputed
+//! from the current window at every ACK falls short of a segment per round, so the next
+//! round crosses the integer early, delays its whole train by a packet, and holds there;
+//! one flow then settled a packet short of ns-2.
+//!
+//! **Linux** (`tcp_vegas.c`; the default for both presets). A round ends when everything sent at its
+//! start is acknowledged (`round.rs`); diff unrounded; the window moves by a whole segment at
+//! the end of the round; slow start ends with w = min(w, target + 1), target = w·baseRTT/RTT
+//! (the expected window), ssthresh = w. A round with fewer than three samples is not trusted
+//! (Linux's `cntRTT <= 2` rule, because of delayed ACKs) and grows the window by Reno's one
+//! segment per round in congestion avoidance instead.
 //!
 //! Which RTT of a round congestion avoidance reads is the preset's ([`RoundRtt`]):
 //! - **Mean** of the round's samples for the `ns2` preset, as ns-2's `tcp-vegas.cc` (and
-//!   Brakmo & Peterson) do. Measured against ns-2 (bench/tcp/cc.py, 20 Mbit/s dumbbells, 3
-//!   draws): with the minimum, one flow settled with 2.9 packets queued against ns-2's 3.8 and
-//!   ten flows' goodputs were 0.52–1.74 of ns-2's; with the mean, 3.9 against 3.8 and 0.85–1.15
-//!   for nine of the ten (the tenth, the latest starter, 0.56: ns-2's took 2.7 Mbit/s in one
-//!   draw).
+//!   Brakmo & Peterson) do. Measured against ns-2 (3 draws, before the ns-2 rules above):
+//!   with the minimum, one flow settled with 2.9 packets queued against ns-2's 3.8 and ten
+//!   flows' goodputs were 0.52–1.74 of ns-2's; with the mean, 3.9 against 3.8.
 //! - **Minimum** for the `linux` preset, as Linux's `tcp_vegas.c` does: with delayed ACKs (up
 //!   to 40 ms here) and ACK compression a sample carries receiver-side delay the queue did not
 //!   cause, and the minimum is the sample least inflated by it.
@@ -30,9 +49,7 @@
 //! Slow start's exit test always reads the round's **mean**, as Brakmo & Peterson and ns-2 do,
 //! because a round that doubles the window builds its queue in its second half, which the
 //! minimum does not see (with the minimum, ten flows overshot to 136 segments on a 68-packet
-//! path and later flows met twice ns-2's queue). A round with fewer than three samples is not
-//! trusted (Linux's `cntRTT <= 2` rule, again because of delayed ACKs) and grows the window by
-//! Reno's one segment per round in congestion avoidance instead.
+//! path and later flows met twice ns-2's queue).
 //!
 //! baseRTT is the minimum RTT sample ever seen (every ACK's sample). **Vegas-k**
 //! ([`VegasParams::base_rtt_window`] = k): baseRTT is the minimum of the last k per-round
@@ -69,6 +86,19 @@ pub struct VegasParams {
     pub base_rtt_window: Option<u32>,
     /// The RTT of a round that congestion avoidance compares with baseRTT.
     pub round_rtt: RoundRtt,
+    /// Whose reading of the paper fills in rounds, rounding and growth (module docs).
+    pub rules: VegasRules,
+}
+
+/// The rule set for what the Vegas paper leaves open (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VegasRules {
+    /// ns-2's `tcp-vegas.cc`. Its per-ACK growth and its count of segments in flight assume
+    /// an ACK per segment (ns-2's TCPSink): with delayed ACKs a single flow on a 10 Mbit/s,
+    /// 50 ms path kept no standing queue (per-round minimum 0.0 packets, mean 0.96).
+    Ns2,
+    /// Linux's `tcp_vegas.c`.
+    Linux,
 }
 
 /// Which of a round's RTT samples Vegas's congestion avoidance reads (see the module docs).
@@ -82,9 +112,10 @@ pub enum RoundRtt {
 
 impl VegasParams {
     /// Brakmo & Peterson's and ns-2's `Agent/TCP/Vegas` defaults: α = 1, β = 3, γ = 1.
-    pub const NS2: VegasParams = VegasParams { alpha: 1.0, beta: 3.0, gamma: 1.0, base_rtt_window: None, round_rtt: RoundRtt::Mean };
+    /// Linux's rules: ns-2's assume an ACK per segment (see [`VegasRules::Ns2`]).
+    pub const NS2: VegasParams = VegasParams { alpha: 1.0, beta: 3.0, gamma: 1.0, base_rtt_window: None, round_rtt: RoundRtt::Mean, rules: VegasRules::Linux };
     /// Linux `tcp_vegas.c` and ns-3 `TcpVegas` defaults: α = 2, β = 4, γ = 1.
-    pub const LINUX: VegasParams = VegasParams { alpha: 2.0, beta: 4.0, gamma: 1.0, base_rtt_window: None, round_rtt: RoundRtt::Min };
+    pub const LINUX: VegasParams = VegasParams { alpha: 2.0, beta: 4.0, gamma: 1.0, base_rtt_window: None, round_rtt: RoundRtt::Min, rules: VegasRules::Linux };
 
     /// Vegas-k with these thresholds.
     pub fn with_base_rtt_window(self, k: u32) -> Self {
@@ -101,6 +132,50 @@ impl Default for VegasParams {
 
 /// Rounds with fewer RTT samples than this make no Vegas decision (Linux `cntRTT <= 2`).
 const MIN_SAMPLES_PER_ROUND: u32 = 3;
+
+/// ns-2's round: it ends with the ACK of the first segment sent after the previous round
+/// ended (`v_begseq_`), and counts the segments sent meanwhile (`t_seqno_ − v_begseq_`).
+#[derive(Clone, Debug, Default)]
+struct Ns2Round {
+    /// First unacknowledged byte; `None` until the first segment is sent.
+    snd_una: Option<u64>,
+    /// First byte of the segment whose ACK ends the round; `None` until it is sent.
+    marker: Option<u64>,
+    /// Bytes of new data sent since the round began.
+    sent: u64,
+}
+
+impl Ns2Round {
+    fn on_sent(&mut self, ev: &SentEvent) {
+        self.snd_una.get_or_insert(ev.seq);
+        if !ev.retransmission {
+            self.marker.get_or_insert(ev.seq);
+            self.sent += ev.bytes;
+        }
+    }
+
+    /// True when this ACK ends the round; the next round's marker is the next new segment.
+    fn on_ack(&mut self, bytes_acked: u64) -> bool {
+        let Some(una) = self.snd_una.as_mut() else { return false };
+        *una += bytes_acked;
+        match self.marker {
+            Some(m) if *una > m => {
+                self.marker = None;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// ns-2's spread growth: 1/w segments per ACK through a round, w frozen when it was decided.
+#[derive(Clone, Copy, Debug)]
+struct SpreadGrowth {
+    /// The window (bytes) when the round that decided to grow ended.
+    window: u64,
+    /// Growth owed but not yet a whole byte, in bytes × `window`.
+    remainder: u64,
+}
 
 /// TCP Vegas (and Vegas-k).
 #[derive(Clone, Debug)]
@@ -122,6 +197,9 @@ pub struct Vegas {
     round_cwnd_limited: bool,
     /// Vegas slow start grows in every other round; true in the growing ones.
     slow_start_grows: bool,
+    /// ns-2 rules only: the round as ns-2 counts it, and growth in progress.
+    ns2_round: Ns2Round,
+    growth: Option<SpreadGrowth>,
 }
 
 impl Vegas {
@@ -139,6 +217,8 @@ impl Vegas {
             round_samples: 0,
             round_cwnd_limited: false,
             slow_start_grows: true,
+            ns2_round: Ns2Round::default(),
+            growth: None,
         }
     }
 
@@ -157,17 +237,23 @@ impl Vegas {
         w * (1.0 - base.as_secs_f64() / rtt.as_secs_f64())
     }
 
-    fn end_round(&mut self, control: bool) {
+    /// Closes the round's RTT statistics: its minimum (kept for Vegas-k), the sum and count.
+    fn take_round_samples(&mut self) -> (Option<Duration>, Duration, u32) {
         let rtt = self.round_min.take();
         let sum = std::mem::replace(&mut self.round_sum, Duration::ZERO);
         let samples = std::mem::take(&mut self.round_samples);
-        let limited = std::mem::take(&mut self.round_cwnd_limited);
         if let (Some(k), Some(m)) = (self.params.base_rtt_window, rtt) {
             self.round_minima.push_back(m);
             while self.round_minima.len() > k.max(1) as usize {
                 self.round_minima.pop_front();
             }
         }
+        (rtt, sum, samples)
+    }
+
+    fn end_round(&mut self, control: bool) {
+        let (rtt, sum, samples) = self.take_round_samples();
+        let limited = std::mem::take(&mut self.round_cwnd_limited);
         if !control {
             return;
         }
@@ -206,6 +292,90 @@ impl Vegas {
         }
     }
 
+    /// ns-2's once-per-round decision at the ACK that ends a round (`tcp-vegas.cc`,
+    /// `VegasTcpAgent::recv`); `outstanding` is what is in flight after this ACK.
+    fn end_round_ns2(&mut self, outstanding: u64) {
+        let (rtt_min, sum, samples) = self.take_round_samples();
+        let sent = std::mem::take(&mut self.ns2_round.sent);
+        self.growth = None;
+        let in_slow_start = self.cwnd < self.ssthresh;
+        let (Some(rtt_min), Some(base), true) = (rtt_min, self.base_rtt(), samples > 0) else {
+            if in_slow_start {
+                self.slow_start_grows = !self.slow_start_grows;
+            }
+            return;
+        };
+        let mean = Duration::from_nanos(sum.as_nanos() / samples as u64);
+        let smss = self.smss as f64;
+        let delta = |rtt: Duration| {
+            let expected = outstanding as f64 / smss + 1.0;
+            let actual = sent as f64 / smss * base.as_secs_f64() / rtt.as_secs_f64();
+            // ns-2's int(x + 0.5): whole segments, truncated toward zero.
+            ((expected - actual + 0.5) as i64) as f64
+        };
+        let floor = 2 * self.smss;
+        if in_slow_start {
+            // Always the round's mean RTT: see the module doc.
+            if delta(mean) > self.params.gamma {
+                self.cwnd = (self.cwnd - self.cwnd / 8).max(floor);
+                self.ssthresh = self.cwnd;
+            } else {
+                self.slow_start_grows = !self.slow_start_grows;
+            }
+            return;
+        }
+        let delta = delta(match self.params.round_rtt {
+            RoundRtt::Mean => mean,
+            RoundRtt::Min => rtt_min,
+        });
+        if delta > self.params.beta {
+            self.cwnd = (self.cwnd.saturating_sub(self.smss)).max(floor);
+            self.ssthresh = self.ssthresh.min(self.cwnd);
+        } else if delta < self.params.alpha {
+            self.growth = Some(SpreadGrowth { window: self.cwnd, remainder: 0 });
+        }
+    }
+
+    fn record_sample(&mut self, rtt: Duration) {
+        self.round_min = Some(self.round_min.map_or(rtt, |m| m.min(rtt)));
+        self.round_sum += rtt;
+        self.round_samples += 1;
+        self.min_rtt_ever = Some(self.min_rtt_ever.map_or(rtt, |m| m.min(rtt)));
+    }
+
+    /// ns-2's order at each ACK: the round's decision, then growth, then the RTT sample
+    /// (which belongs to the next round).
+    fn on_ack_ns2(&mut self, ev: &AckEvent) {
+        let round_ended = self.ns2_round.on_ack(ev.bytes_acked);
+        let outstanding = ev.pipe_before.saturating_sub(ev.bytes_acked);
+        if ev.in_recovery {
+            if round_ended {
+                self.reset_round();
+            }
+        } else {
+            let limited = 2 * ev.pipe_before >= self.cwnd;
+            if round_ended {
+                self.end_round_ns2(outstanding);
+            }
+            if self.cwnd < self.ssthresh {
+                if self.slow_start_grows && limited {
+                    self.cwnd += ev.bytes_acked.min(self.smss);
+                }
+            } else if let Some(g) = self.growth.as_mut() {
+                // Only while the window is in use (ns-2: cwnd − in flight ≤ 2).
+                if self.cwnd <= outstanding + 2 * self.smss {
+                    g.remainder += ev.bytes_acked.div_ceil(self.smss) * self.smss * self.smss;
+                    let bytes = g.remainder / g.window;
+                    g.remainder -= bytes * g.window;
+                    self.cwnd += bytes;
+                }
+            }
+        }
+        if let Some(rtt) = ev.rtt {
+            self.record_sample(rtt);
+        }
+    }
+
     fn reduce(&mut self, flight: u64) {
         self.ssthresh = (flight / 2).max(2 * self.smss);
     }
@@ -215,6 +385,8 @@ impl Vegas {
         self.round_sum = Duration::ZERO;
         self.round_samples = 0;
         self.round_cwnd_limited = false;
+        self.ns2_round.sent = 0;
+        self.growth = None;
     }
 }
 
@@ -224,11 +396,11 @@ impl CongestionControl for Vegas {
     }
 
     fn on_ack(&mut self, ev: &AckEvent) {
+        if self.params.rules == VegasRules::Ns2 {
+            return self.on_ack_ns2(ev);
+        }
         if let Some(rtt) = ev.rtt {
-            self.round_min = Some(self.round_min.map_or(rtt, |m| m.min(rtt)));
-            self.round_sum += rtt;
-            self.round_samples += 1;
-            self.min_rtt_ever = Some(self.min_rtt_ever.map_or(rtt, |m| m.min(rtt)));
+            self.record_sample(rtt);
         }
         let in_slow_start = self.cwnd < self.ssthresh;
         let limited = if in_slow_start { 2 * ev.pipe_before >= self.cwnd } else { ev.pipe_before + self.smss > self.cwnd };
@@ -249,7 +421,10 @@ impl CongestionControl for Vegas {
     }
 
     fn on_packet_sent(&mut self, ev: &SentEvent) {
-        self.rounds.on_sent(ev);
+        match self.params.rules {
+            VegasRules::Ns2 => self.ns2_round.on_sent(ev),
+            VegasRules::Linux => self.rounds.on_sent(ev),
+        }
     }
 
     fn on_enter_recovery(&mut self, _now: Instant, flight: u64) {
@@ -287,6 +462,8 @@ mod tests {
     use super::*;
 
     const MSS: u64 = 1000;
+    /// ns-2's thresholds with ns-2's rules, as bench/tcp/cc.py runs them.
+    const NS2_RULES: VegasParams = VegasParams { rules: VegasRules::Ns2, ..VegasParams::NS2 };
 
     fn vegas(params: VegasParams, cwnd_segments: u64) -> Vegas {
         let mut v = Vegas::new(&CcParams { smss: MSS as u32, initial_cwnd: cwnd_segments * MSS, max_window: u64::MAX }, params);
@@ -305,25 +482,51 @@ mod tests {
         Duration::from_secs_f64(0.1 * w as f64 / (w as f64 - queued))
     }
 
-    /// Runs one round at 100 ms (setting baseRTT), then one whose RTT means `queued`
-    /// segments queued at the window of that round, and returns the window change in
-    /// segments of the second.
+    /// The window change in segments that one round whose RTT means `queued` segments
+    /// queued (over a 100 ms baseRTT) brings about.
     fn step(params: VegasParams, queued: f64) -> i64 {
         let mut v = vegas(params, 20);
         let mut tx = FakeSender::new(MSS);
-        tx.round(&mut v, ms(100));
-        let before = v.cwnd() / MSS;
-        tx.round(&mut v, rtt_for_queue(before, queued));
-        v.cwnd() as i64 / MSS as i64 - before as i64
+        match params.rules {
+            VegasRules::Linux => {
+                // Decides at the round's last ACK.
+                tx.round(&mut v, ms(100));
+                let before = v.cwnd() / MSS;
+                tx.round(&mut v, rtt_for_queue(before, queued));
+                v.cwnd() as i64 / MSS as i64 - before as i64
+            }
+            VegasRules::Ns2 => {
+                // Decides at the next round's first ACK and spreads growth over that round.
+                v.min_rtt_ever = Some(ms(100));
+                let before = v.cwnd() / MSS;
+                tx.round(&mut v, rtt_for_queue(before, queued));
+                tx.round(&mut v, ms(100));
+                v.cwnd() as i64 / MSS as i64 - before as i64
+            }
+        }
     }
 
     #[test]
     fn grows_holds_and_shrinks_around_alpha_and_beta() {
-        for p in [VegasParams::NS2, VegasParams::LINUX] {
-            assert_eq!(step(p, p.alpha - 0.5), 1, "{p:?} below α");
+        // ¾ of a segment from the thresholds: ns-2 rounds diff to whole segments.
+        for p in [VegasParams::NS2, VegasParams::LINUX, NS2_RULES] {
+            assert_eq!(step(p, p.alpha - 0.75), 1, "{p:?} below α");
             assert_eq!(step(p, (p.alpha + p.beta) / 2.0), 0, "{p:?} between α and β");
-            assert_eq!(step(p, p.beta + 0.5), -1, "{p:?} above β");
+            assert_eq!(step(p, p.beta + 0.75), -1, "{p:?} above β");
         }
+    }
+
+    #[test]
+    fn ns2_rounds_diff_to_the_nearest_segment() {
+        // ns-2's delta = int(diff + ½): it grows below ½ and shrinks from β + ½ on, where
+        // the unrounded (Linux) reading grows below α and shrinks above β.
+        let ns2 = NS2_RULES;
+        let unrounded = VegasParams::NS2;
+        assert_eq!(step(ns2, 0.4), 1);
+        assert_eq!(step(ns2, 0.6), 0);
+        assert_eq!(step(unrounded, 0.6), 1);
+        assert_eq!(step(ns2, 3.4), 0);
+        assert_eq!(step(unrounded, 3.4), -1);
     }
 
     #[test]
@@ -333,16 +536,19 @@ mod tests {
         // 1.5 queued: NS2 holds (α = 1), LINUX grows (α = 2).
         assert_eq!(step(VegasParams::NS2, 1.5), 0);
         assert_eq!(step(VegasParams::LINUX, 1.5), 1);
-        // 3.5 queued: NS2 shrinks (β = 3), LINUX holds (β = 4).
-        assert_eq!(step(VegasParams::NS2, 3.5), -1);
-        assert_eq!(step(VegasParams::LINUX, 3.5), 0);
+        // 3.75 queued: NS2 shrinks (β = 3), LINUX holds (β = 4).
+        assert_eq!(step(VegasParams::NS2, 3.75), -1);
+        assert_eq!(step(NS2_RULES, 3.75), -1);
+        assert_eq!(step(VegasParams::LINUX, 3.75), 0);
     }
 
     #[test]
     fn vegas_k_forgets_an_old_minimum_after_k_rounds() {
         let k = 3;
-        let mut vk = vegas(VegasParams::NS2.with_base_rtt_window(k), 20);
-        let mut v = vegas(VegasParams::NS2, 20);
+        // Linux's round timing (a round closes at its last ACK; ns-2's one ACK later).
+        let params = VegasParams::NS2;
+        let mut vk = vegas(params.with_base_rtt_window(k), 20);
+        let mut v = vegas(params, 20);
         let mut tx = FakeSender::new(MSS);
         let mut tx2 = FakeSender::new(MSS);
         tx.round(&mut vk, ms(50));
@@ -359,6 +565,26 @@ mod tests {
         assert_eq!(v.base_rtt(), Some(ms(50)), "plain Vegas never forgets");
         assert_eq!(vk.name(), "vegas-k");
         assert_eq!(v.name(), "vegas");
+    }
+
+    #[test]
+    fn ns2_slow_start_doubles_every_other_round_and_leaves_with_an_eighth_off() {
+        let mut v = Vegas::new(&CcParams { smss: MSS as u32, initial_cwnd: 3 * MSS, max_window: u64::MAX }, NS2_RULES);
+        let mut tx = FakeSender::new(MSS);
+        let mut windows = vec![v.cwnd() / MSS];
+        for _ in 0..6 {
+            tx.round(&mut v, ms(100));
+            windows.push(v.cwnd() / MSS);
+        }
+        // The first round's decision (at its first ACK) turns growth off, as ns-2's
+        // v_inc_flag_ does; then every other round doubles.
+        assert_eq!(windows, [3, 3, 6, 6, 12, 12, 24]);
+        assert!(v.cwnd() < v.ssthresh(), "no queue, still in slow start");
+        // A queue: diff = 24·(1 − 100/150) = 8 > γ, read at the next round's first ACK.
+        tx.round(&mut v, ms(150));
+        tx.round(&mut v, ms(150));
+        assert_eq!(v.cwnd(), 21 * MSS, "24 − 24/8");
+        assert!(v.cwnd() >= v.ssthresh(), "left slow start");
     }
 
     #[test]
