@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from conftest import run_cli
-from http_lab import CLIENT, CONNECTIONS, SERVER, check_recovered, server_args, wait_ready
+from http_lab import CLIENT, CONNECTIONS, SERVER, check_recovered, realised_delays, server_args, wait_ready
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("tcpdump") is None or shutil.which("ip") is None or not os.path.exists("/dev/net/tun"),
@@ -60,6 +60,7 @@ def test_trace_analysis_recovers_the_emulated_path(tmp_path):
         net["client"].run([sys.executable, "-c", CLIENT, net["server"].ip, str(PORT), str(CONNECTIONS)],
                           check=True, timeout=60)
         server.wait(timeout=30)
+        delays = realised_delays(server.stdout.read())
         server_ip = net["server"].ip
     # Leaving the block removed the hosts, whatever happened inside it.
     assert not set(namespaces) & set(os.listdir("/run/netns") if os.path.isdir("/run/netns") else [])
@@ -84,4 +85,4 @@ def test_trace_analysis_recovers_the_emulated_path(tmp_path):
     # that lost data packets per data packet estimate.
     realised = dropped / down.packets_in.sum()
     assert abs(realised - LOSS) <= 0.01, f"the emulator dropped {realised:.4f} of the server's packets"
-    check_recovered(conns, rtt_ms=RTT_MS, rate_bps=RATE_BPS, loss=realised)
+    check_recovered(conns, rtt_ms=RTT_MS, rate_bps=RATE_BPS, loss=realised, delays_ms=delays)

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from conftest import default_sigint
-from http_lab import CLIENT, CONNECTIONS, SERVER, check_recovered, server_args, wait_ready
+from http_lab import CLIENT, CONNECTIONS, SERVER, check_recovered, realised_delays, server_args, wait_ready
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("tcpdump") is None or not os.path.exists("/dev/net/tun") or shutil.which("ip") is None,
@@ -140,13 +140,14 @@ def lab_capture(tmp_path_factory):
         wait_ready(server)
         ns(cli, sys.executable, "-c", CLIENT, "10.77.2.2", "8080", str(CONNECTIONS))
         server.wait(timeout=30)
+        delays = realised_delays(server.stdout.read())
         time.sleep(0.5)
         dump.send_signal(signal.SIGINT)
         dump.wait(timeout=10)
         delay.send_signal(signal.SIGTERM)
         delay.wait(timeout=10)
         dropped = int(count_file.read_text())
-        yield capture, dropped
+        yield capture, dropped, delays
     finally:
         for p in procs:
             if p.poll() is None:
@@ -159,9 +160,10 @@ def lab_capture(tmp_path_factory):
 def test_recovers_configured_path(lab_capture):
     from pathtwin import trace
 
-    capture, dropped = lab_capture
+    capture, dropped, delays = lab_capture
     conns, _ = trace.analyze(capture)
-    check_recovered(conns, rtt_ms=2000 * ONE_WAY_S, rate_bps=RATE_BPS, loss=dropped / conns["data_packets_s2c"].sum())
+    check_recovered(conns, rtt_ms=2000 * ONE_WAY_S, rate_bps=RATE_BPS, loss=dropped / conns["data_packets_s2c"].sum(),
+                    delays_ms=delays)
 
 
 # tcptrace -l -r prints, per connection, "a->b" / "b->a" columns of "name: value" pairs.
@@ -188,7 +190,7 @@ def tcptrace_connections(capture: Path) -> list[dict]:
 def test_agrees_with_tcptrace(lab_capture):
     from pathtwin import trace
 
-    capture, _ = lab_capture
+    capture, _, _ = lab_capture
     ours, _ = trace.analyze(capture)
     theirs = tcptrace_connections(capture)
     assert len(theirs) == len(ours)
