@@ -49,21 +49,77 @@ fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) ->
     })
 }
 
+/// `SO_TIMESTAMPNS` (and its cmsg type `SCM_TIMESTAMPNS`) from `<asm-generic/socket.h>`.
+const SO_TIMESTAMPNS: libc::c_int = 35;
+
+/// Asks the kernel to stamp each datagram `s` receives (CLOCK_REALTIME, nanoseconds).
+fn stamp_arrivals(s: &std::net::UdpSocket) {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads an int we own for the length we give.
+    let r = unsafe {
+        libc::setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, SO_TIMESTAMPNS, (&on as *const libc::c_int).cast(), std::mem::size_of_val(&on) as libc::socklen_t)
+    };
+    assert_eq!(r, 0, "SO_TIMESTAMPNS: {}", std::io::Error::last_os_error());
+}
+
+fn realtime_ns() -> i128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128
+}
+
+/// Reads one datagram into `buf`: its length and when it arrived (the kernel's stamp, in
+/// `realtime_ns` terms), or `None` on the socket's read timeout.
+fn recv_stamped(s: &std::net::UdpSocket, buf: &mut [u8]) -> Option<(usize, i128)> {
+    use std::os::fd::AsRawFd;
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    let mut control = [0u64; 8];
+    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: recvmsg writes within the iovec and control buffers described by msg.
+    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, 0) };
+    if n < 0 {
+        return None;
+    }
+    let mut arrived = None;
+    // SAFETY: walking the control messages recvmsg filled, with the kernel's macros.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == SO_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                arrived = Some(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Some((n as usize, arrived.expect("a datagram without its SO_TIMESTAMPNS stamp")))
+}
+
 /// UDP echo RTTs in milliseconds from `client` to `server_addr` (a host of the emulation,
-/// by address or by name), `count` probes 50 ms apart.
+/// by address or by name), `count` probes 50 ms apart. Arrivals are the kernel's receive
+/// stamps and the server returns how long it held each echo, so an RTT is the network's:
+/// the test threads' own wake-ups, a millisecond or more on a busy VM, are not in it.
 fn echo_rtts(client: &str, server: &str, server_addr: &str, count: usize) -> Vec<f64> {
     let done = Arc::new(AtomicBool::new(false));
     let d2 = done.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     let srv = in_ns(server, move || {
         let s = std::net::UdpSocket::bind("[::]:7007").unwrap();
+        stamp_arrivals(&s);
         s.set_read_timeout(Some(std::time::Duration::from_millis(50))).unwrap();
         tx.send(()).unwrap();
         let mut buf = [0u8; 2048];
         while !d2.load(Ordering::Relaxed) {
-            if let Ok((n, from)) = s.recv_from(&mut buf) {
-                s.send_to(&buf[..n], from).unwrap();
-            }
+            // The sender's address from a peek, then the datagram with its stamp.
+            let Ok((_, from)) = s.peek_from(&mut buf) else { continue };
+            let Some((4, arrived)) = recv_stamped(&s, &mut buf) else { continue };
+            let held = (realtime_ns() - arrived) as i64;
+            buf[4..12].copy_from_slice(&held.to_be_bytes());
+            s.send_to(&buf[..12], from).unwrap();
         }
     });
     rx.recv().unwrap();
@@ -73,15 +129,17 @@ fn echo_rtts(client: &str, server: &str, server_addr: &str, count: usize) -> Vec
         let addr = if target.contains(':') { format!("[{target}]:7007") } else { format!("{target}:7007") };
         let addr = addr.to_socket_addrs().unwrap().next().unwrap();
         let s = std::net::UdpSocket::bind(if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }).unwrap();
+        stamp_arrivals(&s);
         s.set_read_timeout(Some(std::time::Duration::from_millis(500))).unwrap();
         let mut out = Vec::new();
         let mut buf = [0u8; 64];
         for i in 0..count as u32 {
-            let t0 = std::time::Instant::now();
+            let sent = realtime_ns();
             s.send_to(&i.to_be_bytes(), addr).unwrap();
-            if let Ok((4, _)) = s.recv_from(&mut buf) {
+            if let Some((12, arrived)) = recv_stamped(&s, &mut buf) {
                 if buf[..4] == i.to_be_bytes() {
-                    out.push(t0.elapsed().as_secs_f64() * 1e3);
+                    let held = i64::from_be_bytes(buf[4..12].try_into().unwrap()) as i128;
+                    out.push((arrived - sent - held) as f64 / 1e6);
                 }
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
@@ -115,8 +173,7 @@ abw = "10mbit"
     stop.store(true, Ordering::Relaxed);
     let snap = h.join().unwrap();
     // The model adds exactly 40 ms plus 2 × 32 B / 10 Mbit/s ≈ 0.05 ms of serialization; the
-    // real clock can only add (wake-ups of the emulator and of both test threads), never
-    // take away. The acceptance: 40 ms ± 1 ms at the median of an idle probe.
+    // real clock can only add (the emulator's wake-ups), never take away. The acceptance: 40 ms ± 1 ms at the median of an idle probe.
     for rtts in [&v4, &v6] {
         assert_eq!(rtts.len(), 10, "echoes were lost: {rtts:?}");
         assert!(rtts.iter().all(|&r| r >= 40.0), "an echo came back faster than the path allows: {rtts:?}");
