@@ -37,14 +37,16 @@ SO_TIMESTAMPNS = 35  # Linux, <asm-generic/socket.h>; also the cmsg type (SCM_TI
 port, resp_delay, query_delay, header, body, n = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+# On the listener, so that the kernel stamps a request that arrives before accept() returns
+# (timestamping is off for packets that arrive while no socket asks for it).
+s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
 s.bind(('0.0.0.0', port))
 s.listen(16)
 print('ready', flush=True)
 for _ in range(n):
     c, _ = s.accept()
     c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    c.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    req, arrived = b'', time.time_ns()
+    req, arrived = b'', None
     while b'\r\n\r\n' not in req:
         chunk, anc, _, _ = c.recvmsg(4096, socket.CMSG_SPACE(16))
         if not chunk:
@@ -54,6 +56,8 @@ for _ in range(n):
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
                 sec, nsec = struct.unpack("qq", raw[:16])
                 arrived = sec * 1_000_000_000 + nsec
+    if arrived is None:
+        sys.exit('the kernel gave no receive timestamp (SO_TIMESTAMPNS)')
     time.sleep(resp_delay)
     head = b'HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n'
     headed = time.time_ns()
