@@ -23,6 +23,7 @@ import statistics
 import subprocess
 
 import pandas as pd
+from kernel_stamps import KERNEL_STAMP
 
 RESPONSE_DELAY_S = 0.030
 QUERY_DELAY_S = 0.080
@@ -31,9 +32,8 @@ BODY_BYTES = 150_000
 CONNECTIONS = 8
 
 # argv: port, response delay (s), query delay (s), header bytes, body bytes, connections.
-SERVER = r"""
-import json, socket, struct, sys, time
-SO_TIMESTAMPNS = 35  # Linux, <asm-generic/socket.h>; also the cmsg type (SCM_TIMESTAMPNS)
+SERVER = KERNEL_STAMP + r"""
+import json, socket, sys, time
 port, resp_delay, query_delay, header, body, n = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -48,16 +48,11 @@ for _ in range(n):
     c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     req, arrived = b'', None
     while b'\r\n\r\n' not in req:
-        chunk, anc, _, _ = c.recvmsg(4096, socket.CMSG_SPACE(16))
+        chunk, anc, _, _ = c.recvmsg(4096, STAMP_SPACE)
         if not chunk:
             break
         req += chunk
-        for level, kind, raw in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                sec, nsec = struct.unpack("qq", raw[:16])
-                arrived = sec * 1_000_000_000 + nsec
-    if arrived is None:
-        sys.exit('the kernel gave no receive timestamp (SO_TIMESTAMPNS)')
+        arrived = kernel_stamp(anc)
     time.sleep(resp_delay)
     head = b'HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n'
     headed = time.time_ns()

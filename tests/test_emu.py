@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import met_in_one_of
+from kernel_stamps import KERNEL_STAMP
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root"),
@@ -43,16 +44,11 @@ abw = "10mbit"
 # receive timestamp (SO_TIMESTAMPNS), and the server reports how long it held each echo, so an
 # RTT is what the network took: the client's and the server's own wake-ups, which on a busy
 # VM add a millisecond or more after a long wait, are not in it.
-ECHO_COMMON = """
-import socket, struct, time
-SO_TIMESTAMPNS = 35  # Linux, <asm-generic/socket.h>; also the cmsg type (SCM_TIMESTAMPNS)
+ECHO_COMMON = KERNEL_STAMP + """
+import time
 def receive(s, size):
-    data, anc, _, addr = s.recvmsg(size, socket.CMSG_SPACE(16))
-    for level, kind, raw in anc:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-            sec, nsec = struct.unpack("qq", raw[:16])
-            return data, addr, sec * 1_000_000_000 + nsec
-    return data, addr, time.time_ns()
+    data, anc, _, addr = s.recvmsg(size, STAMP_SPACE)
+    return data, addr, kernel_stamp(anc)
 """
 ECHO_SERVER = ECHO_COMMON + """
 s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)

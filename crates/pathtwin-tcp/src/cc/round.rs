@@ -5,7 +5,8 @@
 //! "windowEnd"). The trait gives no sequence numbers with ACKs, so `snd_una` is rebuilt from
 //! the first segment sent plus the bytes acknowledged since; the controller is built after
 //! the handshake, so the first segment it sees starts at the first unacknowledged byte.
-//! It owns no congestion state.
+//! ns-2's Vegas counts rounds one ACK later ([`RoundCounter::ns2`]). It owns no congestion
+//! state.
 
 use super::SentEvent;
 
@@ -19,14 +20,31 @@ pub(crate) struct RoundCounter {
     /// by then, so the first round is the initial window (and likewise after a round that
     /// left nothing outstanding).
     round_end: Option<u64>,
+    /// ns-2's rounds (see `ns2`).
+    ns2: bool,
 }
 
 impl RoundCounter {
+    /// ns-2's Vegas rounds (`tcp-vegas.cc`, `v_begseq_`): a round ends with the ACK that
+    /// covers the first segment sent after the previous round ended, one ACK after a Linux
+    /// round; the first round ends with the first ACK.
+    pub(crate) fn ns2() -> Self {
+        RoundCounter { ns2: true, ..RoundCounter::default() }
+    }
+
     pub(crate) fn on_sent(&mut self, ev: &SentEvent) {
         if self.snd_una.is_none() {
             self.snd_una = Some(ev.seq);
+            if self.ns2 {
+                self.round_end = Some(ev.seq);
+            }
         }
         self.snd_nxt = self.snd_nxt.max(ev.seq + ev.bytes);
+    }
+
+    /// Bytes of new data sent since the current round began (ns-2's `t_seqno_ − v_begseq_`).
+    pub(crate) fn sent_this_round(&self) -> u64 {
+        self.round_end.map_or(0, |start| self.snd_nxt.saturating_sub(start))
     }
 
     /// Takes an ACK of `bytes_acked` new bytes; true when it ends the current round, in which
@@ -39,6 +57,15 @@ impl RoundCounter {
             None => {
                 self.round_end = Some(self.snd_nxt);
                 una >= self.snd_nxt && self.end_round(una)
+            }
+            // ns-2: the segment that starts at `end` (the first sent after the last round
+            // ended) is covered once una passes its first byte.
+            Some(end) if self.ns2 => {
+                let ended = una > end && bytes_acked > 0;
+                if ended {
+                    self.round_end = Some(self.snd_nxt);
+                }
+                ended
             }
             Some(end) if una >= end && bytes_acked > 0 => self.end_round(una),
             Some(_) => false,

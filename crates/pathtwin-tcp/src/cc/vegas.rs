@@ -133,41 +133,6 @@ impl Default for VegasParams {
 /// Rounds with fewer RTT samples than this make no Vegas decision (Linux `cntRTT <= 2`).
 const MIN_SAMPLES_PER_ROUND: u32 = 3;
 
-/// ns-2's round: it ends with the ACK of the first segment sent after the previous round
-/// ended (`v_begseq_`), and counts the segments sent meanwhile (`t_seqno_ − v_begseq_`).
-#[derive(Clone, Debug, Default)]
-struct Ns2Round {
-    /// First unacknowledged byte; `None` until the first segment is sent.
-    snd_una: Option<u64>,
-    /// First byte of the segment whose ACK ends the round; `None` until it is sent.
-    marker: Option<u64>,
-    /// Bytes of new data sent since the round began.
-    sent: u64,
-}
-
-impl Ns2Round {
-    fn on_sent(&mut self, ev: &SentEvent) {
-        self.snd_una.get_or_insert(ev.seq);
-        if !ev.retransmission {
-            self.marker.get_or_insert(ev.seq);
-            self.sent += ev.bytes;
-        }
-    }
-
-    /// True when this ACK ends the round; the next round's marker is the next new segment.
-    fn on_ack(&mut self, bytes_acked: u64) -> bool {
-        let Some(una) = self.snd_una.as_mut() else { return false };
-        *una += bytes_acked;
-        match self.marker {
-            Some(m) if *una > m => {
-                self.marker = None;
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
 /// ns-2's spread growth: 1/w segments per ACK through a round, w frozen when it was decided.
 #[derive(Clone, Copy, Debug)]
 struct SpreadGrowth {
@@ -197,8 +162,7 @@ pub struct Vegas {
     round_cwnd_limited: bool,
     /// Vegas slow start grows in every other round; true in the growing ones.
     slow_start_grows: bool,
-    /// ns-2 rules only: the round as ns-2 counts it, and growth in progress.
-    ns2_round: Ns2Round,
+    /// ns-2 rules only: growth in progress.
     growth: Option<SpreadGrowth>,
 }
 
@@ -209,7 +173,10 @@ impl Vegas {
             smss: p.smss as u64,
             cwnd: p.initial_cwnd.max(1),
             ssthresh: u64::MAX,
-            rounds: RoundCounter::default(),
+            rounds: match params.rules {
+                VegasRules::Ns2 => RoundCounter::ns2(),
+                VegasRules::Linux => RoundCounter::default(),
+            },
             min_rtt_ever: None,
             round_minima: VecDeque::new(),
             round_min: None,
@@ -217,7 +184,6 @@ impl Vegas {
             round_samples: 0,
             round_cwnd_limited: false,
             slow_start_grows: true,
-            ns2_round: Ns2Round::default(),
             growth: None,
         }
     }
@@ -293,10 +259,10 @@ impl Vegas {
     }
 
     /// ns-2's once-per-round decision at the ACK that ends a round (`tcp-vegas.cc`,
-    /// `VegasTcpAgent::recv`); `outstanding` is what is in flight after this ACK.
-    fn end_round_ns2(&mut self, outstanding: u64) {
+    /// `VegasTcpAgent::recv`); `outstanding` is what is in flight after this ACK, `sent` the
+    /// bytes of new data sent during the round.
+    fn end_round_ns2(&mut self, outstanding: u64, sent: u64) {
         let (rtt_min, sum, samples) = self.take_round_samples();
-        let sent = std::mem::take(&mut self.ns2_round.sent);
         self.growth = None;
         let in_slow_start = self.cwnd < self.ssthresh;
         let (Some(rtt_min), Some(base), true) = (rtt_min, self.base_rtt(), samples > 0) else {
@@ -346,7 +312,8 @@ impl Vegas {
     /// ns-2's order at each ACK: the round's decision, then growth, then the RTT sample
     /// (which belongs to the next round).
     fn on_ack_ns2(&mut self, ev: &AckEvent) {
-        let round_ended = self.ns2_round.on_ack(ev.bytes_acked);
+        let sent = self.rounds.sent_this_round();
+        let round_ended = self.rounds.on_ack(ev.bytes_acked);
         let outstanding = ev.pipe_before.saturating_sub(ev.bytes_acked);
         if ev.in_recovery {
             if round_ended {
@@ -355,7 +322,7 @@ impl Vegas {
         } else {
             let limited = 2 * ev.pipe_before >= self.cwnd;
             if round_ended {
-                self.end_round_ns2(outstanding);
+                self.end_round_ns2(outstanding, sent);
             }
             if self.cwnd < self.ssthresh {
                 if self.slow_start_grows && limited {
@@ -385,7 +352,6 @@ impl Vegas {
         self.round_sum = Duration::ZERO;
         self.round_samples = 0;
         self.round_cwnd_limited = false;
-        self.ns2_round.sent = 0;
         self.growth = None;
     }
 }
@@ -421,10 +387,7 @@ impl CongestionControl for Vegas {
     }
 
     fn on_packet_sent(&mut self, ev: &SentEvent) {
-        match self.params.rules {
-            VegasRules::Ns2 => self.ns2_round.on_sent(ev),
-            VegasRules::Linux => self.rounds.on_sent(ev),
-        }
+        self.rounds.on_sent(ev);
     }
 
     fn on_enter_recovery(&mut self, _now: Instant, flight: u64) {
