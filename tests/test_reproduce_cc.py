@@ -112,7 +112,10 @@ def test_acc_3c_vegas_failures_the_paper_names():
     # with the reverse path congested it keeps most of the forward path, without loss
     # (§III-C: "around 100% utilization with no packet loss"; its control loop's answers
     # skip the reverse queue, so neither its pacer nor its window waits on the ACKs there).
+    # The forward flow's ceiling is about 94 % of the link: 960 of each 1000 bytes are
+    # payload, and the reverse flows' ACKs take about 2 % of it.
     m = res[("loaded start", "monaco")]
     assert max(m["shares"].values()) < 1.15 * min(m["shares"].values()) and m["drops"] == 0, m
     reverse = res[("reverse congestion", "monaco")]
-    assert reverse["shares"]["forward"] > 0.8 and reverse["drops"] == 0, reverse
+    assert reverse["utilisation"] > 0.93 and reverse["drops"] == 0, reverse
+    assert reverse["shares"]["forward"] > 0.9 * 0.94, reverse
