@@ -397,18 +397,23 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
     }
 
     fn complete_service(&mut self) {
-        let (item, done) = self.in_service.take().expect("completion without service");
-        match item.packet {
+        // The packet moves from its place on the link straight into the output: taking the
+        // whole item first copied it through the stack in pieces the next copy could not
+        // read back without a stall.
+        let (item, done) = self.in_service.as_mut().expect("completion without service");
+        let (done, wire_len) = (*done, item.wire_len as u64);
+        match item.packet.take() {
             Some(pkt) => {
                 self.stats.departures += 1;
-                self.stats.departure_bytes += item.wire_len as u64;
+                self.stats.departure_bytes += wire_len;
                 self.output.push_back((done + self.propagation, pkt));
             }
             None => {
                 self.stats.placeholder_departures += 1;
-                self.stats.placeholder_departure_bytes += item.wire_len as u64;
+                self.stats.placeholder_departure_bytes += wire_len;
             }
         }
+        self.in_service = None;
         self.start_service_if_idle(done);
     }
 
