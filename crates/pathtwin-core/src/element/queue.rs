@@ -95,27 +95,32 @@ impl PlaceholderSource {
     }
 }
 
+/// Laid out in declaration order (`repr(C)`), what a packet's arrival and departure read
+/// first, and reactivity boxed: with thousands of links the element is rarely in cache, and
+/// every line it spans that a packet touches is a miss (10 000 flows on `bench/sim/scale.py`:
+/// 3.57 → 3.49 s, the element 608 → 480 bytes).
+#[repr(C)]
 pub struct BandwidthQueue<P> {
+    /// Latest time the queue has been advanced to (monotonic).
+    now: Instant,
     capacity: Rate,
     /// The serialisation time of the last packet length put on the link.
     last_transmit: (u32, Duration),
     /// Propagation delay added after serialization.
     propagation: Duration,
-    qdisc: Discipline<P>,
-    /// The item on the link and the time its last bit leaves.
-    in_service: Option<(Queued<P>, Instant)>,
-    placeholder: PlaceholderSource,
     /// Placeholders waiting at the entrance of a full queue.
     deferred_placeholders: u64,
-    /// Departed real packets not yet polled, with their departure times.
-    output: VecDeque<(Instant, P)>,
+    placeholder: PlaceholderSource,
     /// Real packets in the discipline (placeholders excluded).
     real_backlog: Backlog,
+    reactivity: Option<Box<Reactivity>>,
+    /// Departed real packets not yet polled, with their departure times.
+    output: VecDeque<(Instant, P)>,
+    /// The item on the link and the time its last bit leaves.
+    in_service: Option<(Queued<P>, Instant)>,
     stats: QueueStats,
-    reactivity: Option<Reactivity>,
+    qdisc: Discipline<P>,
     rng: Rng,
-    /// Latest time the queue has been advanced to (monotonic).
-    now: Instant,
 }
 
 impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
@@ -151,7 +156,7 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
 
     /// Attaches a reactivity controller; it re-sets ABW and the queue size as flows come and go.
     pub fn with_reactivity(mut self, reactivity: Reactivity) -> Self {
-        self.reactivity = Some(reactivity);
+        self.reactivity = Some(Box::new(reactivity));
         self.apply_reactivity(Instant::ZERO);
         self
     }
