@@ -49,16 +49,13 @@ fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) ->
     })
 }
 
-/// `SO_TIMESTAMPNS` (and its cmsg type `SCM_TIMESTAMPNS`) from `<asm-generic/socket.h>`.
-const SO_TIMESTAMPNS: libc::c_int = 35;
-
 /// Asks the kernel to stamp each datagram `s` receives (CLOCK_REALTIME, nanoseconds).
 fn stamp_arrivals(s: &std::net::UdpSocket) {
     use std::os::fd::AsRawFd;
     let on: libc::c_int = 1;
     // SAFETY: setsockopt reads an int we own for the length we give.
     let r = unsafe {
-        libc::setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, SO_TIMESTAMPNS, (&on as *const libc::c_int).cast(), std::mem::size_of_val(&on) as libc::socklen_t)
+        libc::setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, (&on as *const libc::c_int).cast(), std::mem::size_of_val(&on) as libc::socklen_t)
     };
     assert_eq!(r, 0, "SO_TIMESTAMPNS: {}", std::io::Error::last_os_error());
 }
@@ -89,7 +86,7 @@ fn recv_stamped(s: &std::net::UdpSocket, buf: &mut [u8]) -> Option<(usize, i128)
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == SO_TIMESTAMPNS {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
                 let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
                 arrived = Some(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128);
             }
@@ -173,7 +170,8 @@ abw = "10mbit"
     stop.store(true, Ordering::Relaxed);
     let snap = h.join().unwrap();
     // The model adds exactly 40 ms plus 2 × 32 B / 10 Mbit/s ≈ 0.05 ms of serialization; the
-    // real clock can only add (the emulator's wake-ups), never take away. The acceptance: 40 ms ± 1 ms at the median of an idle probe.
+    // real clock can only add (the emulator's wake-ups), never take away. The issue's
+    // acceptance: 40 ms ± 1 ms at the median of an idle probe.
     for rtts in [&v4, &v6] {
         assert_eq!(rtts.len(), 10, "echoes were lost: {rtts:?}");
         assert!(rtts.iter().all(|&r| r >= 40.0), "an echo came back faster than the path allows: {rtts:?}");
