@@ -329,8 +329,10 @@ fn prefetch_ahead(rest: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     if rest.len() > PREFETCH_DISTANCE {
         // SAFETY: a prefetch is a hint; it never faults, and the address is inside `rest`.
-        unsafe { std::arch::x86_64::_mm_prefetch(rest.as_ptr().add(PREFETCH_DISTANCE) as *const i8, std::arch::x86_64::_MM_HINT_T0) };
+        unsafe { std::arch::x86_64::_mm_prefetch(rest.as_ptr().add(PREFETCH_DISTANCE).cast(), std::arch::x86_64::_MM_HINT_T0) };
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = rest;
 }
 
 /// Reads a pcapng file through pcap-parser's block parser, which handles the format's
