@@ -33,6 +33,8 @@ pub enum ColumnRef<'a> {
     F64(&'a [f64]),
     I64(&'a [i64]),
     Str(&'a [String]),
+    /// Text as indices into a set of values, written as the text itself.
+    Category { values: &'a [String], keys: &'a [u32] },
     Bool(&'a [bool]),
     /// Missing values (and NaNs) are written as nulls: only in [`write_nullable_table`].
     OptF64(&'a [Option<f64>]),
@@ -42,6 +44,10 @@ pub enum ColumnRef<'a> {
     /// single value it is a column of the Null type, as pyarrow infers from Python's `None`s.
     OptI64(&'a [Option<i64>]),
 }
+
+/// Rows converted and handed to the column writer at a time, for columns whose rows must be
+/// converted first.
+const BATCH: usize = 1 << 16;
 
 fn byte_array(s: &str) -> ByteArray {
     ByteArray::from(s.as_bytes().to_vec())
@@ -68,7 +74,7 @@ impl ColumnRef<'_> {
             // pyarrow stores its Null type as INT32 with the UNKNOWN (null) logical type.
             _ if all_null => (Physical::INT32, Some(LogicalType::Unknown)),
             ColumnRef::OptI64(_) => (Physical::INT64, None),
-            ColumnRef::Str(_) | ColumnRef::OptStr(_) => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
+            ColumnRef::Str(_) | ColumnRef::Category { .. } | ColumnRef::OptStr(_) => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
         };
         Type::primitive_type_builder(name, physical).with_repetition(repetition).with_logical_type(logical).build()
     }
@@ -83,6 +89,17 @@ impl ColumnRef<'_> {
             (ColumnRef::Bool(v), ColumnWriter::BoolColumnWriter(w)) => w.write_batch(v, present(v.len()).as_deref(), None),
             (ColumnRef::Str(v), ColumnWriter::ByteArrayColumnWriter(w)) => {
                 w.write_batch(&v.iter().map(|s| byte_array(s)).collect::<Vec<_>>(), present(v.len()).as_deref(), None)
+            }
+            (ColumnRef::Category { values, keys }, ColumnWriter::ByteArrayColumnWriter(w)) => {
+                // One buffer per value, shared by its rows; the rows' handles a batch at a
+                // time, so that a long series is never held twice.
+                let values: Vec<ByteArray> = values.iter().map(|s| byte_array(s)).collect();
+                let levels = present(BATCH.min(keys.len()));
+                for batch in keys.chunks(BATCH) {
+                    let rows: Vec<ByteArray> = batch.iter().map(|&k| values[k as usize].clone()).collect();
+                    w.write_batch(&rows, levels.as_ref().map(|l| &l[..batch.len()]), None)?;
+                }
+                Ok(keys.len())
             }
             (ColumnRef::OptF64(v), ColumnWriter::DoubleColumnWriter(w)) if optional => {
                 let value = |x: &Option<f64>| x.filter(|x| !x.is_nan());

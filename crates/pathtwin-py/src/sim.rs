@@ -16,7 +16,7 @@ use crate::parquet_out::{write_table, ColumnRef};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList, PyString};
 
 create_exception!(_native, ConfigError, PyValueError, "A config, argument or input the user must fix; the message is one line.");
 
@@ -48,6 +48,11 @@ fn table_to_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict>
             Column::F64(v) => d.set_item(name, v)?,
             Column::I64(v) => d.set_item(name, v)?,
             Column::Str(v) => d.set_item(name, v)?,
+            Column::Category(c) => {
+                // One Python string per value, shared by its rows.
+                let values: Vec<Bound<'py, PyString>> = c.values.iter().map(|s| PyString::new(py, s)).collect();
+                d.set_item(name, PyList::new(py, c.keys.iter().map(|&k| &values[k as usize]))?)?
+            }
         }
     }
     Ok(d)
@@ -58,6 +63,7 @@ fn column_ref(c: &Column) -> ColumnRef<'_> {
         Column::F64(v) => ColumnRef::F64(v),
         Column::I64(v) => ColumnRef::I64(v),
         Column::Str(v) => ColumnRef::Str(v),
+        Column::Category(c) => ColumnRef::Category { values: &c.values, keys: &c.keys },
     }
 }
 
@@ -140,7 +146,7 @@ impl PySimulation {
     fn results<'py>(&mut self, py: Python<'py>, only: Option<Vec<String>>) -> PyResult<Bound<'py, PyDict>> {
         let r = self.current_results();
         let d = PyDict::new(py);
-        for (name, table) in [("flows", &r.flows), ("flow_series", &r.flow_series), ("queues", &r.queues), ("queue_series", &r.queue_series), ("markers", &r.markers), ("pipes", &r.pipes)] {
+        for (name, table) in [("flows", &r.flows), ("flow_series", &*r.flow_series), ("queues", &r.queues), ("queue_series", &*r.queue_series), ("markers", &r.markers), ("pipes", &r.pipes)] {
             if only.as_ref().is_none_or(|o| o.iter().any(|n| n == name)) {
                 d.set_item(name, table_to_dict(py, table)?)?;
             }
@@ -153,7 +159,7 @@ impl PySimulation {
     /// pipes) with the GIL released; returns `{"tables": [names], "meta": {...}}`.
     fn write_results<'py>(&mut self, py: Python<'py>, dir: std::path::PathBuf) -> PyResult<Bound<'py, PyDict>> {
         let r = self.current_results();
-        let mut tables = vec![("flows", &r.flows), ("flow_series", &r.flow_series), ("queues", &r.queues), ("queue_series", &r.queue_series), ("markers", &r.markers)];
+        let mut tables = vec![("flows", &r.flows), ("flow_series", &*r.flow_series), ("queues", &r.queues), ("queue_series", &*r.queue_series), ("markers", &r.markers)];
         if r.pipes.rows() > 0 {
             tables.push(("pipes", &r.pipes));
         }

@@ -11,6 +11,7 @@ use crate::packet::{SegmentSlab, SimPacket};
 use crate::pcap::{self, PcapWriter};
 use crate::replay::{Replay, Step, CLIENT, SERVER};
 use std::path::Path;
+use std::sync::Arc;
 use crate::table::{Cell, Table};
 use crate::tcp_settings::{check_tables, check_tables_used, table_name, tcp_config};
 use pathtwin_core::config::{Config, ConfigError, FlowConfig};
@@ -68,13 +69,15 @@ impl Connection {
     }
 }
 
-/// The tables of a finished (or interrupted) run.
-#[derive(Clone, Debug, serde::Serialize)]
+/// The tables of a finished (or interrupted) run. The time series are shared with the
+/// simulation, not copied: they are the bulk of a long run's memory, and a copy doubled its
+/// peak (a simulated hour of 100 flows).
+#[derive(Clone, Debug)]
 pub struct Results {
     pub flows: Table,
-    pub flow_series: Table,
+    pub flow_series: Arc<Table>,
     pub queues: Table,
-    pub queue_series: Table,
+    pub queue_series: Arc<Table>,
     /// One row per `[[marker]]`: IN/OUT and per-colour packets and bytes.
     pub markers: Table,
     /// One row per `[[pipe]]`: its client host, server host and client address.
@@ -117,8 +120,9 @@ pub struct Simulation {
     segments: SegmentSlab,
     end: Instant,
     sample_interval: Duration,
-    flow_series: Table,
-    queue_series: Table,
+    /// Shared with the [`Results`] taken so far; a sample after that copies them first.
+    flow_series: Arc<Table>,
+    queue_series: Arc<Table>,
     /// Drops at the previous sample, per element (for per-interval drop counts).
     drops_at_last_sample: Vec<u64>,
     /// Whether no event is left before the end (updated by `advance`).
@@ -249,7 +253,9 @@ impl Simulation {
         check_tables_used(&cfg.tcp, &controllers_used, "tcp")?;
         events.schedule(Instant::ZERO, Event::Sample);
         let n_elements = net.elements.len();
-        Ok(Simulation {
+        let samples = (cfg.run.duration.as_nanos() / cfg.run.sample_interval.as_nanos()) as usize + 1;
+        let (n_conns, n_queues) = (conns.len(), net.queue_ids().count());
+        let mut sim = Simulation {
             end: Instant::ZERO + cfg.run.duration,
             sample_interval: cfg.run.sample_interval,
             cfg,
@@ -258,20 +264,20 @@ impl Simulation {
             element_wakeup: vec![NO_WAKEUP; n_elements],
             conns,
             segments: SegmentSlab::default(),
-            flow_series: Table::with_schema(&[
+            flow_series: Arc::new(Table::with_schema(&[
                 ("time_s", "f64"),
                 ("flow", "i64"),
-                ("label", "str"),
+                ("label", "category"),
                 ("cwnd_bytes", "i64"),
                 ("ssthresh_bytes", "i64"),
                 ("srtt_ms", "f64"),
                 ("goodput_bps", "f64"),
                 ("delivered_bytes", "i64"),
                 ("retransmits", "i64"),
-            ]),
-            queue_series: Table::with_schema(&[
+            ])),
+            queue_series: Arc::new(Table::with_schema(&[
                 ("time_s", "f64"),
-                ("queue", "str"),
+                ("queue", "category"),
                 ("packets", "i64"),
                 ("bytes", "i64"),
                 ("placeholder_packets", "i64"),
@@ -281,7 +287,7 @@ impl Simulation {
                 ("abw_bps", "f64"),
                 ("active_flows", "i64"),
                 ("avg_queue", "f64"),
-            ]),
+            ])),
             drops_at_last_sample: vec![0; n_elements],
             finished: false,
             captures: Vec::new(),
@@ -289,7 +295,11 @@ impl Simulation {
             route_hops,
             done_conns: 0,
             replay_steps: Vec::new(),
-        })
+        };
+        // A row per started flow and per queue at every sample.
+        Arc::make_mut(&mut sim.flow_series).reserve(samples.saturating_mul(n_conns));
+        Arc::make_mut(&mut sim.queue_series).reserve(samples.saturating_mul(n_queues));
+        Ok(sim)
     }
 
     /// Opens `<dir>/<host>.pcap` for every host in `[run] pcap`; packets those hosts send or
@@ -712,6 +722,7 @@ impl Simulation {
     fn sample(&mut self, now: Instant) {
         let t = now.as_secs_f64();
         let interval = self.sample_interval.as_secs_f64();
+        let flow_series = Arc::make_mut(&mut self.flow_series);
         for (i, conn) in self.conns.iter_mut().enumerate() {
             if !conn.started {
                 continue;
@@ -720,10 +731,10 @@ impl Simulation {
             let ep = &conn.endpoints[CLIENT];
             let goodput = (delivered - conn.delivered_at_last_sample) as f64 * 8.0 / interval;
             conn.delivered_at_last_sample = delivered;
-            self.flow_series.push(vec![
+            flow_series.push(vec![
                 Cell::F(t),
                 Cell::I(i as i64),
-                Cell::S(conn.label.clone()),
+                Cell::T(&conn.label),
                 Cell::I(ep.cwnd() as i64),
                 Cell::I(ep.ssthresh().min(i64::MAX as u64) as i64),
                 Cell::F(ep.srtt().map_or(f64::NAN, |d| d.as_millis_f64())),
@@ -739,9 +750,9 @@ impl Simulation {
             let drops = q.stats().drops;
             let d_drops = drops - self.drops_at_last_sample[e];
             self.drops_at_last_sample[e] = drops;
-            self.queue_series.push(vec![
+            Arc::make_mut(&mut self.queue_series).push(vec![
                 Cell::F(t),
-                Cell::S(self.net.element_info[e].name.clone()),
+                Cell::T(&self.net.element_info[e].name),
                 Cell::I(occ.packets as i64),
                 Cell::I(occ.bytes as i64),
                 Cell::I(occ.placeholder_packets as i64),
@@ -952,9 +963,9 @@ impl Simulation {
         }
         Results {
             flows,
-            flow_series: self.flow_series.clone(),
+            flow_series: Arc::clone(&self.flow_series),
             queues,
-            queue_series: self.queue_series.clone(),
+            queue_series: Arc::clone(&self.queue_series),
             markers: self.marker_table(),
             pipes: self.pipe_table(),
             simulated_s: now.as_secs_f64(),
