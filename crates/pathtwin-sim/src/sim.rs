@@ -253,7 +253,8 @@ impl Simulation {
         check_tables_used(&cfg.tcp, &controllers_used, "tcp")?;
         events.schedule(Instant::ZERO, Event::Sample);
         let n_elements = net.elements.len();
-        let samples = (cfg.run.duration.as_nanos() / cfg.run.sample_interval.as_nanos()) as usize + 1;
+        // Validation keeps the interval positive; a hint need not rely on it.
+        let samples = cfg.run.duration.as_nanos().checked_div(cfg.run.sample_interval.as_nanos()).map_or(0, |n| n as usize + 1);
         let (n_conns, n_queues) = (conns.len(), net.queue_ids().count());
         let mut sim = Simulation {
             end: Instant::ZERO + cfg.run.duration,
