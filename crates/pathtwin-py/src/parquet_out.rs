@@ -34,7 +34,7 @@ pub enum ColumnRef<'a> {
     I64(&'a [i64]),
     Str(&'a [String]),
     /// Text as indices into a set of values, written as the text itself.
-    Category { values: &'a [String], keys: &'a [u32] },
+    Category { values: Vec<&'a str>, keys: &'a [u32] },
     Bool(&'a [bool]),
     /// Missing values (and NaNs) are written as nulls: only in [`write_nullable_table`].
     OptF64(&'a [Option<f64>]),
@@ -46,11 +46,31 @@ pub enum ColumnRef<'a> {
 }
 
 /// Rows converted and handed to the column writer at a time, for columns whose rows must be
-/// converted first.
+/// converted first: a long series is never held twice.
 const BATCH: usize = 1 << 16;
 
 fn byte_array(s: &str) -> ByteArray {
     ByteArray::from(s.as_bytes().to_vec())
+}
+
+/// Writes a text column's rows, none missing, [`BATCH`] at a time; `optional` gives each a
+/// definition level.
+fn write_text(
+    w: &mut parquet::column::writer::ColumnWriterImpl<'_, parquet::data_type::ByteArrayType>,
+    mut rows: impl ExactSizeIterator<Item = ByteArray>,
+    optional: bool,
+) -> Result<usize, ParquetError> {
+    let total = rows.len();
+    let levels = optional.then(|| vec![1i16; BATCH.min(total)]);
+    let mut batch = Vec::with_capacity(BATCH.min(total));
+    loop {
+        batch.clear();
+        batch.extend(rows.by_ref().take(BATCH));
+        if batch.is_empty() {
+            return Ok(total);
+        }
+        w.write_batch(&batch, levels.as_ref().map(|l| &l[..batch.len()]), None)?;
+    }
 }
 
 impl ColumnRef<'_> {
@@ -87,19 +107,11 @@ impl ColumnRef<'_> {
             (ColumnRef::F64(v), ColumnWriter::DoubleColumnWriter(w)) => w.write_batch(v, present(v.len()).as_deref(), None),
             (ColumnRef::I64(v), ColumnWriter::Int64ColumnWriter(w)) => w.write_batch(v, present(v.len()).as_deref(), None),
             (ColumnRef::Bool(v), ColumnWriter::BoolColumnWriter(w)) => w.write_batch(v, present(v.len()).as_deref(), None),
-            (ColumnRef::Str(v), ColumnWriter::ByteArrayColumnWriter(w)) => {
-                w.write_batch(&v.iter().map(|s| byte_array(s)).collect::<Vec<_>>(), present(v.len()).as_deref(), None)
-            }
+            (ColumnRef::Str(v), ColumnWriter::ByteArrayColumnWriter(w)) => write_text(w, v.iter().map(|s| byte_array(s)), optional),
             (ColumnRef::Category { values, keys }, ColumnWriter::ByteArrayColumnWriter(w)) => {
-                // One buffer per value, shared by its rows; the rows' handles a batch at a
-                // time, so that a long series is never held twice.
+                // One buffer per value, shared by its rows.
                 let values: Vec<ByteArray> = values.iter().map(|s| byte_array(s)).collect();
-                let levels = present(BATCH.min(keys.len()));
-                for batch in keys.chunks(BATCH) {
-                    let rows: Vec<ByteArray> = batch.iter().map(|&k| values[k as usize].clone()).collect();
-                    w.write_batch(&rows, levels.as_ref().map(|l| &l[..batch.len()]), None)?;
-                }
-                Ok(keys.len())
+                write_text(w, keys.iter().map(|&k| values[k as usize].clone()), optional)
             }
             (ColumnRef::OptF64(v), ColumnWriter::DoubleColumnWriter(w)) if optional => {
                 let value = |x: &Option<f64>| x.filter(|x| !x.is_nan());

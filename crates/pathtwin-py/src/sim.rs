@@ -50,8 +50,8 @@ fn table_to_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict>
             Column::Str(v) => d.set_item(name, v)?,
             Column::Category(c) => {
                 // One Python string per value, shared by its rows.
-                let values: Vec<Bound<'py, PyString>> = c.values.iter().map(|s| PyString::new(py, s)).collect();
-                d.set_item(name, PyList::new(py, c.keys.iter().map(|&k| &values[k as usize]))?)?
+                let values: Vec<Bound<'py, PyString>> = c.values().map(|s| PyString::new(py, s)).collect();
+                d.set_item(name, PyList::new(py, c.keys().iter().map(|&k| &values[k as usize]))?)?
             }
         }
     }
@@ -63,7 +63,7 @@ fn column_ref(c: &Column) -> ColumnRef<'_> {
         Column::F64(v) => ColumnRef::F64(v),
         Column::I64(v) => ColumnRef::I64(v),
         Column::Str(v) => ColumnRef::Str(v),
-        Column::Category(c) => ColumnRef::Category { values: &c.values, keys: &c.keys },
+        Column::Category(c) => ColumnRef::Category { values: c.values().collect(), keys: c.keys() },
     }
 }
 

@@ -1,12 +1,9 @@
 //! Columnar result tables: named, typed columns of equal length. The simulator fills them;
 //! the Python side turns them into Arrow/Parquet without copying row by row.
 
-use std::collections::HashMap;
+use indexmap::IndexSet;
 
-use serde::{Serialize, Serializer};
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(untagged)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Column {
     F64(Vec<f64>),
     I64(Vec<i64>),
@@ -21,37 +18,34 @@ pub enum Column {
 /// The column type behind [`Column::Category`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Category {
-    /// The distinct values, in order of first appearance.
-    pub values: Vec<String>,
-    /// Per row, its value's index in `values`.
-    pub keys: Vec<u32>,
-    index: HashMap<String, u32>,
+    /// The distinct values, in order of first appearance; a value's index is its key.
+    values: IndexSet<String>,
+    /// Per row, its value's key.
+    keys: Vec<u32>,
 }
 
 impl Category {
     fn push(&mut self, text: &str) {
-        let key = match self.index.get(text) {
-            Some(&k) => k,
-            None => {
-                let k = u32::try_from(self.values.len()).expect("fewer than 2^32 distinct values");
-                self.values.push(text.to_string());
-                self.index.insert(text.to_string(), k);
-                k
-            }
+        let key = match self.values.get_index_of(text) {
+            Some(k) => k,
+            None => self.values.insert_full(text.to_string()).0,
         };
-        self.keys.push(key);
+        self.keys.push(u32::try_from(key).expect("fewer than 2^32 distinct values"));
+    }
+
+    /// The distinct values, in order of first appearance.
+    pub fn values(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.values.iter().map(String::as_str)
+    }
+
+    /// Per row, its value's index in [`values`](Self::values).
+    pub fn keys(&self) -> &[u32] {
+        &self.keys
     }
 
     /// The rows' text, in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> {
         self.keys.iter().map(|&k| self.values[k as usize].as_str())
-    }
-}
-
-/// As the list of strings it stands for.
-impl Serialize for Category {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.iter())
     }
 }
 
@@ -70,7 +64,7 @@ impl Column {
 }
 
 /// A table built row by row with a fixed schema.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Table {
     pub columns: Vec<(String, Column)>,
 }
@@ -180,10 +174,8 @@ mod tests {
         let Some(Column::Category(c)) = t.column("queue") else { panic!("not a category column") };
         let expected: Vec<&str> = names.iter().copied().chain(["r1->r2"]).collect();
         assert_eq!(c.iter().collect::<Vec<_>>(), expected);
-        assert_eq!(c.values, ["r1->r2", "r2->r1"]);
+        assert_eq!(c.values().collect::<Vec<_>>(), ["r1->r2", "r2->r1"]);
         assert_eq!(t.rows(), 6);
-        // Serialised as the strings it stands for, as a text column is.
-        assert_eq!(serde_json::to_value(c).unwrap(), serde_json::json!(expected));
     }
 
     #[test]
