@@ -17,6 +17,7 @@
 //! Python passes dicts as JSON through [`Config::from_json`]; the schema is never restated
 //! elsewhere.
 
+use crate::qdisc::{FrioParams, RioParams};
 use crate::time::Duration;
 use crate::units::{Fraction, QueueLimit, Rate, Size};
 use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
@@ -342,7 +343,7 @@ fn check_qdisc(q: QdiscSpec<'_>, key: &str) -> Result<(), ConfigError> {
     }
     match (q.kind, q.frio) {
         (QdiscKind::Frio, _) => {
-            let f = crate::topology::frio_params(q);
+            let f = FrioParams::from_settings(q.frio, &RioParams::from_settings(q.rio));
             let (min_q, max_q) = (f.min_q, f.max_q);
             if max_q <= min_q {
                 let which = if q.frio.is_some_and(|f| f.max_q.is_some()) { "max_q" } else { "min_q" };

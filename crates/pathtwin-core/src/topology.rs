@@ -13,12 +13,12 @@
 //! their point (see [`place_markers`]).
 
 use crate::bounds::{self, Bounds, PathBoundsInput, DEFAULT_MAX_QUEUE};
-use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, PerDirection, PipeConfig, QdiscKind, QdiscSpec, RedSettings, RioSettings, SharedDirection, TableSpec, View};
+use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, PerDirection, PipeConfig, QdiscSpec, SharedDirection, TableSpec, View};
 use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity, Reorder};
 use crate::marker::config::Placement;
 use crate::marker::Marker;
 use crate::packet::PacketMeta;
-use crate::qdisc::{Discipline, DropTail, FrioParams, Qdisc, Red, RedParams, Rio, RioParams, StrictPriority};
+use crate::qdisc::{Discipline, DropTail};
 use crate::time::Duration;
 use crate::units::{Fraction, QueueLimit, Rate};
 use crate::{rng_for, Rng};
@@ -356,65 +356,7 @@ fn hosts_of(p: &PathConfig, d: usize) -> (&str, &str) {
 /// A bandwidth queue with the discipline an entry asks for (`qdisc`, and its `red`, `rio`
 /// and `frio` tables; validated with the config).
 fn new_queue<P: PacketMeta + Send + Sync + 'static>(capacity: Rate, abw: Rate, limit: QueueLimit, q: QdiscSpec<'_>, rng: Rng) -> BandwidthQueue<P> {
-    let other = |q: Box<dyn Qdisc<P>>| Discipline::Other(q);
-    let discipline = match (q.kind, q.red) {
-        (QdiscKind::Red, Some(r)) => other(Box::new(Red::new(red_params(r), limit, capacity))),
-        (QdiscKind::Rio, _) => other(Box::new(Rio::new(rio_params(q.rio), None, limit, capacity))),
-        (QdiscKind::Frio, _) => other(Box::new(Rio::new(rio_params(q.rio), Some(frio_params(q)), limit, capacity))),
-        (QdiscKind::Prio, _) => other(Box::new(StrictPriority::new(limit))),
-        _ => Discipline::DropTail(DropTail::new(limit)),
-    };
-    BandwidthQueue::new(capacity, abw, discipline, rng)
-}
-
-/// RIO's parameters from an entry's `rio` table: ns-2's defaults for what it leaves out.
-pub fn rio_params(r: Option<&RioSettings>) -> RioParams {
-    let d = RioParams::ns2_default();
-    let Some(r) = r else { return d };
-    let class = |c: &Option<crate::config::RioClassSettings>, d: RedParams| {
-        let base = match c {
-            Some(c) => RedParams { max_p: c.max_p.unwrap_or(d.max_p), ..RedParams::with_thresholds(c.min_th, c.max_th) },
-            None => d,
-        };
-        RedParams {
-            w_q: r.w_q.unwrap_or(base.w_q),
-            gentle: r.gentle.unwrap_or(base.gentle),
-            wait: r.wait.unwrap_or(base.wait),
-            byte_mode: r.byte_mode.unwrap_or(base.byte_mode),
-            mean_packet: r.mean_packet.map_or(base.mean_packet, |m| m.bytes() as u32),
-            ecn: r.ecn.unwrap_or(base.ecn),
-            ..base
-        }
-    };
-    RioParams { in_class: class(&r.in_class, d.in_class), out_class: class(&r.out_class, d.out_class), coupled: r.coupled.unwrap_or(d.coupled) }
-}
-
-/// FRIO's per-flow limits from an entry's `frio` table: min_q 2 (Lin & Morris), max_q FRED's
-/// maxq = the OUT min_th in packets (bytes over the mean packet size, rounded up).
-pub fn frio_params(q: QdiscSpec<'_>) -> FrioParams {
-    let out = rio_params(q.rio).out_class;
-    let default_max = match out.min_th {
-        QueueLimit::Packets(n) => n,
-        QueueLimit::Bytes(b) => b.div_ceil(out.mean_packet as u64),
-    };
-    let f = q.frio.cloned().unwrap_or_default();
-    FrioParams { min_q: f.min_q.unwrap_or(2), max_q: f.max_q.unwrap_or(default_max.min(u32::MAX as u64) as u32) }
-}
-
-fn red_params(r: &RedSettings) -> RedParams {
-    let d = RedParams::with_thresholds(r.min_th, r.max_th);
-    RedParams {
-        max_p: r.max_p.unwrap_or(d.max_p),
-        w_q: r.w_q.unwrap_or(d.w_q),
-        gentle: r.gentle.unwrap_or(d.gentle),
-        wait: r.wait.unwrap_or(d.wait),
-        byte_mode: r.byte_mode.unwrap_or(d.byte_mode),
-        mean_packet: r.mean_packet.map_or(d.mean_packet, |m| m.bytes() as u32),
-        ecn: r.ecn.unwrap_or(d.ecn),
-        adaptive: r.adaptive.unwrap_or(d.adaptive),
-        short_queue_exempt: r.short_queue_exempt.unwrap_or(d.short_queue_exempt),
-        ..d
-    }
+    BandwidthQueue::new(capacity, abw, Discipline::from_spec(q, limit, capacity), rng)
 }
 
 fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) -> Result<(), ConfigError> {
@@ -714,8 +656,7 @@ fn half_rtt(rtt: Duration, d: usize) -> Duration {
 
 fn pipe_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>, p: &PipeConfig, d: usize, limit: QueueLimit, name: &str) -> Vec<Hop> {
     let rate = p.rate.get(d);
-    let q = new_queue(rate, rate, limit, QdiscSpec { kind: QdiscKind::Droptail, red: None, rio: None, frio: None }, b.rng())
-        .with_propagation(half_rtt(p.rtt, d));
+    let q = BandwidthQueue::new(rate, rate, Discipline::DropTail(DropTail::new(limit)), b.rng()).with_propagation(half_rtt(p.rtt, d));
     let mut hops = vec![Hop { element: b.add(name.to_string(), "pipe", Element::Queue(q)), slot: 0 }];
     if let Some(loss) = p.loss.map(|x| x.get(d)).filter(|x| x.get() > 0.0) {
         let rng = b.rng();

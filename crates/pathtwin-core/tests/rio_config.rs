@@ -1,9 +1,9 @@
 //! `qdisc = "rio"` and `"frio"` as a user writes them: defaults, the resolved parameters,
 //! the compiled discipline on [[link]] and [[path]], round trips and one-line errors.
 
-use pathtwin_core::config::{Config, QdiscKind};
+use pathtwin_core::config::{Config, PathConfig, QdiscKind};
 use pathtwin_core::qdisc::{FrioParams, RioParams};
-use pathtwin_core::topology::{compile, frio_params, rio_params, Network};
+use pathtwin_core::topology::{compile, Network};
 use pathtwin_core::units::QueueLimit;
 
 mod common;
@@ -11,6 +11,11 @@ use common::P;
 
 fn link(extra: &str) -> String {
     format!("hosts = [\"a\", \"b\"]\n[[link]]\nbetween = [\"a\", \"b\"]\nrate = \"10mbit\"\ndelay = \"10ms\"\n{extra}\n")
+}
+
+/// The FRIO limits a path's queue runs with.
+fn frio(p: &PathConfig) -> FrioParams {
+    FrioParams::from_settings(p.frio.as_ref(), &RioParams::from_settings(p.rio.as_ref()))
 }
 
 fn error(extra: &str) -> String {
@@ -25,7 +30,7 @@ rio = { in = { min_th = "50KB", max_th = "490KB", max_p = 0.005 }, out = { min_t
 fn rio_without_a_table_takes_ns2_defaults_and_compiles_on_links() {
     let cfg = Config::from_toml(&link("qdisc = \"rio\""), "t.toml").unwrap();
     assert_eq!(cfg.links[0].qdisc, QdiscKind::Rio);
-    let p = rio_params(cfg.links[0].rio.as_ref());
+    let p = RioParams::from_settings(cfg.links[0].rio.as_ref());
     assert_eq!(p, RioParams::ns2_default());
     assert_eq!((p.in_class.min_th, p.in_class.max_th, p.in_class.max_p), (QueueLimit::Packets(15), QueueLimit::Packets(30), 0.02));
     assert_eq!((p.out_class.min_th, p.out_class.max_th, p.out_class.max_p, p.out_class.w_q), (QueueLimit::Packets(5), QueueLimit::Packets(15), 0.2, 0.002));
@@ -37,7 +42,7 @@ fn rio_without_a_table_takes_ns2_defaults_and_compiles_on_links() {
 #[test]
 fn the_thesis_table_resolves_per_class_and_round_trips() {
     let cfg = Config::from_toml(&link(THESIS), "t.toml").unwrap();
-    let p = rio_params(cfg.links[0].rio.as_ref());
+    let p = RioParams::from_settings(cfg.links[0].rio.as_ref());
     assert_eq!((p.in_class.min_th, p.in_class.max_th, p.in_class.max_p), (QueueLimit::Bytes(50_000), QueueLimit::Bytes(490_000), 0.005));
     assert_eq!((p.out_class.min_th, p.out_class.max_th, p.out_class.max_p), (QueueLimit::Bytes(10_000), QueueLimit::Bytes(200_000), 0.25));
     for c in [p.in_class, p.out_class] {
@@ -53,12 +58,12 @@ fn frio_on_a_path_with_default_and_explicit_limits() {
     let path = |extra: &str| format!("hosts = [\"a\", \"b\"]\n[[path]]\nbetween = [\"a\", \"b\"]\nrtt = \"40ms\"\nabw = \"10mbit\"\nmode = \"link\"\nqdisc = \"frio\"\n{extra}\n");
     let cfg = Config::from_toml(&path(""), "t.toml").unwrap();
     // FRED's maxq is min_th: ns-2's OUT min_th, 5 packets.
-    assert_eq!(frio_params(cfg.paths[0].qdisc_spec()), FrioParams { min_q: 2, max_q: 5 });
+    assert_eq!(frio(&cfg.paths[0]), FrioParams { min_q: 2, max_q: 5 });
     let cfg = Config::from_toml(&path("frio = { min_q = 4, max_q = 30 }"), "t.toml").unwrap();
-    assert_eq!(frio_params(cfg.paths[0].qdisc_spec()), FrioParams { min_q: 4, max_q: 30 });
+    assert_eq!(frio(&cfg.paths[0]), FrioParams { min_q: 4, max_q: 30 });
     // Byte thresholds: 10 KB over the 500-byte mean packet.
     let cfg = Config::from_toml(&path(&THESIS.replace("qdisc = \"rio\"", "")), "t.toml").unwrap();
-    assert_eq!(frio_params(cfg.paths[0].qdisc_spec()).max_q, 20);
+    assert_eq!(frio(&cfg.paths[0]).max_q, 20);
     let net: Network<P> = compile(&cfg).unwrap();
     assert!(net.elements.iter().filter_map(|e| e.as_queue()).all(|q| q.qdisc_name() == "frio"));
 }

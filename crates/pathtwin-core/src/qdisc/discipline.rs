@@ -4,14 +4,36 @@
 //! each 70-byte [`Queued`] item in and out by value; profiling the 600-s dumbbell put those
 //! calls at about a tenth of the run.
 
-use super::{AqmStats, Backlog, DropTail, Qdisc, Queued};
+use super::{AqmStats, Backlog, DropTail, FrioParams, Qdisc, Queued, Red, RedParams, Rio, RioParams, StrictPriority};
+use crate::config::{QdiscKind, QdiscSpec};
+use crate::packet::PacketMeta;
 use crate::time::Instant;
-use crate::units::QueueLimit;
+use crate::units::{QueueLimit, Rate};
 use crate::Rng;
 
 pub enum Discipline<P> {
     DropTail(DropTail<P>),
     Other(Box<dyn Qdisc<P>>),
+}
+
+impl<P: PacketMeta + Send + Sync + 'static> Discipline<P> {
+    /// The discipline an entry's `qdisc` key asks for, with its `red`, `rio` and `frio`
+    /// tables (validated with the config), holding at most `limit` before a link of
+    /// `capacity`.
+    pub fn from_spec(q: QdiscSpec<'_>, limit: QueueLimit, capacity: Rate) -> Self {
+        let other = |q: Box<dyn Qdisc<P>>| Discipline::Other(q);
+        match (q.kind, q.red) {
+            (QdiscKind::Red, Some(r)) => other(Box::new(Red::new(RedParams::from_settings(r), limit, capacity))),
+            (QdiscKind::Rio, _) => other(Box::new(Rio::new(RioParams::from_settings(q.rio), None, limit, capacity))),
+            (QdiscKind::Frio, _) => {
+                let rio = RioParams::from_settings(q.rio);
+                let frio = FrioParams::from_settings(q.frio, &rio);
+                other(Box::new(Rio::new(rio, Some(frio), limit, capacity)))
+            }
+            (QdiscKind::Prio, _) => other(Box::new(StrictPriority::new(limit))),
+            _ => Discipline::DropTail(DropTail::new(limit)),
+        }
+    }
 }
 
 impl<P> From<DropTail<P>> for Discipline<P> {

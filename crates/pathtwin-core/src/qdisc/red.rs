@@ -33,6 +33,7 @@
 use super::aqm::{active_queue_qdisc, ActiveQueue, AqmQueue, AqmStats, Class};
 use super::red_curve::{in_units, RedAverage, RedCurve, Verdict};
 use super::Queued;
+use crate::config::RedSettings;
 use crate::packet::PacketMeta;
 use crate::time::{Duration, Instant};
 use crate::units::{QueueLimit, Rate};
@@ -82,6 +83,24 @@ impl RedParams {
             adaptive: false,
             short_queue_exempt: false,
             interval: Duration::from_millis(500),
+        }
+    }
+
+    /// The parameters of an entry's `red` table: its thresholds, and for every key it leaves
+    /// out the value of [`RedParams::with_thresholds`].
+    pub fn from_settings(r: &RedSettings) -> Self {
+        let d = RedParams::with_thresholds(r.min_th, r.max_th);
+        RedParams {
+            max_p: r.max_p.unwrap_or(d.max_p),
+            w_q: r.w_q.unwrap_or(d.w_q),
+            gentle: r.gentle.unwrap_or(d.gentle),
+            wait: r.wait.unwrap_or(d.wait),
+            byte_mode: r.byte_mode.unwrap_or(d.byte_mode),
+            mean_packet: r.mean_packet.map_or(d.mean_packet, |m| m.bytes() as u32),
+            ecn: r.ecn.unwrap_or(d.ecn),
+            adaptive: r.adaptive.unwrap_or(d.adaptive),
+            short_queue_exempt: r.short_queue_exempt.unwrap_or(d.short_queue_exempt),
+            ..d
         }
     }
 }

@@ -52,6 +52,7 @@
 use super::aqm::{active_queue_qdisc, ActiveQueue, AqmQueue, AqmStats, Class};
 use super::red_curve::{in_units, RedAverage, RedCurve, Verdict};
 use super::{Backlog, Queued, RedParams};
+use crate::config::{FrioSettings, RioClassSettings, RioSettings};
 use crate::packet::{FlowKey, PacketMeta};
 use crate::time::Instant;
 use crate::units::{QueueLimit, Rate};
@@ -75,6 +76,29 @@ impl RioParams {
         let class = |min, max, max_p| RedParams { max_p, ..RedParams::with_thresholds(QueueLimit::Packets(min), QueueLimit::Packets(max)) };
         RioParams { in_class: class(15, 30, 0.02), out_class: class(5, 15, 0.2), coupled: true }
     }
+
+    /// The parameters of an entry's `rio` table: [`RioParams::ns2_default`] for what it
+    /// leaves out (a missing class, or a class's missing `max_p`).
+    pub fn from_settings(r: Option<&RioSettings>) -> Self {
+        let d = RioParams::ns2_default();
+        let Some(r) = r else { return d };
+        let class = |c: &Option<RioClassSettings>, d: RedParams| {
+            let base = match c {
+                Some(c) => RedParams { max_p: c.max_p.unwrap_or(d.max_p), ..RedParams::with_thresholds(c.min_th, c.max_th) },
+                None => d,
+            };
+            RedParams {
+                w_q: r.w_q.unwrap_or(base.w_q),
+                gentle: r.gentle.unwrap_or(base.gentle),
+                wait: r.wait.unwrap_or(base.wait),
+                byte_mode: r.byte_mode.unwrap_or(base.byte_mode),
+                mean_packet: r.mean_packet.map_or(base.mean_packet, |m| m.bytes() as u32),
+                ecn: r.ecn.unwrap_or(base.ecn),
+                ..base
+            }
+        };
+        RioParams { in_class: class(&r.in_class, d.in_class), out_class: class(&r.out_class, d.out_class), coupled: r.coupled.unwrap_or(d.coupled) }
+    }
 }
 
 /// FRIO's per-flow limits, in packets (Lin & Morris's minq and maxq).
@@ -85,6 +109,21 @@ pub struct FrioParams {
     pub min_q: u32,
     /// A flow's OUT packets are dropped while it has this many packets queued.
     pub max_q: u32,
+}
+
+impl FrioParams {
+    /// The limits of an entry's `frio` table beside RIO parameters `rio`: min_q 2 (Lin &
+    /// Morris), max_q FRED's maxq = the OUT min_th in packets (bytes over the mean packet
+    /// size, rounded up).
+    pub fn from_settings(f: Option<&FrioSettings>, rio: &RioParams) -> Self {
+        let out = rio.out_class;
+        let default_max = match out.min_th {
+            QueueLimit::Packets(n) => n,
+            QueueLimit::Bytes(b) => b.div_ceil(out.mean_packet as u64),
+        };
+        let f = f.cloned().unwrap_or_default();
+        FrioParams { min_q: f.min_q.unwrap_or(2), max_q: f.max_q.unwrap_or(default_max.min(u32::MAX as u64) as u32) }
+    }
 }
 
 /// What one flow has queued (FRIO).
