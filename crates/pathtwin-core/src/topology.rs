@@ -13,10 +13,9 @@
 //! their point (see [`place_markers`]).
 
 use crate::bounds::{self, Bounds, PathBoundsInput, DEFAULT_MAX_QUEUE};
-use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, PerDirection, PipeConfig, QdiscSpec, SharedDirection, TableSpec, View};
+use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, PerDirection, PipeConfig, Placement, QdiscSpec, SharedDirection, TableSpec, View};
 use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity, Reorder};
-use crate::marker::config::Placement;
-use crate::marker::Marker;
+use crate::marker::{Marker, Policy};
 use crate::packet::PacketMeta;
 use crate::qdisc::{Discipline, DropTail};
 use crate::time::Duration;
@@ -673,7 +672,7 @@ fn pipe_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>,
 fn place_markers<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) {
     let cfg = b.cfg;
     let mut egress_count = vec![0usize; b.net.hosts.len()];
-    let elements: Vec<usize> = cfg.markers.iter().enumerate().map(|(i, m)| b.add(m.element_name(i), "marker", Element::Marker(Marker::new(m.policy())))).collect();
+    let elements: Vec<usize> = cfg.markers.iter().enumerate().map(|(i, m)| b.add(m.element_name(i), "marker", Element::Marker(Marker::new(Policy::from_config(m))))).collect();
     // Entrances first, so that egress markers (inserted at the front) end up ahead of them.
     let entrances = cfg.markers.iter().enumerate().filter(|(_, m)| matches!(m.placement(), Placement::Direction(..)));
     let egresses = cfg.markers.iter().enumerate().filter(|(_, m)| matches!(m.placement(), Placement::Host(_)));

@@ -13,11 +13,11 @@
 //! `Mark` has two drop precedences (RFC 2597 has three; RIO/FRIO use two). The stats keep the
 //! three colours apart; a two-colour policy reports IN as green and OUT as red.
 //!
-//! This module does not drop, delay or queue packets, and it does not decide where a marker
-//! sits (that is `topology`, from the `[[marker]]` entries of [`config`]).
+//! [`Policy::from_config`] builds an entry's policy; the `[[marker]]` schema and its checks
+//! are the config's (`config::MarkerConfig`). This module does not drop, delay or queue
+//! packets, and it does not decide where a marker sits (that is `topology`'s).
 
 mod bucket;
-pub mod config;
 mod tcm;
 mod tcp_friendly;
 
@@ -25,10 +25,15 @@ pub use bucket::TokenBucket;
 pub use tcm::{SrTcm, TrTcm};
 pub use tcp_friendly::TcpFriendly;
 
-use crate::packet::{Mark, PacketMeta};
-use crate::time::Instant;
-use serde::Serialize;
+use crate::config::{MarkerConfig, MarkerKind};
 use crate::element::Passthrough;
+use crate::packet::{Mark, PacketMeta};
+use crate::time::{Duration, Instant};
+use serde::Serialize;
+
+/// The TCP-friendly marker's RTT when an entry gives none: a typical wide-area round trip; it
+/// only paces OUT marks and the window estimate (see `tcp_friendly`).
+pub const DEFAULT_TF_RTT: Duration = Duration::from_millis(100);
 
 /// A meter's verdict on one packet (RFC 2697/2698 terms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +72,36 @@ pub enum Policy {
 }
 
 impl Policy {
+    /// The policy of a validated `[[marker]]` entry, in its initial state.
+    pub fn from_config(m: &MarkerConfig) -> Policy {
+        let need = |what: &str| -> ! { unreachable!("validated: {what}") };
+        match m.kind {
+            MarkerKind::TokenBucket => match (m.interval, m.bucket, m.rate, m.depth) {
+                (Some(t), Some(b), None, None) => Policy::TokenBucket(TokenBucket::per_interval(b, t)),
+                (None, None, Some(r), Some(d)) => Policy::TokenBucket(TokenBucket::continuous(r, d)),
+                _ => need("token-bucket form"),
+            },
+            MarkerKind::Srtcm => Policy::SrTcm(
+                SrTcm::new(m.cir.unwrap_or_else(|| need("cir")), m.cbs.unwrap_or_else(|| need("cbs")), m.ebs.unwrap_or_else(|| need("ebs")))
+                    .color_aware(m.color_aware.unwrap_or(false)),
+            ),
+            MarkerKind::Trtcm => Policy::TrTcm(
+                TrTcm::new(
+                    m.cir.unwrap_or_else(|| need("cir")),
+                    m.cbs.unwrap_or_else(|| need("cbs")),
+                    m.pir.unwrap_or_else(|| need("pir")),
+                    m.pbs.unwrap_or_else(|| need("pbs")),
+                )
+                .color_aware(m.color_aware.unwrap_or(false)),
+            ),
+            MarkerKind::TcpFriendly => Policy::TcpFriendly(TcpFriendly::new(
+                m.budget.unwrap_or_else(|| need("budget")),
+                m.interval.unwrap_or_else(|| need("interval")),
+                m.rtt.unwrap_or(DEFAULT_TF_RTT),
+            )),
+        }
+    }
+
     /// Colours a packet of `pkt` arriving at `now` (non-decreasing), updating the state.
     pub fn color<P: PacketMeta>(&mut self, now: Instant, pkt: &P) -> Color {
         match self {
@@ -257,6 +292,20 @@ mod tests {
         let s = m.stats();
         assert_eq!((s.green_packets, s.yellow_packets, s.red_packets), (1, 1, 1));
         assert_eq!((s.out_packets(), s.out_bytes()), (2, 2080));
+    }
+
+    #[test]
+    fn each_config_entry_builds_its_policy() {
+        let policy = |marker: &str| {
+            let text = format!("hosts = [\"a\", \"b\"]\n[[path]]\nbetween = [\"a\", \"b\"]\nrtt = \"50ms\"\nabw = \"10mbit\"\n[[marker]]\nat = \"a\"\n{marker}");
+            Policy::from_config(&crate::config::Config::from_toml(&text, "t.toml").unwrap().markers[0])
+        };
+        assert_eq!(policy("kind = \"token-bucket\"\ninterval = \"400ms\"\nbucket = \"296KB\"\n").kind(), "token-bucket");
+        assert_eq!(policy("kind = \"token-bucket\"\nrate = \"5.92mbit\"\ndepth = \"30KB\"\n").kind(), "token-bucket");
+        assert!(matches!(policy("kind = \"srtcm\"\ncir = \"1mbit\"\ncbs = \"3KB\"\nebs = \"6KB\"\n"), Policy::SrTcm(t) if !t.is_color_aware()));
+        let trtcm = policy("kind = \"trtcm\"\ncir = \"1mbit\"\ncbs = \"3KB\"\npir = \"2mbit\"\npbs = \"6KB\"\ncolor_aware = true\n");
+        assert!(matches!(trtcm, Policy::TrTcm(t) if t.is_color_aware()));
+        assert_eq!(policy("kind = \"tcp-friendly\"\ninterval = \"400ms\"\nbudget = \"296KB\"\n").kind(), "tcp-friendly");
     }
 
     #[test]

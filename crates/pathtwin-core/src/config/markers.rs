@@ -1,6 +1,6 @@
-//! `[[marker]]` entries of the config: where a marker sits and which policy it runs, their
-//! validation (one-line errors naming the key), and the [`Policy`] each entry builds.
-//! `topology` puts the elements on the routes; this module does not.
+//! `[[marker]]` entries: where a DiffServ marker sits and which policy it runs, and their
+//! validation (one-line errors naming the key). The marker element and the policy each entry
+//! builds are `marker`'s; `topology` puts the elements on the routes.
 //!
 //! ```toml
 //! [[marker]]
@@ -13,17 +13,12 @@
 //! `kind = "srtcm"` takes `cir, cbs, ebs` (RFC 2697); `"trtcm"` takes `cir, cbs, pir, pbs`
 //! (RFC 2698); both take `color_aware = true` to meter a packet's existing mark as its
 //! precolour (OUT = yellow); `"tcp-friendly"` takes `interval, budget` and optionally `rtt` (default
-//! [`DEFAULT_TF_RTT`]). Rates are bit rates (`"5.92mbit"`), sizes IP bytes.
+//! the marker's `DEFAULT_TF_RTT`). Rates are bit rates (`"5.92mbit"`), sizes IP bytes.
 
-use super::{Policy, SrTcm, TcpFriendly, TokenBucket, TrTcm};
-use crate::config::{Config, ConfigError, View};
+use super::{ConfigError, LinkConfig, Names, PathConfig, View};
 use crate::time::Duration;
 use crate::units::{Rate, Size};
 use serde::{Deserialize, Serialize};
-
-/// The TCP-friendly marker's RTT when none is given: a typical wide-area round trip; it only
-/// paces OUT marks and the window estimate (see `tcp_friendly`).
-pub const DEFAULT_TF_RTT: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -110,52 +105,19 @@ impl MarkerConfig {
         }
     }
 
-    /// The policy of a validated entry, in its initial state.
-    pub fn policy(&self) -> Policy {
-        let need = |what: &str| -> ! { unreachable!("validated: {what}") };
-        match self.kind {
-            MarkerKind::TokenBucket => match (self.interval, self.bucket, self.rate, self.depth) {
-                (Some(t), Some(b), None, None) => Policy::TokenBucket(TokenBucket::per_interval(b, t)),
-                (None, None, Some(r), Some(d)) => Policy::TokenBucket(TokenBucket::continuous(r, d)),
-                _ => need("token-bucket form"),
-            },
-            MarkerKind::Srtcm => Policy::SrTcm(
-                SrTcm::new(self.cir.unwrap_or_else(|| need("cir")), self.cbs.unwrap_or_else(|| need("cbs")), self.ebs.unwrap_or_else(|| need("ebs")))
-                    .color_aware(self.color_aware.unwrap_or(false)),
-            ),
-            MarkerKind::Trtcm => Policy::TrTcm(
-                TrTcm::new(
-                    self.cir.unwrap_or_else(|| need("cir")),
-                    self.cbs.unwrap_or_else(|| need("cbs")),
-                    self.pir.unwrap_or_else(|| need("pir")),
-                    self.pbs.unwrap_or_else(|| need("pbs")),
-                )
-                .color_aware(self.color_aware.unwrap_or(false)),
-            ),
-            MarkerKind::TcpFriendly => Policy::TcpFriendly(TcpFriendly::new(
-                self.budget.unwrap_or_else(|| need("budget")),
-                self.interval.unwrap_or_else(|| need("interval")),
-                self.rtt.unwrap_or(DEFAULT_TF_RTT),
-            )),
-        }
-    }
-
-    /// Checks entry `i` against the rest of `cfg` (hosts, paths, links).
-    pub fn validate(&self, i: usize, cfg: &Config) -> Result<(), ConfigError> {
+    /// Checks entry `i`: where it sits, against the hosts and the view's paths or links, and
+    /// the keys its kind takes.
+    fn validate(&self, i: usize, hosts: &Names<'_>, view: View, paths: &[PathConfig], links: &[LinkConfig]) -> Result<(), ConfigError> {
         let key = |field: &str| format!("marker[{i}].{field}");
         match (&self.at, &self.between) {
             (Some(_), Some(_)) => return Err(ConfigError::invalid(key("between"), "give either at (a host's egress) or between (a path or link direction), not both")),
             (None, None) => return Err(ConfigError::invalid(format!("marker[{i}]"), "missing at (a host) or between (a path or link direction)")),
-            (Some(h), None) => {
-                if !cfg.hosts.contains(h) {
-                    return Err(ConfigError::invalid(key("at"), format!("unknown host {h:?}")));
-                }
-            }
+            (Some(h), None) => hosts.require(h, || key("at"))?,
             (None, Some([a, b])) => {
                 let same = |x: &[String; 2]| (x[0] == *a && x[1] == *b) || (x[0] == *b && x[1] == *a);
-                let (found, what) = match cfg.view() {
-                    View::Paths => (cfg.paths.iter().any(|p| same(&p.between)), "[[path]]"),
-                    View::Links => (cfg.links.iter().any(|l| same(&l.between)), "[[link]]"),
+                let (found, what) = match view {
+                    View::Paths => (paths.iter().any(|p| same(&p.between)), "[[path]]"),
+                    View::Links => (links.iter().any(|l| same(&l.between)), "[[link]]"),
                 };
                 if !found {
                     return Err(ConfigError::invalid(key("between"), format!("no {what} between {a} and {b}")));
@@ -230,6 +192,14 @@ impl MarkerConfig {
     }
 }
 
+/// Checks the `[[marker]]` entries against the hosts and the `view`'s paths or links.
+pub(super) fn validate(markers: &[MarkerConfig], hosts: &Names<'_>, view: View, paths: &[PathConfig], links: &[LinkConfig]) -> Result<(), ConfigError> {
+    for (i, m) in markers.iter().enumerate() {
+        m.validate(i, hosts, view, paths, links)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::Config;
@@ -246,7 +216,6 @@ mod tests {
         let m = &cfg.markers[0];
         assert_eq!(m.interval.unwrap().as_nanos(), 400_000_000);
         assert_eq!(m.bucket.unwrap().bytes(), 296_000);
-        assert_eq!(m.policy().kind(), "token-bucket");
         let cfg = parse("between = [\"b\", \"a\"]\nkind = \"token-bucket\"\nrate = \"5.92mbit\"\ndepth = \"30KB\"\n").unwrap();
         assert_eq!(cfg.markers[0].rate.unwrap().bps(), 5_920_000);
         assert_eq!(cfg.markers[0].element_name(0), "marker[0] b->a");
@@ -255,8 +224,7 @@ mod tests {
     #[test]
     fn every_kind_parses() {
         parse("at = \"a\"\nkind = \"srtcm\"\ncir = \"1mbit\"\ncbs = \"3KB\"\nebs = \"6KB\"\n").unwrap();
-        let cfg = parse("at = \"a\"\nkind = \"trtcm\"\ncir = \"1mbit\"\ncbs = \"3KB\"\npir = \"2mbit\"\npbs = \"6KB\"\ncolor_aware = true\n").unwrap();
-        assert!(matches!(cfg.markers[0].policy(), crate::marker::Policy::TrTcm(t) if t.is_color_aware()));
+        parse("at = \"a\"\nkind = \"trtcm\"\ncir = \"1mbit\"\ncbs = \"3KB\"\npir = \"2mbit\"\npbs = \"6KB\"\ncolor_aware = true\n").unwrap();
         parse("at = \"a\"\nkind = \"tcp-friendly\"\ninterval = \"400ms\"\nbudget = \"296KB\"\nrtt = \"80ms\"\n").unwrap();
     }
 

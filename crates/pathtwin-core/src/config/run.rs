@@ -1,0 +1,52 @@
+//! `[run]`: how long and how a simulation runs (duration, seed, sampling, captures), and its
+//! checks.
+
+use super::{ConfigError, Names};
+use crate::time::Duration;
+use serde::{Deserialize, Serialize};
+
+/// `[run]`: how long and how a simulation runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    pub duration: Duration,
+    pub seed: u64,
+    /// Interval of the time-series tables.
+    pub sample_interval: Duration,
+    /// Hosts at which the simulator writes a pcap of every packet sent and received.
+    pub pcap: Vec<String>,
+    /// A foreground flow that sends no payload for this long stops counting for reactivity.
+    pub flow_idle_timeout: Duration,
+    /// Simulator: end the run as soon as every flow has finished (both ends closed), with
+    /// `duration` as the cap — a replay knows its workload, not how long it takes.
+    #[serde(skip_serializing_if = "is_false")]
+    pub until_done: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            duration: Duration::from_secs(60),
+            seed: 1,
+            sample_interval: Duration::from_millis(100),
+            pcap: Vec::new(),
+            flow_idle_timeout: crate::monitor::DEFAULT_IDLE_TIMEOUT,
+            until_done: false,
+        }
+    }
+}
+
+/// Checks `[run]`: the captured hosts exist and the sampling interval is positive.
+pub(super) fn validate(run: &RunConfig, hosts: &Names<'_>) -> Result<(), ConfigError> {
+    for (i, h) in run.pcap.iter().enumerate() {
+        hosts.require(h, || format!("run.pcap[{i}]"))?;
+    }
+    if run.sample_interval.as_nanos() == 0 {
+        return Err(ConfigError::invalid("run.sample_interval", "must be positive"));
+    }
+    Ok(())
+}
