@@ -13,7 +13,7 @@ use crate::replay::{Replay, Step, CLIENT, SERVER};
 use std::path::Path;
 use std::sync::Arc;
 use crate::table::{Cell, Table};
-use crate::tcp_settings::{check_tables, check_tables_used, table_name, tcp_config};
+use crate::tcp_settings::check_tables_used;
 use pathtwin_core::config::{Config, ConfigError, FlowConfig};
 use pathtwin_core::element::Element;
 use pathtwin_core::qdisc::AqmStats;
@@ -21,7 +21,7 @@ use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::topology::{self, Hop, Network, RouteScope};
 use std::collections::HashMap;
 use pathtwin_core::units::Rate;
-use pathtwin_tcp::{Endpoint, Event as TcpEvent};
+use pathtwin_tcp::{Endpoint, Event as TcpEvent, TcpConfig};
 use rand::Rng as _;
 
 /// Why a simulation could not be set up.
@@ -175,7 +175,7 @@ impl Simulation {
         let mut conn_routes = Vec::new();
         let mut route_hops = Vec::new();
         let mut isn_rng = pathtwin_core::rng_for(cfg.run.seed, u64::MAX);
-        check_tables(&cfg.tcp, "tcp")?;
+        TcpConfig::check_tables(&cfg.tcp, "tcp")?;
         let mut controllers_used: Vec<&'static str> = Vec::new();
         for (i, f) in cfg.flows.iter().enumerate() {
             let (a, b) = (net.host_id(&f.from).expect("validated"), net.host_id(&f.to).expect("validated"));
@@ -191,7 +191,7 @@ impl Simulation {
                 },
             };
             let client_addr = f.pipe.map_or(pcap::host_addr(a as u32), pcap::pipe_addr);
-            check_tables(&f.tcp, &format!("flow[{i}].tcp"))?;
+            TcpConfig::check_tables(&f.tcp, &format!("flow[{i}].tcp"))?;
             let mut settings = cfg.tcp.overridden_by(&f.tcp);
             let cc_key = match (&f.cc, &f.tcp.cc) {
                 (Some(cc), _) => {
@@ -201,9 +201,9 @@ impl Simulation {
                 (None, Some(_)) => format!("flow[{i}].tcp"),
                 (None, None) => "tcp".to_string(),
             };
-            let tcp = tcp_config(&settings, &cc_key)?;
-            check_tables_used(&f.tcp, &[table_name(&tcp.cc)], &format!("flow[{i}].tcp"))?;
-            controllers_used.push(table_name(&tcp.cc));
+            let tcp = TcpConfig::from_settings(&settings, &cc_key)?;
+            check_tables_used(&f.tcp, &[tcp.cc.config_name()], &format!("flow[{i}].tcp"))?;
+            controllers_used.push(tcp.cc.config_name());
             if tcp.cc.uses_control_packets() {
                 if let Some(w) = monaco_without_priority(&net, i, [&hops[0], &hops[1]]) {
                     net.warnings.push(w);

@@ -1,187 +1,15 @@
-//! Endpoint configuration: [`TcpConfig`], the choice of congestion controller
-//! ([`CcAlgorithm`]) and validation ([`ConfigError`]).
+//! Endpoint configuration: [`TcpConfig`], its validation ([`ConfigError`]), and its reading
+//! from the config's TCP settings ([`TcpConfig::from_settings`]).
 //!
-//! This module owns the defaults and says where each comes from. It does not parse config
-//! files: the simulator maps its TOML schema onto this struct and calls
-//! [`TcpConfig::validate`], so that a user's mistake is reported with the key that caused it.
+//! This module owns the defaults and says where each comes from. It does not own the schema
+//! (`pathtwin_core::config`'s `[tcp]`, whose choices such as [`NewRenoTimer`] this struct
+//! uses as they are), nor a controller's table: each controller reads its own beside its
+//! code (`VegasParams::from_settings`, ...), and [`CcAlgorithm`] maps the name `cc` to it.
+//! Errors from settings name the key that caused them, as the config file writes it.
 
-use crate::cc::{Bbr, Bic, BicParams, CcParams, CongestionControl, Controller, Cubic, CubicParams, Monaco, MonacoParams, Reno, Vegas, VegasParams};
-use crate::recovery::Flavour;
+use crate::cc::{CcAlgorithm, CcParamError};
+use pathtwin_core::config::{self as schema, NewRenoTimer, TcpSettings};
 use pathtwin_core::time::Duration;
-use std::fmt;
-
-/// Builds a congestion controller once the connection's MSS is known.
-pub type CcBuilder = fn(&CcParams) -> Box<dyn CongestionControl>;
-
-/// Which congestion controller (and, without SACK, which loss-recovery flavour) to run.
-///
-/// When both ends permit SACK, loss recovery is RFC 6675 for every algorithm, as in Linux;
-/// set [`TcpConfig::sack`] to false to study Reno's or NewReno's own recovery. Without SACK,
-/// Vegas, BIC and CUBIC recover as NewReno (as Linux does with SACK off).
-#[derive(Clone, Copy)]
-pub enum CcAlgorithm {
-    /// RFC 5681 window growth; fast recovery ends at the first ACK of new data, even a
-    /// partial one (ns-2 `Agent/TCP/Reno`).
-    Reno,
-    /// RFC 5681 window growth with RFC 6582 fast recovery: partial ACKs retransmit the next
-    /// hole and recovery lasts until the `recover` point is acknowledged.
-    NewReno,
-    /// TCP Vegas, or Vegas-k when [`VegasParams::base_rtt_window`] is set.
-    Vegas(VegasParams),
-    /// BIC-TCP with Linux 2.6's constants by default.
-    Bic(BicParams),
-    /// CUBIC, RFC 9438, with HyStart++ by default.
-    Cubic(CubicParams),
-    /// BBR v1 (see [`Bbr`]), paced; NewReno recovery without SACK.
-    Bbr,
-    /// Monaco (see [`Monaco`]): the endpoint sends its control packets, the window follows
-    /// the receiver's accumulation answers, paced; NewReno recovery without SACK. Its
-    /// out-of-band packets need strict-priority queues (`qdisc = "prio"`) on the path.
-    Monaco(MonacoParams),
-    /// A controller defined outside this crate; it uses NewReno recovery without SACK.
-    Custom { name: &'static str, build: CcBuilder },
-}
-
-impl CcAlgorithm {
-    pub fn name(&self) -> &'static str {
-        match self {
-            CcAlgorithm::Reno => "reno",
-            CcAlgorithm::NewReno => "newreno",
-            CcAlgorithm::Vegas(p) if p.base_rtt_window.is_some() => "vegas-k",
-            CcAlgorithm::Vegas(_) => "vegas",
-            CcAlgorithm::Bic(_) => "bic",
-            CcAlgorithm::Cubic(_) => "cubic",
-            CcAlgorithm::Bbr => "bbr",
-            CcAlgorithm::Monaco(_) => "monaco",
-            CcAlgorithm::Custom { name, .. } => name,
-        }
-    }
-
-    /// Whether the endpoint must run Monaco's control protocol for this controller.
-    pub fn uses_control_packets(&self) -> bool {
-        matches!(self, CcAlgorithm::Monaco(_))
-    }
-
-    /// Every controller name the simulator accepts in a config (Vegas-k is `"vegas"` with a
-    /// base-RTT window set, so it has no name of its own here).
-    pub fn simulator_names() -> &'static [&'static str] {
-        &["reno", "newreno", "vegas", "bic", "cubic", "bbr", "monaco"]
-    }
-
-    /// Checks the parameters of the built-in controllers; errors name the key as
-    /// `tcp.<algorithm>.<field>`.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        fn check(ok: bool, key: &'static str, value: impl fmt::Display, why: &'static str) -> Result<(), ConfigError> {
-            if ok { Ok(()) } else { Err(ConfigError::CcParam { key, value: value.to_string(), why }) }
-        }
-        let fraction = |x: f64| x > 0.0 && x < 1.0;
-        match self {
-            CcAlgorithm::Vegas(p) => {
-                check(p.alpha.is_finite() && p.alpha >= 0.0, "tcp.vegas.alpha", p.alpha, "must be a number of segments >= 0")?;
-                check(p.beta.is_finite() && p.beta >= p.alpha, "tcp.vegas.beta", p.beta, "must be a number of segments >= alpha")?;
-                check(p.gamma.is_finite() && p.gamma >= 0.0, "tcp.vegas.gamma", p.gamma, "must be a number of segments >= 0")?;
-                let k = p.base_rtt_window.unwrap_or(1);
-                check(k >= 1, "tcp.vegas.base_rtt_window", k, "must be at least 1 round trip")
-            }
-            CcAlgorithm::Bic(p) => {
-                check(fraction(p.beta), "tcp.bic.beta", p.beta, "must be between 0 and 1 (exclusive)")?;
-                check(p.b >= 2, "tcp.bic.b", p.b, "must be at least 2")?;
-                check(p.max_increment >= 1, "tcp.bic.max_increment", p.max_increment, "must be at least 1 segment")?;
-                check(p.smooth_part >= 1, "tcp.bic.smooth_part", p.smooth_part, "must be at least 1")
-            }
-            CcAlgorithm::Cubic(p) => {
-                check(p.c.is_finite() && p.c > 0.0, "tcp.cubic.c", p.c, "must be a positive number of segments per second cubed")?;
-                check(fraction(p.beta), "tcp.cubic.beta", p.beta, "must be between 0 and 1 (exclusive)")
-            }
-            CcAlgorithm::Monaco(p) => {
-                check(p.k.is_finite() && p.k > 0.0 && p.k <= 1.0, "tcp.monaco.k", p.k, "must be a gain in (0, 1]")?;
-                check(p.target.is_finite() && p.target > 0.0, "tcp.monaco.target", p.target, "must be a positive number of segments")
-            }
-            CcAlgorithm::Reno | CcAlgorithm::NewReno | CcAlgorithm::Bbr | CcAlgorithm::Custom { .. } => Ok(()),
-        }
-    }
-
-    /// Instantiates the controller for a connection whose parameters are now known.
-    pub fn build(&self, params: &CcParams) -> Box<dyn CongestionControl> {
-        match self {
-            CcAlgorithm::Reno | CcAlgorithm::NewReno => Box::new(Reno::new(params)),
-            CcAlgorithm::Vegas(p) => Box::new(Vegas::new(params, *p)),
-            CcAlgorithm::Bic(p) => Box::new(Bic::new(params, *p)),
-            CcAlgorithm::Cubic(p) => Box::new(Cubic::new(params, *p)),
-            CcAlgorithm::Bbr => Box::new(Bbr::new(params)),
-            CcAlgorithm::Monaco(p) => Box::new(Monaco::new(params, *p)),
-            CcAlgorithm::Custom { build, .. } => build(params),
-        }
-    }
-
-    /// The controller as an endpoint holds it: Reno by value (see [`Controller`]).
-    pub(crate) fn controller(&self, params: &CcParams) -> Controller {
-        match self {
-            CcAlgorithm::Reno | CcAlgorithm::NewReno => Controller::Reno(Reno::new(params)),
-            _ => Controller::Other(self.build(params)),
-        }
-    }
-
-    /// The recovery flavour used when SACK was not negotiated.
-    pub(crate) fn flavour_without_sack(&self) -> Flavour {
-        match self {
-            CcAlgorithm::Reno => Flavour::Reno,
-            CcAlgorithm::NewReno
-            | CcAlgorithm::Vegas(_)
-            | CcAlgorithm::Bic(_)
-            | CcAlgorithm::Cubic(_)
-            | CcAlgorithm::Bbr
-            | CcAlgorithm::Monaco(_)
-            | CcAlgorithm::Custom { .. } => Flavour::NewReno,
-        }
-    }
-}
-
-impl fmt::Debug for CcAlgorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CcAlgorithm::Vegas(p) => f.debug_tuple(self.name()).field(p).finish(),
-            CcAlgorithm::Bic(p) => f.debug_tuple(self.name()).field(p).finish(),
-            CcAlgorithm::Cubic(p) => f.debug_tuple(self.name()).field(p).finish(),
-            CcAlgorithm::Monaco(p) => f.debug_tuple(self.name()).field(p).finish(),
-            _ => f.write_str(self.name()),
-        }
-    }
-}
-
-/// Built-in algorithms are equal when they are the same variant with the same parameters;
-/// custom ones when they have the same name (function pointers are not comparable
-/// reliably, and names are what configs and results use).
-impl PartialEq for CcAlgorithm {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (CcAlgorithm::Vegas(a), CcAlgorithm::Vegas(b)) => a == b,
-            (CcAlgorithm::Bic(a), CcAlgorithm::Bic(b)) => a == b,
-            (CcAlgorithm::Cubic(a), CcAlgorithm::Cubic(b)) => a == b,
-            (CcAlgorithm::Monaco(a), CcAlgorithm::Monaco(b)) => a == b,
-            _ => self.name() == other.name(),
-        }
-    }
-}
-
-/// When NewReno's fast recovery (no SACK) restarts the retransmission timer; RFC 6582
-/// names the two variants (the timer discussion that §3.2 step 5 refers to, first in RFC
-/// 2582 and RFC 3782 §4).
-///
-/// With many losses in one window, recovery repairs one hole per round trip. Impatient lets
-/// the timer run out after about one RTO, so the window is repaired by a timeout and slow
-/// start (go-back-N) instead; Slow-but-Steady keeps repairing one hole per RTT for as many
-/// round trips as there are holes, while the inflated window lets new data follow.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum NewRenoTimer {
-    /// Restart the timer on the first partial ACK of an episode only (RFC 6582 §3.2 step
-    /// 5; ns-2 `newreno_changes1_ 1`, its default since 2003).
-    #[default]
-    Impatient,
-    /// Restart it on every partial ACK, as RFC 6298 (5.3) does for any ACK of new data
-    /// (the variant of Fall & Floyd's 1996 simulations; ns-2 `newreno_changes1_ 0`; Linux).
-    SlowButSteady,
-}
 
 /// Everything an endpoint can be configured with. All sizes are bytes unless said otherwise.
 #[derive(Clone, Debug, PartialEq)]
@@ -316,10 +144,9 @@ pub enum ConfigError {
     /// The initial RTO must be positive.
     #[error("tcp.initial_rto = 0: must be positive")]
     InitialRto,
-    /// A congestion controller's parameter is out of its range. `key` names it as the
-    /// config file does, e.g. `tcp.vegas.beta`.
-    #[error("{key} = {value}: {why}")]
-    CcParam { key: &'static str, value: String, why: &'static str },
+    /// A congestion controller's parameter is out of its range.
+    #[error(transparent)]
+    CcParam(#[from] CcParamError),
 }
 
 impl TcpConfig {
@@ -350,13 +177,99 @@ impl TcpConfig {
         if self.initial_rto == Duration::ZERO {
             return Err(ConfigError::InitialRto);
         }
-        self.cc.validate()
+        Ok(self.cc.validate()?)
+    }
+
+    /// The endpoint config for merged settings (`[tcp]` overridden by a flow's) whose `cc`
+    /// was written under `cc_key` (`"tcp"`, `"flow[3].tcp"`, or `"flow[3]"` for the flow's
+    /// `cc` shortcut); what they leave out keeps [`TcpConfig::default`]. Check each
+    /// section's controller tables with [`TcpConfig::check_tables`] first, so that their
+    /// errors name the section.
+    pub fn from_settings(s: &TcpSettings, cc_key: &str) -> Result<TcpConfig, schema::ConfigError> {
+        let mut c = TcpConfig::default();
+        if let Some(v) = s.mss {
+            c.mss = v;
+        }
+        if let Some(v) = s.sack {
+            c.sack = v;
+        }
+        if let Some(v) = s.delayed_ack {
+            c.delayed_ack = v;
+        }
+        if let Some(v) = s.delayed_ack_timeout {
+            c.delayed_ack_timeout = v;
+        }
+        if let Some(v) = s.min_rto {
+            c.min_rto = v;
+        }
+        if let Some(v) = s.initial_window {
+            c.initial_window = v;
+        }
+        if let Some(v) = s.max_window {
+            c.max_window = v.bytes();
+        }
+        if let Some(v) = s.rcv_window {
+            c.rcv_buffer = v.bytes();
+        }
+        if let Some(v) = s.rack {
+            c.rack = v;
+        }
+        if let Some(v) = s.tlp {
+            c.tlp = v;
+        }
+        if let Some(v) = s.lost_retransmit {
+            c.lost_retransmit = v;
+        }
+        if let Some(v) = s.ns2_rto_restart_every_ack {
+            c.ns2_rto_restart_every_ack = v;
+        }
+        if let Some(v) = s.dupack_threshold {
+            c.dupack_threshold = v;
+        }
+        if let Some(v) = s.ecn {
+            c.ecn = v;
+        }
+        if let Some(v) = s.newreno_timer {
+            c.newreno_timer = v;
+        }
+        if let Some(name) = &s.cc {
+            c.cc = cc_algorithm(name, s, cc_key)?;
+        }
+        Ok(c)
+    }
+
+    /// Checks the controller tables written in one section (`[tcp]` or a flow's `tcp`,
+    /// named by `key`), so that a bad parameter is reported where it was written.
+    pub fn check_tables(s: &TcpSettings, key: &str) -> Result<(), schema::ConfigError> {
+        for (name, present) in s.controller_tables() {
+            if present {
+                // A table is named after the controller that reads it.
+                cc_algorithm(name, s, key)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The controller called `name`, with its table's parameters from `s`; `key` is the section
+/// `cc` or the table was written in.
+fn cc_algorithm(name: &str, s: &TcpSettings, key: &str) -> Result<CcAlgorithm, schema::ConfigError> {
+    match CcAlgorithm::from_settings(name, s) {
+        // The controller's own range check names its field `tcp.<table>.<field>`; the key
+        // moves to the section the table was written in.
+        Some(cc) => cc.map_err(|e| schema::ConfigError::invalid(format!("{key}{}", e.key.trim_start_matches("tcp")), format!("{} {}", e.value, e.why))),
+        None => Err(schema::ConfigError::invalid(
+            format!("{key}.cc"),
+            format!("the simulator has no congestion control {name:?} (it has: {})", CcAlgorithm::simulator_names().join(", ")),
+        )),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::{BicParams, CubicParams, VegasParams};
+    use pathtwin_core::config::{VegasPreset, VegasSettings};
 
     #[test]
     fn default_is_valid_and_matches_documented_sources() {
@@ -365,41 +278,6 @@ mod tests {
         assert_eq!(c.initial_window, 10);
         assert_eq!(c.cc, CcAlgorithm::NewReno);
         assert_eq!(c.newreno_timer, NewRenoTimer::Impatient, "RFC 6582 §3.2 step 5");
-    }
-
-    #[test]
-    fn bbr_is_named_and_built_with_newreno_recovery_without_sack() {
-        let params = CcParams { smss: 1000, initial_cwnd: 10_000, max_window: 1 << 20 };
-        assert_eq!(CcAlgorithm::Bbr.name(), "bbr");
-        let cc = CcAlgorithm::Bbr.build(&params);
-        assert_eq!(cc.name(), "bbr");
-        assert!(cc.pacing_rate().is_some(), "BBR is always paced");
-        assert_eq!(CcAlgorithm::Bbr.flavour_without_sack(), Flavour::NewReno);
-    }
-
-    #[test]
-    fn every_simulator_name_is_a_built_in_algorithm_and_back() {
-        let built_in = [
-            CcAlgorithm::Reno,
-            CcAlgorithm::NewReno,
-            CcAlgorithm::Vegas(VegasParams::default()),
-            CcAlgorithm::Bic(BicParams::default()),
-            CcAlgorithm::Cubic(CubicParams::default()),
-            CcAlgorithm::Bbr,
-            CcAlgorithm::Monaco(MonacoParams::default()),
-        ];
-        let names: Vec<&str> = built_in.iter().map(|a| a.name()).collect();
-        assert_eq!(names, CcAlgorithm::simulator_names());
-        assert_eq!(CcAlgorithm::Vegas(VegasParams::NS2.with_base_rtt_window(8)).name(), "vegas-k");
-        let params = CcParams { smss: 1460, initial_cwnd: 14600, max_window: 1 << 22 };
-        for a in built_in {
-            // NewReno shares Reno's window evolution (it differs only in recovery).
-            let controller = if a == CcAlgorithm::NewReno { "reno" } else { a.name() };
-            assert_eq!(a.build(&params).name(), controller);
-            let recovery = if a == CcAlgorithm::Reno { Flavour::Reno } else { Flavour::NewReno };
-            assert_eq!(a.flavour_without_sack(), recovery, "{a:?}");
-        }
-        assert_ne!(CcAlgorithm::Vegas(VegasParams::NS2), CcAlgorithm::Vegas(VegasParams::LINUX));
     }
 
     #[test]
@@ -425,5 +303,40 @@ mod tests {
         for cc in [CcAlgorithm::Vegas(VegasParams::LINUX), CcAlgorithm::Bic(BicParams::default()), CcAlgorithm::Cubic(CubicParams::LINUX_2_6)] {
             assert_eq!(TcpConfig { cc, ..Default::default() }.validate(), Ok(()));
         }
+    }
+
+    #[test]
+    fn settings_override_the_defaults_and_name_their_controller() {
+        let vegas = VegasSettings { preset: Some(VegasPreset::Linux), alpha: Some(3.0), ..Default::default() };
+        let s = TcpSettings {
+            cc: Some("vegas".into()),
+            vegas: Some(vegas),
+            mss: Some(1000),
+            sack: Some(false),
+            newreno_timer: Some(NewRenoTimer::SlowButSteady),
+            ..Default::default()
+        };
+        let c = TcpConfig::from_settings(&s, "tcp").unwrap();
+        assert_eq!((c.mss, c.sack, c.newreno_timer), (1000, false, NewRenoTimer::SlowButSteady));
+        assert_eq!(c.cc, CcAlgorithm::Vegas(VegasParams { alpha: 3.0, ..VegasParams::LINUX }));
+        assert_eq!(c.initial_window, TcpConfig::default().initial_window);
+        assert_eq!(TcpConfig::from_settings(&TcpSettings::default(), "tcp").unwrap(), TcpConfig::default());
+    }
+
+    #[test]
+    fn settings_errors_name_the_key_they_were_written_under() {
+        let err = |s: &TcpSettings, key: &str| TcpConfig::from_settings(s, key).unwrap_err().to_string();
+        let named = |cc: &str| TcpSettings { cc: Some(cc.into()), ..Default::default() };
+        assert_eq!(
+            err(&named("hybla"), "flow[3]"),
+            "flow[3].cc: the simulator has no congestion control \"hybla\" (it has: reno, newreno, vegas, bic, cubic, bbr, monaco)"
+        );
+        let bad_vegas = TcpSettings { vegas: Some(VegasSettings { alpha: Some(4.0), beta: Some(2.0), ..Default::default() }), ..named("vegas") };
+        assert_eq!(err(&bad_vegas, "flow[3].tcp"), "flow[3].tcp.vegas.beta: 2 must be a number of segments >= alpha");
+        // A table is checked where it was written, whichever controller the flow runs.
+        let unused = TcpSettings { cc: Some("reno".into()), ..bad_vegas };
+        assert!(TcpConfig::from_settings(&unused, "tcp").is_ok());
+        assert_eq!(TcpConfig::check_tables(&unused, "tcp").unwrap_err().to_string(), "tcp.vegas.beta: 2 must be a number of segments >= alpha");
+        assert_eq!(TcpConfig::check_tables(&named("vegas"), "tcp"), Ok(()));
     }
 }

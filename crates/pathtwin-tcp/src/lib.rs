@@ -49,10 +49,11 @@
 //! # Module map
 //!
 //! - [`segment`]: the segment header model and its size on the wire.
-//! - [`config`]: [`TcpConfig`] and the choice of congestion controller.
+//! - [`config`]: [`TcpConfig`] and its reading from the config's `[tcp]` settings.
 //! - [`rtt`]: RFC 6298 round-trip estimation and the retransmission timeout.
-//! - [`cc`]: the congestion-control trait, Reno (RFC 5681), Vegas and Vegas-k, BIC, CUBIC
-//!   (RFC 9438 with HyStart++), BBR v1 and Monaco.
+//! - [`cc`]: the congestion-control trait, the choice of controller ([`CcAlgorithm`], with
+//!   the names a config gives them), Reno (RFC 5681), Vegas and Vegas-k, BIC, CUBIC (RFC
+//!   9438 with HyStart++), BBR v1 and Monaco, each reading its own `[tcp.*]` table.
 //! - [`monaco`]: Monaco's control packets and the receiver's accumulation estimator.
 //! - [`rate`]: delivery-rate estimation (draft-cheng-iccrg-delivery-rate-estimation).
 //! - `recovery`: which loss-recovery flavour runs and its state (RFC 5681, 6582, 6675).
@@ -77,11 +78,14 @@ pub mod segment;
 mod stats;
 
 pub use cc::{
-    AckEvent, Bbr, BbrMode, Bic, BicParams, CcParams, CongestionControl, Cubic, CubicParams, DeliveryEvent, Monaco, MonacoParams, Reno,
-    RoundRtt, SentEvent, Vegas, VegasParams, VegasRules,
+    AckEvent, Bbr, BbrMode, Bic, BicParams, CcAlgorithm, CcParamError, CcParams, CongestionControl, Cubic, CubicParams, DeliveryEvent,
+    Monaco, MonacoParams, Reno, SentEvent, Vegas, VegasParams,
 };
 pub use monaco::AccumulationFeedback;
-pub use config::{CcAlgorithm, ConfigError, NewRenoTimer, TcpConfig};
+pub use config::{ConfigError, TcpConfig};
+/// The config schema's choices that [`TcpConfig`] and [`VegasParams`] hold as they are
+/// (declared once, in `pathtwin_core::config`).
+pub use pathtwin_core::config::{NewRenoTimer, RoundRtt, VegasRules};
 pub use rate::RateSample;
 pub use endpoint::{Endpoint, State};
 pub use segment::{Control, Ecn, Flags, SackBlocks, Segment};

@@ -3,6 +3,10 @@
 //! `[tcp.cubic]`, `[tcp.bic]`, `[tcp.monaco]`. This is the schema only: which names `cc`
 //! takes, the defaults, and the ranges are the engine's (the simulator's endpoint,
 //! `pathtwin_tcp`, beside each controller; the emulator's kernel).
+//!
+//! The choices a setting names ([`RoundRtt`], [`VegasRules`], [`NewRenoTimer`]) are declared
+//! here once, and the endpoint uses these very types in its parameters: there is no second
+//! copy to keep in step with the schema.
 
 use crate::time::Duration;
 use crate::units::Size;
@@ -30,29 +34,39 @@ pub struct VegasSettings {
     /// Which RTT of a round congestion avoidance reads: `"mean"` (ns-2; the `ns2` preset's)
     /// or `"min"` (Linux; the `linux` preset's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub round_rtt: Option<RoundRttName>,
+    pub round_rtt: Option<RoundRtt>,
     /// Whose reading of the paper fills in rounds, rounding and growth: `"linux"` (the
     /// default, for both presets) or `"ns2"` (ns-2's `tcp-vegas.cc`: whole-segment diff,
     /// growth spread over the next round, slow start left with an eighth off). ns-2's rules
     /// assume an ACK per segment, as ns-2's TCPSink sends: use them with `delayed_ack = false`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rules: Option<VegasRulesName>,
+    pub rules: Option<VegasRules>,
 }
 
+/// Which of a round's RTT samples Vegas's congestion avoidance reads (see `pathtwin_tcp`'s
+/// Vegas).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum RoundRttName {
+pub enum RoundRtt {
+    /// The mean of the round's samples (ns-2, Brakmo & Peterson).
     Mean,
+    /// The smallest of the round's samples (Linux).
     Min,
 }
 
+/// The rule set for what the Vegas paper leaves open (see `pathtwin_tcp`'s Vegas).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum VegasRulesName {
+pub enum VegasRules {
+    /// ns-2's `tcp-vegas.cc`. Its per-ACK growth and its count of segments in flight assume
+    /// an ACK per segment (ns-2's TCPSink): with delayed ACKs a single flow on a 10 Mbit/s,
+    /// 50 ms path kept no standing queue (per-round minimum 0.0 packets, mean 0.96).
     Ns2,
+    /// Linux's `tcp_vegas.c`.
     Linux,
 }
 
+/// Which constants `[tcp.vegas]` starts from (see [`VegasSettings::preset`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum VegasPreset {
@@ -89,6 +103,7 @@ pub struct CubicSettings {
     pub rtt_lookahead: Option<bool>,
 }
 
+/// Which constants `[tcp.cubic]` starts from (see [`CubicSettings::preset`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CubicPreset {
     #[serde(rename = "rfc9438")]
@@ -139,12 +154,23 @@ pub struct MonacoSettings {
     pub slow_start: Option<bool>,
 }
 
-/// NewReno's retransmission timer during fast recovery without SACK (RFC 6582 §3.2 step 5):
-/// `"impatient"` (the default) or `"slow-but-steady"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// When NewReno's fast recovery (no SACK) restarts the retransmission timer, written
+/// `"impatient"` or `"slow-but-steady"`; RFC 6582 names the two variants (the timer
+/// discussion that §3.2 step 5 refers to, first in RFC 2582 and RFC 3782 §4).
+///
+/// With many losses in one window, recovery repairs one hole per round trip. Impatient lets
+/// the timer run out after about one RTO, so the window is repaired by a timeout and slow
+/// start (go-back-N) instead; Slow-but-Steady keeps repairing one hole per RTT for as many
+/// round trips as there are holes, while the inflated window lets new data follow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum NewRenoTimerName {
+pub enum NewRenoTimer {
+    /// Restart the timer on the first partial ACK of an episode only (RFC 6582 §3.2 step
+    /// 5; ns-2 `newreno_changes1_ 1`, its default since 2003).
+    #[default]
     Impatient,
+    /// Restart it on every partial ACK, as RFC 6298 (5.3) does for any ACK of new data
+    /// (the variant of Fall & Floyd's 1996 simulations; ns-2 `newreno_changes1_ 0`; Linux).
     SlowButSteady,
 }
 
@@ -210,7 +236,7 @@ pub struct TcpSettings {
     /// NewReno without SACK: restart the retransmission timer on the first partial ACK of a
     /// recovery only (`"impatient"`, default) or on every one (`"slow-but-steady"`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub newreno_timer: Option<NewRenoTimerName>,
+    pub newreno_timer: Option<NewRenoTimer>,
     /// Ask for ECN (RFC 3168) in the SYN; default off. Either way a server accepts ECN when
     /// asked, as Linux's default `net.ipv4.tcp_ecn = 2`. RED with `ecn = true` then marks
     /// instead of dropping early.

@@ -34,7 +34,8 @@
 //! delayed ACKs with its `delayed_ack` ratio); here the per-RTT increment is spread over the
 //! round's acknowledged bytes in floating point, which gives the same per-RTT increments.
 
-use super::{AckEvent, CcParams, CongestionControl};
+use super::{AckEvent, CcParamError, CcParams, CongestionControl};
+use pathtwin_core::config::BicSettings;
 use pathtwin_core::time::Instant;
 
 /// BIC's constants; the [`Default`] is Linux 2.6's `tcp_bic.c`.
@@ -62,6 +63,30 @@ pub struct BicParams {
 impl Default for BicParams {
     fn default() -> Self {
         BicParams { beta: 819.0 / 1024.0, low_window: 14, max_increment: 16, smooth_part: 20, b: 4, fast_convergence: true }
+    }
+}
+
+impl BicParams {
+    /// The parameters of a `[tcp.bic]` table: the [`Default`] with the keys it sets replaced.
+    pub fn from_settings(v: Option<&BicSettings>) -> Result<Self, CcParamError> {
+        let mut p = BicParams::default();
+        let Some(v) = v else { return Ok(p) };
+        p.beta = v.beta.unwrap_or(p.beta);
+        p.low_window = v.low_window.unwrap_or(p.low_window);
+        p.max_increment = v.max_increment.unwrap_or(p.max_increment);
+        p.smooth_part = v.smooth_part.unwrap_or(p.smooth_part);
+        p.b = v.b.unwrap_or(p.b);
+        p.fast_convergence = v.fast_convergence.unwrap_or(p.fast_convergence);
+        p.validate().map(|()| p)
+    }
+
+    /// Checks β (strictly between 0 and 1), B (≥ 2), the largest increase and the smoothing
+    /// (≥ 1).
+    pub fn validate(&self) -> Result<(), CcParamError> {
+        CcParamError::check(self.beta > 0.0 && self.beta < 1.0, "tcp.bic.beta", self.beta, "must be between 0 and 1 (exclusive)")?;
+        CcParamError::check(self.b >= 2, "tcp.bic.b", self.b, "must be at least 2")?;
+        CcParamError::check(self.max_increment >= 1, "tcp.bic.max_increment", self.max_increment, "must be at least 1 segment")?;
+        CcParamError::check(self.smooth_part >= 1, "tcp.bic.smooth_part", self.smooth_part, "must be at least 1")
     }
 }
 
@@ -184,6 +209,14 @@ impl CongestionControl for Bic {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_overrides_linux_constants_and_is_checked() {
+        let s = BicSettings { low_window: Some(4), fast_convergence: Some(false), ..Default::default() };
+        assert_eq!(BicParams::from_settings(Some(&s)), Ok(BicParams { low_window: 4, fast_convergence: false, ..BicParams::default() }));
+        let bad = BicSettings { b: Some(1), ..Default::default() };
+        assert_eq!(BicParams::from_settings(Some(&bad)).unwrap_err().key, "tcp.bic.b");
+    }
 
     const MSS: u64 = 1000;
 

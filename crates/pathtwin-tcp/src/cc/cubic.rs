@@ -34,7 +34,8 @@
 
 use super::hystart::HyStartPlusPlus;
 use super::round::RoundCounter;
-use super::{AckEvent, CcParams, CongestionControl, SentEvent};
+use super::{AckEvent, CcParamError, CcParams, CongestionControl, SentEvent};
+use pathtwin_core::config::{CubicPreset, CubicSettings};
 use pathtwin_core::time::Instant;
 
 /// CUBIC's constants and switches.
@@ -70,6 +71,30 @@ impl CubicParams {
     /// ns-2.35's `Agent/TCP/Linux` with `select_ca cubic`: Linux 2.6's constants as
     /// [`Self::LINUX_2_6`], without the round trip of look-ahead (see `rtt_lookahead`).
     pub const NS2: CubicParams = CubicParams { rtt_lookahead: false, ..CubicParams::LINUX_2_6 };
+
+    /// The parameters of a `[tcp.cubic]` table: its preset's (`"rfc9438"` without one), with
+    /// the keys it sets replaced; [`CubicParams::RFC9438`] without a table.
+    pub fn from_settings(v: Option<&CubicSettings>) -> Result<Self, CcParamError> {
+        let Some(v) = v else { return Ok(CubicParams::RFC9438) };
+        let mut p = match v.preset {
+            None | Some(CubicPreset::Rfc9438) => CubicParams::RFC9438,
+            Some(CubicPreset::Linux26) => CubicParams::LINUX_2_6,
+            Some(CubicPreset::Ns2) => CubicParams::NS2,
+        };
+        p.c = v.c.unwrap_or(p.c);
+        p.beta = v.beta.unwrap_or(p.beta);
+        p.fast_convergence = v.fast_convergence.unwrap_or(p.fast_convergence);
+        p.reno_friendly = v.reno_friendly.unwrap_or(p.reno_friendly);
+        p.hystart = v.hystart.unwrap_or(p.hystart);
+        p.rtt_lookahead = v.rtt_lookahead.unwrap_or(p.rtt_lookahead);
+        p.validate().map(|()| p)
+    }
+
+    /// Checks C (positive) and β (strictly between 0 and 1).
+    pub fn validate(&self) -> Result<(), CcParamError> {
+        CcParamError::check(self.c.is_finite() && self.c > 0.0, "tcp.cubic.c", self.c, "must be a positive number of segments per second cubed")?;
+        CcParamError::check(self.beta > 0.0 && self.beta < 1.0, "tcp.cubic.beta", self.beta, "must be between 0 and 1 (exclusive)")
+    }
 }
 
 impl Default for CubicParams {
@@ -257,6 +282,15 @@ mod tests {
     use super::super::round::testing::FakeSender;
     use super::*;
     use pathtwin_core::time::Duration;
+
+    #[test]
+    fn a_table_starts_from_its_preset_and_is_checked() {
+        assert_eq!(CubicParams::from_settings(None), Ok(CubicParams::RFC9438));
+        let ns2 = CubicSettings { preset: Some(CubicPreset::Ns2), rtt_lookahead: Some(true), ..Default::default() };
+        assert_eq!(CubicParams::from_settings(Some(&ns2)), Ok(CubicParams::LINUX_2_6));
+        let bad = CubicSettings { preset: Some(CubicPreset::Linux26), beta: Some(1.5), ..Default::default() };
+        assert_eq!(CubicParams::from_settings(Some(&bad)).unwrap_err().to_string(), "tcp.cubic.beta = 1.5: must be between 0 and 1 (exclusive)");
+    }
 
     const MSS: u64 = 1000;
 

@@ -4,6 +4,11 @@
 //! [`Cubic`] (RFC 9438, with HyStart++ of RFC 9406), [`Bbr`] (v1) and [`Monaco`] (ACC
 //! paper §III-B).
 //!
+//! [`CcAlgorithm`] is the choice among them. The names a config gives them are one table
+//! (`BUILT_IN`), from which both the list of names and the lookup of a name come; each
+//! controller reads its own `[tcp.*]` table beside its code (`VegasParams::from_settings`,
+//! ...) and checks its ranges there ([`CcParamError`]).
+//!
 //! Division of labour (the same as Linux's `tcp_congestion_ops` and quinn's `Controller`):
 //! a controller owns `cwnd` and `ssthresh` and decides how they react to ACKs, losses and
 //! timeouts. The endpoint owns loss *detection* and *recovery* — which segment to
@@ -49,10 +54,12 @@ pub use controller::Controller;
 pub use cubic::{Cubic, CubicParams};
 pub use monaco::{Monaco, MonacoParams};
 pub use reno::Reno;
-pub use vegas::{RoundRtt, Vegas, VegasParams, VegasRules};
+pub use vegas::{Vegas, VegasParams};
 
 use crate::monaco::AccumulationFeedback;
 use crate::rate::RateSample;
+use crate::recovery::Flavour;
+use pathtwin_core::config::TcpSettings;
 use pathtwin_core::time::{Duration, Instant};
 use std::any::Any;
 use std::fmt;
@@ -195,5 +202,249 @@ pub trait CongestionControl: fmt::Debug + Send + Sync {
     /// estimate) in results and tests by downcasting; `None` if it offers none.
     fn as_any(&self) -> Option<&dyn Any> {
         None
+    }
+}
+
+/// Builds a congestion controller once the connection's MSS is known.
+pub type CcBuilder = fn(&CcParams) -> Box<dyn CongestionControl>;
+
+/// Which congestion controller (and, without SACK, which loss-recovery flavour) to run.
+///
+/// When both ends permit SACK, loss recovery is RFC 6675 for every algorithm, as in Linux;
+/// set [`TcpConfig::sack`](crate::TcpConfig::sack) to false to study Reno's or NewReno's own
+/// recovery. Without SACK, Vegas, BIC and CUBIC recover as NewReno (as Linux does with SACK
+/// off).
+#[derive(Clone, Copy)]
+pub enum CcAlgorithm {
+    /// RFC 5681 window growth; fast recovery ends at the first ACK of new data, even a
+    /// partial one (ns-2 `Agent/TCP/Reno`).
+    Reno,
+    /// RFC 5681 window growth with RFC 6582 fast recovery: partial ACKs retransmit the next
+    /// hole and recovery lasts until the `recover` point is acknowledged.
+    NewReno,
+    /// TCP Vegas, or Vegas-k when [`VegasParams::base_rtt_window`] is set.
+    Vegas(VegasParams),
+    /// BIC-TCP with Linux 2.6's constants by default.
+    Bic(BicParams),
+    /// CUBIC, RFC 9438, with HyStart++ by default.
+    Cubic(CubicParams),
+    /// BBR v1 (see [`Bbr`]), paced; NewReno recovery without SACK.
+    Bbr,
+    /// Monaco (see [`Monaco`]): the endpoint sends its control packets, the window follows
+    /// the receiver's accumulation answers, paced; NewReno recovery without SACK. Its
+    /// out-of-band packets need strict-priority queues (`qdisc = "prio"`) on the path.
+    Monaco(MonacoParams),
+    /// A controller defined outside this crate; it uses NewReno recovery without SACK.
+    Custom { name: &'static str, build: CcBuilder },
+}
+
+impl CcAlgorithm {
+    pub fn name(&self) -> &'static str {
+        match self {
+            CcAlgorithm::Reno => "reno",
+            CcAlgorithm::NewReno => "newreno",
+            CcAlgorithm::Vegas(p) if p.base_rtt_window.is_some() => "vegas-k",
+            CcAlgorithm::Vegas(_) => "vegas",
+            CcAlgorithm::Bic(_) => "bic",
+            CcAlgorithm::Cubic(_) => "cubic",
+            CcAlgorithm::Bbr => "bbr",
+            CcAlgorithm::Monaco(_) => "monaco",
+            CcAlgorithm::Custom { name, .. } => name,
+        }
+    }
+
+    /// Whether the endpoint must run Monaco's control protocol for this controller.
+    pub fn uses_control_packets(&self) -> bool {
+        matches!(self, CcAlgorithm::Monaco(_))
+    }
+
+    /// Every controller name the simulator accepts in a config (Vegas-k is `"vegas"` with a
+    /// base-RTT window set, so it has no name of its own here).
+    pub fn simulator_names() -> &'static [&'static str] {
+        &NAMES
+    }
+
+    /// The built-in controller a config calls `name`, with the parameters of its `[tcp.*]`
+    /// table in `s`; `None` when no controller has that name.
+    pub fn from_settings(name: &str, s: &TcpSettings) -> Option<Result<CcAlgorithm, CcParamError>> {
+        BUILT_IN.iter().find(|(n, _)| *n == name).map(|(_, make)| make(s))
+    }
+
+    /// The name a config gives this controller, which is also its `[tcp.*]` table's: its
+    /// [`name`](Self::name), but `"vegas"` for Vegas-k.
+    pub fn config_name(&self) -> &'static str {
+        match self {
+            CcAlgorithm::Vegas(_) => "vegas",
+            other => other.name(),
+        }
+    }
+
+    /// Checks the parameters of the built-in controllers; errors name the key as
+    /// `tcp.<algorithm>.<field>`.
+    pub fn validate(&self) -> Result<(), CcParamError> {
+        match self {
+            CcAlgorithm::Vegas(p) => p.validate(),
+            CcAlgorithm::Bic(p) => p.validate(),
+            CcAlgorithm::Cubic(p) => p.validate(),
+            CcAlgorithm::Monaco(p) => p.validate(),
+            CcAlgorithm::Reno | CcAlgorithm::NewReno | CcAlgorithm::Bbr | CcAlgorithm::Custom { .. } => Ok(()),
+        }
+    }
+
+    /// Instantiates the controller for a connection whose parameters are now known.
+    pub fn build(&self, params: &CcParams) -> Box<dyn CongestionControl> {
+        match self {
+            CcAlgorithm::Reno | CcAlgorithm::NewReno => Box::new(Reno::new(params)),
+            CcAlgorithm::Vegas(p) => Box::new(Vegas::new(params, *p)),
+            CcAlgorithm::Bic(p) => Box::new(Bic::new(params, *p)),
+            CcAlgorithm::Cubic(p) => Box::new(Cubic::new(params, *p)),
+            CcAlgorithm::Bbr => Box::new(Bbr::new(params)),
+            CcAlgorithm::Monaco(p) => Box::new(Monaco::new(params, *p)),
+            CcAlgorithm::Custom { build, .. } => build(params),
+        }
+    }
+
+    /// The controller as an endpoint holds it: Reno by value (see [`Controller`]).
+    pub(crate) fn controller(&self, params: &CcParams) -> Controller {
+        match self {
+            CcAlgorithm::Reno | CcAlgorithm::NewReno => Controller::Reno(Reno::new(params)),
+            _ => Controller::Other(self.build(params)),
+        }
+    }
+
+    /// The recovery flavour used when SACK was not negotiated.
+    pub(crate) fn flavour_without_sack(&self) -> Flavour {
+        match self {
+            CcAlgorithm::Reno => Flavour::Reno,
+            CcAlgorithm::NewReno
+            | CcAlgorithm::Vegas(_)
+            | CcAlgorithm::Bic(_)
+            | CcAlgorithm::Cubic(_)
+            | CcAlgorithm::Bbr
+            | CcAlgorithm::Monaco(_)
+            | CcAlgorithm::Custom { .. } => Flavour::NewReno,
+        }
+    }
+}
+
+impl fmt::Debug for CcAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CcAlgorithm::Vegas(p) => f.debug_tuple(self.name()).field(p).finish(),
+            CcAlgorithm::Bic(p) => f.debug_tuple(self.name()).field(p).finish(),
+            CcAlgorithm::Cubic(p) => f.debug_tuple(self.name()).field(p).finish(),
+            CcAlgorithm::Monaco(p) => f.debug_tuple(self.name()).field(p).finish(),
+            _ => f.write_str(self.name()),
+        }
+    }
+}
+
+/// Built-in algorithms are equal when they are the same variant with the same parameters;
+/// custom ones when they have the same name (function pointers are not comparable
+/// reliably, and names are what configs and results use).
+impl PartialEq for CcAlgorithm {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (CcAlgorithm::Vegas(a), CcAlgorithm::Vegas(b)) => a == b,
+            (CcAlgorithm::Bic(a), CcAlgorithm::Bic(b)) => a == b,
+            (CcAlgorithm::Cubic(a), CcAlgorithm::Cubic(b)) => a == b,
+            (CcAlgorithm::Monaco(a), CcAlgorithm::Monaco(b)) => a == b,
+            _ => self.name() == other.name(),
+        }
+    }
+}
+
+/// How `[tcp]` settings make one built-in controller, with its table's parameters.
+type FromSettings = fn(&TcpSettings) -> Result<CcAlgorithm, CcParamError>;
+
+/// The controllers a config can name, in the order the simulator lists them, each with how
+/// `[tcp]` settings make it: one table for both the list of names and the lookup of a name,
+/// so that the two cannot disagree.
+const BUILT_IN: [(&str, FromSettings); 7] = [
+    ("reno", |_| Ok(CcAlgorithm::Reno)),
+    ("newreno", |_| Ok(CcAlgorithm::NewReno)),
+    ("vegas", |s| VegasParams::from_settings(s.vegas.as_ref()).map(CcAlgorithm::Vegas)),
+    ("bic", |s| BicParams::from_settings(s.bic.as_ref()).map(CcAlgorithm::Bic)),
+    ("cubic", |s| CubicParams::from_settings(s.cubic.as_ref()).map(CcAlgorithm::Cubic)),
+    ("bbr", |_| Ok(CcAlgorithm::Bbr)),
+    ("monaco", |s| MonacoParams::from_settings(s.monaco.as_ref()).map(CcAlgorithm::Monaco)),
+];
+
+/// The names of [`BUILT_IN`], in its order.
+const NAMES: [&str; BUILT_IN.len()] = {
+    let mut names = [""; BUILT_IN.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = BUILT_IN[i].0;
+        i += 1;
+    }
+    names
+};
+
+/// A controller's parameter is out of its range. `key` names it as the config file does,
+/// e.g. `tcp.vegas.beta`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key} = {value}: {why}")]
+pub struct CcParamError {
+    pub key: &'static str,
+    pub value: String,
+    pub why: &'static str,
+}
+
+impl CcParamError {
+    /// `Ok` when `ok`, else the error for `key` holding `value`.
+    fn check(ok: bool, key: &'static str, value: impl fmt::Display, why: &'static str) -> Result<(), CcParamError> {
+        if ok {
+            Ok(())
+        } else {
+            Err(CcParamError { key, value: value.to_string(), why })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bbr_is_named_and_built_with_newreno_recovery_without_sack() {
+        let params = CcParams { smss: 1000, initial_cwnd: 10_000, max_window: 1 << 20 };
+        assert_eq!(CcAlgorithm::Bbr.name(), "bbr");
+        let cc = CcAlgorithm::Bbr.build(&params);
+        assert_eq!(cc.name(), "bbr");
+        assert!(cc.pacing_rate().is_some(), "BBR is always paced");
+        assert_eq!(CcAlgorithm::Bbr.flavour_without_sack(), Flavour::NewReno);
+    }
+
+    #[test]
+    fn every_simulator_name_is_a_built_in_algorithm_and_back() {
+        let built_in = [
+            CcAlgorithm::Reno,
+            CcAlgorithm::NewReno,
+            CcAlgorithm::Vegas(VegasParams::default()),
+            CcAlgorithm::Bic(BicParams::default()),
+            CcAlgorithm::Cubic(CubicParams::default()),
+            CcAlgorithm::Bbr,
+            CcAlgorithm::Monaco(MonacoParams::default()),
+        ];
+        let names: Vec<&str> = built_in.iter().map(|a| a.name()).collect();
+        assert_eq!(names, CcAlgorithm::simulator_names());
+        let settings = TcpSettings::default();
+        for (a, name) in built_in.iter().zip(CcAlgorithm::simulator_names()) {
+            assert_eq!(CcAlgorithm::from_settings(name, &settings), Some(Ok(*a)));
+            assert_eq!(a.config_name(), *name);
+        }
+        let vegas_k = CcAlgorithm::Vegas(VegasParams::NS2.with_base_rtt_window(8));
+        assert_eq!((vegas_k.name(), vegas_k.config_name()), ("vegas-k", "vegas"));
+        assert_eq!(CcAlgorithm::from_settings("vegas-k", &settings), None);
+        let params = CcParams { smss: 1460, initial_cwnd: 14600, max_window: 1 << 22 };
+        for a in built_in {
+            // NewReno shares Reno's window evolution (it differs only in recovery).
+            let controller = if a == CcAlgorithm::NewReno { "reno" } else { a.name() };
+            assert_eq!(a.build(&params).name(), controller);
+            let recovery = if a == CcAlgorithm::Reno { Flavour::Reno } else { Flavour::NewReno };
+            assert_eq!(a.flavour_without_sack(), recovery, "{a:?}");
+        }
+        assert_ne!(CcAlgorithm::Vegas(VegasParams::NS2), CcAlgorithm::Vegas(VegasParams::LINUX));
     }
 }

@@ -83,8 +83,9 @@
 //!   would halve twice for one loss. A retransmission timeout halves the window (the
 //!   feedback loop itself may have failed), and so does an ECN echo.
 
-use super::{AckEvent, CcParams, CongestionControl};
+use super::{AckEvent, CcParamError, CcParams, CongestionControl};
 use crate::monaco::AccumulationFeedback;
+use pathtwin_core::config::MonacoSettings;
 use pathtwin_core::time::{Duration, Instant};
 use std::any::Any;
 
@@ -107,6 +108,23 @@ pub struct MonacoParams {
 impl MonacoParams {
     /// The ACC paper's values: K = 0.5, a* = 3 packets, no slow start.
     pub const PAPER: MonacoParams = MonacoParams { k: 0.5, target: 3.0, slow_start: false };
+
+    /// The parameters of a `[tcp.monaco]` table: [`MonacoParams::PAPER`] with the keys it
+    /// sets replaced.
+    pub fn from_settings(v: Option<&MonacoSettings>) -> Result<Self, CcParamError> {
+        let mut p = MonacoParams::PAPER;
+        let Some(v) = v else { return Ok(p) };
+        p.k = v.k.unwrap_or(p.k);
+        p.target = v.target.unwrap_or(p.target);
+        p.slow_start = v.slow_start.unwrap_or(p.slow_start);
+        p.validate().map(|()| p)
+    }
+
+    /// Checks the gain (in (0, 1]) and the target (positive).
+    pub fn validate(&self) -> Result<(), CcParamError> {
+        CcParamError::check(self.k.is_finite() && self.k > 0.0 && self.k <= 1.0, "tcp.monaco.k", self.k, "must be a gain in (0, 1]")?;
+        CcParamError::check(self.target.is_finite() && self.target > 0.0, "tcp.monaco.target", self.target, "must be a positive number of segments")
+    }
 }
 
 impl Default for MonacoParams {
@@ -272,6 +290,14 @@ impl CongestionControl for Monaco {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_overrides_the_papers_values_and_is_checked() {
+        let s = MonacoSettings { target: Some(5.0), slow_start: Some(true), ..Default::default() };
+        assert_eq!(MonacoParams::from_settings(Some(&s)), Ok(MonacoParams { target: 5.0, slow_start: true, ..MonacoParams::PAPER }));
+        let bad = MonacoSettings { k: Some(2.0), ..Default::default() };
+        assert_eq!(MonacoParams::from_settings(Some(&bad)).unwrap_err().key, "tcp.monaco.k");
+    }
 
     const MSS: u64 = 1000;
 

@@ -68,7 +68,8 @@
 //! limited the sender (RFC 7661 spirit); a decrease applies regardless.
 
 use super::round::RoundCounter;
-use super::{AckEvent, CcParams, CongestionControl, SentEvent};
+use super::{AckEvent, CcParamError, CcParams, CongestionControl, SentEvent};
+use pathtwin_core::config::{RoundRtt, VegasPreset, VegasRules, VegasSettings};
 use pathtwin_core::time::{Duration, Instant};
 use std::collections::VecDeque;
 
@@ -90,26 +91,6 @@ pub struct VegasParams {
     pub rules: VegasRules,
 }
 
-/// The rule set for what the Vegas paper leaves open (see the module docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum VegasRules {
-    /// ns-2's `tcp-vegas.cc`. Its per-ACK growth and its count of segments in flight assume
-    /// an ACK per segment (ns-2's TCPSink): with delayed ACKs a single flow on a 10 Mbit/s,
-    /// 50 ms path kept no standing queue (per-round minimum 0.0 packets, mean 0.96).
-    Ns2,
-    /// Linux's `tcp_vegas.c`.
-    Linux,
-}
-
-/// Which of a round's RTT samples Vegas's congestion avoidance reads (see the module docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RoundRtt {
-    /// The mean of the round's samples (ns-2, Brakmo & Peterson).
-    Mean,
-    /// The smallest of the round's samples (Linux).
-    Min,
-}
-
 impl VegasParams {
     /// Brakmo & Peterson's and ns-2's `Agent/TCP/Vegas` defaults: α = 1, β = 3, γ = 1.
     /// Linux's rules: ns-2's assume an ACK per segment (see [`VegasRules::Ns2`]).
@@ -120,6 +101,32 @@ impl VegasParams {
     /// Vegas-k with these thresholds.
     pub fn with_base_rtt_window(self, k: u32) -> Self {
         VegasParams { base_rtt_window: Some(k), ..self }
+    }
+
+    /// The parameters of a `[tcp.vegas]` table: its preset's (`"ns2"` without one), with
+    /// the keys it sets replaced; [`VegasParams::NS2`] without a table.
+    pub fn from_settings(v: Option<&VegasSettings>) -> Result<Self, CcParamError> {
+        let Some(v) = v else { return Ok(VegasParams::NS2) };
+        let mut p = match v.preset {
+            None | Some(VegasPreset::Ns2) => VegasParams::NS2,
+            Some(VegasPreset::Linux) => VegasParams::LINUX,
+        };
+        p.alpha = v.alpha.unwrap_or(p.alpha);
+        p.beta = v.beta.unwrap_or(p.beta);
+        p.gamma = v.gamma.unwrap_or(p.gamma);
+        p.base_rtt_window = v.base_rtt_window.or(p.base_rtt_window);
+        p.round_rtt = v.round_rtt.unwrap_or(p.round_rtt);
+        p.rules = v.rules.unwrap_or(p.rules);
+        p.validate().map(|()| p)
+    }
+
+    /// Checks the thresholds (finite, 0 ≤ α ≤ β, γ ≥ 0) and the base-RTT window (≥ 1).
+    pub fn validate(&self) -> Result<(), CcParamError> {
+        CcParamError::check(self.alpha.is_finite() && self.alpha >= 0.0, "tcp.vegas.alpha", self.alpha, "must be a number of segments >= 0")?;
+        CcParamError::check(self.beta.is_finite() && self.beta >= self.alpha, "tcp.vegas.beta", self.beta, "must be a number of segments >= alpha")?;
+        CcParamError::check(self.gamma.is_finite() && self.gamma >= 0.0, "tcp.vegas.gamma", self.gamma, "must be a number of segments >= 0")?;
+        let k = self.base_rtt_window.unwrap_or(1);
+        CcParamError::check(k >= 1, "tcp.vegas.base_rtt_window", k, "must be at least 1 round trip")
     }
 }
 
@@ -423,6 +430,17 @@ impl CongestionControl for Vegas {
 mod tests {
     use super::super::round::testing::FakeSender;
     use super::*;
+
+    #[test]
+    fn a_table_starts_from_its_preset_and_is_checked() {
+        assert_eq!(VegasParams::from_settings(None), Ok(VegasParams::NS2));
+        let linux = VegasSettings { preset: Some(VegasPreset::Linux), round_rtt: Some(RoundRtt::Mean), rules: Some(VegasRules::Ns2), ..Default::default() };
+        assert_eq!(VegasParams::from_settings(Some(&linux)), Ok(VegasParams { round_rtt: RoundRtt::Mean, rules: VegasRules::Ns2, ..VegasParams::LINUX }));
+        let k = VegasSettings { base_rtt_window: Some(8), gamma: Some(2.0), ..Default::default() };
+        assert_eq!(VegasParams::from_settings(Some(&k)), Ok(VegasParams { gamma: 2.0, ..VegasParams::NS2.with_base_rtt_window(8) }));
+        let bad = VegasSettings { base_rtt_window: Some(0), ..Default::default() };
+        assert_eq!(VegasParams::from_settings(Some(&bad)).unwrap_err().key, "tcp.vegas.base_rtt_window");
+    }
 
     const MSS: u64 = 1000;
     /// ns-2's thresholds with ns-2's rules, as bench/tcp/cc.py runs them.

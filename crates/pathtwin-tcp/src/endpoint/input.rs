@@ -10,12 +10,12 @@
 
 use super::{Endpoint, State};
 use crate::cc::{AckEvent, CongestionControl, DeliveryEvent};
-use crate::config::NewRenoTimer;
 use crate::rack::{pto_deadline, TlpOutcome};
 use crate::reassembly::Reassembly;
 use crate::recovery::{AckOutcome, Flavour};
 use crate::segment::{Ecn, Flags, Segment};
 use crate::stats::Event;
+use pathtwin_core::config::NewRenoTimer;
 use pathtwin_core::time::{Duration, Instant};
 
 impl Endpoint {
