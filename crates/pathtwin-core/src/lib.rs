@@ -8,10 +8,11 @@
 //! Modules: [`time`] and [`units`] (quantities), [`packet`] (what the model reads of a
 //! packet), [`qdisc`] (queue disciplines), [`element`] (delay, bandwidth queue with
 //! placeholders and reactivity, loss, marker), [`marker`] (DiffServ markers), [`monitor`] (foreground flow counting), [`bounds`]
-//! (NSDI'09 Eq. 2/4), [`pcapfile`] (writing captures), [`config`] (the one config schema) and [`topology`] (compiling a config
+//! (NSDI'09 Eq. 2/4), [`pcapfile`] (writing captures), [`checksum`] (the Internet checksum), [`config`] (the one config schema) and [`topology`] (compiling a config
 //! to routes over shared elements).
 
 pub mod bounds;
+pub mod checksum;
 pub mod config;
 pub mod element;
 pub mod marker;

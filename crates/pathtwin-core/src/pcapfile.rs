@@ -1,8 +1,8 @@
 //! The classic pcap file format, writer side: the global header, record headers with
-//! nanosecond timestamps (magic `0xa1b23c4d`), bare IP packets (`LINKTYPE_RAW`, 101), and
-//! the IPv4 header checksum (RFC 791) for packets this project builds itself. Shared by the
-//! simulator's per-host captures and the emulator's capture at Monarch's proxy; what goes in
-//! a record is theirs. Writing to a caller's `Write` keeps this sans-IO.
+//! nanosecond timestamps (magic `0xa1b23c4d`) and bare IP packets (`LINKTYPE_RAW`, 101).
+//! Shared by the simulator's per-host captures and the emulator's capture at Monarch's
+//! proxy; what goes in a record is theirs (the checksums of the packets they build are
+//! [`crate::checksum`]'s). Writing to a caller's `Write` keeps this sans-IO.
 
 use std::io::{self, Write};
 
@@ -31,26 +31,9 @@ pub fn write_record(w: &mut impl Write, time_ns: u64, data: &[u8], orig_len: u32
     w.write_all(data)
 }
 
-/// The Internet checksum of an IPv4 header whose checksum field is zero.
-pub fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header.chunks(2).map(|w| u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]) as u32).sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// RFC 1071's example bytes, as an IPv4 header from Wikipedia's worked example
-    /// (checksum 0xb861).
-    #[test]
-    fn checksum_of_a_known_header() {
-        let h = [0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7];
-        assert_eq!(ipv4_checksum(&h), 0xb861);
-    }
 
     #[test]
     fn a_record_carries_seconds_and_nanoseconds() {

@@ -27,7 +27,7 @@
 use std::net::Ipv4Addr;
 
 use etherparse::{Icmpv4Type, IcmpEchoHeader, Ipv4HeaderSlice, NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
-use pathtwin_core::pcapfile::ipv4_checksum;
+use pathtwin_core::checksum;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -123,7 +123,7 @@ impl Translator {
             // The key rides in the IP identification, which the ICMP error quotes.
             out[4..6].copy_from_slice(&key.to_be_bytes());
             out[10..12].copy_from_slice(&[0, 0]);
-            let sum = ipv4_checksum(&out[..IPV4_HEADER]);
+            let sum = checksum::of(&out[..IPV4_HEADER]);
             out[10..12].copy_from_slice(&sum.to_be_bytes());
         }
         IpPacket::parse(out).expect("a built probe parses")

@@ -132,7 +132,7 @@ impl IpPacket {
         }
         self.bytes[4..6].copy_from_slice(&id.to_be_bytes());
         self.bytes[10..12].copy_from_slice(&[0, 0]);
-        let sum = pathtwin_core::pcapfile::ipv4_checksum(&self.bytes[..ihl]);
+        let sum = pathtwin_core::checksum::of(&self.bytes[..ihl]);
         self.bytes[10..12].copy_from_slice(&sum.to_be_bytes());
     }
 
@@ -230,13 +230,8 @@ impl IpPacket {
                 let old = u16::from_be_bytes([self.bytes[0], self.bytes[1]]);
                 self.bytes[1] = tc;
                 let new = u16::from_be_bytes([self.bytes[0], self.bytes[1]]);
-                // Incremental update of the header checksum (RFC 1624 eq. 3).
                 let ck = u16::from_be_bytes([self.bytes[10], self.bytes[11]]);
-                let mut sum = (!ck as u32) + (!old as u32) + new as u32;
-                while sum > 0xffff {
-                    sum = (sum & 0xffff) + (sum >> 16);
-                }
-                let ck = !(sum as u16);
+                let ck = pathtwin_core::checksum::update(ck, old, new);
                 self.bytes[10..12].copy_from_slice(&ck.to_be_bytes());
             }
             IpAddr::V6(_) => {

@@ -17,7 +17,7 @@
 //! as no window-scale option is written. The IPv4 checksum is real; the TCP checksum is 0
 //! because the payload it covers is not there.
 
-use pathtwin_core::pcapfile::{self, ipv4_checksum};
+use pathtwin_core::{checksum, pcapfile};
 use pathtwin_tcp::Segment;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -89,7 +89,7 @@ impl PcapWriter {
         buf[9] = 6;
         buf[12..16].copy_from_slice(&src);
         buf[16..20].copy_from_slice(&dst);
-        let sum = ipv4_checksum(&buf[..20]);
+        let sum = checksum::of(&buf[..20]);
         buf[10..12].copy_from_slice(&sum.to_be_bytes());
         // TCP header (RFC 9293 §3.1) and options (MSS, SACK-permitted, SACK: RFC 2018).
         let t = &mut buf[20..hdr_len];
