@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 mod emu;
 mod parquet_out;
 mod sim;
+mod tables;
 mod trace;
 
 #[pymodule]

@@ -9,14 +9,13 @@ use pathtwin_core::bounds::{self, PathBoundsInput};
 use pathtwin_core::config::Config;
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::units::{self, QueueLimit, Rate, Size};
-use pathtwin_sim::table::{Column, Table};
 use pathtwin_sim::{Results, Simulation};
 
-use crate::parquet_out::{write_table, ColumnRef};
+use crate::tables;
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::PyDict;
 
 create_exception!(_native, ConfigError, PyValueError, "A config, argument or input the user must fix; the message is one line.");
 
@@ -39,32 +38,6 @@ struct PySimulation {
     /// The tables as of the last `advance`, built on first use: a command-line run writes
     /// them and then reads two back, which rebuilt every table each time.
     results: Option<Results>,
-}
-
-fn table_to_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    for (name, col) in &t.columns {
-        match col {
-            Column::F64(v) => d.set_item(name, v)?,
-            Column::I64(v) => d.set_item(name, v)?,
-            Column::Str(v) => d.set_item(name, v)?,
-            Column::Category(c) => {
-                // One Python string per value, shared by its rows.
-                let values: Vec<Bound<'py, PyString>> = c.values().map(|s| PyString::new(py, s)).collect();
-                d.set_item(name, PyList::new(py, c.keys().iter().map(|&k| &values[k as usize]))?)?
-            }
-        }
-    }
-    Ok(d)
-}
-
-fn column_ref(c: &Column) -> ColumnRef<'_> {
-    match c {
-        Column::F64(v) => ColumnRef::F64(v),
-        Column::I64(v) => ColumnRef::I64(v),
-        Column::Str(v) => ColumnRef::Str(v),
-        Column::Category(c) => ColumnRef::Category { values: c.values().collect(), keys: c.keys() },
-    }
 }
 
 fn meta_dict<'py>(py: Python<'py>, r: &Results) -> PyResult<Bound<'py, PyDict>> {
@@ -148,7 +121,7 @@ impl PySimulation {
         let d = PyDict::new(py);
         for (name, table) in [("flows", &r.flows), ("flow_series", &*r.flow_series), ("queues", &r.queues), ("queue_series", &*r.queue_series), ("markers", &r.markers), ("pipes", &r.pipes)] {
             if only.as_ref().is_none_or(|o| o.iter().any(|n| n == name)) {
-                d.set_item(name, table_to_dict(py, table)?)?;
+                d.set_item(name, tables::to_dict(py, table)?)?;
             }
         }
         d.set_item("meta", meta_dict(py, &r)?)?;
@@ -159,19 +132,13 @@ impl PySimulation {
     /// pipes) with the GIL released; returns `{"tables": [names], "meta": {...}}`.
     fn write_results<'py>(&mut self, py: Python<'py>, dir: std::path::PathBuf) -> PyResult<Bound<'py, PyDict>> {
         let r = self.current_results();
-        let mut tables = vec![("flows", &r.flows), ("flow_series", &*r.flow_series), ("queues", &r.queues), ("queue_series", &*r.queue_series), ("markers", &r.markers)];
+        let mut written = vec![("flows", &r.flows), ("flow_series", &*r.flow_series), ("queues", &r.queues), ("queue_series", &*r.queue_series), ("markers", &r.markers)];
         if r.pipes.rows() > 0 {
-            tables.push(("pipes", &r.pipes));
+            written.push(("pipes", &r.pipes));
         }
-        py.allow_threads(|| {
-            tables.iter().try_for_each(|(name, t)| {
-                let path = dir.join(format!("{name}.parquet"));
-                let columns: Vec<_> = t.columns.iter().map(|(n, c)| (n.as_str(), column_ref(c))).collect();
-                write_table(&path, &columns).map_err(|e| ConfigError::new_err(format!("{}: cannot write ({e})", path.display())))
-            })
-        })?;
+        py.allow_threads(|| tables::write_all(&dir, &written)).map_err(ConfigError::new_err)?;
         let d = PyDict::new(py);
-        d.set_item("tables", tables.iter().map(|(name, _)| *name).collect::<Vec<_>>())?;
+        d.set_item("tables", written.iter().map(|(name, _)| *name).collect::<Vec<_>>())?;
         d.set_item("meta", meta_dict(py, &r)?)?;
         Ok(d)
     }
