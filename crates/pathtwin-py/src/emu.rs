@@ -109,7 +109,18 @@ impl EmuRun {
             offload,
         };
         let emu = py.allow_threads(|| Emulator::start(config, &opts)).map_err(|e| pathtwin_error(py, e))?;
-        let hosts_json = serde_json::to_string(emu.hosts()).expect("host info serializes");
+        // Each host with the addresses of its pipes (the emulator's own, pipe `s` at index s).
+        let hosts: Vec<serde_json::Value> = emu
+            .hosts()
+            .iter()
+            .map(|h| {
+                let mut v = serde_json::to_value(h).expect("host info serializes");
+                let pipes: Vec<String> = (0..h.pipes).filter_map(|s| h.pipe_address(s)).map(|a| a.to_string()).collect();
+                v["pipe_addresses"] = pipes.into();
+                v
+            })
+            .collect();
+        let hosts_json = serde_json::to_string(&hosts).expect("host info serializes");
         let run_id = emu.run_id().to_string();
         let state_dir = emu.lab().state_dir().display().to_string();
         let warnings = emu.warnings().to_vec();
@@ -127,7 +138,8 @@ impl EmuRun {
         Ok(EmuRun { running: Some(Running { stop, snapshot, lateness, thread }), run_id, state_dir, hosts_json, warnings, window_start })
     }
 
-    /// The hosts as a list of dicts: name, netns, ipv4, ipv6.
+    /// The hosts as a list of dicts: name, netns, ipv4, ipv6, and as a pipe client `pipes`
+    /// and `pipe_addresses` (pipe `s`'s address at index `s`).
     #[getter]
     fn hosts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         py.import("json")?.call_method1("loads", (&self.hosts_json,))
