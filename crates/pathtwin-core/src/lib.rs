@@ -8,18 +8,23 @@
 //! Modules: [`time`] and [`units`] (quantities), [`packet`] (what the model reads of a
 //! packet), [`qdisc`] (queue disciplines), [`element`] (delay, bandwidth queue with
 //! placeholders and reactivity, loss, marker), [`marker`] (DiffServ markers), [`monitor`] (foreground flow counting), [`bounds`]
-//! (NSDI'09 Eq. 2/4), [`pcapfile`] (writing captures), [`checksum`] (the Internet checksum), [`config`] (the one config schema) and [`topology`] (compiling a config
-//! to routes over shared elements).
+//! (NSDI'09 Eq. 2/4), [`pcapfile`] (writing captures), [`checksum`] (the Internet checksum), [`config`] (the one config
+//! schema), [`topology`] (compiling a config to routes over shared elements), [`driver`] (the one network driver both
+//! engines run: wake-ups, hop forwarding, queue sampling), [`table`] (columnar result tables) and [`results`] (every result
+//! table's schema).
 
 pub mod bounds;
 pub mod checksum;
 pub mod config;
+pub mod driver;
 pub mod element;
 pub mod marker;
 pub mod monitor;
 pub mod packet;
 pub mod pcapfile;
 pub mod qdisc;
+pub mod results;
+pub mod table;
 pub mod time;
 pub mod topology;
 pub mod units;

@@ -130,6 +130,35 @@ pub struct Network<P> {
 }
 
 impl<P> Network<P> {
+    /// A network of `elements` alone, without hosts, routes or config (element `i` named
+    /// `element[i]`, of its own kind): for a driver given its routes by hand, as tests do.
+    pub fn of_elements(elements: Vec<Element<P>>) -> Network<P> {
+        let element_info = elements
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let kind = match e {
+                    Element::Delay(_) => "delay",
+                    Element::Queue(_) => "queue",
+                    Element::Loss(_) => "loss",
+                    Element::Reorder(_) => "reorder",
+                    Element::Marker(_) => "marker",
+                };
+                ElementInfo { name: format!("element[{i}]"), kind }
+            })
+            .collect();
+        Network {
+            hosts: Vec::new(),
+            elements,
+            element_info,
+            routes: HashMap::new(),
+            host_index: HashMap::new(),
+            resolved: Vec::new(),
+            pipes: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
     pub fn host_id(&self, name: &str) -> Option<HostId> {
         self.host_index.get(name).copied()
     }

@@ -1,6 +1,8 @@
 //! One emulation from config to results: compiles the topology with `pathtwin-core`, creates
-//! the hosts ([`Lab`]), runs the [`Engine`] on them, and reports live statistics and final
-//! results as serde structures (the Python side turns them into `run.json` and Parquet).
+//! the hosts ([`Lab`]), runs the [`Engine`] on them, and reports live statistics (a serde
+//! [`Snapshot`]) and final [`Results`]: the result tables, with the schemas of
+//! `pathtwin_core::results` that the simulator's share, and what `run.json` says of the run
+//! (`pathtwin-py` writes both).
 //!
 //! The `[tcp]` section maps onto the hosts' kernels: `cc` selects the kernel congestion
 //! control (any name the kernel has, e.g. `cubic` or `bbr`, can also be given directly with
@@ -12,18 +14,20 @@
 //! clamp, which holds whatever buffer sizes an application asks for). `[[flow]]` entries are
 //! the simulator's workload and are ignored here.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use pathtwin_core::config::{Config, ConfigError};
 use pathtwin_core::element::{Element, Occupancy, QueueStats};
 use pathtwin_core::qdisc::AqmStats;
+use pathtwin_core::results::{self, EMU_PIPES, PACKET_FLOWS, QUEUE_SERIES, ROUTES, TIMING};
+use pathtwin_core::table::{Cell, Table};
 use pathtwin_core::time::{Duration, Instant};
 use pathtwin_core::topology::{self, ElementInfo, ResolvedDirection};
 use serde::Serialize;
 
 use crate::clock::CpuLatencyRequest;
 use crate::device::Tun;
-use crate::engine::{Engine, EngineError, FlowCounters, HostCounters, MonarchProxy, QueueSample, Route, RouteCounters, TimingOptions};
+use crate::engine::{Engine, EngineError, HostCounters, MonarchProxy, Route, RouteCounters, TimingOptions};
 use crate::monarch::{MonarchStats, Translator};
 use crate::lab::{pipe_net, HostInfo, Lab, PipePlan, DEVICE};
 use crate::lateness::Histogram;
@@ -150,22 +154,6 @@ pub struct PipeTotals {
     pub write_drops: u64,
 }
 
-/// One pipe at the end of a run: its client address and what each direction carried and
-/// lost (`[0]` down, `[1]` up).
-#[derive(Clone, Debug, Serialize)]
-pub struct PipeRow {
-    pub pipe: usize,
-    pub server: String,
-    pub client: String,
-    pub address: Ipv4Addr,
-    pub packets_in: [u64; 2],
-    pub packets_out: [u64; 2],
-    /// Drops at the pipe's queue (full).
-    pub queue_drops: [u64; 2],
-    /// Drops by the pipe's random loss.
-    pub loss_drops: [u64; 2],
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct RouteSnapshot {
     pub src: String,
@@ -259,39 +247,86 @@ impl From<&Histogram> for LatenessSummary {
     }
 }
 
-/// Final results: the snapshot plus the tables kept over the run.
-#[derive(Debug, Serialize)]
+/// A finished emulation: its result tables and what `run.json` says of it.
 pub struct Results<'a> {
-    pub snapshot: Snapshot,
-    pub hosts: &'a [HostInfo],
-    pub elements: &'a [ElementInfo],
-    pub resolved: &'a [ResolvedDirection],
-    pub warnings: &'a [String],
-    pub config: &'a Config,
-    pub flows: Vec<FlowRow>,
-    /// One row per `[[pipe]]`.
-    pub pipes: Vec<PipeRow>,
-    pub queue_samples: Vec<QueueSample>,
-    /// Every sending TCP socket of every host over time, from the kernel's `tcp_info`
-    /// (see [`crate::sampler`]). Left out of the serialized results when empty: a driver
-    /// that writes the table itself takes it out first.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// `queues`, `queue_series`, `markers`, `packet_flows`, `routes`, `timing` and, with
+    /// `[[pipe]]`s, `pipes`; schemas in `pathtwin_core::results`.
+    pub tables: Vec<(&'static str, Table)>,
+    /// The `flow_series` rows (every sending TCP socket of every host over time, from the
+    /// kernel's `tcp_info`, see [`crate::sampler`]): the table that grows with a run's length,
+    /// made a [`Table`] a part at a time by [`kernel_flow_series`].
     pub flow_series: Vec<FlowSeriesRow>,
-    /// `None` when sampling was off ([`EmulatorOptions::tcp_info`]).
-    pub tcp_sampling: Option<SamplingStats>,
+    pub run: RunFacts<'a>,
 }
 
+/// What `run.json` says of an emulation beside what every run says (the Python side adds
+/// version, revision, seed and wall time).
 #[derive(Debug, Serialize)]
-pub struct FlowRow {
-    pub src: IpAddr,
-    pub dst: IpAddr,
-    pub proto: u8,
-    pub src_port: u16,
-    pub dst_port: u16,
-    pub route_src: String,
-    pub route_dst: String,
-    #[serde(flatten)]
-    pub counters: FlowCounters,
+pub struct RunFacts<'a> {
+    pub run_id: String,
+    pub config: &'a Config,
+    pub resolved_paths: &'a [ResolvedDirection],
+    pub elements: &'a [ElementInfo],
+    pub hosts: &'a [HostInfo],
+    pub emulated_s: f64,
+    pub timing: TimingFacts,
+    pub host_counters: Vec<HostSnapshot>,
+    /// Cost of the `tcp_info` sampling thread; `None` when sampling was off
+    /// ([`EmulatorOptions::tcp_info`]).
+    pub tcp_sampling: Option<SamplingStats>,
+    pub warnings: &'a [String],
+}
+
+/// How well the loop kept time over the run (see [`crate::engine`] and [`crate::priority`]).
+#[derive(Debug, Serialize)]
+pub struct TimingFacts {
+    pub release_lateness: LatenessSummary,
+    pub timer_wake_lateness: LatenessSummary,
+    pub reordered_pushes: u64,
+    pub high_priority: bool,
+    pub priority_switches: u64,
+}
+
+/// `rows` as a `flow_series` table ([`results::KERNEL_FLOW_SERIES`]).
+pub fn kernel_flow_series(rows: &[FlowSeriesRow]) -> Table {
+    let mut t = Table::new(results::KERNEL_FLOW_SERIES);
+    let opt = |v: Option<i64>| v.map_or(Cell::Null, Cell::I);
+    let optf = |v: Option<f64>| v.map_or(Cell::Null, Cell::F);
+    for r in rows {
+        t.push(vec![
+            Cell::F(r.time_s),
+            Cell::I(r.flow.into()),
+            Cell::T(&r.label),
+            Cell::I(r.cwnd_bytes),
+            Cell::I(r.ssthresh_bytes),
+            Cell::F(r.srtt_ms),
+            Cell::F(r.goodput_bps),
+            Cell::I(r.delivered_bytes),
+            Cell::I(r.retransmits),
+            Cell::T(&r.src),
+            Cell::T(&r.dst),
+            Cell::I(r.src_port.into()),
+            Cell::I(r.dst_port.into()),
+            r.cc.as_deref().map_or(Cell::Null, Cell::T),
+            Cell::I(r.state.into()),
+            opt(r.ca_state.map(i64::from)),
+            opt(r.rto_retransmits.map(i64::from)),
+            optf(r.rttvar_ms),
+            optf(r.min_rtt_ms),
+            optf(r.rto_ms),
+            opt(r.mss.map(i64::from)),
+            opt(r.cwnd_segments.map(i64::from)),
+            opt(r.unacked_segments.map(i64::from)),
+            opt(r.lost_segments.map(i64::from)),
+            optf(r.delivery_rate_bps),
+            optf(r.pacing_rate_bps),
+            // Byte counters stay far below 2^63.
+            opt(r.bytes_sent.map(|b| b as i64)),
+            opt(r.bytes_retrans.map(|b| b as i64)),
+            opt(r.bytes_received.map(|b| b as i64)),
+        ]);
+    }
+    t
 }
 
 /// The sysctl that sets a namespace's default congestion control.
@@ -476,7 +511,6 @@ impl Emulator {
             // Real-time wake-ups only pay off when idle CPUs poll (see `priority`).
             fifo_while_idle: cpu_latency.is_some(),
         };
-        let elements: Vec<Element<_>> = net.elements;
         let monarch = match &config.monarch {
             Some(m) => {
                 let id = |n: &str| lab.hosts().iter().position(|h| h.name == n).expect("validated host");
@@ -520,9 +554,10 @@ impl Emulator {
             }
             None => None,
         };
-        let mut engine = Engine::new(ports, elements, routes, timing)?;
-        engine.monarch = monarch;
-        engine.exclude_from_samples(element_info.iter().enumerate().filter(|(_, e)| is_pipe(e)).map(|(i, _)| i));
+        let mut engine = Engine::new(ports, net, routes, timing)?;
+        if let Some(proxy) = monarch {
+            engine.set_monarch(proxy);
+        }
         let sampler = if opts.tcp_info { Some(TcpSampler::start(&lab, engine.clock(), config.run.sample_interval)?) } else { None };
         Ok(Emulator { engine, sampler, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config, first_pipe_route })
     }
@@ -621,7 +656,7 @@ impl Emulator {
             run_id: self.run_id().to_string(),
             t_s: self.engine.now().as_secs_f64(),
             routes,
-            monarch: self.engine.monarch.as_ref().map(|m| MonarchSnapshot {
+            monarch: self.engine.monarch().map(|m| MonarchSnapshot {
                 stats: m.translator.stats,
                 held: m.translator.held(),
                 released: m.released,
@@ -633,7 +668,7 @@ impl Emulator {
             hosts,
             lateness: (&self.engine.lateness).into(),
             wake_lateness: (&self.engine.wake_lateness).into(),
-            reordered_pushes: self.engine.reordered_pushes,
+            reordered_pushes: self.engine.reordered_pushes(),
             high_priority: self.engine.governor.is_some(),
             priority_switches: self.engine.governor.as_ref().map_or(0, |g| g.switches),
         }
@@ -641,73 +676,150 @@ impl Emulator {
 
     /// Brings every queue's placeholder state up to now and gathers the results.
     pub fn results(&mut self) -> Results<'_> {
-        let queue_samples = self.engine.queue_samples();
+        let now = self.engine.now();
+        let samples = self.engine.queue_samples();
+        let net = self.engine.network();
         let names = self.lab.hosts();
-        let mut flows: Vec<FlowRow> = self
-            .engine
-            .flows
-            .iter()
-            .map(|(t, c)| {
-                let r = &self.engine.routes()[c.route as usize];
-                FlowRow {
-                    src: t.src,
-                    dst: t.dst,
-                    proto: t.proto,
-                    src_port: t.src_port,
-                    dst_port: t.dst_port,
-                    route_src: names[r.src].name.clone(),
-                    route_dst: names[r.dst].name.clone(),
-                    counters: *c,
-                }
-            })
-            .collect();
-        flows.sort_by_key(|f| (f.counters.first_ns, f.src, f.dst, f.src_port, f.dst_port));
-        let routes = self.engine.routes();
-        let pipes = routes[self.first_pipe_route..]
-            .chunks(2)
-            .enumerate()
-            .map(|(k, pair)| {
-                let at = self.first_pipe_route + 2 * k;
-                let counters = [self.engine.route_counters[at], self.engine.route_counters[at + 1]];
-                let drops = |r: &Route, loss: bool| -> u64 {
-                    r.hops
-                        .iter()
-                        .map(|h| match &self.engine.elements()[h.element] {
-                            Element::Queue(q) if !loss => q.stats().drops,
-                            Element::Loss(l) if loss => l.drops(),
-                            _ => 0,
-                        })
-                        .sum()
-                };
-                let address = match pair[0].only {
-                    Some((_, IpAddr::V4(a))) => a,
-                    _ => unreachable!("pipe routes are built with an IPv4 client address"),
-                };
-                PipeRow {
-                    pipe: k,
-                    server: names[pair[0].src].name.clone(),
-                    client: names[pair[0].dst].name.clone(),
-                    address,
-                    packets_in: [counters[0].packets_in, counters[1].packets_in],
-                    packets_out: [counters[0].packets_out, counters[1].packets_out],
-                    queue_drops: [drops(&pair[0], false), drops(&pair[1], false)],
-                    loss_drops: [drops(&pair[0], true), drops(&pair[1], true)],
-                }
-            })
-            .collect();
-        Results {
-            pipes,
-            snapshot: self.snapshot(),
-            hosts: names,
-            elements: &self.element_info,
-            resolved: &self.resolved,
-            warnings: &self.warnings,
-            config: &self.config,
-            flows,
-            queue_samples,
-            flow_series: self.sampler.as_ref().map(TcpSampler::flow_series).unwrap_or_default(),
-            tcp_sampling: self.sampler.as_ref().map(TcpSampler::stats),
+        let mut queue_series = Table::new(QUEUE_SERIES);
+        for s in samples {
+            results::push_queue_sample(&mut queue_series, &s, &net.element_info[s.element].name);
         }
+        let mut tables = vec![
+            ("queues", results::queues(net, now)),
+            ("queue_series", queue_series),
+            ("markers", results::markers(net)),
+            ("packet_flows", self.packet_flows()),
+            ("routes", self.route_table()),
+            ("timing", self.timing_table()),
+        ];
+        if !net.pipes.is_empty() {
+            tables.push(("pipes", self.pipe_table()));
+        }
+        let snap = self.snapshot();
+        let run = RunFacts {
+            run_id: snap.run_id,
+            config: &self.config,
+            resolved_paths: &self.resolved,
+            elements: &self.element_info,
+            hosts: names,
+            emulated_s: snap.t_s,
+            timing: TimingFacts {
+                release_lateness: snap.lateness,
+                timer_wake_lateness: snap.wake_lateness,
+                reordered_pushes: snap.reordered_pushes,
+                high_priority: snap.high_priority,
+                priority_switches: snap.priority_switches,
+            },
+            host_counters: snap.hosts,
+            tcp_sampling: self.sampler.as_ref().map(TcpSampler::stats),
+            warnings: &self.warnings,
+        };
+        Results { tables, flow_series: self.sampler.as_ref().map(TcpSampler::flow_series).unwrap_or_default(), run }
+    }
+
+    /// `packet_flows`: every transport flow direction, in order of its first packet.
+    fn packet_flows(&self) -> Table {
+        let names = self.lab.hosts();
+        let mut flows: Vec<_> = self.engine.flows.iter().collect();
+        flows.sort_by_key(|(t, c)| (c.first_ns, t.src, t.dst, t.src_port, t.dst_port));
+        let mut table = Table::new(PACKET_FLOWS);
+        for (t, c) in flows {
+            let r = &self.engine.routes()[c.route as usize];
+            table.push(vec![
+                Cell::S(t.src.to_string()),
+                Cell::S(t.dst.to_string()),
+                Cell::I(t.proto.into()),
+                Cell::I(t.src_port.into()),
+                Cell::I(t.dst_port.into()),
+                Cell::T(&names[r.src].name),
+                Cell::T(&names[r.dst].name),
+                Cell::I(c.first_ns as i64),
+                Cell::I(c.last_ns as i64),
+                Cell::I(c.packets_in as i64),
+                Cell::I(c.bytes_in as i64),
+                Cell::I(c.payload_bytes_in as i64),
+                Cell::I(c.packets_out as i64),
+                Cell::I(c.bytes_out as i64),
+                Cell::I(c.payload_bytes_out as i64),
+            ]);
+        }
+        table
+    }
+
+    /// `routes`: the routes between hosts (pipes have their own table).
+    fn route_table(&self) -> Table {
+        let names = self.lab.hosts();
+        let mut table = Table::new(ROUTES);
+        for (r, c) in self.engine.routes().iter().zip(&self.engine.route_counters).take(self.first_pipe_route) {
+            table.push(vec![
+                Cell::T(&names[r.src].name),
+                Cell::T(&names[r.dst].name),
+                Cell::I(c.packets_in as i64),
+                Cell::I(c.bytes_in as i64),
+                Cell::I(c.packets_out as i64),
+                Cell::I(c.bytes_out as i64),
+                Cell::I(c.write_drops as i64),
+            ]);
+        }
+        table
+    }
+
+    /// `timing`: release and timer-wake lateness over the run.
+    fn timing_table(&self) -> Table {
+        let mut table = Table::new(TIMING);
+        for (kind, h) in [("release", &self.engine.lateness), ("timer_wake", &self.engine.wake_lateness)] {
+            let s = LatenessSummary::from(h);
+            table.push(vec![
+                Cell::T(kind),
+                Cell::I(s.count as i64),
+                Cell::F(s.mean_ns),
+                Cell::I(s.p50_ns as i64),
+                Cell::I(s.p99_ns as i64),
+                Cell::I(s.p999_ns as i64),
+                Cell::I(s.max_ns as i64),
+            ]);
+        }
+        table
+    }
+
+    /// `pipes`: per `[[pipe]]` (two routes each, down then up, from `first_pipe_route` on),
+    /// its address, what each direction carried, and its queue's and loss's drops.
+    fn pipe_table(&self) -> Table {
+        let net = self.engine.network();
+        let routes = self.engine.routes();
+        let mut table = Table::new(EMU_PIPES);
+        for (g, pair) in routes[self.first_pipe_route..].chunks(2).enumerate() {
+            let at = self.first_pipe_route + 2 * g;
+            let counters = [self.engine.route_counters[at], self.engine.route_counters[at + 1]];
+            let drops = |r: &Route, loss: bool| -> i64 {
+                r.hops
+                    .iter()
+                    .map(|h| match &net.elements[h.element] {
+                        Element::Queue(q) if !loss => q.stats().drops,
+                        Element::Loss(l) if loss => l.drops(),
+                        _ => 0,
+                    })
+                    .sum::<u64>() as i64
+            };
+            let address = match pair[0].only {
+                Some((_, IpAddr::V4(a))) => a,
+                _ => unreachable!("pipe routes are built with an IPv4 client address"),
+            };
+            let mut row = Vec::with_capacity(EMU_PIPES.len());
+            results::push_pipe(&mut row, net, g, address.to_string());
+            row.extend([
+                Cell::I(counters[0].packets_in as i64),
+                Cell::I(counters[1].packets_in as i64),
+                Cell::I(counters[0].packets_out as i64),
+                Cell::I(counters[1].packets_out as i64),
+                Cell::I(drops(&pair[0], false)),
+                Cell::I(drops(&pair[1], false)),
+                Cell::I(drops(&pair[0], true)),
+                Cell::I(drops(&pair[1], true)),
+            ]);
+            table.push(row);
+        }
+        table
     }
 }
 

@@ -8,14 +8,16 @@
 //!    drained (bounded per device, so one busy host cannot starve the others); a datagram's
 //!    arrival time is the real clock at its read, and the model (step 2) runs after each
 //!    read, so a datagram whose path lets it leave at once is written before the next read;
-//! 2. the model — due elements are polled in departure-time order (a heap keyed by
-//!    `next_wakeup`), each *at its own wake-up time*, not at the (later) real time: an element
-//!    is never advanced past a moment at which an upstream element may still hand it a
-//!    packet, so a shared queue sees its inputs in model-time order even when they come from
-//!    different upstream elements. (A bandwidth queue ignores a push earlier than the time it
-//!    was advanced to and would start serving it in the past, on link time its placeholders
-//!    already used.) An output is pushed into the next hop *at its model departure time*, so
-//!    lateness in the loop never becomes extra delay in the model;
+//! 2. the model — `pathtwin-core`'s [`Driver`] (the simulator's too) moves packets through
+//!    the elements; the engine is its clock: due elements are woken in departure-time order
+//!    (a heap of the wake-ups the driver asks for), each *at its own wake-up time*, not at
+//!    the (later) real time: an element is never advanced past a moment at which an upstream
+//!    element may still hand it a packet, so a shared queue sees its inputs in model-time
+//!    order even when they come from different upstream elements. (A bandwidth queue ignores
+//!    a push earlier than the time it was advanced to and would start serving it in the past,
+//!    on link time its placeholders already used.) The driver pushes an output into the next
+//!    hop *at its model departure time*, so lateness in the loop never becomes extra delay in
+//!    the model;
 //! 3. writes — a packet leaving its last hop at model time t is written at once (t ≤ now);
 //!    `now − t`, taken as it is handed to the kernel, is its release lateness, recorded in a
 //!    histogram.
@@ -24,8 +26,8 @@
 //! polls); the time it spends there tells the
 //! [`crate::priority::Governor`] how busy the loop is.
 //!
-//! The engine knows nothing about namespaces or configs: it is given devices, elements and
-//! routes (see `model` for building those from a topology).
+//! The engine knows nothing about namespaces or configs: it is given devices, a compiled
+//! network and routes (see [`crate::emulator`] for building those from a topology).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -33,10 +35,12 @@ use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use pathtwin_core::driver::{self, Driver, QueueSample, RouteId, Routed};
 use pathtwin_core::element::Element;
 use pathtwin_core::packet::{FlowKey, Mark, PacketMeta, TcpFlags};
 use pathtwin_core::time::{Duration, Instant};
 pub use pathtwin_core::topology::Hop;
+use pathtwin_core::topology::Network;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -67,6 +71,18 @@ pub struct EmuPacket {
     pub ip: IpPacket,
     route: u32,
     hop: u16,
+}
+
+impl Routed for EmuPacket {
+    fn route(&self) -> RouteId {
+        self.route
+    }
+    fn hop(&self) -> usize {
+        usize::from(self.hop)
+    }
+    fn set_hop(&mut self, hop: usize) {
+        self.hop = hop as u16;
+    }
 }
 
 impl PacketMeta for EmuPacket {
@@ -160,23 +176,6 @@ pub struct FlowCounters {
     pub payload_bytes_out: u64,
 }
 
-/// A sample of one bandwidth queue.
-#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize)]
-pub struct QueueSample {
-    pub t_ns: u64,
-    pub element: usize,
-    pub packets: u64,
-    pub bytes: u64,
-    pub placeholder_packets: u64,
-    pub placeholder_bytes: u64,
-    pub abw_bps: u64,
-    pub drops: u64,
-    pub placeholder_drops: u64,
-    pub active_flows: u32,
-    /// The discipline's average queue (RED), if it keeps one.
-    pub avg_queue: Option<f64>,
-}
-
 /// How the loop waits for deadlines.
 #[derive(Clone, Copy, Debug)]
 pub struct TimingOptions {
@@ -253,7 +252,10 @@ fn os(what: &'static str) -> impl FnOnce(io::Error) -> EngineError {
 pub struct Engine<D> {
     clock: RealClock,
     hosts: Vec<HostPort<D>>,
-    elements: Vec<Element<EmuPacket>>,
+    /// The network, moved by the one driver both engines run; its route `i` is `routes[i]`.
+    driver: Driver<EmuPacket>,
+    /// The driver's clock and destinations.
+    io: Io,
     routes: Vec<Route>,
     /// FxHash: looked up once per packet with keys the hosts' own addresses, not chosen by
     /// an adversary, so SipHash's flooding resistance buys nothing here.
@@ -261,25 +263,11 @@ pub struct Engine<D> {
     epoll: OwnedFd,
     timer: DeadlineTimer,
     timing: TimingOptions,
-    /// Every element's next wake-up, earliest first: the loop's timer and its order of polls.
-    /// An element has one live entry, `scheduled[i]` being its key; entries whose key differs
-    /// are stale (the element's wake-up moved since) and skipped when they surface. Kept up to
-    /// date wherever an element changes (push, poll, advance), so neither a read nor a
-    /// wake-up scans all elements, and a read batch into one element queues it once.
-    timers: BinaryHeap<Reverse<(Instant, usize)>>,
-    scheduled: Vec<Option<Instant>>,
-    /// Buffers of delivered packets, reused for the next reads instead of allocating.
-    spare: Vec<Vec<u8>>,
     buf: Vec<u8>,
     /// Segments of the super-packet being read, and the packets of one read on their way
     /// into the model (kept for their allocations).
     segments: Vec<Vec<u8>>,
     admitted: Vec<IpPacket>,
-    /// Per host, what was released to it during this pass of the model, written at the end
-    /// of the pass so that consecutive segments of a flow can go out as one super-packet;
-    /// `outbox_hosts` lists the hosts with something waiting.
-    outbox: Vec<Vec<Outgoing>>,
-    outbox_hosts: Vec<usize>,
     /// Headers of the merged datagram being written.
     merged_headers: Vec<u8>,
     /// Release lateness of every delivered packet.
@@ -301,15 +289,73 @@ pub struct Engine<D> {
     pub governor: Option<Governor>,
     /// Deadline the timer was last armed for, to measure wake lateness.
     armed_for: Option<Instant>,
-    /// Elements left out of the queue time series (pipes: thousands of them).
-    unsampled: Vec<bool>,
-    pub monarch: Option<MonarchProxy>,
-    /// Latest model time each element has been pushed, polled or advanced at.
-    element_now: Vec<Instant>,
-    /// Pushes that came earlier than their element's time and were moved up to it (a packet
-    /// read while an upstream output was already due for the same element; at most the
-    /// duration of one read batch). Counted so that the model's ordering can be checked.
-    pub reordered_pushes: u64,
+}
+
+/// The emulator's side of the [`Driver`]: the wake-ups it asked for (the loop's timer), and
+/// where packets leaving the network go (the hosts' outboxes, through Monarch's proxy).
+struct Io {
+    /// Every element's wake-up, earliest first: the loop's timer and its order of polls. An
+    /// element has one live entry, the one at the time the driver has it armed for
+    /// ([`Driver::armed_at`]); other entries are stale and skipped when they surface. The
+    /// driver asks only for wake-ups earlier than the one armed, so neither a read nor a
+    /// wake-up scans all elements, and a read batch into one element queues it once.
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Per route, its destination host.
+    route_dst: Vec<usize>,
+    /// Per host, what was released to it during this pass of the model, written at the end
+    /// of the pass so that consecutive segments of a flow can go out as one super-packet;
+    /// `outbox_hosts` lists the hosts with something waiting.
+    outbox: Vec<Vec<Outgoing>>,
+    outbox_hosts: Vec<usize>,
+    /// Buffers of delivered and dropped packets, reused for the next reads instead of
+    /// allocating.
+    spare: Vec<Vec<u8>>,
+    monarch: Option<MonarchProxy>,
+}
+
+impl Io {
+    /// Keeps a packet's buffer for the next read.
+    fn recycle_ip(&mut self, ip: IpPacket) {
+        if self.spare.len() < SPARE_BUFFERS {
+            self.spare.push(ip.into_bytes());
+        }
+    }
+}
+
+impl driver::Engine<EmuPacket> for Io {
+    /// Datagrams enter at the real time of their read, possibly behind an element's time.
+    const IN_ORDER: bool = false;
+
+    fn wake_at(&mut self, element: usize, at: Instant) {
+        self.timers.push(Reverse((at, element)));
+    }
+
+    /// Puts a packet that left its route's last element into its host's outbox.
+    fn deliver(&mut self, _: &mut Driver<EmuPacket>, departure: Instant, mut pkt: EmuPacket) {
+        let mut dst = self.route_dst[pkt.route as usize];
+        // The counters are of what crossed the route.
+        let counted = (pkt.ip.wire_len() as u64, pkt.ip.payload_len() as u64, pkt.ip.five_tuple());
+        // An answer to a Monarch probe: the receiver gets the packet it stood for instead.
+        if let Some(m) = self.monarch.as_mut().filter(|m| m.sender == dst) {
+            if let Some(held) = m.translator.on_response(&pkt.ip) {
+                m.record(departure, &pkt.ip);
+                m.released += 1;
+                m.released_bytes += held.wire_len() as u64;
+                dst = m.receiver;
+                let answer = std::mem::replace(&mut pkt.ip, held);
+                self.recycle_ip(answer);
+            }
+        }
+        if self.outbox[dst].is_empty() {
+            self.outbox_hosts.push(dst);
+        }
+        self.outbox[dst].push(Outgoing { departure, route: pkt.route, ip: pkt.ip, counted });
+    }
+
+    /// A dropped packet is counted by the element; its buffer is reused.
+    fn recycle(&mut self, pkt: EmuPacket) {
+        self.recycle_ip(pkt.ip);
+    }
 }
 
 const TIMER_TOKEN: u64 = u64::MAX;
@@ -326,11 +372,11 @@ struct Outgoing {
 }
 
 impl<D: PacketIo> Engine<D> {
-    /// Builds the engine; model time zero is now. Routes are indexed by every (source
-    /// address, destination address) pair of their two hosts.
+    /// Builds the engine over `net`'s elements; model time zero is now. Routes are indexed by
+    /// every (source address, destination address) pair of their two hosts.
     pub fn new(
         hosts: Vec<HostPort<D>>,
-        elements: Vec<Element<EmuPacket>>,
+        net: Network<EmuPacket>,
         routes: Vec<Route>,
         timing: TimingOptions,
     ) -> Result<Engine<D>, EngineError> {
@@ -339,7 +385,7 @@ impl<D: PacketIo> Engine<D> {
             let (Some(s), Some(d)) = (hosts.get(r.src), hosts.get(r.dst)) else {
                 return Err(EngineError::Routes(format!("route {i} names host {} or {} that does not exist", r.src, r.dst)));
             };
-            if let Some(h) = r.hops.iter().find(|h| h.element >= elements.len()) {
+            if let Some(h) = r.hops.iter().find(|h| h.element >= net.elements.len()) {
                 return Err(EngineError::Routes(format!("route {i} crosses element {} that does not exist", h.element)));
             }
             if r.hops.len() >= u16::MAX as usize {
@@ -377,24 +423,31 @@ impl<D: PacketIo> Engine<D> {
         register(timer.raw_fd(), TIMER_TOKEN).map_err(os("epoll_ctl(timer)"))?;
         let n_routes = routes.len();
         let n_hosts = hosts.len();
-        let n_elements = elements.len();
+        let mut driver = Driver::new(net);
+        for r in &routes {
+            driver.add_route(&r.hops);
+        }
+        let io = Io {
+            timers: BinaryHeap::new(),
+            route_dst: routes.iter().map(|r| r.dst).collect(),
+            outbox: (0..n_hosts).map(|_| Vec::new()).collect(),
+            outbox_hosts: Vec::new(),
+            spare: Vec::new(),
+            monarch: None,
+        };
         let mut engine = Engine {
             clock: RealClock::start(),
             hosts,
-            elements,
+            driver,
+            io,
             routes,
             by_addrs,
             epoll,
             timer,
             timing,
-            timers: BinaryHeap::new(),
-            scheduled: vec![None; n_elements],
-            spare: Vec::new(),
             buf: vec![0; READ_BUF],
             segments: Vec::new(),
             admitted: Vec::new(),
-            outbox: (0..n_hosts).map(|_| Vec::new()).collect(),
-            outbox_hosts: Vec::new(),
             merged_headers: Vec::new(),
             lateness: Histogram::default(),
             wake_lateness: Histogram::default(),
@@ -406,24 +459,26 @@ impl<D: PacketIo> Engine<D> {
             thread_prepared: false,
             governor: None,
             armed_for: None,
-            element_now: vec![Instant::ZERO; n_elements],
-            unsampled: vec![false; n_elements],
-            monarch: None,
-            reordered_pushes: 0,
         };
-        for i in 0..n_elements {
-            engine.reschedule(i);
-        }
+        // Placeholder cross traffic runs from time zero.
+        engine.driver.arm_all(Instant::ZERO, &mut engine.io);
         Ok(engine)
     }
 
-    /// Leaves `elements` out of the queue time series.
-    pub fn exclude_from_samples(&mut self, elements: impl IntoIterator<Item = usize>) {
-        for e in elements {
-            if let Some(u) = self.unsampled.get_mut(e) {
-                *u = true;
-            }
-        }
+    /// Puts Monarch's proxy in the loop (see [`MonarchProxy`]).
+    pub fn set_monarch(&mut self, proxy: MonarchProxy) {
+        self.io.monarch = Some(proxy);
+    }
+
+    pub fn monarch(&self) -> Option<&MonarchProxy> {
+        self.io.monarch.as_ref()
+    }
+
+    /// Pushes that came earlier than their element's time and were moved up to it (a packet
+    /// read while an upstream output was already due for the same element; at most the
+    /// duration of one read batch). Counted so that the model's ordering can be checked.
+    pub fn reordered_pushes(&self) -> u64 {
+        self.driver.reordered_pushes()
     }
 
     /// The real clock the loop's model time is read from (for other threads' timestamps).
@@ -440,7 +495,11 @@ impl<D: PacketIo> Engine<D> {
         &self.routes
     }
     pub fn elements(&self) -> &[Element<EmuPacket>] {
-        &self.elements
+        &self.driver.net.elements
+    }
+    /// The compiled network the loop drives (its elements' counters, names and pipes).
+    pub fn network(&self) -> &Network<EmuPacket> {
+        &self.driver.net
     }
 
     /// Runs the loop until model time `until` (or `should_stop` returns true, checked at
@@ -530,11 +589,11 @@ impl<D: PacketIo> Engine<D> {
 
     /// Earliest time any element has something to do.
     pub fn next_wakeup(&mut self) -> Option<Instant> {
-        while let Some(&Reverse((w, i))) = self.timers.peek() {
-            if self.scheduled[i] == Some(w) {
+        while let Some(&Reverse((w, i))) = self.io.timers.peek() {
+            if self.driver.armed_at(i) == Some(w) {
                 return Some(w);
             }
-            self.timers.pop();
+            self.io.timers.pop();
         }
         None
     }
@@ -554,7 +613,7 @@ impl<D: PacketIo> Engine<D> {
                 // summaries made from its own (they differ only in lengths and sequence).
                 let mut segments = std::mem::take(&mut self.segments);
                 let template = IpPacket::parse_headers(&self.buf[..n]);
-                match (template, gso::split_tcp(&self.buf[..n], mss, &mut self.spare, &mut segments)) {
+                match (template, gso::split_tcp(&self.buf[..n], mss, &mut self.io.spare, &mut segments)) {
                     (Ok(template), Ok(split)) => {
                         self.host_counters[h].super_packets_read += 1;
                         let last = segments.len() - 1;
@@ -566,14 +625,14 @@ impl<D: PacketIo> Engine<D> {
                     }
                     _ => {
                         self.count_malformed(h);
-                        self.spare.append(&mut segments);
+                        self.io.spare.append(&mut segments);
                     }
                 }
                 self.segments = segments;
             } else if hdr.is_unknown_gso() {
                 self.count_malformed(h);
             } else {
-                let mut bytes = self.spare.pop().unwrap_or_default();
+                let mut bytes = self.io.spare.pop().unwrap_or_default();
                 bytes.clear();
                 bytes.extend_from_slice(&self.buf[..n]);
                 match IpPacket::parse(bytes) {
@@ -607,7 +666,7 @@ impl<D: PacketIo> Engine<D> {
     fn admit(&mut self, h: usize, at: Instant, packets: &mut Vec<IpPacket>) {
         let Some(first) = packets.first() else { return };
         self.host_counters[h].packets_read += packets.len() as u64;
-        if self.monarch.is_some() {
+        if self.io.monarch.is_some() {
             for ip in packets.drain(..) {
                 self.admit_via_proxy(h, at, ip);
             }
@@ -616,7 +675,7 @@ impl<D: PacketIo> Engine<D> {
         let Some(&route) = self.by_addrs.get(&(first.src(), first.dst())) else {
             self.host_counters[h].unrouted += packets.len() as u64;
             for ip in packets.drain(..) {
-                self.recycle(ip);
+                self.io.recycle_ip(ip);
             }
             return;
         };
@@ -624,14 +683,14 @@ impl<D: PacketIo> Engine<D> {
         let payload: u64 = packets.iter().map(|p| u64::from(p.payload_len())).sum();
         self.count_in(route, first.five_tuple(), at, packets.len() as u64, bytes, payload);
         for ip in packets.drain(..) {
-            self.forward(at, EmuPacket { ip, route, hop: 0 });
+            self.driver.send(at, EmuPacket { ip, route, hop: 0 }, &mut self.io);
         }
     }
 
     /// [`Engine::admit`] with Monarch's proxy in the loop: packets are looked at one by one,
     /// as the proxy holds some and sends probes for them.
     fn admit_via_proxy(&mut self, h: usize, at: Instant, mut ip: IpPacket) {
-        let Some(m) = self.monarch.as_mut() else { return };
+        let Some(m) = self.io.monarch.as_mut() else { return };
         // The proxy records and translates packets: they leave it with whole checksums.
         ip.complete_checksum();
         if h == m.target {
@@ -647,7 +706,7 @@ impl<D: PacketIo> Engine<D> {
             let route = m.probe_route;
             self.route_counters[route as usize].packets_in += 1;
             self.route_counters[route as usize].bytes_in += probe.wire_len() as u64;
-            self.forward(at, EmuPacket { ip: probe, route, hop: 0 });
+            self.driver.send(at, EmuPacket { ip: probe, route, hop: 0 }, &mut self.io);
             return;
         }
         let Some(&route) = self.by_addrs.get(&(ip.src(), ip.dst())) else {
@@ -655,7 +714,7 @@ impl<D: PacketIo> Engine<D> {
             return;
         };
         self.count_in(route, ip.five_tuple(), at, 1, ip.wire_len() as u64, ip.payload_len() as u64);
-        self.forward(at, EmuPacket { ip, route, hop: 0 });
+        self.driver.send(at, EmuPacket { ip, route, hop: 0 }, &mut self.io);
     }
 
     /// Counts `count` packets of flow `tuple` (`bytes` in all, `payload` of it data) entering
@@ -681,51 +740,9 @@ impl<D: PacketIo> Engine<D> {
         f.payload_bytes_in += payload;
     }
 
-    /// Sends `pkt` (now at model time `at`) to its next hop, or delivers it after the last.
-    fn forward(&mut self, at: Instant, pkt: EmuPacket) {
-        let route = &self.routes[pkt.route as usize];
-        match route.hops.get(pkt.hop as usize) {
-            Some(&Hop { element, slot }) => {
-                let at = if at < self.element_now[element] {
-                    self.reordered_pushes += 1;
-                    self.element_now[element]
-                } else {
-                    self.element_now[element] = at;
-                    at
-                };
-                // A dropped packet is counted by the element; its buffer is simply freed.
-                drop(self.elements[element].push(at, pkt, slot));
-                self.reschedule(element);
-            }
-            None => self.deliver(at, pkt),
-        }
-    }
-
-    /// Puts a packet that left its route's last element into its host's outbox.
-    fn deliver(&mut self, departure: Instant, mut pkt: EmuPacket) {
-        let mut dst = self.routes[pkt.route as usize].dst;
-        // The counters are of what crossed the route.
-        let counted = (pkt.ip.wire_len() as u64, pkt.ip.payload_len() as u64, pkt.ip.five_tuple());
-        // An answer to a Monarch probe: the receiver gets the packet it stood for instead.
-        if let Some(m) = self.monarch.as_mut().filter(|m| m.sender == dst) {
-            if let Some(held) = m.translator.on_response(&pkt.ip) {
-                m.record(departure, &pkt.ip);
-                m.released += 1;
-                m.released_bytes += held.wire_len() as u64;
-                dst = m.receiver;
-                let answer = std::mem::replace(&mut pkt.ip, held);
-                self.recycle(answer);
-            }
-        }
-        if self.outbox[dst].is_empty() {
-            self.outbox_hosts.push(dst);
-        }
-        self.outbox[dst].push(Outgoing { departure, route: pkt.route, ip: pkt.ip, counted });
-    }
-
     /// Writes everything released during this pass of the model.
     fn flush_outboxes(&mut self) {
-        while let Some(h) = self.outbox_hosts.pop() {
+        while let Some(h) = self.io.outbox_hosts.pop() {
             self.flush(h);
         }
     }
@@ -733,7 +750,7 @@ impl<D: PacketIo> Engine<D> {
     /// Writes host `dst`'s outbox in order; with offload, runs of segments that GRO would
     /// merge go out as one super-packet (see [`crate::gso`]).
     fn flush(&mut self, dst: usize) {
-        let mut out = std::mem::take(&mut self.outbox[dst]);
+        let mut out = std::mem::take(&mut self.io.outbox[dst]);
         let offloads = self.hosts[dst].device.offloads();
         let mut i = 0;
         while i < out.len() {
@@ -788,52 +805,29 @@ impl<D: PacketIo> Engine<D> {
             i = end;
         }
         for o in out.drain(..) {
-            self.recycle(o.ip);
+            self.io.recycle_ip(o.ip);
         }
-        self.outbox[dst] = out;
-    }
-
-    /// Keeps a written packet's buffer for the next read.
-    fn recycle(&mut self, ip: IpPacket) {
-        if self.spare.len() < SPARE_BUFFERS {
-            self.spare.push(ip.into_bytes());
-        }
+        self.io.outbox[dst] = out;
     }
 
     /// Releases everything due by `now`, earliest model departure first; every element is
-    /// driven only up to the wake-up being handled, so pushes into it never go back in time.
+    /// woken only at its own wake-up time, so pushes into it never go back in time.
     fn run_model(&mut self, now: Instant) {
-        while let Some(&Reverse((w, i))) = self.timers.peek() {
+        while let Some(&Reverse((w, e))) = self.io.timers.peek() {
             if w > now {
                 break;
             }
-            self.timers.pop();
-            if self.scheduled[i] != Some(w) {
-                continue;
-            }
-            self.scheduled[i] = None;
-            // Polled at its wake-up time: advancing it to `now` would replay its placeholders
-            // past packets other elements are still to hand it at earlier model times.
-            self.element_now[i] = self.element_now[i].max(w);
-            if let Some((t, mut pkt)) = self.elements[i].poll_output(w) {
-                pkt.hop += 1;
-                self.forward(t, pkt);
-            }
-            self.reschedule(i);
+            self.io.timers.pop();
+            // Stale entries (the element was re-armed since) are skipped by the driver.
+            self.driver.wake(w, e, &mut self.io);
         }
         self.flush_outboxes();
     }
 
-    /// Gives element `i` a timer entry at its current wake-up, after anything that may have
-    /// changed it.
-    fn reschedule(&mut self, i: usize) {
-        let w = self.elements[i].next_wakeup();
-        if w != self.scheduled[i] {
-            self.scheduled[i] = w;
-            if let Some(w) = w {
-                self.timers.push(Reverse((w, i)));
-            }
-        }
+    /// Sends `pkt` into the model at `at`, as a read does (for tests that skip the devices).
+    #[cfg(test)]
+    fn send(&mut self, at: Instant, pkt: EmuPacket) {
+        self.driver.send(at, pkt, &mut self.io);
     }
 
     /// Every queue sample taken so far, in order.
@@ -845,35 +839,11 @@ impl<D: PacketIo> Engine<D> {
         if self.timing.sample_every == Duration::ZERO || now < self.next_sample {
             return;
         }
-        let t = self.next_sample.max(Instant::ZERO);
         self.next_sample = now + self.timing.sample_every;
-        for i in 0..self.elements.len() {
-            if self.unsampled[i] {
-                continue;
-            }
-            if let Some(q) = self.elements[i].as_queue_mut() {
-                // Bring placeholders up to date before reading occupancy. Safe after
-                // `run_model(now)`: every packet still to arrive anywhere arrives after `now`.
-                q.advance(now);
-                self.element_now[i] = self.element_now[i].max(now);
-                let occ = q.occupancy();
-                let st = q.stats();
-                self.samples.push(QueueSample {
-                    t_ns: now.as_nanos().max(t.as_nanos()),
-                    element: i,
-                    packets: occ.packets,
-                    bytes: occ.bytes,
-                    placeholder_packets: occ.placeholder_packets,
-                    placeholder_bytes: occ.placeholder_bytes,
-                    abw_bps: q.abw().bps(),
-                    drops: st.drops,
-                    placeholder_drops: st.placeholder_drops,
-                    active_flows: q.active_flows().map_or(0, |a| a.iter().sum()),
-                    avg_queue: q.qdisc_average(),
-                });
-                self.reschedule(i);
-            }
-        }
+        // Safe after `run_model(now)`: every packet still to arrive anywhere arrives after
+        // `now`, so the queues may be advanced to it.
+        let samples = &mut self.samples;
+        self.driver.sample_queues(now, &mut self.io, |s, _| samples.push(*s));
     }
 }
 
@@ -961,7 +931,7 @@ mod tests {
             })
             .collect();
         let timing = TimingOptions { sample_every: Duration::ZERO, high_priority: false, ..TimingOptions::default() };
-        Engine::new(hosts, elements, routes, timing).unwrap()
+        Engine::new(hosts, Network::of_elements(elements), routes, timing).unwrap()
     }
 
     /// A read batch pushes many packets into one element before the model runs; the element
@@ -973,8 +943,8 @@ mod tests {
         let mut e = engine(2, vec![queue(1_000_000_000, 1_000_000_000)], routes);
         let late = Instant::from_nanos(10_000_000);
         for tag in 0..64u8 {
-            e.forward(Instant::ZERO, EmuPacket { ip: udp(1, 2, 200, tag), route: 0, hop: 0 });
-            assert!(e.timers.len() <= 1, "element queued {} times", e.timers.len());
+            e.send(Instant::ZERO, EmuPacket { ip: udp(1, 2, 200, tag), route: 0, hop: 0 });
+            assert!(e.io.timers.len() <= 1, "element queued {} times", e.io.timers.len());
         }
         e.run_model(late);
         let tags: Vec<u8> = e.hosts[1].device.sent.borrow().iter().map(|p| p[28]).collect();
@@ -1002,7 +972,7 @@ mod tests {
         let mut twice = routes;
         twice.push(Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }], only: Some((server, pipe_addr)) });
         let hosts = (1..=2u8).map(|i| HostPort { name: format!("h{i}"), device: Recorder::new(false), addrs: vec![IpAddr::from([10, 0, 0, i])] }).collect();
-        let err = Engine::new(hosts, vec![queue(1, 1), queue(1, 1)], twice, TimingOptions::default()).err().expect("refused");
+        let err = Engine::new(hosts, Network::of_elements(vec![queue(1, 1), queue(1, 1)]), twice, TimingOptions::default()).err().expect("refused");
         assert!(err.to_string().contains("two routes from 10.0.0.1 to 10.129.0.1"), "{err}");
     }
 
@@ -1020,18 +990,18 @@ mod tests {
         ];
         let mut e = engine(3, vec![queue(8_000_000, 8_000_000), queue(12_000_000, 6_000_000)], routes);
         let t0 = Instant::ZERO;
-        e.forward(t0, EmuPacket { ip: udp(1, 2, 1500, b'A'), route: 0, hop: 0 });
-        e.forward(t0, EmuPacket { ip: udp(1, 2, 1500, b'Z'), route: 0, hop: 0 });
-        e.forward(t0, EmuPacket { ip: udp(3, 2, 100, b'B'), route: 1, hop: 0 });
+        e.send(t0, EmuPacket { ip: udp(1, 2, 1500, b'A'), route: 0, hop: 0 });
+        e.send(t0, EmuPacket { ip: udp(1, 2, 1500, b'Z'), route: 0, hop: 0 });
+        e.send(t0, EmuPacket { ip: udp(3, 2, 100, b'B'), route: 1, hop: 0 });
         e.run_model(Instant::from_nanos(5_000_000));
 
         let sent: Vec<(usize, u8)> = e.hosts[1].device.sent.borrow().iter().map(|p| (p.len(), p[28])).collect();
         assert_eq!(sent, [(100, b'B'), (1500, b'A'), (1500, b'Z')]);
-        let q2 = e.elements[1].as_queue().unwrap();
+        let q2 = e.driver.net.elements[1].as_queue().unwrap();
         assert_eq!(q2.stats().departures, 3);
         assert_eq!(q2.stats().placeholder_departures, 2, "placeholder 2 must still be on the link at 5 ms");
         assert_eq!(q2.occupancy().placeholder_packets, 1);
-        assert_eq!(e.reordered_pushes, 0);
+        assert_eq!(e.reordered_pushes(), 0);
     }
 
     /// A marker on a route writes its decision into the datagrams the destination receives
@@ -1047,7 +1017,7 @@ mod tests {
         let routes = vec![Route { src: 0, dst: 1, hops: vec![Hop { element: 0, slot: 0 }, Hop { element: 1, slot: 0 }], only: None }];
         let mut e = engine(2, vec![marker, queue(1_000_000_000, 1_000_000_000)], routes);
         for tag in 0..3u8 {
-            e.forward(Instant::ZERO, EmuPacket { ip: udp(1, 2, 500, tag), route: 0, hop: 0 });
+            e.send(Instant::ZERO, EmuPacket { ip: udp(1, 2, 500, tag), route: 0, hop: 0 });
         }
         e.run_model(Instant::from_nanos(1_000_000));
         let sent = e.hosts[1].device.sent.borrow();
@@ -1060,7 +1030,7 @@ mod tests {
             })
             .collect();
         assert_eq!(dscps, [10, 10, 12]);
-        let s = e.elements[0].as_marker().unwrap().stats();
+        let s = e.driver.net.elements[0].as_marker().unwrap().stats();
         assert_eq!((s.in_packets(), s.out_packets(), s.out_bytes()), (2, 1, 500));
     }
     /// A TCP super-packet from 10.0.0.1 to 10.0.0.2 as a host's kernel hands it to an
@@ -1104,7 +1074,7 @@ mod tests {
         e.run_model(Instant::from_nanos(3_000_000_000));
         let c = e.host_counters[0];
         assert_eq!((c.packets_read, c.super_packets_read, c.malformed), (14, 1, 0));
-        let q = e.elements[0].as_queue().unwrap().stats();
+        let q = e.driver.net.elements[0].as_queue().unwrap().stats();
         assert_eq!((q.departures, q.drops), (14, 0));
         assert_eq!(e.route_counters[0].packets_out, 14);
         assert_eq!(e.route_counters[0].bytes_in, 20_000 + 14 * 40);
@@ -1129,7 +1099,7 @@ mod tests {
         e.hosts[0].device.incoming.borrow_mut().push_back((p.clone(), hdr));
         e.read_host(0);
         e.run_model(Instant::from_nanos(3_000_000_000));
-        let q = e.elements[0].as_queue().unwrap().stats();
+        let q = e.driver.net.elements[0].as_queue().unwrap().stats();
         assert!(q.drops > 0 && q.departures + q.drops == 14, "{q:?}");
         let sent = e.hosts[1].device.sent.borrow();
         assert_eq!(sent.len(), 1);

@@ -4,11 +4,10 @@
 //! The emulator's loop runs on its own native thread, never under the GIL: a Python thread
 //! would stall the packet loop whenever the interpreter is busy (up to the 5 ms switch
 //! interval), which would show up as release lateness. Python talks to it through a stop
-//! flag and a snapshot the thread refreshes every 250 ms. Results and snapshots cross as
-//! JSON text, except the `flow_series` table, written here as Parquet when Python names
-//! the result directory (see `EmuRun::stop`); `pathtwin.emulation` turns the rest into
-//! `run.json` and Parquet. Every error
-//! becomes a `pathtwin.errors.PathtwinError` with a one-line message.
+//! flag and a snapshot (JSON text) the thread refreshes every 250 ms. At the end the result
+//! tables are written here as Parquet, by the simulator's writer ([`crate::tables`]), when
+//! Python names the result directory (see `EmuRun::stop`); `pathtwin.emulation` writes
+//! `run.json`. Every error becomes a `pathtwin.errors.PathtwinError` with a one-line message.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,15 +15,17 @@ use std::thread::JoinHandle;
 
 use pathtwin_core::config::Config;
 use pathtwin_core::time::Duration;
-use pathtwin_emu::netns::{cleanup_stale, live_runs, RunId};
-use pathtwin_emu::emulator::LatenessSummary;
+use pathtwin_core::table::Table;
+use pathtwin_emu::emulator::{kernel_flow_series, LatenessSummary};
 use pathtwin_emu::lab::write_state_file;
 use pathtwin_emu::lateness::Histogram;
+use pathtwin_emu::netns::{cleanup_stale, live_runs, RunId};
 use pathtwin_emu::sampler::FlowSeriesRow;
 use pathtwin_emu::{Emulator, EmulatorOptions};
 
-use crate::parquet_out::{write_nullable_groups, ColumnRef};
+use crate::tables;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 /// Interval at which the loop thread refreshes the snapshot (memory and `stats.json`).
 const SNAPSHOT_EVERY: Duration = Duration::from_millis(250);
@@ -38,12 +39,20 @@ fn pathtwin_error(py: Python<'_>, msg: impl std::fmt::Display) -> PyErr {
     }
 }
 
+/// What the loop thread hands back when the run ends: `run.json`'s facts as JSON text, the
+/// result tables, and the `flow_series` rows.
+struct Finished {
+    run: String,
+    tables: Vec<(&'static str, Table)>,
+    flow_series: Vec<FlowSeriesRow>,
+}
+
 struct Running {
     stop: Arc<AtomicBool>,
     snapshot: Arc<Mutex<String>>,
     /// Copies of the release and timer-wake lateness histograms, refreshed with the snapshot.
     lateness: Arc<Mutex<(Histogram, Histogram)>>,
-    thread: JoinHandle<Result<(String, Vec<FlowSeriesRow>), String>>,
+    thread: JoinHandle<Result<Finished, String>>,
 }
 
 /// One running emulation: the hosts exist and packets flow from construction until `stop()`.
@@ -100,7 +109,18 @@ impl EmuRun {
             offload,
         };
         let emu = py.allow_threads(|| Emulator::start(config, &opts)).map_err(|e| pathtwin_error(py, e))?;
-        let hosts_json = serde_json::to_string(emu.hosts()).expect("host info serializes");
+        // Each host with the addresses of its pipes (the emulator's own, pipe `s` at index s).
+        let hosts: Vec<serde_json::Value> = emu
+            .hosts()
+            .iter()
+            .map(|h| {
+                let mut v = serde_json::to_value(h).expect("host info serializes");
+                let pipes: Vec<String> = (0..h.pipes).filter_map(|s| h.pipe_address(s)).map(|a| a.to_string()).collect();
+                v["pipe_addresses"] = pipes.into();
+                v
+            })
+            .collect();
+        let hosts_json = serde_json::to_string(&hosts).expect("host info serializes");
         let run_id = emu.run_id().to_string();
         let state_dir = emu.lab().state_dir().display().to_string();
         let warnings = emu.warnings().to_vec();
@@ -118,7 +138,8 @@ impl EmuRun {
         Ok(EmuRun { running: Some(Running { stop, snapshot, lateness, thread }), run_id, state_dir, hosts_json, warnings, window_start })
     }
 
-    /// The hosts as a list of dicts: name, netns, ipv4, ipv6.
+    /// The hosts as a list of dicts: name, netns, ipv4, ipv6, and as a pipe client `pipes`
+    /// and `pipe_addresses` (pipe `s`'s address at index `s`).
     #[getter]
     fn hosts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         py.import("json")?.call_method1("loads", (&self.hosts_json,))
@@ -151,43 +172,54 @@ impl EmuRun {
         self.running.as_ref().is_some_and(|r| !r.thread.is_finished())
     }
 
-    /// Stops the loop, removes every host, and returns the results as JSON text.
+    /// Stops the loop, removes every host, and returns the results as a dict: `run` (what
+    /// `run.json` says of the emulation), `tables` (`{table: {column: list}}`), `written`
+    /// (the tables written) and `warnings`.
     ///
-    /// With `out_dir` (an existing directory), the `flow_series` table (every TCP socket
-    /// every sample interval: the one table that grows with a run's length) is written there
-    /// as `flow_series.parquet` and left out of the JSON, which then says
-    /// `"flow_series_written": true`: an hour's 600 000 rows cost 900 MB as Python objects.
-    /// If writing fails, the rows come back in the JSON instead, with a warning, so nothing
-    /// measured is lost. `"flow_series_rows"` counts the rows either way.
+    /// With `out_dir` (an existing directory) every table is written there as
+    /// `<table>.parquet`. `flow_series` (every TCP socket every sample interval: the one
+    /// table that grows with a run's length) is then left out of `tables`: an hour's
+    /// 600 000 rows cost 900 MB as Python objects. A table that cannot be written comes back
+    /// in `tables`, with a warning, so nothing measured is lost.
     #[pyo3(signature = (out_dir = None))]
-    fn stop(&mut self, py: Python<'_>, out_dir: Option<std::path::PathBuf>) -> PyResult<String> {
+    fn stop<'py>(&mut self, py: Python<'py>, out_dir: Option<std::path::PathBuf>) -> PyResult<Bound<'py, PyDict>> {
         let Some(r) = self.running.take() else {
             return Err(pathtwin_error(py, "the emulation was already stopped"));
         };
         r.stop.store(true, Ordering::Relaxed);
-        let (json, flow_series) = match py.allow_threads(|| r.thread.join()) {
-            Ok(Ok(results)) => results,
+        let finished = match py.allow_threads(|| r.thread.join()) {
+            Ok(Ok(finished)) => finished,
             Ok(Err(msg)) => return Err(pathtwin_error(py, msg)),
             Err(_) => return Err(pathtwin_error(py, "the emulator thread panicked")),
         };
-        // `None`: not asked to write (no directory, or no rows).
-        let written = out_dir.filter(|_| !flow_series.is_empty()).map(|dir| {
-            let path = dir.join("flow_series.parquet");
-            py.allow_threads(|| write_flow_series(&path, &flow_series)).map_err(|e| format!("{}: cannot write ({e})", path.display()))
-        });
-        // The results object is `{...}`: the extra fields go before its closing brace.
-        let body = json.strip_suffix('}').ok_or_else(|| pathtwin_error(py, "emulator results are not a JSON object"))?;
-        let mut out = format!("{body},\"flow_series_rows\":{}", flow_series.len());
-        if let Some(Ok(())) = written {
-            out.push_str(",\"flow_series_written\":true");
-        } else {
-            let rows = serde_json::to_string(&flow_series).map_err(|e| pathtwin_error(py, e))?;
-            out.push_str(&format!(",\"flow_series\":{rows}"));
-            if let Some(Err(why)) = written {
-                out.push_str(&format!(",\"flow_series_warning\":{}", serde_json::Value::String(why)));
-            }
+        let mut written: Vec<&str> = Vec::new();
+        let mut warnings: Vec<String> = Vec::new();
+        if let Some(dir) = &out_dir {
+            py.allow_threads(|| {
+                for (name, t) in &finished.tables {
+                    match tables::write(&dir.join(format!("{name}.parquet")), t) {
+                        Ok(()) => written.push(name),
+                        Err(why) => warnings.push(why),
+                    }
+                }
+                match write_flow_series(&dir.join("flow_series.parquet"), &finished.flow_series) {
+                    Ok(()) => written.push("flow_series"),
+                    Err(why) => warnings.push(why),
+                }
+            });
         }
-        out.push('}');
+        let out = PyDict::new(py);
+        out.set_item("run", py.import("json")?.call_method1("loads", (&finished.run,))?)?;
+        let by_name = PyDict::new(py);
+        for (name, t) in &finished.tables {
+            by_name.set_item(name, tables::to_dict(py, t)?)?;
+        }
+        if !written.contains(&"flow_series") {
+            by_name.set_item("flow_series", tables::to_dict(py, &kernel_flow_series(&finished.flow_series))?)?;
+        }
+        out.set_item("tables", by_name)?;
+        out.set_item("written", written)?;
+        out.set_item("warnings", warnings)?;
         Ok(out)
     }
 
@@ -206,7 +238,7 @@ impl Drop for EmuRun {
     }
 }
 
-fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>, lateness: &Mutex<(Histogram, Histogram)>) -> Result<(String, Vec<FlowSeriesRow>), String> {
+fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>, lateness: &Mutex<(Histogram, Histogram)>) -> Result<Finished, String> {
     // `stats.json` (for `pathtwin emu stats`) is written by a thread of its own: on a disk a
     // write and rename waited up to ~0.9 s on the journal, and the loop held every packet due
     // meanwhile (the soak's release stalls).
@@ -242,9 +274,9 @@ fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>, l
     // Whatever ended the loop, what was measured is kept: the last TCP sample, then results.
     emu.stop_sampling();
     let outcome = outcome.and_then(|()| {
-        let mut results = emu.results();
-        let flow_series = std::mem::take(&mut results.flow_series);
-        serde_json::to_string(&results).map(|json| (json, flow_series)).map_err(|e| e.to_string())
+        let results = emu.results();
+        let run = serde_json::to_string(&results.run).map_err(|e| e.to_string())?;
+        Ok(Finished { run, tables: results.tables, flow_series: results.flow_series })
     });
     // `emu` drops here: devices close, namespaces and the state directory are removed.
     drop(emu);
@@ -255,63 +287,10 @@ fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>, l
 /// (a few MB), where the whole table's would be hundreds after an hour.
 const FLOW_SERIES_GROUP_ROWS: usize = 65_536;
 
-/// Writes `rows` as the `flow_series` Parquet file, with the columns and types that
-/// `pathtwin.emulation.write_emu_results` gives the table when it comes through Python
-/// (`FLOW_SERIES_COLUMNS`: numbers as INT64 or DOUBLE, missing values as nulls).
-fn write_flow_series(path: &std::path::Path, rows: &[FlowSeriesRow]) -> Result<(), parquet::errors::ParquetError> {
+/// Writes `rows` as the `flow_series` Parquet file, a row group at a time.
+fn write_flow_series(path: &std::path::Path, rows: &[FlowSeriesRow]) -> Result<(), String> {
     let groups = rows.len().div_ceil(FLOW_SERIES_GROUP_ROWS);
-    write_nullable_groups(path, groups, &|g, emit| {
-        let part = &rows[g * FLOW_SERIES_GROUP_ROWS..((g + 1) * FLOW_SERIES_GROUP_ROWS).min(rows.len())];
-        let col = |f: &dyn Fn(&FlowSeriesRow) -> Option<i64>| part.iter().map(f).collect::<Vec<_>>();
-        let float = |f: &dyn Fn(&FlowSeriesRow) -> Option<f64>| part.iter().map(f).collect::<Vec<_>>();
-        let int = |f: &dyn Fn(&FlowSeriesRow) -> i64| part.iter().map(f).collect::<Vec<_>>();
-        let text = |f: &dyn Fn(&FlowSeriesRow) -> &str| part.iter().map(|r| f(r).to_string()).collect::<Vec<_>>();
-        let (time_s, srtt_ms, goodput_bps) = (float(&|r| Some(r.time_s)), float(&|r| Some(r.srtt_ms)), float(&|r| Some(r.goodput_bps)));
-        let (rttvar_ms, min_rtt_ms, rto_ms) = (float(&|r| r.rttvar_ms), float(&|r| r.min_rtt_ms), float(&|r| r.rto_ms));
-        let (delivery_rate_bps, pacing_rate_bps) = (float(&|r| r.delivery_rate_bps), float(&|r| r.pacing_rate_bps));
-        let (flow, src_port, dst_port) = (int(&|r| r.flow.into()), int(&|r| r.src_port.into()), int(&|r| r.dst_port.into()));
-        let (cwnd_bytes, ssthresh_bytes) = (int(&|r| r.cwnd_bytes), int(&|r| r.ssthresh_bytes));
-        let (delivered_bytes, retransmits, state) = (int(&|r| r.delivered_bytes), int(&|r| r.retransmits), int(&|r| r.state.into()));
-        let (label, src, dst) = (text(&|r| &r.label), text(&|r| &r.src), text(&|r| &r.dst));
-        let cc: Vec<Option<String>> = part.iter().map(|r| r.cc.clone()).collect();
-        let (ca_state, rto_retransmits) = (col(&|r| r.ca_state.map(i64::from)), col(&|r| r.rto_retransmits.map(i64::from)));
-        let (mss, cwnd_segments) = (col(&|r| r.mss.map(i64::from)), col(&|r| r.cwnd_segments.map(i64::from)));
-        let (unacked_segments, lost_segments) = (col(&|r| r.unacked_segments.map(i64::from)), col(&|r| r.lost_segments.map(i64::from)));
-        // Byte counters stay far below 2^63.
-        let (bytes_sent, bytes_retrans) = (col(&|r| r.bytes_sent.map(|b| b as i64)), col(&|r| r.bytes_retrans.map(|b| b as i64)));
-        let bytes_received = col(&|r| r.bytes_received.map(|b| b as i64));
-        emit(&[
-            ("time_s", ColumnRef::OptF64(&time_s)),
-            ("flow", ColumnRef::I64(&flow)),
-            ("label", ColumnRef::Str(&label)),
-            ("src", ColumnRef::Str(&src)),
-            ("dst", ColumnRef::Str(&dst)),
-            ("src_port", ColumnRef::I64(&src_port)),
-            ("dst_port", ColumnRef::I64(&dst_port)),
-            ("cwnd_bytes", ColumnRef::I64(&cwnd_bytes)),
-            ("ssthresh_bytes", ColumnRef::I64(&ssthresh_bytes)),
-            ("srtt_ms", ColumnRef::OptF64(&srtt_ms)),
-            ("goodput_bps", ColumnRef::OptF64(&goodput_bps)),
-            ("delivered_bytes", ColumnRef::I64(&delivered_bytes)),
-            ("retransmits", ColumnRef::I64(&retransmits)),
-            ("cc", ColumnRef::OptStr(&cc)),
-            ("state", ColumnRef::I64(&state)),
-            ("ca_state", ColumnRef::OptI64(&ca_state)),
-            ("rto_retransmits", ColumnRef::OptI64(&rto_retransmits)),
-            ("rttvar_ms", ColumnRef::OptF64(&rttvar_ms)),
-            ("min_rtt_ms", ColumnRef::OptF64(&min_rtt_ms)),
-            ("rto_ms", ColumnRef::OptF64(&rto_ms)),
-            ("mss", ColumnRef::OptI64(&mss)),
-            ("cwnd_segments", ColumnRef::OptI64(&cwnd_segments)),
-            ("unacked_segments", ColumnRef::OptI64(&unacked_segments)),
-            ("lost_segments", ColumnRef::OptI64(&lost_segments)),
-            ("delivery_rate_bps", ColumnRef::OptF64(&delivery_rate_bps)),
-            ("pacing_rate_bps", ColumnRef::OptF64(&pacing_rate_bps)),
-            ("bytes_sent", ColumnRef::OptI64(&bytes_sent)),
-            ("bytes_retrans", ColumnRef::OptI64(&bytes_retrans)),
-            ("bytes_received", ColumnRef::OptI64(&bytes_received)),
-        ])
-    })
+    tables::write_groups(path, groups, &|g| kernel_flow_series(&rows[g * FLOW_SERIES_GROUP_ROWS..((g + 1) * FLOW_SERIES_GROUP_ROWS).min(rows.len())]))
 }
 
 /// Removes namespaces and state of runs whose owner died; returns the namespaces removed.

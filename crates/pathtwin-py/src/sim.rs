@@ -1,37 +1,18 @@
-//! Python bindings for the simulator, the config schema and the path-model bounds.
+//! Python bindings for the simulator.
 //!
 //! `Simulation(text, format, origin)` parses a config (TOML text or JSON from a dict) with the
-//! one Rust schema; `advance(until_s)` runs a chunk with the GIL released, so Python can show
+//! one Rust schema ([`crate::model::parse_config`]); `advance(until_s)` runs a chunk with the GIL released, so Python can show
 //! progress and honour Ctrl-C between chunks; `results()` returns the tables as
 //! `{table: {column: list}}`, `write_results(dir)` writes them as Parquet.
 
-use pathtwin_core::bounds::{self, PathBoundsInput};
-use pathtwin_core::config::Config;
 use pathtwin_core::time::{Duration, Instant};
-use pathtwin_core::units::{self, QueueLimit, Rate, Size};
-use pathtwin_sim::table::{Column, Table};
 use pathtwin_sim::{Results, Simulation};
 
-use crate::parquet_out::{write_table, ColumnRef};
-use pyo3::create_exception;
+use crate::model::{config_err, parse_config, ConfigError};
+use crate::tables;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
-
-create_exception!(_native, ConfigError, PyValueError, "A config, argument or input the user must fix; the message is one line.");
-
-fn config_err<E: std::fmt::Display>(e: E) -> PyErr {
-    ConfigError::new_err(e.to_string())
-}
-
-/// Parses config text in `format` ("toml" or "json"); `origin` names the file in errors.
-pub fn parse_config(text: &str, format: &str, origin: &str) -> PyResult<Config> {
-    match format {
-        "toml" => Config::from_toml(text, origin).map_err(config_err),
-        "json" => Config::from_json(text).map_err(config_err),
-        other => Err(PyValueError::new_err(format!("unknown config format {other:?}"))),
-    }
-}
+use pyo3::types::PyDict;
 
 #[pyclass(name = "Simulation", module = "pathtwin._native")]
 struct PySimulation {
@@ -39,32 +20,6 @@ struct PySimulation {
     /// The tables as of the last `advance`, built on first use: a command-line run writes
     /// them and then reads two back, which rebuilt every table each time.
     results: Option<Results>,
-}
-
-fn table_to_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    for (name, col) in &t.columns {
-        match col {
-            Column::F64(v) => d.set_item(name, v)?,
-            Column::I64(v) => d.set_item(name, v)?,
-            Column::Str(v) => d.set_item(name, v)?,
-            Column::Category(c) => {
-                // One Python string per value, shared by its rows.
-                let values: Vec<Bound<'py, PyString>> = c.values().map(|s| PyString::new(py, s)).collect();
-                d.set_item(name, PyList::new(py, c.keys().iter().map(|&k| &values[k as usize]))?)?
-            }
-        }
-    }
-    Ok(d)
-}
-
-fn column_ref(c: &Column) -> ColumnRef<'_> {
-    match c {
-        Column::F64(v) => ColumnRef::F64(v),
-        Column::I64(v) => ColumnRef::I64(v),
-        Column::Str(v) => ColumnRef::Str(v),
-        Column::Category(c) => ColumnRef::Category { values: c.values().collect(), keys: c.keys() },
-    }
 }
 
 fn meta_dict<'py>(py: Python<'py>, r: &Results) -> PyResult<Bound<'py, PyDict>> {
@@ -148,7 +103,7 @@ impl PySimulation {
         let d = PyDict::new(py);
         for (name, table) in [("flows", &r.flows), ("flow_series", &*r.flow_series), ("queues", &r.queues), ("queue_series", &*r.queue_series), ("markers", &r.markers), ("pipes", &r.pipes)] {
             if only.as_ref().is_none_or(|o| o.iter().any(|n| n == name)) {
-                d.set_item(name, table_to_dict(py, table)?)?;
+                d.set_item(name, tables::to_dict(py, table)?)?;
             }
         }
         d.set_item("meta", meta_dict(py, &r)?)?;
@@ -159,78 +114,16 @@ impl PySimulation {
     /// pipes) with the GIL released; returns `{"tables": [names], "meta": {...}}`.
     fn write_results<'py>(&mut self, py: Python<'py>, dir: std::path::PathBuf) -> PyResult<Bound<'py, PyDict>> {
         let r = self.current_results();
-        let mut tables = vec![("flows", &r.flows), ("flow_series", &*r.flow_series), ("queues", &r.queues), ("queue_series", &*r.queue_series), ("markers", &r.markers)];
+        let mut written = vec![("flows", &r.flows), ("flow_series", &*r.flow_series), ("queues", &r.queues), ("queue_series", &*r.queue_series), ("markers", &r.markers)];
         if r.pipes.rows() > 0 {
-            tables.push(("pipes", &r.pipes));
+            written.push(("pipes", &r.pipes));
         }
-        py.allow_threads(|| {
-            tables.iter().try_for_each(|(name, t)| {
-                let path = dir.join(format!("{name}.parquet"));
-                let columns: Vec<_> = t.columns.iter().map(|(n, c)| (n.as_str(), column_ref(c))).collect();
-                write_table(&path, &columns).map_err(|e| ConfigError::new_err(format!("{}: cannot write ({e})", path.display())))
-            })
-        })?;
+        py.allow_threads(|| tables::write_all(&dir, &written)).map_err(ConfigError::new_err)?;
         let d = PyDict::new(py);
-        d.set_item("tables", tables.iter().map(|(name, _)| *name).collect::<Vec<_>>())?;
+        d.set_item("tables", written.iter().map(|(name, _)| *name).collect::<Vec<_>>())?;
         d.set_item("meta", meta_dict(py, &r)?)?;
         Ok(d)
     }
-}
-
-/// Validates config text and returns the parsed config as JSON (defaults filled).
-#[pyfunction]
-#[pyo3(signature = (text, format = "toml", origin = ""))]
-fn validate_config(text: &str, format: &str, origin: &str) -> PyResult<String> {
-    let cfg = parse_config(text, format, origin)?;
-    serde_json::to_string(&cfg).map_err(|e| PyValueError::new_err(e.to_string()))
-}
-
-/// NSDI'09 Eq. 2 and Eq. 4 for one path, with the queue sizes the model would pick.
-#[pyfunction]
-#[pyo3(signature = (abw_forward_bps, abw_reverse_bps, rtt_s, wmax_bytes, capacity_bps, flows = 1, max_queue_bytes = bounds::DEFAULT_MAX_QUEUE))]
-fn queue_bounds<'py>(
-    py: Python<'py>,
-    abw_forward_bps: u64,
-    abw_reverse_bps: u64,
-    rtt_s: f64,
-    wmax_bytes: u64,
-    capacity_bps: u64,
-    flows: u32,
-    max_queue_bytes: u64,
-) -> PyResult<Bound<'py, PyDict>> {
-    let input = PathBoundsInput {
-        abw: [Rate::from_bps(abw_forward_bps), Rate::from_bps(abw_reverse_bps)],
-        capacity: [Rate::from_bps(capacity_bps); 2],
-        rtt_base: Duration::from_secs_f64(rtt_s),
-        wmax: wmax_bytes,
-        flows: [flows, flows],
-    };
-    let d = bounds::derive(&input, max_queue_bytes);
-    let out = PyDict::new(py);
-    out.set_item("lower", d.bounds.lower.to_vec())?;
-    out.set_item("upper_total", d.bounds.upper_total)?;
-    out.set_item("forward", d.bounds.forward)?;
-    out.set_item("queue", d.queue.to_vec())?;
-    out.set_item("feasible", d.feasible)?;
-    out.set_item("capped", d.capped)?;
-    Ok(out)
-}
-
-/// Unit parsing shared with config files, for command-line arguments.
-#[pyfunction]
-fn parse_quantity(kind: &str, text: &str) -> PyResult<f64> {
-    let r: Result<f64, units::UnitError> = match kind {
-        "rate" => text.parse::<Rate>().map(|r| r.as_f64()),
-        "size" => text.parse::<Size>().map(|s| s.bytes() as f64),
-        "time" => units::parse_duration(text).map(|d| d.as_secs_f64()),
-        "fraction" => text.parse::<units::Fraction>().map(|f| f.get()),
-        "queue" => text.parse::<QueueLimit>().map(|q| match q {
-            QueueLimit::Bytes(b) => b as f64,
-            QueueLimit::Packets(p) => -(p as f64),
-        }),
-        other => return Err(PyValueError::new_err(format!("unknown quantity kind {other:?}"))),
-    };
-    r.map_err(config_err)
 }
 
 /// The congestion controls the simulator runs (`[tcp] cc` names).
@@ -240,11 +133,7 @@ fn simulator_congestion_controls() -> Vec<&'static str> {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     m.add_class::<PySimulation>()?;
-    m.add_function(wrap_pyfunction!(validate_config, m)?)?;
-    m.add_function(wrap_pyfunction!(queue_bounds, m)?)?;
-    m.add_function(wrap_pyfunction!(parse_quantity, m)?)?;
     m.add_function(wrap_pyfunction!(simulator_congestion_controls, m)?)?;
     Ok(())
 }

@@ -2,8 +2,10 @@
 //!
 //! It compiles a config with `pathtwin-core`'s topology compiler, runs simulated TCP
 //! connections (`pathtwin-tcp`) between the hosts, and drives every element and endpoint
-//! from one [`event::EventQueue`] on a virtual clock. Identical config and seed give identical
-//! tables, bit for bit. Results are columnar [`table::Table`]s: per-flow summary, per-flow
+//! from one [`event::EventQueue`] on a virtual clock: the network through `pathtwin-core`'s
+//! [`pathtwin_core::driver::Driver`] (the emulator's too), the endpoints and applications
+//! itself. Identical config and seed give identical tables, bit for bit. Results are
+//! columnar tables with the schemas of [`pathtwin_core::results`]: per-flow summary, per-flow
 //! time series, per-queue summary and per-queue time series.
 //!
 //! Flows may run over `[[pipe]]`s, one path per connection, and replay a traced connection
@@ -21,7 +23,6 @@ pub mod packet;
 pub mod pcap;
 pub mod replay;
 mod sim;
-pub mod table;
 mod tcp_settings;
 
 pub use sim::{Results, SimError, Simulation};

@@ -5,6 +5,7 @@
 //! packet travels; elements move only this 48-byte header. Profiling the dumbbell benchmark
 //! showed packet copies at 15 % of the run time before this split.
 
+use pathtwin_core::driver::{RouteId, Routed};
 use pathtwin_core::packet::{FlowKey, Mark, PacketMeta, TcpFlags};
 use pathtwin_tcp::{Ecn, Segment};
 
@@ -82,6 +83,23 @@ impl PacketMeta for SimPacket {
     }
     fn priority(&self) -> u8 {
         self.band
+    }
+}
+
+/// Connection `conn`'s packets from its client follow route `2 conn`, its server's `2 conn +
+/// 1` (the simulation registers them in that order).
+impl Routed for SimPacket {
+    #[inline]
+    fn route(&self) -> RouteId {
+        self.conn << 1 | u32::from(!self.from_client)
+    }
+    #[inline]
+    fn hop(&self) -> usize {
+        usize::from(self.hop)
+    }
+    #[inline]
+    fn set_hop(&mut self, hop: usize) {
+        self.hop = hop as u16;
     }
 }
 

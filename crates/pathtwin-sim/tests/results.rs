@@ -43,7 +43,7 @@ fn results_taken_mid_run_keep_their_rows_while_the_run_goes_on() {
     assert!(late.flow_series.rows() > flow_rows);
     assert_eq!(&late.flow_series.i64s("cwnd_bytes")[..flow_rows], early_cwnd);
     let labels: Vec<&str> = match late.flow_series.column("label") {
-        Some(pathtwin_sim::table::Column::Category(c)) => c.iter().collect(),
+        Some(pathtwin_core::table::Column::Category(c)) => c.iter().collect(),
         other => panic!("label column: {other:?}"),
     };
     assert_eq!(labels.len(), late.flow_series.rows());

@@ -1,5 +1,6 @@
-//! Columnar result tables: named, typed columns of equal length. The simulator fills them;
-//! the Python side turns them into Arrow/Parquet without copying row by row.
+//! Columnar result tables: named, typed columns of equal length. Both engines fill them, with
+//! the schemas of [`crate::results`]; `pathtwin-py` writes them to Parquet (one writer) or
+//! hands them to Python without copying row by row.
 
 use indexmap::IndexSet;
 
@@ -13,6 +14,10 @@ pub enum Column {
     /// columns were most of a long run's memory (a simulated hour of 100 flows sampled every
     /// second: 575 MB at the end, 16 MB without the series).
     Category(Category),
+    /// Columns that may lack a value in some rows (what the kernel does not report).
+    OptF64(Vec<Option<f64>>),
+    OptI64(Vec<Option<i64>>),
+    OptStr(Vec<Option<String>>),
 }
 
 /// The column type behind [`Column::Category`].
@@ -56,6 +61,9 @@ impl Column {
             Column::I64(v) => v.len(),
             Column::Str(v) => v.len(),
             Column::Category(c) => c.keys.len(),
+            Column::OptF64(v) => v.len(),
+            Column::OptI64(v) => v.len(),
+            Column::OptStr(v) => v.len(),
         }
     }
     pub fn is_empty(&self) -> bool {
@@ -76,21 +84,41 @@ pub enum Cell<'a> {
     S(String),
     /// Text borrowed from the caller: a category row costs no allocation.
     T(&'a str),
+    /// No value, in a column that may lack one (`Kind::Opt…`).
+    Null,
 }
 
+/// The type of a column in a [`Schema`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    F64,
+    I64,
+    Str,
+    /// Text from a small set, stored as indices (see [`Column::Category`]); it reads as text.
+    Category,
+    /// Columns whose rows may lack a value ([`Cell::Null`]); written as nulls.
+    OptF64,
+    OptI64,
+    OptStr,
+}
+
+/// A table's columns in order: (name, type).
+pub type Schema = &'static [(&'static str, Kind)];
+
 impl Table {
-    /// A table with these (name, type) columns; types are "f64", "i64", "str" or "category"
-    /// (text from a small set, see [`Column::Category`]).
-    pub fn with_schema(schema: &[(&str, &str)]) -> Self {
+    /// An empty table with `schema`'s columns.
+    pub fn new(schema: Schema) -> Self {
         let columns = schema
             .iter()
-            .map(|&(name, ty)| {
-                let col = match ty {
-                    "f64" => Column::F64(Vec::new()),
-                    "i64" => Column::I64(Vec::new()),
-                    "str" => Column::Str(Vec::new()),
-                    "category" => Column::Category(Category::default()),
-                    other => panic!("unknown column type {other}"),
+            .map(|&(name, kind)| {
+                let col = match kind {
+                    Kind::F64 => Column::F64(Vec::new()),
+                    Kind::I64 => Column::I64(Vec::new()),
+                    Kind::Str => Column::Str(Vec::new()),
+                    Kind::Category => Column::Category(Category::default()),
+                    Kind::OptF64 => Column::OptF64(Vec::new()),
+                    Kind::OptI64 => Column::OptI64(Vec::new()),
+                    Kind::OptStr => Column::OptStr(Vec::new()),
                 };
                 (name.to_string(), col)
             })
@@ -109,6 +137,9 @@ impl Table {
                 Column::I64(v) => v.try_reserve_exact(rows),
                 Column::Str(v) => v.try_reserve_exact(rows),
                 Column::Category(c) => c.keys.try_reserve_exact(rows),
+                Column::OptF64(v) => v.try_reserve_exact(rows),
+                Column::OptI64(v) => v.try_reserve_exact(rows),
+                Column::OptStr(v) => v.try_reserve_exact(rows),
             };
         }
     }
@@ -124,6 +155,13 @@ impl Table {
                 (Column::Str(v), Cell::T(x)) => v.push(x.to_string()),
                 (Column::Category(c), Cell::S(x)) => c.push(&x),
                 (Column::Category(c), Cell::T(x)) => c.push(x),
+                (Column::OptF64(v), Cell::F(x)) => v.push(Some(x)),
+                (Column::OptI64(v), Cell::I(x)) => v.push(Some(x)),
+                (Column::OptStr(v), Cell::S(x)) => v.push(Some(x)),
+                (Column::OptStr(v), Cell::T(x)) => v.push(Some(x.to_string())),
+                (Column::OptF64(v), Cell::Null) => v.push(None),
+                (Column::OptI64(v), Cell::Null) => v.push(None),
+                (Column::OptStr(v), Cell::Null) => v.push(None),
                 _ => panic!("cell type does not match column {name}"),
             }
         }
@@ -165,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_category_column_reads_back_row_for_row_and_stores_each_value_once() {
-        let mut t = Table::with_schema(&[("queue", "category"), ("packets", "i64")]);
+        let mut t = Table::new(&[("queue", Kind::Category), ("packets", Kind::I64)]);
         let names = ["r1->r2", "r2->r1", "r1->r2", "r1->r2", "r2->r1"];
         for (i, name) in names.iter().enumerate() {
             t.push(vec![Cell::T(name), Cell::I(i as i64)]);
@@ -180,7 +218,7 @@ mod tests {
 
     #[test]
     fn reserving_room_changes_no_row() {
-        let mut t = Table::with_schema(&[("t", "f64"), ("label", "category"), ("name", "str")]);
+        let mut t = Table::new(&[("t", Kind::F64), ("label", Kind::Category), ("name", Kind::Str)]);
         t.reserve(1000);
         t.push(vec![Cell::F(0.5), Cell::T("a"), Cell::T("b")]);
         assert_eq!(t.rows(), 1);

@@ -1,0 +1,366 @@
+//! Every result table's schema, declared once for both engines, and the tables built from the
+//! model alone.
+//!
+//! A run's directory holds `run.json` and one Parquet file per table (`<name>.parquet`). A
+//! table that both engines write has one schema here, and both build it with the same code
+//! where the model has what it needs: [`queues`], [`markers`], [`push_queue_sample`]
+//! (`queue_series`) and [`push_pipe`] (`pipes`). What only one engine can measure comes as
+//! extra columns after the shared ones (the kernel's `tcp_info` fields in the emulator's
+//! [`KERNEL_FLOW_SERIES`], the emulator's per-pipe packet counts in [`EMU_PIPES`]), or as a
+//! table of its own ([`PACKET_FLOWS`], [`ROUTES`], [`TIMING`]). Python never restates a
+//! schema: it reads the files, or the columns `pathtwin-py` hands over.
+//!
+//! | table | simulator | emulator |
+//! |---|---|---|
+//! | `flows` ([`FLOWS`]) | one row per TCP connection | — (its `[[flow]]` workload is not run yet) |
+//! | `flow_series` | [`FLOW_SERIES`], from the endpoints | [`KERNEL_FLOW_SERIES`], from `tcp_info` |
+//! | `queues` ([`QUEUES`]) | yes | yes |
+//! | `queue_series` ([`QUEUE_SERIES`]) | yes | yes |
+//! | `markers` ([`MARKERS`]) | yes | yes |
+//! | `pipes` | [`PIPES`] | [`EMU_PIPES`] |
+//! | `packet_flows`, `routes`, `timing` | — | [`PACKET_FLOWS`], [`ROUTES`], [`TIMING`] |
+
+use crate::driver::QueueSample;
+use crate::element::Element;
+use crate::packet::PacketMeta;
+use crate::qdisc::AqmStats;
+use crate::table::{Cell, Kind, Schema, Table};
+use crate::time::Instant;
+use crate::topology::Network;
+use crate::units::Rate;
+
+use Kind::{Category, F64, I64, OptF64, OptI64, OptStr, Str};
+
+/// `flows`: one row per simulated TCP connection (each copy of a `[[flow]]` entry).
+/// `goodput_bps` is the bytes the applications read over the flow's active time;
+/// `completion_s` the time a sized transfer took to be read whole (NaN otherwise);
+/// `responses` and `response_time_mean_s` count request/response and replay exchanges.
+pub const FLOWS: Schema = &[
+    ("flow", I64),
+    ("label", Str),
+    ("entry", I64),
+    ("copy", I64),
+    ("src", Str),
+    ("dst", Str),
+    ("app", Str),
+    ("cc", Str),
+    ("start_s", F64),
+    ("end_s", F64),
+    ("bytes_delivered", I64),
+    ("goodput_bps", F64),
+    ("bytes_sent", I64),
+    ("segments_sent", I64),
+    ("retransmits", I64),
+    ("fast_retransmits", I64),
+    ("timeouts", I64),
+    ("lost_retransmissions", I64),
+    ("tail_loss_probes", I64),
+    ("ecn_reductions", I64),
+    ("ce_received", I64),
+    ("rtt_min_ms", F64),
+    ("rtt_mean_ms", F64),
+    ("completion_s", F64),
+    ("responses", I64),
+    ("response_time_mean_s", F64),
+];
+
+/// `flow_series`: every flow's sender every `[run] sample_interval`. `goodput_bps` is the
+/// bytes read since the previous sample per second; `delivered_bytes` and `retransmits` are
+/// totals so far; `ssthresh_bytes` is `i64::MAX` before the first loss.
+pub const FLOW_SERIES: Schema = &[
+    ("time_s", F64),
+    ("flow", I64),
+    ("label", Category),
+    ("cwnd_bytes", I64),
+    ("ssthresh_bytes", I64),
+    ("srtt_ms", F64),
+    ("goodput_bps", F64),
+    ("delivered_bytes", I64),
+    ("retransmits", I64),
+];
+
+/// The emulator's `flow_series`: [`FLOW_SERIES`]'s columns from every sending TCP socket's
+/// `tcp_info` (cwnd and ssthresh as segments × `snd_mss`), then the kernel's own fields,
+/// null where the kernel does not report them (see `pathtwin_emu::sampler`).
+pub const KERNEL_FLOW_SERIES: Schema = &[
+    ("time_s", F64),
+    ("flow", I64),
+    ("label", Category),
+    ("cwnd_bytes", I64),
+    ("ssthresh_bytes", I64),
+    ("srtt_ms", F64),
+    ("goodput_bps", F64),
+    ("delivered_bytes", I64),
+    ("retransmits", I64),
+    ("src", Category),
+    ("dst", Category),
+    ("src_port", I64),
+    ("dst_port", I64),
+    ("cc", OptStr),
+    ("state", I64),
+    ("ca_state", OptI64),
+    ("rto_retransmits", OptI64),
+    ("rttvar_ms", OptF64),
+    ("min_rtt_ms", OptF64),
+    ("rto_ms", OptF64),
+    ("mss", OptI64),
+    ("cwnd_segments", OptI64),
+    ("unacked_segments", OptI64),
+    ("lost_segments", OptI64),
+    ("delivery_rate_bps", OptF64),
+    ("pacing_rate_bps", OptF64),
+    ("bytes_sent", OptI64),
+    ("bytes_retrans", OptI64),
+    ("bytes_received", OptI64),
+];
+
+/// `queues`: one row per bandwidth queue (pipes' queues excluded), its totals at the end.
+/// Real and placeholder traffic are counted apart; `utilization` is the real bytes that left
+/// over what the capacity could carry in the run; the AQM columns split drops into early and
+/// forced (every drop is forced without an active queue manager), and count per drop
+/// precedence (RIO/FRIO's IN and OUT; unmarked traffic is IN; zeros for other disciplines).
+pub const QUEUES: Schema = &[
+    ("queue", Str),
+    ("qdisc", Str),
+    ("capacity_bps", F64),
+    ("abw_bps", F64),
+    ("limit", Str),
+    ("arrivals", I64),
+    ("departures", I64),
+    ("drops", I64),
+    ("arrival_bytes", I64),
+    ("departure_bytes", I64),
+    ("final_packets", I64),
+    ("placeholder_arrivals", I64),
+    ("placeholder_departures", I64),
+    ("placeholder_drops", I64),
+    ("placeholder_share", F64),
+    ("utilization", F64),
+    ("early_drops", I64),
+    ("forced_drops", I64),
+    ("ecn_marks", I64),
+    ("in_arrivals", I64),
+    ("out_arrivals", I64),
+    ("in_drops", I64),
+    ("out_drops", I64),
+];
+
+/// `queue_series`: every bandwidth queue every `[run] sample_interval` (see
+/// [`QueueSample`]): occupancy, drops since the previous sample, bytes departed so far,
+/// ABW, active foreground flows and RED's average queue (NaN for other disciplines).
+pub const QUEUE_SERIES: Schema = &[
+    ("time_s", F64),
+    ("queue", Category),
+    ("packets", I64),
+    ("bytes", I64),
+    ("placeholder_packets", I64),
+    ("placeholder_bytes", I64),
+    ("drops", I64),
+    ("departed_bytes", I64),
+    ("abw_bps", F64),
+    ("active_flows", I64),
+    ("avg_queue", F64),
+];
+
+/// `markers`: one row per `[[marker]]`: IN (green) and OUT (yellow + red) packets and bytes,
+/// each colour, and the packets the TCP-friendly marker protected. A two-colour policy
+/// (token bucket, TCP-friendly) has no yellow.
+pub const MARKERS: Schema = &[
+    ("marker", Str),
+    ("kind", Str),
+    ("in_packets", I64),
+    ("in_bytes", I64),
+    ("out_packets", I64),
+    ("out_bytes", I64),
+    ("green_packets", I64),
+    ("green_bytes", I64),
+    ("yellow_packets", I64),
+    ("yellow_bytes", I64),
+    ("red_packets", I64),
+    ("red_bytes", I64),
+    ("protected_packets", I64),
+];
+
+/// `pipes`: one row per `[[pipe]]`: its client and server hosts and the client address its
+/// connections come from (a capture is read pipe by pipe through it).
+pub const PIPES: Schema = &[("pipe", I64), ("client", Str), ("server", Str), ("address", Str)];
+
+/// The emulator's `pipes`: [`PIPES`]'s columns, then packets into and out of each direction
+/// (`_down` from the server) and the drops of its queue and of its random loss.
+pub const EMU_PIPES: Schema = &[
+    ("pipe", I64),
+    ("client", Str),
+    ("server", Str),
+    ("address", Str),
+    ("packets_in_down", I64),
+    ("packets_in_up", I64),
+    ("packets_out_down", I64),
+    ("packets_out_up", I64),
+    ("queue_drops_down", I64),
+    ("queue_drops_up", I64),
+    ("loss_drops_down", I64),
+    ("loss_drops_up", I64),
+];
+
+/// The emulator's `packet_flows`: every transport flow (one direction of a 5-tuple) that
+/// crossed it, from its first to its last packet: packets and bytes into the model and out of
+/// it to the destination (IP bytes, and payload), and the hosts of the route it took.
+pub const PACKET_FLOWS: Schema = &[
+    ("src", Str),
+    ("dst", Str),
+    ("proto", I64),
+    ("src_port", I64),
+    ("dst_port", I64),
+    ("route_src", Str),
+    ("route_dst", Str),
+    ("first_ns", I64),
+    ("last_ns", I64),
+    ("packets_in", I64),
+    ("bytes_in", I64),
+    ("payload_bytes_in", I64),
+    ("packets_out", I64),
+    ("bytes_out", I64),
+    ("payload_bytes_out", I64),
+];
+
+/// The emulator's `routes`: per routed host pair, packets and bytes in and out, and writes
+/// to the destination's device that failed.
+pub const ROUTES: Schema = &[
+    ("src", Str),
+    ("dst", Str),
+    ("packets_in", I64),
+    ("bytes_in", I64),
+    ("packets_out", I64),
+    ("bytes_out", I64),
+    ("write_drops", I64),
+];
+
+/// The emulator's `timing`: release lateness (model departure to the write) and timer-wake
+/// lateness (deadline to the loop running) over the run.
+pub const TIMING: Schema = &[
+    ("kind", Str),
+    ("count", I64),
+    ("mean_ns", F64),
+    ("p50_ns", I64),
+    ("p99_ns", I64),
+    ("p999_ns", I64),
+    ("max_ns", I64),
+];
+
+/// An `i64` cell from a counter (counts stay far below 2^63).
+fn count(n: u64) -> Cell<'static> {
+    Cell::I(n as i64)
+}
+
+/// The `queues` table of `net` at `now` (time zero being the start of the run).
+pub fn queues<P: PacketMeta + Send + Sync + 'static>(net: &Network<P>, now: Instant) -> Table {
+    let mut t = Table::new(QUEUES);
+    for e in net.queue_ids() {
+        let Element::Queue(q) = &net.elements[e] else { continue };
+        let s = q.stats();
+        let capacity_bytes = Rate::bytes_in(q.capacity(), now - Instant::ZERO) as f64;
+        // Without an active queue manager every drop is a tail drop.
+        let aqm = q.aqm_stats().unwrap_or(AqmStats { forced_drops: s.drops, ..Default::default() });
+        t.push(vec![
+            Cell::T(&net.element_info[e].name),
+            Cell::T(q.qdisc_name()),
+            Cell::F(q.capacity().as_f64()),
+            Cell::F(q.abw().as_f64()),
+            Cell::S(q.limit().to_string()),
+            count(s.arrivals),
+            count(s.departures),
+            count(s.drops),
+            count(s.arrival_bytes),
+            count(s.departure_bytes),
+            count(q.occupancy().packets),
+            count(s.placeholder_arrivals),
+            count(s.placeholder_departures),
+            count(s.placeholder_drops),
+            Cell::F(q.placeholder_share()),
+            Cell::F(if capacity_bytes > 0.0 { s.departure_bytes as f64 / capacity_bytes } else { 0.0 }),
+            count(aqm.early_drops),
+            count(aqm.forced_drops),
+            count(aqm.ecn_marks),
+            count(aqm.in_class.arrivals),
+            count(aqm.out_class.arrivals),
+            count(aqm.in_class.drops()),
+            count(aqm.out_class.drops()),
+        ]);
+    }
+    t
+}
+
+/// The `markers` table of `net`: what each marker decided. IN is green and OUT is yellow
+/// plus red.
+pub fn markers<P: PacketMeta + Send + Sync + 'static>(net: &Network<P>) -> Table {
+    let mut t = Table::new(MARKERS);
+    for e in net.marker_ids() {
+        let Element::Marker(m) = &net.elements[e] else { continue };
+        let s = m.stats();
+        t.push(vec![
+            Cell::T(&net.element_info[e].name),
+            Cell::T(m.kind()),
+            count(s.in_packets()),
+            count(s.in_bytes()),
+            count(s.out_packets()),
+            count(s.out_bytes()),
+            count(s.green_packets),
+            count(s.green_bytes),
+            count(s.yellow_packets),
+            count(s.yellow_bytes),
+            count(s.red_packets),
+            count(s.red_bytes),
+            count(s.protected_packets),
+        ]);
+    }
+    t
+}
+
+/// Appends `sample` of the queue called `name` to a [`QUEUE_SERIES`] table.
+pub fn push_queue_sample(t: &mut Table, s: &QueueSample, name: &str) {
+    t.push(vec![
+        Cell::F(Instant::from_nanos(s.t_ns).as_secs_f64()),
+        Cell::T(name),
+        count(s.packets),
+        count(s.bytes),
+        count(s.placeholder_packets),
+        count(s.placeholder_bytes),
+        count(s.drops),
+        count(s.departed_bytes),
+        Cell::F(s.abw_bps),
+        count(s.active_flows),
+        Cell::F(s.avg_queue),
+    ]);
+}
+
+/// The shared columns of `pipes` row `g`: pipe `g` of `net`, whose client address is
+/// `address`; an engine with more to say (the emulator) appends its own cells.
+pub fn push_pipe<'a, P>(row: &mut Vec<Cell<'a>>, net: &'a Network<P>, g: usize, address: String) {
+    let p = &net.pipes[g];
+    row.extend([Cell::I(g as i64), Cell::T(&net.hosts[p.client]), Cell::T(&net.hosts[p.server]), Cell::S(address)]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The engine-specific tables extend the shared ones: their first columns are the shared
+    /// table's, name for name and type for type, so that the two engines' files line up.
+    #[test]
+    fn engine_extensions_begin_with_the_shared_columns() {
+        assert_eq!(&KERNEL_FLOW_SERIES[..FLOW_SERIES.len()], FLOW_SERIES);
+        assert_eq!(&EMU_PIPES[..PIPES.len()], PIPES);
+    }
+
+    /// Every schema names each column once.
+    #[test]
+    fn column_names_are_unique_within_each_table() {
+        for schema in [FLOWS, FLOW_SERIES, KERNEL_FLOW_SERIES, QUEUES, QUEUE_SERIES, MARKERS, PIPES, EMU_PIPES, PACKET_FLOWS, ROUTES, TIMING] {
+            let mut names: Vec<&str> = schema.iter().map(|(n, _)| *n).collect();
+            names.sort_unstable();
+            let before = names.len();
+            names.dedup();
+            assert_eq!(names.len(), before, "{schema:?}");
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Result tables across the boundary, for both engines: each [`Table`] (its schema from
+//! `pathtwin_core::results`) is written as `<name>.parquet` by the one Parquet writer, or
+//! handed to Python as `{column: list}` without copying row by row.
+
+use std::path::Path;
+
+use pathtwin_core::table::{Column, Table};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+
+use crate::parquet_out::{write_nullable_groups, write_table as write_required, ColumnRef};
+
+fn column_ref(c: &Column) -> ColumnRef<'_> {
+    match c {
+        Column::F64(v) => ColumnRef::F64(v),
+        Column::I64(v) => ColumnRef::I64(v),
+        Column::Str(v) => ColumnRef::Str(v),
+        Column::Category(c) => ColumnRef::Category { values: c.values().collect(), keys: c.keys() },
+        Column::OptF64(v) => ColumnRef::OptF64(v),
+        Column::OptI64(v) => ColumnRef::OptI64(v),
+        Column::OptStr(v) => ColumnRef::OptStr(v),
+    }
+}
+
+/// Whether a table has columns that may lack values: its file then has every column
+/// OPTIONAL, as pyarrow writes a pandas frame; otherwise every column is REQUIRED.
+fn nullable(t: &Table) -> bool {
+    t.columns.iter().any(|(_, c)| matches!(c, Column::OptF64(_) | Column::OptI64(_) | Column::OptStr(_)))
+}
+
+/// The one-line error of a table that could not be written.
+fn cannot_write(path: &Path, e: impl std::fmt::Display) -> String {
+    format!("{}: cannot write ({e})", path.display())
+}
+
+/// Writes `table` as the Parquet file `path`.
+pub fn write(path: &Path, table: &Table) -> Result<(), String> {
+    let columns: Vec<_> = table.columns.iter().map(|(n, c)| (n.as_str(), column_ref(c))).collect();
+    let written = if nullable(table) { write_nullable_groups(path, 1, &|_, emit| emit(&columns)) } else { write_required(path, &columns) };
+    written.map_err(|e| cannot_write(path, e))
+}
+
+/// Writes a table of `groups` row groups as the Parquet file `path`, building one group's
+/// rows at a time (`group(g)`, with the same schema every time): a long run's series is never
+/// held twice. Its columns are OPTIONAL (the long tables this is for lack values).
+pub fn write_groups(path: &Path, groups: usize, group: &dyn Fn(usize) -> Table) -> Result<(), String> {
+    write_nullable_groups(path, groups, &|g, emit| {
+        let t = group(g);
+        let columns: Vec<_> = t.columns.iter().map(|(n, c)| (n.as_str(), column_ref(c))).collect();
+        emit(&columns)
+    })
+    .map_err(|e| cannot_write(path, e))
+}
+
+/// Writes each `(name, table)` as `<dir>/<name>.parquet`.
+pub fn write_all(dir: &Path, tables: &[(&str, &Table)]) -> Result<(), String> {
+    tables.iter().try_for_each(|(name, t)| write(&dir.join(format!("{name}.parquet")), t))
+}
+
+/// `{column: list}` of `t`; a missing value is `None`.
+pub fn to_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, col) in &t.columns {
+        match col {
+            Column::F64(v) => d.set_item(name, v)?,
+            Column::I64(v) => d.set_item(name, v)?,
+            Column::Str(v) => d.set_item(name, v)?,
+            Column::Category(c) => {
+                // One Python string per value, shared by its rows.
+                let values: Vec<Bound<'py, PyString>> = c.values().map(|s| PyString::new(py, s)).collect();
+                d.set_item(name, PyList::new(py, c.keys().iter().map(|&k| &values[k as usize]))?)?
+            }
+            Column::OptF64(v) => d.set_item(name, v)?,
+            Column::OptI64(v) => d.set_item(name, v)?,
+            Column::OptStr(v) => d.set_item(name, v)?,
+        }
+    }
+    Ok(d)
+}
