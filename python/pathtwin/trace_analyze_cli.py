@@ -6,22 +6,19 @@ cost more than the analysis itself. So, as ``sim_cli`` does, it parses its argum
 argparse, lets the engine write the Parquet tables itself (``_native.trace_analyze_files``,
 without the GIL; they read back as ``pathtwin.trace.analyze``'s frames did once written
 with pyarrow), and prints its summary as plain text from the few rows the engine hands
-back. Only ``--csv`` goes through pandas (``pathtwin.trace.write_table``), to write exactly
-the CSV it always wrote. ``cli.main`` hands ``trace analyze`` arguments here before
+back; the analysis is ``pathtwin.trace_files.analyze_files``, light too (only ``--csv``
+goes through pandas, to write exactly the CSV it always wrote). ``cli.main`` hands ``trace analyze`` arguments here before
 importing typer; ``pathtwin trace --help`` still lists the command.
-
-Also owns ``check_capture``, the one check of a capture path, shared with ``pathtwin.trace``.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 
-from .errors import PathtwinError
 from .light_cli import Parser, text_table
+from .trace_files import analyze_files, check_capture, check_output, check_threads, missing
 
 HELP = "Per-connection path and endpoint parameters (Monkey See), and optionally the workload."
 
@@ -43,82 +40,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def check_capture(capture: str | os.PathLike) -> str:
-    """The capture's path; a missing file or a directory is a ``PathtwinError``. (This
-    module uses ``os.path``: pathlib's import is 3-4 ms of the command's start-up.)"""
-    p = os.fspath(capture)
-    if not os.path.exists(p):
-        raise PathtwinError(f"{p}: no such capture file")
-    if os.path.isdir(p):
-        raise PathtwinError(f"{p}: is a directory, not a capture file")
-    return p
-
-
-def check_output(path: str | os.PathLike | None) -> None:
-    """An output's directory must exist (checked before the analysis, not after it)."""
-    if path is None:
-        return
-    parent = os.path.dirname(os.fspath(path))
-    if parent and not os.path.isdir(parent):
-        raise PathtwinError(f"{os.fspath(path)}: directory {parent} does not exist")
-
-
 def main(argv: list[str]) -> int:
     """Runs `pathtwin trace analyze ARGV`; user errors raise ``PathtwinError`` (``cli.main``
     prints them)."""
     args = parser().parse_args(argv)
-    if args.threads is not None and args.threads < 1:
-        raise PathtwinError(f"threads must be a positive integer, not {args.threads!r}")
+    # Checked before the progress line looks at the capture (analyze_files checks them too).
+    check_threads(args.threads)
     capture = check_capture(args.capture)
     check_output(args.output)
     check_output(args.exchanges_out)
     with _Progress(capture) as progress:
-        if args.csv:
-            summary = _analyze_to_csv(capture, args, progress)
-        else:
-            from . import _native
-
-            summary = _native.trace_analyze_files(capture, args.output, args.exchanges_out, args.server,
-                                                  progress, args.threads or 0, max(args.rows, 0))
+        summary = analyze_files(capture, args.output, args.exchanges_out, args.server, progress, args.threads,
+                                args.rows, csv=args.csv)
     print_summary(capture, summary, args.rows)
     if args.output is not None:
         print(f"wrote {args.output}")
     if args.exchanges_out is not None:
         print(f"wrote {args.exchanges_out}: {summary['exchanges']:,} exchanges")
     return 0
-
-
-def _analyze_to_csv(capture: str, args, progress) -> dict:
-    """The ``--csv`` path: the Python API's frames written by pandas, summarized as the
-    engine summarizes (``trace_analyze_files``'s dict)."""
-    from . import trace
-
-    if args.exchanges_out is None:
-        conns, stats = trace.analyze(capture, server=args.server, progress=progress, threads=args.threads)
-        exchanges = None
-    else:
-        conns, exchanges, stats = trace.workload(capture, server=args.server, progress=progress, threads=args.threads)
-    if args.output is not None:
-        trace.write_table(conns, args.output, csv=True)
-    if exchanges is not None:
-        trace.write_table(exchanges, args.exchanges_out, csv=True)
-    reasons = conns.loc[~conns["kept"], "prune_reason"] if len(conns) else []
-    pruned: dict[str, int] = {}
-    for r in reasons:
-        pruned[r] = pruned.get(r, 0) + 1
-    head = conns.head(max(args.rows, 0))
-    return {
-        "stats": stats,
-        "connections": len(conns),
-        "kept": int(conns["kept"].sum()) if len(conns) else 0,
-        "pruned": sorted(pruned.items(), key=lambda kv: -kv[1]),
-        "head": {c: [None if _missing(v) else v for v in head[c].tolist()] for c in head.columns},
-        "exchanges": 0 if exchanges is None else len(exchanges),
-    }
-
-
-def _missing(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 class _Progress:
@@ -186,13 +125,13 @@ def print_summary(capture: str, summary: dict, rows: int) -> None:
 
 
 def _fmt(x, unit="", digits=1) -> str:
-    if _missing(x):
+    if missing(x):
         return "-"
     return f"{x:.{digits}f}{unit}"
 
 
 def _rate(bps) -> str:
-    if _missing(bps):
+    if missing(bps):
         return "-"
     for div, unit in ((1e9, "Gb/s"), (1e6, "Mb/s"), (1e3, "kb/s")):
         if bps >= div:
