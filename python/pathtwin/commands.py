@@ -162,7 +162,7 @@ def reproduce(
     elif name == "nsdi09-figure5":
         if engine == "emu":
             from .config import parse_quantity
-            from .emulation import reproduce_figure5_emu
+            from .reproduce.nsdi09 import reproduce_figure5_emu
 
             f5 = reproduce_figure5_emu(out=out, **({"duration": parse_quantity("time", duration, "--duration")} if duration else {}))
         else:

@@ -1,6 +1,6 @@
 """`pathtwin emu up|exec|stats|down|list`, `pathtwin emu run` and `pathtwin shell`.
 
-``up`` starts a detached emulator (``python -m pathtwin.emulation``) and returns once its
+``up`` starts a detached emulator (``python -m pathtwin.emu_daemon``) and returns once its
 hosts exist; the others find running emulations through ``/run/pathtwin/RUN/state.json``
 (hosts) and ``stats.json`` (live counters, refreshed every 250 ms by the emulator). With one
 emulation running, ``--run`` can be left out. Every user mistake is a ``PathtwinError``:
@@ -91,7 +91,7 @@ def up(
     run_id = new_run_id()
     out = out or Path(f"pathtwin-emu-{run_id}")
     log = Path(f"/tmp/pathtwin-emu-{run_id}.log")
-    args = [sys.executable, "-m", "pathtwin.emulation", str(topology.resolve()), "--run-id", run_id,
+    args = [sys.executable, "-m", "pathtwin.emu_daemon", str(topology.resolve()), "--run-id", run_id,
             "--out", str(out.resolve()), "--spin-us", str(spin_us)]
     if pcap is not None:
         args += ["--pcap", str(pcap.resolve())]
