@@ -3,7 +3,7 @@
 
 Tables: ``queues``, ``queue_series``, ``flows``, ``routes``, ``timing``, ``pipes``,
 ``markers`` and ``flow_series``, in the layout of ``results.py`` (the simulator's where both
-engines have one).
+engines have one); ``run.json`` is built by ``results.run_record``, as the simulator's.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__
-from .results import MARKER_COLUMNS, git_revision, write_result_dir
+from .results import MARKER_COLUMNS, run_record, write_result_dir
 
 
 def _summary_rows(snapshot: dict) -> dict:
@@ -109,29 +108,19 @@ def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, war
         tables["flow_series"] = _columns(raw.get("flow_series", []), FLOW_SERIES_COLUMNS)
     if raw.get("pipes"):
         tables["pipes"] = _pipe_columns(raw["pipes"])
-    cfg = raw["config"]
-    run = {
-        "pathtwin_version": __version__,
-        "git_revision": git_revision(),
-        "engine": "emu",
-        "run_id": snap["run_id"],
-        "seed": cfg.get("run", {}).get("seed"),
-        "config": cfg,
-        "resolved_paths": raw["resolved"],
-        "elements": raw["elements"],
-        "hosts": raw["hosts"],
-        "started_at": started_at,
-        "wall_time_s": wall_time_s,
-        "emulated_s": snap["t_s"],
-        "complete": True,
-        "timing": {"release_lateness": snap["lateness"], "timer_wake_lateness": snap["wake_lateness"],
-                   "reordered_pushes": snap["reordered_pushes"], "high_priority": snap["high_priority"],
-                   "priority_switches": snap["priority_switches"]},
-        "host_counters": snap["hosts"],
+    run = run_record(
+        engine="emu", config=raw["config"], resolved_paths=raw["resolved"], elements=raw["elements"],
+        wall_time_s=wall_time_s, complete=True, warnings=warnings, source=source,
+        run_id=snap["run_id"],
+        hosts=raw["hosts"],
+        started_at=started_at,
+        emulated_s=snap["t_s"],
+        timing={"release_lateness": snap["lateness"], "timer_wake_lateness": snap["wake_lateness"],
+                "reordered_pushes": snap["reordered_pushes"], "high_priority": snap["high_priority"],
+                "priority_switches": snap["priority_switches"]},
+        host_counters=snap["hosts"],
         # Cost of the tcp_info sampling thread (sweeps of every host, µs each).
-        "tcp_sampling": raw.get("tcp_sampling"),
-        "warnings": warnings,
-        "source": source,
-    }
+        tcp_sampling=raw.get("tcp_sampling"),
+    )
     written = ["flow_series"] if raw.get("flow_series_written") else []
     return write_result_dir(Path(out), run, tables, written=written)
