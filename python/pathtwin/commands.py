@@ -139,7 +139,7 @@ def reproduce(
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable results."),
 ):
     """Reproduce a paper's experiment and print it in the paper's layout."""
-    from . import reproduce as rp
+    from .reproduce import nsdi09 as rp
 
     if engine not in ("sim", "emu"):
         raise PathtwinError(f"--engine: expected sim or emu, got {engine!r}")

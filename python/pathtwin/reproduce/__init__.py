@@ -9,9 +9,3 @@ declaratively and printing the paper's numbers beside ours.
 The engines never import this package; a reproduction builds configs, runs them through
 ``pathtwin.simulate`` (or the emulator), and compares.
 """
-
-from .nsdi09 import (EXAMPLES, Figure5, Table2Row, example_path, figure5, load_example, print_table2, table2,
-                     with_mode)
-
-__all__ = ["EXAMPLES", "Figure5", "Table2Row", "example_path", "figure5", "load_example", "print_table2", "table2",
-           "with_mode"]

@@ -1,5 +1,5 @@
-"""NSDI'09 ("Modeling and Emulation of Internet Paths") reproductions, from the topologies in
-``examples/``.
+"""NSDI'09 ("Modeling and Emulation of Internet Paths") reproductions, from the example
+topologies shipped in the package (``pathtwin/examples/``, found with ``importlib.resources``).
 
 ``nsdi09-table2``: every row of NSDI'09 Table 2 in path mode and in link mode, over several
 seeds, printed in the paper's layout (configured ABW, achieved throughput, error %).
@@ -15,6 +15,7 @@ import subprocess
 import time
 import tomllib
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
@@ -25,14 +26,13 @@ from ..sim import simulate
 if TYPE_CHECKING:
     from ..emulation import Emulation
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-
-
 def example_path(name: str) -> Path:
-    path = EXAMPLES / f"{name}.toml"
+    """The example topology ``name`` shipped in the package (``pathtwin/examples/NAME.toml``,
+    there in an installed wheel too)."""
+    path = resources.files("pathtwin") / "examples" / f"{name}.toml"
     if not path.is_file():
         raise PathtwinError(f"example {name!r} not found at {path}")
-    return path
+    return Path(str(path))
 
 
 def load_example(name: str) -> dict:
