@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
-from typing import Any
 
 from .errors import PathtwinError
+
+# Not `typing.TYPE_CHECKING`: `trace analyze` does not import typing at all.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 
 def check_capture(capture: str | os.PathLike[str]) -> str:

@@ -1,37 +1,14 @@
-"""The typer application behind `pathtwin`: every command but the hot path of ``sim``.
-
-Sub-commands of other engines live beside them (``trace_cli``, ``emu_cli``, ``replay_cli``,
-``monarch_cli``, ``sim_cli``); this module wires them together and owns ``plot``, ``bounds``
-and ``reproduce``. ``cli.main`` is the entry point.
-"""
+"""`pathtwin reproduce NAME`: a paper's experiment, printed in the paper's layout."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
-from . import emu_cli, monarch_cli, replay_cli, sim_cli, trace_cli
-from .errors import PathtwinError
-
-app = typer.Typer(
-    name="pathtwin",
-    help="A laboratory for Internet paths: simulate, emulate, analyze and replay.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    # Help texts quote config syntax ("[[flow]]", "[run] seed"): read them as plain text, not
-    # as rich markup, which would swallow the brackets.
-    rich_markup_mode=None,
-)
-app.add_typer(trace_cli.app, name="trace")
-app.add_typer(emu_cli.app, name="emu")
-emu_cli.register_top_level(app)
-replay_cli.register(app)
-monarch_cli.register(app)
+from ..errors import PathtwinError
 
 
 def _console(stderr: bool = False):
@@ -40,94 +17,6 @@ def _console(stderr: bool = False):
     return Console(stderr=stderr, highlight=False)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, add_help_option=False,
-             help=sim_cli.HELP + " (pathtwin sim --help: its options)")
-def sim(ctx: typer.Context):
-    raise typer.Exit(sim_cli.main(list(ctx.args)))
-
-
-@app.command()
-def plot(
-    result_dirs: List[Path] = typer.Argument(..., help="One or more result directories (with run.json), simulated or emulated."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Directory for the PNGs (default: the run's directory; "
-                                       "with several runs, the first run's, as compare_*.png)."),
-):
-    """Draw plots (PNG) from result directories: for one run, throughput, cwnd/RTT,
-    throughput against delay and queues; for several, cwnd/RTT and throughput against
-    delay of every run overlaid in one figure each."""
-    from .plot import plot_result, plot_runs
-
-    for d in result_dirs:
-        if not (d / "run.json").is_file():
-            raise PathtwinError(f"{d}: not a result directory (no run.json)")
-    if len(result_dirs) == 1:
-        written = plot_result(result_dirs[0], out)
-    else:
-        written = plot_runs(result_dirs, out if out is not None else result_dirs[0])
-    for p in written:
-        print(p)
-
-
-def _split_pair(text: str, kind: str, what: str) -> tuple[float, float]:
-    from .config import parse_quantity
-
-    parts = text.split("/")
-    if len(parts) > 2:
-        raise PathtwinError(f"{what}: expected one value or 'forward/reverse', got {text!r}")
-    vals = [parse_quantity(kind, p, what) for p in parts]
-    return (vals[0], vals[-1])
-
-
-@app.command()
-def bounds(
-    abw: str = typer.Option(..., help="Available bandwidth, or forward/reverse (e.g. 10mbit or 4.3mbit/409kbit)."),
-    rtt: str = typer.Option(..., help="Base RTT, e.g. 20ms."),
-    wmax: str = typer.Option("65535B", help="Maximum TCP window w_max, e.g. 65KB."),
-    flows: int = typer.Option(1, help="Foreground flows per direction (Eq. 2 sums over them)."),
-    capacity: str = typer.Option("100mbit", help="Bottleneck capacity C."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Write NSDI'09 Figure 1 (bounds against capacity) to this PNG."),
-):
-    """Print the NSDI'09 queue bounds (lower and upper, Equations 2 and 4) and the feasible range."""
-    from . import _native
-    from .config import parse_quantity
-
-    if flows < 1:
-        raise PathtwinError(f"--flows: must be at least 1, got {flows}")
-    a_f, a_r = _split_pair(abw, "rate", "--abw")
-    if min(a_f, a_r) <= 0:
-        raise PathtwinError("--abw: must be positive")
-    rtt_s = parse_quantity("time", rtt, "--rtt")
-    w = parse_quantity("size", wmax, "--wmax")
-    c = parse_quantity("rate", capacity, "--capacity")
-    if c < max(a_f, a_r):
-        raise PathtwinError(f"--capacity: {capacity} is below the ABW")
-    b = _native.queue_bounds(int(a_f), int(a_r), rtt_s, int(w), int(c), flows)
-    fwd = b["forward"]
-    lines = [
-        f"path: ABW {a_f/1e6:g}/{a_r/1e6:g} Mbit/s, base RTT {rtt_s*1e3:g} ms, w_max {w:.0f} B, C {c/1e6:g} Mbit/s, {flows} flow(s) per direction",
-        f"Eq. 2 lower bound: {b['lower'][0]:,} B (a→b), {b['lower'][1]:,} B (b→a)",
-        f"Eq. 4 upper bound: q_a→b + q_b→a ≤ {max(b['upper_total'], 0):,.0f} B"
-        f" (forward = {'a→b' if fwd == 0 else 'b→a'}, tolerable RTT w_max/ABW_f = {w*8/max(a_f, a_r)*1e3:.1f} ms)",
-    ]
-    if b["upper_total"] >= b["lower"][0] + b["lower"][1]:
-        lines.append(f"feasible: per direction {b['lower'][0]:,}–{b['upper_total'] - b['lower'][1]:,.0f} B (a→b) and "
-                     f"{b['lower'][1]:,}–{b['upper_total'] - b['lower'][0]:,.0f} B (b→a), summing to at most {b['upper_total']:,.0f} B")
-        lines.append(f"chosen (equal split{', capped at 1 MB' if b['capped'] else ''}): {b['queue'][0]:,} B / {b['queue'][1]:,} B")
-    else:
-        need = (b["lower"][0] + b["lower"][1]) * 8 / (w * 8 / max(a_f, a_r) - rtt_s) if w * 8 / max(a_f, a_r) > rtt_s else float("inf")
-        why = ("even an empty queue makes the RTT exceed w_max/ABW" if b["upper_total"] <= 0 else
-               f"the upper bound is below the sum of the lower bounds ({b['lower'][0] + b['lower'][1]:,} B)")
-        lines.append(f"no feasible queue size: {why}; capacity must be at least {need/1e6:.2f} Mbit/s" if need != float("inf")
-                     else f"no feasible queue size: {why}; raise w_max or lower the RTT")
-        lines.append(f"best compromise: {b['queue'][0]:,} B / {b['queue'][1]:,} B")
-    print("\n".join(lines))
-    if plot is not None:
-        from .plot import plot_bounds_figure1
-
-        print(plot_bounds_figure1(max(a_f, a_r), rtt_s, int(w), flows, plot))
-
-
-@app.command()
 def reproduce(
     name: str = typer.Argument(..., help="nsdi09-table2, nsdi09-figure5, acc-4a, acc-4b, acc-3c, monarch-fig12 or "
                                          "thesis-tcp-friendly"),
@@ -139,7 +28,7 @@ def reproduce(
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable results."),
 ):
     """Reproduce a paper's experiment and print it in the paper's layout."""
-    from .reproduce import nsdi09 as rp
+    from ..reproduce import nsdi09 as rp
 
     if engine not in ("sim", "emu"):
         raise PathtwinError(f"--engine: expected sim or emu, got {engine!r}")
@@ -161,8 +50,8 @@ def reproduce(
             rp.print_table2(rows, title=f"NSDI'09 Table 2 ({'simulation' if engine == 'sim' else 'emulation'}, {seeds} seed{'s' if seeds > 1 else ''})")
     elif name == "nsdi09-figure5":
         if engine == "emu":
-            from .config import parse_quantity
-            from .reproduce.nsdi09 import reproduce_figure5_emu
+            from ..config import parse_quantity
+            from ..reproduce.nsdi09 import reproduce_figure5_emu
 
             f5 = reproduce_figure5_emu(out=out, **({"duration": parse_quantity("time", duration, "--duration")} if duration else {}))
         else:
@@ -175,7 +64,7 @@ def reproduce(
                 print(f"  {m:4} mode: mean RTT {f5.mean_rtt_ms[m]:8.1f} ms, goodput {f5.goodput_bps[m]/1e3:7.1f} kbit/s")
             print(f"  link/path RTT ratio: {f5.mean_rtt_ms['link']/f5.mean_rtt_ms['path']:.1f}x (paper: 629 ms vs 53.2 ms)")
     elif name == "monarch-fig12":
-        from .reproduce import monarch
+        from ..reproduce import monarch
 
         transfers = monarch.figure12(out=out, emulate=engine == "emu")
         if as_json:
@@ -206,8 +95,8 @@ def _reproduce_thesis(duration: Optional[str], out: Optional[Path], as_json: boo
     """The TCP-friendly marker thesis's Tables 4.1–4.4 (see ``pathtwin.reproduce.thesis``)."""
     import dataclasses
 
-    from .config import parse_quantity
-    from .reproduce import thesis
+    from ..config import parse_quantity
+    from ..reproduce import thesis
 
     configurations = tuple(only.upper()) if only else tuple(thesis.CONFIGURATIONS)
     bad = [c for c in configurations if c not in thesis.CONFIGURATIONS]
@@ -230,8 +119,8 @@ def _reproduce_acc(name: str, duration: Optional[str], out: Optional[Path], as_j
     """The ACC paper's experiments, Monaco beside Vegas (see ``pathtwin.reproduce.acc``)."""
     import dataclasses
 
-    from .config import parse_quantity
-    from .reproduce import acc
+    from ..config import parse_quantity
+    from ..reproduce import acc
 
     dur = parse_quantity("time", duration, "--duration") if duration else None
     missing = [c for c in acc.PAPER_CONTROLLERS if c not in acc.controllers()]
@@ -257,10 +146,15 @@ def _reproduce_acc(name: str, duration: Optional[str], out: Optional[Path], as_j
 
 def _plot_runs_under(out: Path) -> None:
     """Draws the plots of every run directory a reproduction kept, and says where they are."""
-    from .plot import plot_result
+    from ..plot import plot_result
 
     runs = sorted(p.parent for p in Path(out).glob("**/run.json"))
     for run in runs:
         plot_result(run)
     if runs:
         print(f"{len(runs)} run directories (run.json, Parquet tables, PNG plots) under {out}/")
+
+
+def register(app: typer.Typer) -> None:
+    """Adds `pathtwin reproduce`."""
+    app.command()(reproduce)
