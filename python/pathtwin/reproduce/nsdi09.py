@@ -4,6 +4,8 @@ topologies shipped in the package (``pathtwin/examples/``, found with ``importli
 ``nsdi09-table2``: every row of NSDI'09 Table 2 in path mode and in link mode, over several
 seeds, printed in the paper's layout (configured ABW, achieved throughput, error %).
 ``nsdi09-figure5``: one forward flow on the Harvard–WUSTL path; mean RTT in both modes.
+Both run in the simulator or, with the kernel's TCP and iperf3, in the emulator; both are
+registered (``registry``) with the paper's numbers.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from ..config import native_call, parse_quantity
 from ..errors import PathtwinError
 from ..sim import simulate
 
+from .registry import PaperValue, Progress, Reproduction, Request, register
+
 if TYPE_CHECKING:
     from ..emulation import Emulation
+
 
 def example_path(name: str) -> Path:
     """The example topology ``name`` shipped in the package (``pathtwin/examples/NAME.toml``,
@@ -158,6 +163,11 @@ def print_table2(rows: list[Table2Row], console=None, title="NSDI'09 Table 2 (si
     if ip:
         line += f", worst IP-level error {max(max(r.error('path', 0, True), r.error('path', 1, True)) for r in rows):.1f} %"
     console.print(line + f"; link mode: worst forward error {max(r.error('link', 0) for r in rows):.1f} % (paper: up to 66 %)")
+
+
+#: The paper's mean RTTs of Figure 5's 30-second flow (ms): link emulation and path emulation.
+FIGURE5_LINK_RTT_MS = 629.0
+FIGURE5_PATH_RTT_MS = 53.2
 
 
 @dataclass
@@ -318,3 +328,87 @@ def reproduce_figure5_emu(duration: float = 30.0, out=None):
         rtt[mode] = d["end"]["streams"][0]["sender"]["mean_rtt"] / 1e3
         goodput[mode] = d["end"]["sum_received"]["bits_per_second"]
     return Figure5(rtt, goodput, parse_quantity("time", base["path"][0]["rtt"], "path[0].rtt") * 1e3)
+
+
+# -- the registry's records ----------------------------------------------------------------
+
+#: Table 2's ABW errors (%) per row, as the paper measured them with iperf: mode -> (forward,
+#: reverse). Rows 1-4 are measured paths, 5-7 synthetic.
+TABLE2_ERRORS = {
+    1: {"link": (8.0, 7.2), "path": (2.1, 1.8)},
+    2: {"link": (31.7, 8.4), "path": (5.8, 4.6)},
+    3: {"link": (50.6, 8.5), "path": (4.1, 5.0)},
+    4: {"link": (20.4, 12.5), "path": (10.2, 9.1)},
+    5: {"link": (22.0, 22.4), "path": (6.3, 7.2)},
+    6: {"link": (21.5, 21.6), "path": (6.5, 6.6)},
+    7: {"link": (66.5, 9.8), "path": (8.5, 10.3)},
+}
+
+
+def _run_table2(request: Request, progress: Progress | None) -> list[Table2Row]:
+    """``table2`` as ``request`` asks, saying when each mode and seed is done."""
+    assert request.seeds is not None  # the record's default fills it
+    return table2(engine=request.engine, seeds=request.seeds, duration=request.duration, out=request.out,
+                  progress=None if progress is None else (lambda m, s: progress(f"  {m} mode, seed {s} done")))
+
+
+def _print_table2(rows: list[Table2Row], request: Request) -> None:
+    seeds = request.seeds or 0
+    print_table2(rows, title=f"NSDI'09 Table 2 ({'simulation' if request.engine == 'sim' else 'emulation'}, "
+                             f"{seeds} seed{'s' if seeds > 1 else ''})")
+
+
+def _table2_json(rows: list[Table2Row]) -> list[dict]:
+    modes = ("link", "path")
+    return [{"row": r.index, "abw": r.abw, "rtt_ms": r.rtt_ms, "queue": r.queue,
+             "achieved": r.achieved, "error": {m: [r.error(m, 0), r.error(m, 1)] for m in modes},
+             **({"ip_achieved": r.ip_achieved,
+                 "ip_error": {m: [r.error(m, 0, True), r.error(m, 1, True)] for m in modes}}
+                if r.ip_achieved else {})} for r in rows]
+
+
+def _run_figure5(request: Request, progress: Progress | None) -> Figure5:
+    """``figure5``, or ``reproduce_figure5_emu`` in the emulator, as ``request`` asks."""
+    if request.engine == "emu":
+        return reproduce_figure5_emu(out=request.out, **({"duration": parse_quantity("time", request.duration, "--duration")}
+                                                          if request.duration else {}))
+    return figure5(out=request.out, duration=request.duration)
+
+
+def _print_figure5(f5: Figure5, request: Request) -> None:
+    print(f"NSDI'09 Figure 5 ({request.engine}): base RTT {f5.base_rtt_ms:g} ms")
+    for m in ("path", "link"):
+        print(f"  {m:4} mode: mean RTT {f5.mean_rtt_ms[m]:8.1f} ms, goodput {f5.goodput_bps[m]/1e3:7.1f} kbit/s")
+    print(f"  link/path RTT ratio: {f5.mean_rtt_ms['link']/f5.mean_rtt_ms['path']:.1f}x "
+          f"(paper: {FIGURE5_LINK_RTT_MS:g} ms vs {FIGURE5_PATH_RTT_MS:g} ms)")
+
+
+register(Reproduction(
+    name="nsdi09-table2",
+    description="NSDI'09 Table 2: two-way TCP throughput on seven paths, path emulation against a link emulator",
+    engines=("sim", "emu"),
+    options=("seeds", "duration"),
+    defaults={"seeds": 5},
+    paper=(
+        *(PaperValue(f"ABW error, row {row}, {mode} mode, {way}", errors[mode][d], "%", "NSDI'09 §4.1, Table 2")
+          for row, errors in TABLE2_ERRORS.items() for mode in ("link", "path")
+          for d, way in enumerate(("forward", "reverse"))),
+    ),
+    runner=_run_table2,
+    print_text=_print_table2,
+    to_json=_table2_json,
+))
+
+register(Reproduction(
+    name="nsdi09-figure5",
+    description="NSDI'09 Figure 5: one flow's RTT on the Harvard-WUSTL path, path mode against link mode",
+    engines=("sim", "emu"),
+    options=("duration",),
+    paper=(
+        PaperValue("mean RTT, link emulation", FIGURE5_LINK_RTT_MS, "ms", "NSDI'09 §4.2, Figure 5(b)"),
+        PaperValue("mean RTT, path emulation", FIGURE5_PATH_RTT_MS, "ms", "NSDI'09 §4.2, Figure 5(c)"),
+    ),
+    runner=_run_figure5,
+    print_text=_print_figure5,
+    to_json=vars,
+))
