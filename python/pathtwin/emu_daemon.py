@@ -51,7 +51,7 @@ def serve(argv: Sequence[str]) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         while not stop.wait(0.5):
-            if not net._native.is_running():
+            if not net.is_running():
                 break
     finally:
         net.stop()

@@ -30,10 +30,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from .config import ConfigSource, config_text
 from .errors import PathtwinError
+
+if TYPE_CHECKING:
+    from ._native import EmuRun
 
 #: Name of the emulator's device inside each host (pathtwin-emu's ``lab::DEVICE``).
 DEVICE = "pt0"
@@ -57,7 +60,7 @@ def require_root() -> None:
 class Host:
     """One emulated host: a network namespace whose only way out is the emulated network."""
 
-    def __init__(self, net: "Emulation", info: Mapping[str, str]):
+    def __init__(self, net: "Emulation", info: Mapping[str, Any]):
         self._net = net
         self.name: str = info["name"]
         self.netns: str = info["netns"]
@@ -153,7 +156,7 @@ class Emulation:
         self.tcp_info = tcp_info
         self.offload = offload and self.pcap is None
         self.run_id = run_id or new_run_id()
-        self._native = None
+        self._native: Optional[EmuRun] = None
         self._hosts: dict[str, Host] = {}
         self._processes: list[subprocess.Popen] = []
         self._captures: list[subprocess.Popen] = []
@@ -228,6 +231,7 @@ class Emulation:
         if self.results is None:
             raise PathtwinError("the emulation has not stopped yet: flow_series is built at stop()")
         if self.results.get("flow_series_written"):
+            assert self.out is not None  # the native side writes it only into a result directory
             return pd.read_parquet(Path(self.out) / "flow_series.parquet")
         return pd.DataFrame(self.results.get("flow_series", []), columns=list(FLOW_SERIES_COLUMNS))
 
@@ -251,6 +255,10 @@ class Emulation:
     @property
     def warnings(self) -> list[str]:
         return list(self._native.warnings) if self._native is not None else []
+
+    def is_running(self) -> bool:
+        """Whether the packet loop runs (it stops on its own only after an error)."""
+        return self._native is not None and self._native.is_running()
 
     @property
     def state_dir(self) -> Path:
@@ -296,17 +304,19 @@ class Emulation:
         tmp.rename(self.state_dir / "state.json")
 
     def _start_captures(self) -> None:
+        pcap = self.pcap
+        assert pcap is not None  # started only with a capture directory
         try:
-            self.pcap.mkdir(parents=True, exist_ok=True)
+            pcap.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise PathtwinError(f"{self.pcap}: cannot create capture directory ({e.strerror})") from None
+            raise PathtwinError(f"{pcap}: cannot create capture directory ({e.strerror})") from None
         if self.pcap_hosts is not None:
             unknown = [n for n in self.pcap_hosts if n not in self._hosts]
             if unknown:
                 raise PathtwinError(f"pcap_hosts: no host {unknown[0]!r}; hosts are {', '.join(self._hosts)}")
         captured = [h for h in self._hosts.values() if self.pcap_hosts is None or h.name in self.pcap_hosts]
         for h in captured:
-            f = self.pcap / f"{h.name}.pcap"
+            f = pcap / f"{h.name}.pcap"
             f.unlink(missing_ok=True)
             # --immediate-mode: libpcap otherwise hands packets over a ring block at a time
             # (or after its 1 s timeout), and a stopped tcpdump drops what is still in the
@@ -324,9 +334,10 @@ class Emulation:
         # sent after start() is missed.
         deadline = time.monotonic() + 5.0
         for p, h in zip(self._captures, captured):
-            f = self.pcap / f"{h.name}.pcap"
+            f = pcap / f"{h.name}.pcap"
             while not f.exists():
                 if p.poll() is not None:
+                    assert p.stderr is not None  # a pipe
                     err = (p.stderr.read() or b"").decode(errors="replace").strip().splitlines()
                     raise PathtwinError(f"tcpdump in {h.name} failed: {err[-1] if err else 'no message'}")
                 if time.monotonic() > deadline:
@@ -382,6 +393,7 @@ def bulk_transfer(net: "Emulation", src: str, dst: str, nbytes: int, port: int, 
     acknowledged and the receiver closed), its ``port`` (to find its ``flow_series`` rows)
     and the bytes the receiver got (``received``)."""
     sink = net[dst].popen([sys.executable, "-c", _SINK, str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert sink.stdout is not None and sink.stderr is not None  # pipes
     if "ready" not in sink.stdout.readline():
         raise PathtwinError(f"the receiver in {dst} did not start: {sink.stderr.read()[-300:]}")
     done = net[src].run([sys.executable, "-c", _SEND, net[dst].ipv4, str(port), str(nbytes), cc or ""], timeout=timeout)

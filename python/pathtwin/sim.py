@@ -111,7 +111,7 @@ def _run_with_progress(sim) -> bool:
                            TimeElapsedColumn(), transient=True)
             bar.start()
             task = bar.add_task("sim", total=total_s)
-        if bar is not None:
+        if bar is not None and task is not None:
             bar.update(task, completed=now_s)
 
     try:

@@ -17,7 +17,7 @@ from .errors import PathtwinError
 # Not `typing.TYPE_CHECKING`: `trace analyze` does not import typing at all.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import Any
 
 
@@ -54,8 +54,8 @@ def missing(v: Any) -> bool:
 
 def analyze_files(capture: str | os.PathLike[str], output: str | os.PathLike[str] | None = None,
                   exchanges_out: str | os.PathLike[str] | None = None, server: str | None = None,
-                  progress: Callable[[int], object] | None = None, threads: int | None = None, head: int = 20,
-                  csv: bool = False) -> dict[str, Any]:
+                  progress: Callable[[int], None] | None = None, threads: int | None = None, head: int = 20,
+                  csv: bool = False) -> Mapping[str, Any]:
     """Analyzes a capture (Monkey See), writes one row per connection to ``output`` and, if
     given, one row per request/response exchange to ``exchanges_out`` (Parquet, or CSV with
     ``csv``), and returns what a summary prints: ``{"stats", "connections", "kept", "pruned",
@@ -75,7 +75,7 @@ def analyze_files(capture: str | os.PathLike[str], output: str | os.PathLike[str
 
 
 def _analyze_to_csv(capture: str, output: str | os.PathLike[str] | None, exchanges_out: str | os.PathLike[str] | None,
-                    server: str | None, progress: Callable[[int], object] | None, threads: int | None,
+                    server: str | None, progress: Callable[[int], None] | None, threads: int | None,
                     head: int) -> dict[str, Any]:
     """The ``csv`` path: the Python API's frames written by pandas, summarized as the
     engine summarizes (``trace_analyze_files``'s dict)."""
@@ -88,7 +88,7 @@ def _analyze_to_csv(capture: str, output: str | os.PathLike[str] | None, exchang
         conns, exchanges, stats = trace.workload(capture, server=server, progress=progress, threads=threads)
     if output is not None:
         trace.write_table(conns, output, csv=True)
-    if exchanges is not None:
+    if exchanges is not None and exchanges_out is not None:
         trace.write_table(exchanges, exchanges_out, csv=True)
     reasons = conns.loc[~conns["kept"], "prune_reason"] if len(conns) else []
     pruned: dict[str, int] = {}

@@ -117,6 +117,7 @@ def up(
         args.append("--no-offload")
     with open(log, "wb") as err:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+    assert proc.stdout is not None  # a pipe
     line = proc.stdout.readline().decode(errors="replace").strip()
     proc.stdout.close()
     if not line:
@@ -156,6 +157,10 @@ def exec_(
 def _stats_tables(snap: dict, prev: Optional[dict], dt: float):
     from rich.table import Table
 
+    lat = snap["lateness"]
+    timing = (f"release lateness: p50 {lat['p50_ns'] / 1e3:.1f} µs  p99 {lat['p99_ns'] / 1e3:.1f} µs  "
+              f"max {lat['max_ns'] / 1e3:.1f} µs  ({lat['count']} packets)")
+
     def rate(key, cur, old):
         if old is None or dt <= 0:
             return ""
@@ -187,10 +192,7 @@ def _stats_tables(snap: dict, prev: Optional[dict], dt: float):
             marks.add_row(m["name"], m["kind"], str(m["in_packets"]), str(m["out_packets"]),
                           rate("in_bytes", m, old_marks.get(m["element"])), str(m["green_packets"]),
                           str(m["yellow_packets"]), str(m["red_packets"]), str(m["protected_packets"]))
-        queues = Group(queues, marks)
-    lat = snap["lateness"]
-    timing = (f"release lateness: p50 {lat['p50_ns'] / 1e3:.1f} µs  p99 {lat['p99_ns'] / 1e3:.1f} µs  "
-              f"max {lat['max_ns'] / 1e3:.1f} µs  ({lat['count']} packets)")
+        return routes, Group(queues, marks), timing
     return routes, queues, timing
 
 

@@ -37,11 +37,11 @@ def main(argv: list[str]) -> int:
     """Runs `pathtwin sim ARGV`; user errors raise ``PathtwinError`` (``cli.main`` prints them)."""
     args = parser().parse_args(argv)
     from .. import _native
-    from ..config import config_text, native_call
+    from ..config import ConfigSource, config_text, native_call
     from ..sim import simulate
 
     text, fmt, origin = config_text(args.scenario)
-    source: object = args.scenario
+    source: ConfigSource = args.scenario
     if args.seed is not None or args.duration is not None:
         import tomllib
 
@@ -85,15 +85,16 @@ def print_flows(res) -> None:
     m = res.table_columns("markers")
     if m is not None and len(m["marker"]):
         secs = max(res.run["simulated_s"], 1e-9)
-        rows = []
+        marker_rows = []
         for i in range(len(m["marker"])):
             total = m["in_bytes"][i] + m["out_bytes"][i]
-            rows.append((m["marker"][i], m["kind"][i], f"{m['in_bytes'][i] * 8 / secs / 1e6:.3f}",
+            marker_rows.append((m["marker"][i], m["kind"][i], f"{m['in_bytes'][i] * 8 / secs / 1e6:.3f}",
                          f"{m['out_bytes'][i] * 8 / secs / 1e6:.3f}", f"{m['in_bytes'][i] / total:.2f}" if total else "-",
                          str(m["green_packets"][i]), str(m["yellow_packets"][i]), str(m["red_packets"][i]),
                          str(m["protected_packets"][i])))
         print("markers")
-        print(text_table(("marker", "kind", "IN Mbit/s", "OUT Mbit/s", "IN share", "green", "yellow", "red", "protected"), rows))
+        print(text_table(("marker", "kind", "IN Mbit/s", "OUT Mbit/s", "IN share", "green", "yellow", "red", "protected"),
+                         marker_rows))
     if res.path is not None:
         print(f"results in {res.path}")
 

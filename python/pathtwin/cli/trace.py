@@ -31,7 +31,9 @@ from ._light import Parser, text_table
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
+    from typing import Any
 
 HELP = "Per-connection path and endpoint parameters (Monkey See), and optionally the workload."
 
@@ -103,7 +105,7 @@ class _Progress:
             sys.stderr.flush()
 
 
-def print_summary(capture: str, summary: dict, rows: int) -> None:
+def print_summary(capture: str, summary: "Mapping[str, Any]", rows: int) -> None:
     """The capture's counts, warnings, why connections were pruned and the first ``rows``
     connections, as plain aligned columns."""
     stats, head = summary["stats"], summary["head"]

@@ -30,7 +30,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..config import parse_quantity
 from ..sim import simulate
@@ -155,10 +155,10 @@ def section4a(cc: str = "monaco", buffer_packets: int = 90, duration_s: float = 
     flows = res.flows
     result.timeouts = int(flows.timeouts.sum())
     result.fast_retransmits = int(flows.fast_retransmits.sum())
-    for (t0, t1) in PHASES_4A:
+    for (t0, phase_end) in PHASES_4A:
         if t0 >= duration_s:
             break
-        t1 = min(t1, duration_s)
+        t1 = min(phase_end, duration_s)
         steady = (fs.time_s > t0 + SETTLE_S) & (fs.time_s <= t1)
         rates = {}
         for s in SETS_4A:
@@ -439,14 +439,16 @@ def _prepare(request: Request, progress: Progress | None) -> tuple[Optional[floa
 def _run_4a(request: Request, progress: Progress | None) -> list[Result4A]:
     """§IV-A for each controller with both buffers."""
     dur, sub = _prepare(request, progress)
-    return [section4a(cc, buf, **({"duration_s": dur} if dur else {}), out=sub(f"{cc}-{buf}p"))
+    shorter: dict[str, Any] = {"duration_s": dur} if dur else {}
+    return [section4a(cc, buf, **shorter, out=sub(f"{cc}-{buf}p"))
             for cc in controllers() for buf in (90, 55)]
 
 
 def _run_4b(request: Request, progress: Progress | None) -> list[Result4B]:
     """§IV-B for each controller with N = 2..9 bottlenecks."""
     dur, sub = _prepare(request, progress)
-    return [section4b(cc, n, **({"duration_s": dur} if dur else {}), out=sub(f"{cc}-N{n}"))
+    shorter: dict[str, Any] = {"duration_s": dur} if dur else {}
+    return [section4b(cc, n, **shorter, out=sub(f"{cc}-N{n}"))
             for cc in controllers() for n in range(2, 10)]
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..sim import simulate
 from .registry import PaperValue, Progress, Reproduction, Request, register
@@ -59,7 +59,7 @@ class Transfer:
     retransmits: int
     rtt_max_ms: float
     rtt_mean_ms: float
-    series: object            # the flow's time series (pandas DataFrame)
+    series: Any               # the flow's time series (pandas DataFrame)
 
 
 def figure12(out: Optional[Path] = None, emulate: bool = False) -> list[Transfer]:

@@ -76,7 +76,9 @@ class Table2Row:
         """Percent error of the achieved rate against the configured ABW: goodput, as the
         paper measured with iperf (so a TCP/IP header share of ~3.5 % counts as error), or
         with ``ip`` the IP-level rate."""
-        a = (self.ip_achieved if ip else self.achieved)[mode][direction]
+        achieved = self.ip_achieved if ip else self.achieved
+        assert achieved is not None, "no IP-level rates were measured"
+        a = achieved[mode][direction]
         return abs(a - self.abw[direction]) / self.abw[direction] * 100.0
 
 
@@ -154,6 +156,7 @@ def print_table2(rows: list[Table2Row], console=None, title="NSDI'09 Table 2 (si
                 f"{a[0]/1e3:,.0f} / {a[1]/1e3:,.0f}", f"{r.error(mode, 0):.1f} / {r.error(mode, 1):.1f}",
             ]
             if ip:
+                assert r.ip_achieved is not None  # `ip`: every row has them
                 b = r.ip_achieved[mode]
                 cells += [f"{b[0]/1e3:,.0f} / {b[1]/1e3:,.0f}", f"{r.error(mode, 0, ip=True):.1f} / {r.error(mode, 1, ip=True):.1f}"]
             t.add_row(*cells, end_section=not first)
@@ -276,18 +279,21 @@ def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None,
             with Emulation(cfg, out=target, cc=cc, offload=offload) as net:
                 clients = []
                 for k, p in enumerate(cfg["path"]):
-                    clients.append(_iperf_pair(net, *p["between"], seconds, window, port=5201))
+                    a, b = p["between"]
+                    clients.append(_iperf_pair(net, a, b, seconds, window, port=5201))
                 got = [[_iperf_result(c, f"row {picked[k]}")["end"]["sum_received"]["bits_per_second"] for c in pair]
                        for k, pair in enumerate(clients)]
-            resolved = net.results["resolved"]
+            results = net.results
+            assert results is not None  # the emulation has stopped
+            resolved = results["resolved"]
             for k, p in enumerate(cfg["path"]):
                 a, b = p["between"]
                 s = sums.setdefault((k, mode), [0.0, 0.0])
                 s[0] += got[k][0]
                 s[1] += got[k][1]
                 ip = ip_sums.setdefault((k, mode), [0.0, 0.0])
-                ip[0] += _iperf_ip_rate(net.results["flows"], a, b)
-                ip[1] += _iperf_ip_rate(net.results["flows"], b, a)
+                ip[0] += _iperf_ip_rate(results["flows"], a, b)
+                ip[1] += _iperf_ip_rate(results["flows"], b, a)
                 queues[(k, mode)] = "/".join(r["queue"] for r in resolved if r["path"] == k)
             if progress:
                 progress(mode, seed)
@@ -348,8 +354,12 @@ TABLE2_ERRORS = {
 def _run_table2(request: Request, progress: Progress | None) -> list[Table2Row]:
     """``table2`` as ``request`` asks, saying when each mode and seed is done."""
     assert request.seeds is not None  # the record's default fills it
+    done = None
+    if progress is not None:
+        say = progress
+        done = lambda mode, seed: say(f"  {mode} mode, seed {seed} done")  # noqa: E731
     return table2(engine=request.engine, seeds=request.seeds, duration=request.duration, out=request.out,
-                  progress=None if progress is None else (lambda m, s: progress(f"  {m} mode, seed {s} done")))
+                  progress=done)
 
 
 def _print_table2(rows: list[Table2Row], request: Request) -> None:
