@@ -312,7 +312,7 @@ def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None,
 
 def reproduce_figure5_emu(duration: float = 30.0, out=None):
     """NSDI'09 Figure 5 with the kernel's TCP: one forward iperf3 flow on the Harvard–WUSTL
-    path for ``duration`` seconds in each mode; returns a ``reproduce.Figure5`` with the mean
+    path for ``duration`` seconds in each mode; returns a ``Figure5`` with the mean
     RTT per mode from the sender's TCP_INFO (as iperf3 reports it) and the goodputs."""
     from ..emulation import Emulation, require_root
 
@@ -354,12 +354,13 @@ TABLE2_ERRORS = {
 def _run_table2(request: Request, progress: Progress | None) -> list[Table2Row]:
     """``table2`` as ``request`` asks, saying when each mode and seed is done."""
     assert request.seeds is not None  # the record's default fills it
-    done = None
-    if progress is not None:
-        say = progress
-        done = lambda mode, seed: say(f"  {mode} mode, seed {seed} done")  # noqa: E731
+
+    def done(mode: str, seed: int) -> None:
+        if progress is not None:
+            progress(f"  {mode} mode, seed {seed} done")
+
     return table2(engine=request.engine, seeds=request.seeds, duration=request.duration, out=request.out,
-                  progress=done)
+                  progress=done if progress is not None else None)
 
 
 def _print_table2(rows: list[Table2Row], request: Request) -> None:
@@ -399,11 +400,9 @@ register(Reproduction(
     engines=("sim", "emu"),
     options=("seeds", "duration"),
     defaults={"seeds": 5},
-    paper=(
-        *(PaperValue(f"ABW error, row {row}, {mode} mode, {way}", errors[mode][d], "%", "NSDI'09 §4.1, Table 2")
-          for row, errors in TABLE2_ERRORS.items() for mode in ("link", "path")
-          for d, way in enumerate(("forward", "reverse"))),
-    ),
+    paper=tuple(PaperValue(f"ABW error, row {row}, {mode} mode, {way}", errors[mode][d], "%", "NSDI'09 §4.1, Table 2")
+                for row, errors in TABLE2_ERRORS.items() for mode in ("link", "path")
+                for d, way in enumerate(("forward", "reverse"))),
     runner=_run_table2,
     print_text=_print_table2,
     to_json=_table2_json,
