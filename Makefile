@@ -35,7 +35,9 @@ demo: build
 test-rust: setup
 	cargo test --workspace --exclude pathtwin-py
 
+# The package is type-checked (mypy, configured in pyproject.toml) before its tests run.
 test-python: build
+	$(PYTHON) -m mypy python/pathtwin
 	$(PYTHON) -m pytest -q
 
 test: test-rust test-python

@@ -191,7 +191,7 @@ def test_disciplines_without_classes_report_zero_per_class_counts():
 def test_queue_snapshots_give_the_simulators_aqm_columns():
     """The emulator's queue snapshot carries `aqm` as pathtwin-core's AqmStats serializes it
     (per class under "in" and "out"); its results get the simulator's columns."""
-    from pathtwin.emulation import aqm_columns
+    from pathtwin.emu_results import aqm_columns
 
     rio = {"drops": 9, "aqm": {"early_drops": 5, "forced_drops": 4, "ecn_marks": 1,
                                "in": {"arrivals": 100, "early_drops": 1, "forced_drops": 2, "ecn_marks": 0},

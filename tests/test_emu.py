@@ -303,7 +303,7 @@ def test_two_emulations_at_once_have_distinct_names_and_ranges():
 def test_sigkilled_emulator_leaves_namespaces_that_the_next_start_removes(tmp_path):
     topo = tmp_path / "topo.toml"
     topo.write_text(TWO_HOSTS)
-    p = subprocess.Popen([sys.executable, "-m", "pathtwin.emulation", str(topo)], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-m", "pathtwin.emu_daemon", str(topo)], stdout=subprocess.PIPE, text=True)
     ready = json.loads(p.stdout.readline())
     left = {h["netns"] for h in ready["hosts"]}
     p.send_signal(signal.SIGKILL)
@@ -412,7 +412,7 @@ def test_table2_fast_subset_path_mode_within_10_percent_link_mode_degrades():
     model: 25 % at 10 s, 1 % at 60 s; the paper reports 60-second runs). The full table runs
     with `pathtwin reproduce nsdi09-table2 --engine emu`.
     """
-    from pathtwin.emulation import reproduce_table2_emu
+    from pathtwin.reproduce.nsdi09 import reproduce_table2_emu
 
     def shortfalls(rows):
         out = []

@@ -207,7 +207,7 @@ def test_flow_series_written_by_the_emulator_reads_back_as_python_writes_it(tmp_
     returns."""
     import pyarrow.parquet as pq
 
-    from pathtwin.emulation import FLOW_SERIES_COLUMNS, write_emu_results
+    from pathtwin.emu_results import FLOW_SERIES_COLUMNS, write_emu_results
 
     native = transfer_run(tmp_path / "native")
     assert native.results["flow_series_written"] is True

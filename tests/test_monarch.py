@@ -17,7 +17,7 @@ import pytest
 
 from pathtwin.errors import PathtwinError
 from pathtwin.monarch import topology
-from pathtwin.monarch_cli import parse_target
+from pathtwin.cli.monarch import parse_target
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root")
 

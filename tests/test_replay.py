@@ -17,7 +17,7 @@ import pytest
 
 from pathtwin.errors import PathtwinError
 from pathtwin.replay import Workload
-from pathtwin.replay_cli import parse_settings
+from pathtwin.cli.replay import parse_settings
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root")
 

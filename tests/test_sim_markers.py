@@ -98,7 +98,7 @@ depth = "10KB"
 def test_emulator_results_write_the_same_markers_table(tmp_path):
     """The emulator's snapshot entry (pathtwin-emu's MarkerSnapshot: `name`, the counts and
     the flattened colours) becomes a ``markers`` table with the simulator's columns."""
-    from pathtwin.emulation import write_emu_results
+    from pathtwin.emu_results import write_emu_results
 
     lat = {"count": 0, "mean_ns": 0.0, "p50_ns": 0, "p99_ns": 0, "p999_ns": 0, "max_ns": 0}
     entry = {"element": 5, "name": "marker[0] h1", "kind": "srtcm", "in_packets": 10, "in_bytes": 15000,

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import pathtwin
-from pathtwin import reproduce as rp
+from pathtwin.reproduce import nsdi09 as rp
 
 
 def single_link(queue_bytes: int, seed: int = 1, duration: str = "60s") -> dict:

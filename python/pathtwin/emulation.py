@@ -11,9 +11,11 @@ captures (tcpdump in each namespace), the run's ``state.json`` that ``pathtwin e
 and ``stats`` read, and the result directory (``run.json`` + Parquet, same layout as the
 simulator's). Cleanup is layered: ``stop()`` on leaving the ``with`` block (also on an
 exception), an ``atexit`` hook, SIGTERM turned into ``SystemExit`` so that the same path
-runs, and — for a run killed with SIGKILL — the next start removes what it left.
+runs, and — for a run killed with SIGKILL — the next start removes what it left. It also
+moves bytes between hosts with the kernel's TCP (``bulk_transfer``).
 
-The module is also the daemon behind ``pathtwin emu up``: ``python -m pathtwin.emulation``.
+Not here: the result tables and ``run.json`` (``emu_results``) and the daemon behind
+``pathtwin emu up`` (``emu_daemon``).
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-from .config import ConfigSource, config_text, parse_quantity
+from .config import ConfigSource, config_text
 from .errors import PathtwinError
+
+if TYPE_CHECKING:
+    from ._native import EmuRun
 
 #: Name of the emulator's device inside each host (pathtwin-emu's ``lab::DEVICE``).
 DEVICE = "pt0"
@@ -55,7 +60,7 @@ def require_root() -> None:
 class Host:
     """One emulated host: a network namespace whose only way out is the emulated network."""
 
-    def __init__(self, net: "Emulation", info: Mapping[str, str]):
+    def __init__(self, net: "Emulation", info: Mapping[str, Any]):
         self._net = net
         self.name: str = info["name"]
         self.netns: str = info["netns"]
@@ -151,7 +156,7 @@ class Emulation:
         self.tcp_info = tcp_info
         self.offload = offload and self.pcap is None
         self.run_id = run_id or new_run_id()
-        self._native = None
+        self._native: Optional[EmuRun] = None
         self._hosts: dict[str, Host] = {}
         self._processes: list[subprocess.Popen] = []
         self._captures: list[subprocess.Popen] = []
@@ -196,6 +201,7 @@ class Emulation:
         # With a result directory the native side writes `flow_series` there itself (a long
         # run's largest table; as Python objects it cost gigabytes). If the directory cannot
         # be made, every table comes back here and `write_emu_results` reports the error.
+        from .emu_results import write_emu_results
         from .results import make_result_dir
 
         out_dir = None
@@ -220,9 +226,12 @@ class Emulation:
         directory when the native side wrote it there, else from `results`."""
         import pandas as pd
 
+        from .emu_results import FLOW_SERIES_COLUMNS
+
         if self.results is None:
             raise PathtwinError("the emulation has not stopped yet: flow_series is built at stop()")
         if self.results.get("flow_series_written"):
+            assert self.out is not None  # the native side writes it only into a result directory
             return pd.read_parquet(Path(self.out) / "flow_series.parquet")
         return pd.DataFrame(self.results.get("flow_series", []), columns=list(FLOW_SERIES_COLUMNS))
 
@@ -246,6 +255,10 @@ class Emulation:
     @property
     def warnings(self) -> list[str]:
         return list(self._native.warnings) if self._native is not None else []
+
+    def is_running(self) -> bool:
+        """Whether the packet loop runs (it stops on its own only after an error)."""
+        return self._native is not None and self._native.is_running()
 
     @property
     def state_dir(self) -> Path:
@@ -291,17 +304,19 @@ class Emulation:
         tmp.rename(self.state_dir / "state.json")
 
     def _start_captures(self) -> None:
+        pcap = self.pcap
+        assert pcap is not None  # started only with a capture directory
         try:
-            self.pcap.mkdir(parents=True, exist_ok=True)
+            pcap.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise PathtwinError(f"{self.pcap}: cannot create capture directory ({e.strerror})") from None
+            raise PathtwinError(f"{pcap}: cannot create capture directory ({e.strerror})") from None
         if self.pcap_hosts is not None:
             unknown = [n for n in self.pcap_hosts if n not in self._hosts]
             if unknown:
                 raise PathtwinError(f"pcap_hosts: no host {unknown[0]!r}; hosts are {', '.join(self._hosts)}")
         captured = [h for h in self._hosts.values() if self.pcap_hosts is None or h.name in self.pcap_hosts]
         for h in captured:
-            f = self.pcap / f"{h.name}.pcap"
+            f = pcap / f"{h.name}.pcap"
             f.unlink(missing_ok=True)
             # --immediate-mode: libpcap otherwise hands packets over a ring block at a time
             # (or after its 1 s timeout), and a stopped tcpdump drops what is still in the
@@ -319,9 +334,10 @@ class Emulation:
         # sent after start() is missed.
         deadline = time.monotonic() + 5.0
         for p, h in zip(self._captures, captured):
-            f = self.pcap / f"{h.name}.pcap"
+            f = pcap / f"{h.name}.pcap"
             while not f.exists():
                 if p.poll() is not None:
+                    assert p.stderr is not None  # a pipe
                     err = (p.stderr.read() or b"").decode(errors="replace").strip().splitlines()
                     raise PathtwinError(f"tcpdump in {h.name} failed: {err[-1] if err else 'no message'}")
                 if time.monotonic() > deadline:
@@ -377,6 +393,7 @@ def bulk_transfer(net: "Emulation", src: str, dst: str, nbytes: int, port: int, 
     acknowledged and the receiver closed), its ``port`` (to find its ``flow_series`` rows)
     and the bytes the receiver got (``received``)."""
     sink = net[dst].popen([sys.executable, "-c", _SINK, str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert sink.stdout is not None and sink.stderr is not None  # pipes
     if "ready" not in sink.stdout.readline():
         raise PathtwinError(f"the receiver in {dst} did not start: {sink.stderr.read()[-300:]}")
     done = net[src].run([sys.executable, "-c", _SEND, net[dst].ipv4, str(port), str(nbytes), cc or ""], timeout=timeout)
@@ -431,319 +448,3 @@ def _install_sigterm() -> None:
     blocks and atexit run. Only from the main thread, and only if nobody installed one."""
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
         signal.signal(signal.SIGTERM, _sigterm_to_exit)
-
-
-# -- results ---------------------------------------------------------------------------
-
-def _summary_rows(snapshot: dict) -> dict:
-    rows: dict[str, list] = {k: [] for k in ("kind", "count", "mean_ns", "p50_ns", "p99_ns", "p999_ns", "max_ns")}
-    for kind, key in (("release", "lateness"), ("timer_wake", "wake_lateness")):
-        s = snapshot[key]
-        rows["kind"].append(kind)
-        for k in ("count", "mean_ns", "p50_ns", "p99_ns", "p999_ns", "max_ns"):
-            rows[k].append(s[k])
-    return rows
-
-
-def _columns(rows: list[dict], keys: Sequence[str]) -> dict:
-    return {k: [r.get(k) for r in rows] for k in keys}
-
-
-#: Columns of the emulator's ``flow_series`` (pathtwin-emu's ``sampler::FlowSeriesRow``).
-FLOW_SERIES_COLUMNS = ("time_s", "flow", "label", "src", "dst", "src_port", "dst_port", "cwnd_bytes", "ssthresh_bytes",
-                       "srtt_ms", "goodput_bps", "delivered_bytes", "retransmits", "cc", "state", "ca_state",
-                       "rto_retransmits", "rttvar_ms", "min_rtt_ms", "rto_ms", "mss", "cwnd_segments",
-                       "unacked_segments", "lost_segments", "delivery_rate_bps", "pacing_rate_bps", "bytes_sent",
-                       "bytes_retrans", "bytes_received")
-
-
-def aqm_columns(queues: list[dict]) -> dict:
-    """The `queues` table's active-queue-management columns from the emulator's queue
-    snapshots, as the simulator writes them: drops split into early and forced, ECN marks,
-    and per drop precedence (RIO/FRIO; unmarked traffic is IN) arrivals and drops. A queue
-    without an active queue manager has `aqm` null: all its drops are forced (tail) drops."""
-    aqm = [q.get("aqm") or {} for q in queues]
-    cols = {k: [a.get(k, q["drops"] if k == "forced_drops" else 0) for a, q in zip(aqm, queues)]
-            for k in ("early_drops", "forced_drops", "ecn_marks")}
-    for cls in ("in", "out"):
-        per_class = [a.get(cls, {}) for a in aqm]
-        cols[f"{cls}_arrivals"] = [c.get("arrivals", 0) for c in per_class]
-        cols[f"{cls}_drops"] = [c.get("early_drops", 0) + c.get("forced_drops", 0) for c in per_class]
-    return cols
-
-
-def _pipe_columns(pipes: list[dict]) -> dict:
-    """The ``pipes`` table: one row per ``[[pipe]]``, each two-way count as ``_down`` and
-    ``_up`` columns."""
-    cols = _columns(pipes, ("pipe", "server", "client", "address"))
-    for key in ("packets_in", "packets_out", "queue_drops", "loss_drops"):
-        for d, side in enumerate(("down", "up")):
-            cols[f"{key}_{side}"] = [p[key][d] for p in pipes]
-    return cols
-
-
-def write_emu_results(out, raw: dict, wall_time_s: float, started_at: float, warnings: list, source) -> Path:
-    """Writes an emulation's ``run.json`` and Parquet tables (layout of ``results.py``).
-
-    Tables: ``queues`` (per queue totals, incl. placeholder share), ``queue_series``
-    (occupancy, placeholder bytes, ABW, drops and active flows over time), ``flows`` (bytes
-    per flow and direction, in and out of the network), ``routes`` (per host pair),
-    ``timing`` (release and timer lateness quantiles), ``pipes`` (per ``[[pipe]]``: address,
-    packets and drops each way; only when the config has pipes), ``markers`` (per ``[[marker]]``, the
-    simulator's columns, ``results.MARKER_COLUMNS``) and ``flow_series`` (every sending TCP
-    socket of every host every ``[run] sample_interval``, from the kernel's ``tcp_info``:
-    the simulator's columns ``time_s``, ``flow``, ``label``, ``cwnd_bytes`` and
-    ``ssthresh_bytes`` (the kernel's segments × ``snd_mss``), ``srtt_ms``, ``goodput_bps``,
-    ``delivered_bytes`` (bytes acked), ``retransmits`` (segments, cumulative), plus the
-    kernel's own: ``cc``, ``src``/``dst`` hosts and ports, ``state``, ``ca_state``,
-    ``rto_retransmits``, ``rttvar_ms``, ``min_rtt_ms``, ``rto_ms``, ``mss``,
-    ``cwnd_segments``, ``unacked_segments``, ``lost_segments``, ``delivery_rate_bps``,
-    ``pacing_rate_bps``, ``bytes_sent``, ``bytes_retrans``, ``bytes_received``; see
-    ``pathtwin_emu::sampler``).
-    """
-    from . import __version__
-    from .results import MARKER_COLUMNS, git_revision, write_result_dir
-
-    snap = raw["snapshot"]
-    names = {q["element"]: q["name"] for q in snap["queues"]}
-    samples = raw["queue_samples"]
-    series = _columns(samples, ("t_ns", "element", "packets", "bytes", "placeholder_packets", "placeholder_bytes",
-                                "abw_bps", "drops", "placeholder_drops", "active_flows", "avg_queue"))
-    series["t_s"] = [t * 1e-9 for t in series.pop("t_ns")]
-    series["queue"] = [names.get(e, str(e)) for e in series["element"]]
-    queue_keys = ("element", "name", "capacity_bps", "abw_bps", "limit", "arrivals", "departures", "departure_bytes",
-                  "drops", "drop_bytes", "placeholder_arrivals", "placeholder_departures", "placeholder_departure_bytes",
-                  "placeholder_drops", "placeholder_deferrals", "placeholder_share", "rate_changes")
-    flows = raw["flows"]
-    flow_keys = ("src", "dst", "proto", "src_port", "dst_port", "route_src", "route_dst", "first_ns", "last_ns",
-                 "packets_in", "bytes_in", "payload_bytes_in", "packets_out", "bytes_out", "payload_bytes_out")
-    route_keys = ("src", "dst", "packets_in", "bytes_in", "packets_out", "bytes_out", "write_drops")
-    queues = _columns(snap["queues"], queue_keys)
-    queues.update(aqm_columns(snap["queues"]))
-    tables = {
-        "queues": queues,
-        "queue_series": series,
-        "flows": _columns(flows, flow_keys),
-        "routes": _columns(snap["routes"], route_keys),
-        "timing": _summary_rows(snap),
-        "markers": _columns([{**m, "marker": m["name"]} for m in snap.get("markers", [])], MARKER_COLUMNS),
-    }
-    if not raw.get("flow_series_written"):
-        tables["flow_series"] = _columns(raw.get("flow_series", []), FLOW_SERIES_COLUMNS)
-    if raw.get("pipes"):
-        tables["pipes"] = _pipe_columns(raw["pipes"])
-    cfg = raw["config"]
-    run = {
-        "pathtwin_version": __version__,
-        "git_revision": git_revision(),
-        "engine": "emu",
-        "run_id": snap["run_id"],
-        "seed": cfg.get("run", {}).get("seed"),
-        "config": cfg,
-        "resolved_paths": raw["resolved"],
-        "elements": raw["elements"],
-        "hosts": raw["hosts"],
-        "started_at": started_at,
-        "wall_time_s": wall_time_s,
-        "emulated_s": snap["t_s"],
-        "complete": True,
-        "timing": {"release_lateness": snap["lateness"], "timer_wake_lateness": snap["wake_lateness"],
-                   "reordered_pushes": snap["reordered_pushes"], "high_priority": snap["high_priority"],
-                   "priority_switches": snap["priority_switches"]},
-        "host_counters": snap["hosts"],
-        # Cost of the tcp_info sampling thread (sweeps of every host, µs each).
-        "tcp_sampling": raw.get("tcp_sampling"),
-        "warnings": warnings,
-        "source": source,
-    }
-    written = ["flow_series"] if raw.get("flow_series_written") else []
-    return write_result_dir(Path(out), run, tables, written=written)
-
-
-# -- daemon for `pathtwin emu up` ------------------------------------------------------
-
-def serve(argv: Sequence[str]) -> int:
-    """Runs one emulation until SIGTERM/SIGINT. Prints one JSON line when the hosts are up
-    (or ``{"error": ...}``), then detaches from its stdout."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m pathtwin.emulation")
-    ap.add_argument("topology")
-    ap.add_argument("--run-id")
-    ap.add_argument("--out")
-    ap.add_argument("--pcap")
-    ap.add_argument("--cc")
-    ap.add_argument("--spin-us", type=float, default=0.0)
-    ap.add_argument("--no-high-priority", action="store_true")
-    ap.add_argument("--no-cpu-latency-qos", action="store_true")
-    ap.add_argument("--no-offload", action="store_true")
-    a = ap.parse_args(argv)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    try:
-        net = Emulation(a.topology, out=a.out, pcap=a.pcap, cc=a.cc, spin_us=a.spin_us, run_id=a.run_id,
-                        high_priority=not a.no_high_priority,
-                        cpu_latency_qos=not a.no_cpu_latency_qos, offload=not a.no_offload).start()
-    except PathtwinError as e:
-        print(json.dumps({"error": str(e)}), flush=True)
-        return 2
-    try:
-        print(json.dumps({"run_id": net.run_id, "hosts": [vars_of(h) for h in net.hosts], "warnings": net.warnings}),
-              flush=True)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        while not stop.wait(0.5):
-            if not net._native.is_running():
-                break
-    finally:
-        net.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1:]))
-
-
-# -- reproductions with real TCP (the simulator's are in reproduce.py) ------------------
-
-def _iperf_pair(net: Emulation, a: str, b: str, seconds: float, window: Optional[str], port: int = 5201):
-    """Starts iperf3 flows a->b and b->a at once; returns the clients' Popen objects."""
-    for h in (a, b):
-        net[h].popen(["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.3)
-    extra = ["-w", window] if window else []
-    return [net[src].popen(["iperf3", "-c", dst, "-p", str(port), "-t", f"{seconds:g}", "-J", *extra],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for src, dst in ((a, b), (b, a))]
-
-
-def _iperf_result(p: subprocess.Popen, what: str) -> dict:
-    out, err = p.communicate()
-    try:
-        d = json.loads(out)
-    except json.JSONDecodeError:
-        raise PathtwinError(f"iperf3 {what} failed: {(err or out).strip().splitlines()[-1:] or 'no output'}") from None
-    if "error" in d:
-        raise PathtwinError(f"iperf3 {what}: {d['error']}")
-    return d
-
-
-def _iperf_ip_rate(flows: list, src: str, dst: str, port: int = 5201) -> float:
-    """IP-level rate (bit/s) of all foreground traffic the emulated path delivered from host
-    ``src`` to ``dst`` during the iperf3 test from ``src``: its data and control packets and
-    the ACKs of the test running the other way, which share the direction's ABW; headers and
-    retransmissions included. Timed over the data connection (the TCP flow to ``port`` with
-    the most bytes), first packet to last."""
-    route = [f for f in flows if f["route_src"] == src and f["route_dst"] == dst]
-    data = [f for f in route if f["proto"] == 6 and f["dst_port"] == port]
-    if not data:
-        raise PathtwinError(f"no iperf3 traffic from {src} to {dst} crossed the emulator")
-    d = max(data, key=lambda f: f["bytes_out"])
-    span = (d["last_ns"] - d["first_ns"]) * 1e-9
-    return sum(f["bytes_out"] for f in route) * 8 / span if span > 0 else 0.0
-
-
-def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None, rows: Optional[Sequence[int]] = None,
-                         modes: Sequence[str] = ("link", "path"), cc: str = "cubic", offload: bool = True):
-    """NSDI'09 Table 2 with the kernel's TCP: for each row, iperf3 flows in both directions at
-    once, all rows side by side in one emulation, once per mode (and seed, for symmetry with
-    the simulator; the kernel's TCP is the randomness here). ``rows`` picks rows (1-based).
-
-    The paper's hosts had w_max = 64 KB; iperf3's ``-w`` sets the socket buffers so that the
-    kernel's window is capped the same way (``[tcp] max_window`` of the example). The hosts
-    run the kernel's ``cc`` (CUBIC, the usual Linux default, unless asked otherwise), not the
-    example's NewReno, which is the simulator's choice. ``offload`` as in ``Emulation``.
-    """
-    from .reproduce import Table2Row, load_example, with_mode
-
-    require_root()
-    if shutil_which("iperf3") is None:
-        raise PathtwinError("the emulated Table 2 needs iperf3 (apt-get install iperf3)")
-    base = load_example("nsdi09-table2")
-    if duration:
-        seconds = parse_quantity("time", str(duration), "--duration")
-    else:
-        seconds = parse_quantity("time", base["run"]["duration"], "run.duration")  # the paper's 60 s
-    if seconds <= 1.0:
-        raise PathtwinError(f"duration {duration}: must be longer than 1 s")
-    wmax = base.get("tcp", {}).get("max_window")
-    window = str(int(parse_quantity("size", wmax, "tcp.max_window"))) if wmax else None
-    kinds = ["measured"] * 4 + ["synthetic"] * 3
-    picked = list(rows) if rows else list(range(1, len(base["path"]) + 1))
-    for r in picked:
-        if not 1 <= r <= len(base["path"]):
-            raise PathtwinError(f"row {r}: Table 2 has rows 1-{len(base['path'])}")
-    cfg0 = dict(base)
-    cfg0["path"] = [base["path"][r - 1] for r in picked]
-    cfg0["hosts"] = [h for p in cfg0["path"] for h in p["between"]]
-    cfg0.pop("flow", None)
-    sums: dict = {}
-    ip_sums: dict = {}
-    queues: dict = {}
-    for mode in modes:
-        for seed in range(1, seeds + 1):
-            cfg = with_mode(cfg0, mode)
-            cfg.setdefault("run", {})["seed"] = seed
-            target = Path(out) / f"emu-{mode}-seed{seed}" if out else None
-            with Emulation(cfg, out=target, cc=cc, offload=offload) as net:
-                clients = []
-                for k, p in enumerate(cfg["path"]):
-                    clients.append(_iperf_pair(net, *p["between"], seconds, window, port=5201))
-                got = [[_iperf_result(c, f"row {picked[k]}")["end"]["sum_received"]["bits_per_second"] for c in pair]
-                       for k, pair in enumerate(clients)]
-            resolved = net.results["resolved"]
-            for k, p in enumerate(cfg["path"]):
-                a, b = p["between"]
-                s = sums.setdefault((k, mode), [0.0, 0.0])
-                s[0] += got[k][0]
-                s[1] += got[k][1]
-                ip = ip_sums.setdefault((k, mode), [0.0, 0.0])
-                ip[0] += _iperf_ip_rate(net.results["flows"], a, b)
-                ip[1] += _iperf_ip_rate(net.results["flows"], b, a)
-                queues[(k, mode)] = "/".join(r["queue"] for r in resolved if r["path"] == k)
-            if progress:
-                progress(mode, seed)
-    out_rows = []
-    for k, r in enumerate(picked):
-        p = cfg0["path"][k]
-        abw = p["abw"]
-        f, rv = (abw.split("/") + [abw])[:2] if isinstance(abw, str) else abw
-        achieved = {m: (sums[(k, m)][0] / seeds, sums[(k, m)][1] / seeds) for m in modes}
-        ip_achieved = {m: (ip_sums[(k, m)][0] / seeds, ip_sums[(k, m)][1] / seeds) for m in modes}
-        out_rows.append(Table2Row(r, kinds[r - 1] if r - 1 < len(kinds) else "", (parse_quantity("rate", f, "path.abw"), parse_quantity("rate", rv, "path.abw")),
-                                  parse_quantity("time", p["rtt"], "path.rtt") * 1e3, {m: queues[(k, m)] for m in modes}, achieved,
-                                  ip_achieved))
-    return out_rows
-
-
-def reproduce_figure5_emu(duration: float = 30.0, out=None):
-    """NSDI'09 Figure 5 with the kernel's TCP: one forward iperf3 flow on the Harvard–WUSTL
-    path for ``duration`` seconds in each mode; returns a ``reproduce.Figure5`` with the mean
-    RTT per mode from the sender's TCP_INFO (as iperf3 reports it) and the goodputs."""
-    from .reproduce import Figure5, load_example, with_mode
-
-    require_root()
-    base = load_example("nsdi09-figure5")
-    base.pop("flow", None)
-    a, b = base["path"][0]["between"]
-    wmax = base.get("tcp", {}).get("max_window")
-    extra = ["-w", str(int(parse_quantity("size", wmax, "tcp.max_window")))] if wmax else []
-    rtt, goodput = {}, {}
-    for mode in ("path", "link"):
-        cfg = with_mode(base, mode)
-        with Emulation(cfg, out=Path(out) / f"emu-{mode}" if out else None) as net:
-            net[b].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(0.3)
-            c = net[a].popen(["iperf3", "-c", b, "-t", f"{duration:g}", "-J", *extra],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            d = _iperf_result(c, f"{mode} mode")
-        rtt[mode] = d["end"]["streams"][0]["sender"]["mean_rtt"] / 1e3
-        goodput[mode] = d["end"]["sum_received"]["bits_per_second"]
-    return Figure5(rtt, goodput, parse_quantity("time", base["path"][0]["rtt"], "path[0].rtt") * 1e3)
-
-
-def shutil_which(name: str):
-    import shutil
-
-    return shutil.which(name)

@@ -5,7 +5,8 @@ only these files, so any run can be re-plotted or compared later.
 
 ``run.json`` holds: ``format_version``, ``pathtwin_version``, ``git_revision``, ``engine``,
 ``seed``, ``config`` (fully resolved), ``wall_time_s``, ``complete`` (false when interrupted),
-``warnings`` and engine-specific fields; each table is ``<name>.parquet``.
+``warnings`` and engine-specific fields, built for both engines by ``run_record``; each table
+is ``<name>.parquet``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import select
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from .errors import PathtwinError
 
@@ -178,6 +180,35 @@ def make_result_dir(out: Path) -> None:
         Path(out).mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise PathtwinError(f"{out}: cannot create result directory ({e.strerror})") from None
+
+
+def run_record(*, engine: str, config: Mapping[str, Any], resolved_paths: Any, elements: Any, wall_time_s: float,
+               complete: bool, warnings: Sequence[str], source: str | None, revision: str | None = None,
+               **engine_fields: Any) -> dict[str, Any]:
+    """A run's ``run.json`` content (``write_run_json`` adds ``format_version`` and
+    ``tables``), built the same way for both engines: ``pathtwin_version``, ``git_revision``
+    (``revision``, else git is asked now), ``engine``, ``seed`` (``[run] seed`` of
+    ``config``), ``config`` (fully resolved), ``resolved_paths``, ``elements``,
+    ``wall_time_s``, ``complete``, then ``engine_fields`` in the order given (the
+    simulator's ``simulated_s``, ``events``, ``interrupted``, ``captures``; the emulator's
+    ``run_id``, ``hosts``, ``started_at``, ``emulated_s``, ``timing``, ``host_counters``,
+    ``tcp_sampling``), then ``warnings`` and ``source`` (the config's file, or None)."""
+    from . import __version__
+
+    return {
+        "pathtwin_version": __version__,
+        "git_revision": revision if revision is not None else git_revision(),
+        "engine": engine,
+        "seed": config.get("run", {}).get("seed"),
+        "config": config,
+        "resolved_paths": resolved_paths,
+        "elements": elements,
+        "wall_time_s": wall_time_s,
+        "complete": complete,
+        **engine_fields,
+        "warnings": list(warnings),
+        "source": source,
+    }
 
 
 def write_run_json(out: Path, run: dict, tables) -> None:

@@ -11,9 +11,8 @@ import json
 import time
 from pathlib import Path
 
-from . import __version__
 from .config import ConfigSource, config_text, native_call
-from .results import GitRevision, Result, Stopwatch, make_result_dir, write_run_json
+from .results import GitRevision, Result, Stopwatch, make_result_dir, run_record, write_run_json
 
 #: Aim for this much wall time per chunk, so that progress and Ctrl-C stay responsive.
 CHUNK_WALL_S = 0.1
@@ -84,29 +83,16 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
         if raw["pipes"]["pipe"]:
             # Per-connection pipes (replay): which client address each pipe's flows come from.
             tables["pipes"] = raw["pipes"]
-    run = {
-        "pathtwin_version": __version__,
-        "git_revision": revision.result(),
-        "engine": "sim",
-        "seed": resolved["config"]["run"]["seed"],
-        "config": resolved["config"],
-        "resolved_paths": resolved["paths"],
-        "elements": resolved["elements"],
-        "wall_time_s": wall,
-        "simulated_s": meta["simulated_s"],
-        "events": meta["events"],
-        "complete": bool(meta["complete"]) and completed,
-        "interrupted": not completed,
-        "warnings": list(sim.warnings),
-        "source": origin or None,
-        "captures": [str(Path(c).relative_to(Path(out))) for c in captures] if captures else [],
-    }
+    run = run_record(
+        engine="sim", config=resolved["config"], resolved_paths=resolved["paths"], elements=resolved["elements"],
+        wall_time_s=wall, complete=bool(meta["complete"]) and completed, warnings=sim.warnings,
+        source=origin or None, revision=revision.result(),
+        simulated_s=meta["simulated_s"], events=meta["events"], interrupted=not completed,
+        captures=[str(Path(c).relative_to(Path(out))) for c in captures] if captures else [],
+    )
     if path is not None:
         write_run_json(path, run, tables)
-    result = Result(run=run, tables=tables, path=path)
-    if not completed:
-        result.run["interrupted"] = True
-    return result
+    return Result(run=run, tables=tables, path=path)
 
 
 def _run_with_progress(sim) -> bool:
@@ -125,7 +111,7 @@ def _run_with_progress(sim) -> bool:
                            TimeElapsedColumn(), transient=True)
             bar.start()
             task = bar.add_task("sim", total=total_s)
-        if bar is not None:
+        if bar is not None and task is not None:
             bar.update(task, completed=now_s)
 
     try:

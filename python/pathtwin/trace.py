@@ -27,9 +27,9 @@ import pandas as pd
 
 from .errors import PathtwinError
 
-# The command line's checks of input and output paths (it runs without this module), so that
-# both say the same.
-from .trace_analyze_cli import check_capture, check_output
+# The checks of input and output paths that `pathtwin trace analyze` runs without this module
+# (and so without pandas), so that both say the same.
+from .trace_files import check_capture, check_output, check_threads
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], None]]
@@ -82,8 +82,7 @@ def workload(
 
 def _analyze(capture, server, progress, threads, exchanges: bool):
     """The one pass behind ``analyze`` and ``workload``: (conns, exchanges or None, stats)."""
-    if threads is not None and (not isinstance(threads, int) or threads < 1):
-        raise PathtwinError(f"threads must be a positive integer, not {threads!r}")
+    check_threads(threads)
     p = _check_file(capture)
     cols, xcols, stats = _native().trace_analyze(str(p), server, progress, threads or 0, exchanges)
     return _frame(cols), None if xcols is None else _frame(xcols), dict(stats)

@@ -112,6 +112,7 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
     source_exchanges.to_parquet(out / "db" / "source_exchanges.parquet", index=False)
     # Captured where the source was, so that response times compare like for like.
     capture_at = "clients" if workload.vantage == "client" else "server"
+    run: SimulatedRun | EmulatedRun
     if engine == "sim":
         run = run_simulated(workload, out / "replay", tcp=tcp, seed=seed, capture_at=capture_at)
     else:

@@ -62,6 +62,7 @@ def run_emulated(workload: Workload, out, tcp: Optional[dict] = None, progress: 
         agent = [sys.executable, "-m", "pathtwin.replay.agent"]
         srv = server.popen(agent + ["server", str(out / "server_spec.json"), str(out / "server_log.jsonl")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert srv.stdout is not None and srv.stderr is not None  # pipes
         line = srv.stdout.readline()
         if "ready" not in line:
             raise PathtwinError(f"the server emulator did not start: {(srv.stderr.read() or line).strip()[-300:]}")
@@ -77,6 +78,7 @@ def run_emulated(workload: Workload, out, tcp: Optional[dict] = None, progress: 
                 progress(min(1.0, (time.monotonic() - t0) / max(last_start + 5.0, 1.0)))
             time.sleep(0.5)
         if cli.returncode not in (0, -15):
+            assert cli.stderr is not None  # a pipe
             raise PathtwinError(f"the client emulator failed: {(cli.stderr.read() or '').strip()[-300:]}")
         # Let the last FINs cross their pipes before the capture stops.
         time.sleep(1.0)

@@ -29,7 +29,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
@@ -199,7 +199,7 @@ class Workload:
         """One ``[[pipe]]`` per connection, in connection order (pipe i carries conn i)."""
         out = []
         for c in self.conns.itertuples(index=False):
-            pipe = {"between": [server, clients], "rtt": f"{c.rtt_ms:.6f}ms",
+            pipe: dict[str, Any] = {"between": [server, clients], "rtt": f"{c.rtt_ms:.6f}ms",
                     "rate": [f"{max(c.down_bps, 1000.0):.0f}bit", f"{max(c.up_bps, 1000.0):.0f}bit"]}
             if c.down_loss > 0 or c.up_loss > 0:
                 pipe["loss"] = [float(c.down_loss), float(c.up_loss)]
@@ -210,8 +210,8 @@ class Workload:
         """The server's and the client's agent specs (``pathtwin.replay.agent``), connection
         i coming from ``addresses[i]``."""
         by_conn = {k: g.sort_values("exchange") for k, g in self.exchanges.groupby("conn")}
-        server = {"port": self.port, "conns": {}}
-        client = {"server": server_ip, "port": self.port, "conns": []}
+        server: dict[str, Any] = {"port": self.port, "conns": {}}
+        client: dict[str, Any] = {"server": server_ip, "port": self.port, "conns": []}
         for c in self.conns.itertuples(index=False):
             xs = by_conn.get(c.conn)
             if xs is None:

@@ -16,17 +16,25 @@ bottleneck in §IV-B (``short_per_link``), and the long flows' access delays. Pa
 1000 bytes on the wire, as in the paper's ns-2 runs (MSS 960 plus 40 bytes of headers), and
 Monaco's target accumulation is 3 packets = 3000 bytes.
 
-Both reproductions describe runs as config dicts and read only the result tables; the
-engines know nothing of them.
+- ``acc-3c`` (§III-C): Vegas's two failures, an overestimated rtt_p and reverse-path
+  congestion, against Monaco on a 10 Mbit/s dumbbell.
+
+The reproductions describe runs as config dicts and read only the result tables; the
+engines know nothing of them. All three are registered (``registry``); they run in the
+simulator only (Monaco and Vegas are its controllers).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
+from ..config import parse_quantity
 from ..sim import simulate
+from .registry import PaperValue, Progress, Reproduction, Request, register
 
 #: 1000-byte packets on the wire (the paper's ns-2 packet size): 960 bytes of payload plus
 #: 20 bytes of IP and 20 of TCP header.
@@ -147,10 +155,10 @@ def section4a(cc: str = "monaco", buffer_packets: int = 90, duration_s: float = 
     flows = res.flows
     result.timeouts = int(flows.timeouts.sum())
     result.fast_retransmits = int(flows.fast_retransmits.sum())
-    for (t0, t1) in PHASES_4A:
+    for (t0, phase_end) in PHASES_4A:
         if t0 >= duration_s:
             break
-        t1 = min(t1, duration_s)
+        t1 = min(phase_end, duration_s)
         steady = (fs.time_s > t0 + SETTLE_S) & (fs.time_s <= t1)
         rates = {}
         for s in SETS_4A:
@@ -413,3 +421,93 @@ def print_3c(results: list[Result3C], console=None) -> None:
                   ", ".join(f"{k} {v * 100:.0f} %" for k, v in sorted(r.shares.items())),
                   f"{r.queue_packets:.1f} / {r.queue_max}", str(r.drops))
     console.print(t)
+
+
+# --- the registry's records ------------------------------------------------------------------
+
+def _prepare(request: Request, progress: Progress | None) -> tuple[Optional[float], Callable[..., Optional[Path]]]:
+    """What the three runs share: ``--duration`` in seconds (None: the paper's), a note when
+    the simulator lacks one of the paper's controllers, and where each run's directory goes."""
+    dur = parse_quantity("time", request.duration, "--duration") if request.duration else None
+    missing = [c for c in PAPER_CONTROLLERS if c not in controllers()]
+    if missing and progress is not None:
+        progress(f"note: the simulator has no {', '.join(missing)} yet; running {', '.join(controllers())} only")
+    out = request.out
+    return dur, ((lambda *parts: Path(out).joinpath(*parts)) if out else (lambda *parts: None))
+
+
+def _run_4a(request: Request, progress: Progress | None) -> list[Result4A]:
+    """§IV-A for each controller with both buffers."""
+    dur, sub = _prepare(request, progress)
+    shorter: dict[str, Any] = {"duration_s": dur} if dur else {}
+    return [section4a(cc, buf, **shorter, out=sub(f"{cc}-{buf}p"))
+            for cc in controllers() for buf in (90, 55)]
+
+
+def _run_4b(request: Request, progress: Progress | None) -> list[Result4B]:
+    """§IV-B for each controller with N = 2..9 bottlenecks."""
+    dur, sub = _prepare(request, progress)
+    shorter: dict[str, Any] = {"duration_s": dur} if dur else {}
+    return [section4b(cc, n, **shorter, out=sub(f"{cc}-N{n}"))
+            for cc in controllers() for n in range(2, 10)]
+
+
+def _run_3c(request: Request, progress: Progress | None) -> list[Result3C]:
+    """§III-C's two conditions (their own durations: a ``--duration`` is checked, not used)."""
+    _prepare(request, progress)
+    return section3c(out=request.out)
+
+
+def _as_json(results: list) -> list[dict]:
+    return [dataclasses.asdict(r) for r in results]
+
+
+_ENGINE_NOTE = "Monaco and Vegas are the simulator's controllers"
+
+register(Reproduction(
+    name="acc-4a",
+    description="ACC §IV-A: Monaco and Vegas on one bottleneck as three sets of flows come and go (90- and 55-packet buffers)",
+    engines=("sim",),
+    options=("duration",),
+    paper=(
+        *(PaperValue(f"per-flow rate of set {k}, {t0}-{t1} s, 90-packet buffer", rate, "Mbit/s", "ACC §IV-A, Figure 3(a2)")
+          for k, rates in PAPER_RATE_4A.items() for (t0, t1), rate in zip(PHASES_4A, rates) if rate is not None),
+        PaperValue("bottleneck queue per flow (the target accumulation)", TARGET_PACKETS, "packets", "ACC §IV-A, Figure 3(a1)"),
+    ),
+    runner=_run_4a,
+    print_text=lambda results, request: print_4a(results),
+    to_json=_as_json,
+    engine_note=_ENGINE_NOTE,
+))
+
+register(Reproduction(
+    name="acc-4b",
+    description="ACC §IV-B: a parking lot of 2-9 bottlenecks crossed by long and short flows, against proportional fairness",
+    engines=("sim",),
+    options=("duration",),
+    # The paper plots these runs without numbers; they are read against the allocation its
+    # framework (§II-B) predicts, ``predicted_4b``.
+    paper=(),
+    runner=_run_4b,
+    print_text=lambda results, request: print_4b(results),
+    to_json=_as_json,
+    engine_note=_ENGINE_NOTE,
+))
+
+register(Reproduction(
+    name="acc-3c",
+    description="ACC §III-C: Vegas's two failures (overestimated rtt_p, reverse-path congestion) against Monaco",
+    engines=("sim",),
+    options=(),
+    paper=(
+        PaperValue("Vegas utilisation with an overestimated rtt_p", "< 10", "%", "ACC §III-C (simulations of its [15])"),
+        PaperValue("Vegas-k with an overestimated rtt_p", "queue grows until loss", "", "ACC §III-C (simulations of its [15])"),
+        PaperValue("Vegas with reverse-path congestion", "underutilisation", "", "ACC §III-C"),
+        PaperValue("Monaco utilisation, both conditions", "about 100", "%", "ACC §III-C (simulations of its [15])"),
+        PaperValue("Monaco losses, both conditions", 0, "packets", "ACC §III-C (simulations of its [15])"),
+    ),
+    runner=_run_3c,
+    print_text=lambda results, request: print_3c(results),
+    to_json=_as_json,
+    engine_note=_ENGINE_NOTE,
+))

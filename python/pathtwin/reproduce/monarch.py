@@ -12,15 +12,17 @@ its BIC with Linux 2.6's constants, and Vegas with Linux's α = 2, β = 4 (the p
 The paper's observations, which :func:`figure12` reports against: NewReno's RTT rises from
 44 ms to well over 300 ms before it loses a packet; BIC ramps up faster after each loss, with
 even higher delays and more losses; Vegas settles at about 100 ms without a single loss.
+Registered as ``monarch-fig12`` (``registry``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..sim import simulate
+from .registry import PaperValue, Progress, Reproduction, Request, register
 
 #: The transfer of the paper's experiment.
 TRANSFER = "500kB"
@@ -57,7 +59,7 @@ class Transfer:
     retransmits: int
     rtt_max_ms: float
     rtt_mean_ms: float
-    series: object            # the flow's time series (pandas DataFrame)
+    series: Any               # the flow's time series (pandas DataFrame)
 
 
 def figure12(out: Optional[Path] = None, emulate: bool = False) -> list[Transfer]:
@@ -135,3 +137,34 @@ def print_figure12(transfers: list[Transfer], console=None) -> None:
         t.add_row(x.cc, x.engine, f"{x.completion_s:.2f}", str(x.retransmits), f"{x.rtt_mean_ms:.0f}",
                   f"{x.rtt_max_ms:.0f}")
     console.print(t)
+
+
+# --- the registry's record -------------------------------------------------------------------
+
+def _run(request: Request, progress: Progress | None) -> list[Transfer]:
+    """``figure12``, with the kernel's controllers too in the emulator."""
+    return figure12(out=request.out, emulate=request.engine == "emu")
+
+
+def _print(transfers: list[Transfer], request: Request) -> None:
+    print_figure12(transfers)
+    if request.out is not None:
+        print(f"figure: {Path(request.out) / 'figure12.png'}")
+
+
+register(Reproduction(
+    name="monarch-fig12",
+    description="Monarch Figure 12 analog: 500 kB to a DSL host with NewReno, BIC and Vegas (and the kernel's in the emulator)",
+    engines=("sim", "emu"),
+    options=(),
+    paper=(
+        PaperValue("NewReno RTT at the start of the transfer", BASE_RTT_MS, "ms", "Monarch (IMC 2006) §5.1, Figure 12(a)"),
+        PaperValue("NewReno RTT before its first loss", "well over 300", "ms", "Monarch (IMC 2006) §5.1, Figure 12(a)"),
+        PaperValue("BIC against NewReno", "higher RTTs and more losses", "", "Monarch (IMC 2006) §5.1, Figure 12(b)"),
+        PaperValue("Vegas steady RTT", "about 100", "ms", "Monarch (IMC 2006) §5.1, Figure 12(c)"),
+        PaperValue("Vegas losses", 0, "packets", "Monarch (IMC 2006) §5.1, Figure 12(c)"),
+    ),
+    runner=_run,
+    print_text=_print,
+    to_json=lambda transfers: [{k: v for k, v in vars(t).items() if k != "series"} for t in transfers],
+))

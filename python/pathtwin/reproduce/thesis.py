@@ -28,14 +28,22 @@ What the thesis leaves unsaid, and what this module chooses (each a constant bel
 Metrics, as the thesis defines them: timeouts summed over the flows; the packet loss
 probability at the bottleneck (drops over arrivals, %); mean per-flow goodput (bytes/s of new
 data) and its coefficient of variation across the flows.
+
+Registered as ``thesis-tcp-friendly`` (``registry``), in the simulator only (SACK and Reno
+are its TCP).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from ..config import parse_quantity
+from ..errors import PathtwinError
 from ..sim import simulate
+from .registry import PaperValue, Progress, Reproduction, Request, register
 
 #: The thesis's numbers, Tables 4.1–4.4: per configuration and case, for 100 then 50 flows,
 #: (timeouts, loss %, mean goodput B/s, CoV).
@@ -187,3 +195,43 @@ def print_tables(rows: list[Row], console=None) -> None:
                           f"{o.goodput_Bps:.0f} ({p.goodput_Bps:g})", f"{o.cov:.2f} ({p.cov:g})"]
             t.add_row(*cells)
         console.print(t)
+
+
+# --- the registry's record -------------------------------------------------------------------
+
+def _run(request: Request, progress: Progress | None) -> list[Row]:
+    """The configurations ``request.only`` names (default all), one after the other, over
+    ``request.seeds`` seeds."""
+    only, seeds = request.only, request.seeds
+    assert seeds is not None  # the record's default fills it
+    configurations = tuple(only.upper()) if only else tuple(CONFIGURATIONS)
+    bad = [c for c in configurations if c not in CONFIGURATIONS]
+    if bad:
+        raise PathtwinError(f"--only: no configuration {''.join(bad)!r} (the thesis has A, B, C, D)")
+    dur = parse_quantity("time", request.duration, "--duration") if request.duration else DURATION_S
+    rows = []
+    for c in configurations:
+        rows += run((c,), seeds=tuple(range(1, seeds + 1)), duration_s=dur, out=Path(request.out) if request.out else None)
+        if progress is not None:
+            progress(f"  configuration {c} done")
+    return rows
+
+
+_METRICS = (("timeouts", ""), ("packet loss probability", "%"), ("mean goodput", "B/s"), ("goodput CoV", ""))
+
+register(Reproduction(
+    name="thesis-tcp-friendly",
+    description="TCP-friendly marker thesis, Tables 4.1-4.4: markers over RIO, FRIO and RED with SACK and Reno",
+    engines=("sim",),
+    options=("seeds", "duration", "only"),
+    defaults={"seeds": 3},
+    paper=tuple(
+        PaperValue(f"configuration {c}, {CASES[case]}, {n} flows: {metric}", value, unit, f"thesis Table 4.{k + 1}")
+        for k, c in enumerate(CONFIGURATIONS) for case in CASES for n, values in zip(FLOW_COUNTS, PAPER[c][case])
+        for (metric, unit), value in zip(_METRICS, values)
+    ),
+    runner=_run,
+    print_text=lambda rows, request: print_tables(rows),
+    to_json=lambda rows: [dataclasses.asdict(r) for r in rows],
+    engine_note="SACK and Reno are the simulator's TCP",
+))

@@ -5,16 +5,18 @@ library's argparse instead of typer (whose import, with the pydantic it now pull
 more than a whole ns-2 run), the engine writing its Parquet tables itself (no pyarrow), the
 flow table printed from the engine's columns (no pandas), and plots drawn when asked
 (``--plots``, or ``pathtwin plot OUT`` at any later time). ``cli.main`` hands ``sim``
-arguments here before importing typer; ``pathtwin --help`` still lists the command.
-"""
+arguments to ``main`` before importing typer; ``register`` lists the command in
+``pathtwin --help`` (and hands over to ``main`` when typer meets it).
 
-from __future__ import annotations
+(No ``from __future__ import annotations`` here: typer reads the annotations of the command
+that ``register`` defines, with typer imported there, not in this module.)
+"""
 
 import argparse
 import sys
 from pathlib import Path
 
-from .light_cli import Parser, text_table
+from ._light import Parser, text_table
 
 HELP = "Simulate SCENARIO and write run.json and Parquet tables (and, with --plots, PNG plots) to OUT."
 
@@ -34,12 +36,12 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """Runs `pathtwin sim ARGV`; user errors raise ``PathtwinError`` (``cli.main`` prints them)."""
     args = parser().parse_args(argv)
-    from . import _native
-    from .config import config_text, native_call
-    from .sim import simulate
+    from .. import _native
+    from ..config import ConfigSource, config_text, native_call
+    from ..sim import simulate
 
     text, fmt, origin = config_text(args.scenario)
-    source: object = args.scenario
+    source: ConfigSource = args.scenario
     if args.seed is not None or args.duration is not None:
         import tomllib
 
@@ -57,7 +59,7 @@ def main(argv: list[str]) -> int:
 
     res = simulate(source, out=args.out, progress=not args.quiet, on_warning=warn)
     if args.plots:
-        from .plot import plot_result
+        from ..plot import plot_result
 
         plot_result(res)
     if not args.quiet:
@@ -83,14 +85,25 @@ def print_flows(res) -> None:
     m = res.table_columns("markers")
     if m is not None and len(m["marker"]):
         secs = max(res.run["simulated_s"], 1e-9)
-        rows = []
+        marker_rows = []
         for i in range(len(m["marker"])):
             total = m["in_bytes"][i] + m["out_bytes"][i]
-            rows.append((m["marker"][i], m["kind"][i], f"{m['in_bytes'][i] * 8 / secs / 1e6:.3f}",
+            marker_rows.append((m["marker"][i], m["kind"][i], f"{m['in_bytes'][i] * 8 / secs / 1e6:.3f}",
                          f"{m['out_bytes'][i] * 8 / secs / 1e6:.3f}", f"{m['in_bytes'][i] / total:.2f}" if total else "-",
                          str(m["green_packets"][i]), str(m["yellow_packets"][i]), str(m["red_packets"][i]),
                          str(m["protected_packets"][i])))
         print("markers")
-        print(text_table(("marker", "kind", "IN Mbit/s", "OUT Mbit/s", "IN share", "green", "yellow", "red", "protected"), rows))
+        print(text_table(("marker", "kind", "IN Mbit/s", "OUT Mbit/s", "IN share", "green", "yellow", "red", "protected"),
+                         marker_rows))
     if res.path is not None:
         print(f"results in {res.path}")
+
+
+def register(app) -> None:
+    """Adds `pathtwin sim` to the typer application: listed in the help, run by ``main``."""
+    import typer
+
+    @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, add_help_option=False,
+                 help=HELP + " (pathtwin sim --help: its options)")
+    def sim(ctx: typer.Context) -> None:
+        raise typer.Exit(main(list(ctx.args)))

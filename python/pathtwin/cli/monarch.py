@@ -16,7 +16,7 @@ from typing import Optional
 
 import typer
 
-from .errors import PathtwinError
+from ..errors import PathtwinError
 
 
 def parse_target(text: str) -> dict:
@@ -25,13 +25,15 @@ def parse_target(text: str) -> dict:
     if "=" not in text:
         raise PathtwinError(f"target {text!r}: real Internet targets need network access this machine does not have; "
                             "describe an emulated one as rtt=60ms,down=4mbit,up=1mbit[,loss_down=1%,loss_up=0%,reorder_down=1%,reorder_up=0%,reorder_delay=5ms,queue=50pkt]")
-    from .config import parse_assignments
+    from ..config import parse_assignments
 
     return parse_assignments(text.split(","), f"target {text!r}: item")
 
 
-def register(root: typer.Typer) -> None:
-    @root.command("monarch")
+def register(app: typer.Typer) -> None:
+    """Adds `pathtwin monarch`."""
+
+    @app.command("monarch")
     def monarch_cmd(
         target: str = typer.Argument(..., help="the emulated target's path: rtt=..,down=..,up=..[,loss_down=..,loss_up=..,reorder_down=..,reorder_up=..,reorder_delay=..,queue=..]"),
         out: Path = typer.Option(..., "-o", "--out", help="result directory"),
@@ -45,8 +47,8 @@ def register(root: typer.Typer) -> None:
         """Emulate a TCP transfer to a remote host with probes it answers (Monarch)."""
         from rich.console import Console
 
-        from . import monarch
-        from .config import parse_assignments, parse_quantity
+        from .. import monarch
+        from ..config import parse_assignments, parse_quantity
 
         nbytes = int(parse_quantity("size", size, "--bytes"))
         with Console().status(f"transferring {nbytes:,} bytes as {probe} probes ..."):

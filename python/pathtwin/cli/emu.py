@@ -1,10 +1,11 @@
-"""`pathtwin emu up|exec|stats|down|list`, `pathtwin emu run` and `pathtwin shell`.
+"""`pathtwin emu up|exec|stats|down|list|cleanup|run` and `pathtwin shell`.
 
-``up`` starts a detached emulator (``python -m pathtwin.emulation``) and returns once its
+``up`` starts a detached emulator (``python -m pathtwin.emu_daemon``) and returns once its
 hosts exist; the others find running emulations through ``/run/pathtwin/RUN/state.json``
 (hosts) and ``stats.json`` (live counters, refreshed every 250 ms by the emulator). With one
 emulation running, ``--run`` can be left out. Every user mistake is a ``PathtwinError``:
-one line, exit status 2.
+one line, exit status 2. ``pathtwin.emulation`` (26 ms of imports) is imported when a
+command runs, not when `pathtwin` starts.
 """
 
 from __future__ import annotations
@@ -21,17 +22,24 @@ from typing import List, Optional
 
 import typer
 
-from .emulation import STATE_ROOT, Emulation, new_run_id, require_root
-from .errors import PathtwinError
+from ..errors import PathtwinError
 
-app = typer.Typer(help="Run real applications across emulated paths.", no_args_is_help=True,
-                  rich_markup_mode=None)
+group = typer.Typer(help="Run real applications across emulated paths.", no_args_is_help=True,
+                    rich_markup_mode=None)
 
 RunOpt = typer.Option(None, "--run", help="Run id (default: the only running emulation).")
 
 
+def _require_root() -> None:
+    """The emulator's check for root, imported when a command runs."""
+    from ..emulation import require_root
+
+    require_root()
+
+
 def _live_runs() -> list[str]:
-    from . import _native
+    from .. import _native
+    from ..emulation import STATE_ROOT
 
     return [r for r in _native.emu_live_runs() if (STATE_ROOT / r / "state.json").is_file()]
 
@@ -50,6 +58,8 @@ def _pick_run(run: Optional[str]) -> str:
 
 
 def _state(run: str) -> dict:
+    from ..emulation import STATE_ROOT
+
     try:
         return json.loads((STATE_ROOT / run / "state.json").read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -71,7 +81,7 @@ def _print_hosts(run_id: str, hosts: list[dict], warnings: list[str]) -> None:
         typer.echo(f"  {h['name']:<{width}}  {h['ipv4']:<15}  {h['ipv6']:<24}  netns {h['netns']}")
 
 
-@app.command()
+@group.command()
 def up(
     topology: Path = typer.Argument(..., help="Topology TOML (paths or links view)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Result directory written at `emu down` (default ./pathtwin-emu-RUN)."),
@@ -85,13 +95,15 @@ def up(
                                  help="Let hosts hand over 64-KB TCP super-packets, modelled segment by segment (default on; off with --pcap)."),
 ) -> None:
     """Start an emulation in the background and print its hosts and addresses."""
-    require_root()
+    _require_root()
     if not topology.is_file():
         raise PathtwinError(f"{topology}: no such file")
+    from ..emulation import new_run_id
+
     run_id = new_run_id()
     out = out or Path(f"pathtwin-emu-{run_id}")
     log = Path(f"/tmp/pathtwin-emu-{run_id}.log")
-    args = [sys.executable, "-m", "pathtwin.emulation", str(topology.resolve()), "--run-id", run_id,
+    args = [sys.executable, "-m", "pathtwin.emu_daemon", str(topology.resolve()), "--run-id", run_id,
             "--out", str(out.resolve()), "--spin-us", str(spin_us)]
     if pcap is not None:
         args += ["--pcap", str(pcap.resolve())]
@@ -105,6 +117,7 @@ def up(
         args.append("--no-offload")
     with open(log, "wb") as err:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+    assert proc.stdout is not None  # a pipe
     line = proc.stdout.readline().decode(errors="replace").strip()
     proc.stdout.close()
     if not line:
@@ -119,14 +132,14 @@ def up(
     typer.echo(f"results at `pathtwin emu down`: {out}")
 
 
-@app.command("exec", context_settings={"allow_interspersed_args": False})
+@group.command("exec", context_settings={"allow_interspersed_args": False})
 def exec_(
     host: str = typer.Argument(..., help="Host name."),
     cmd: List[str] = typer.Argument(..., help="Command and arguments (after --)."),
     run: Optional[str] = RunOpt,
 ) -> None:
     """Run a command inside a host (its exit status is returned)."""
-    require_root()
+    _require_root()
     cmd = _strip_separator(cmd)
     if not cmd:
         raise PathtwinError("no command given (usage: pathtwin emu exec HOST -- CMD ...)")
@@ -143,6 +156,10 @@ def exec_(
 
 def _stats_tables(snap: dict, prev: Optional[dict], dt: float):
     from rich.table import Table
+
+    lat = snap["lateness"]
+    timing = (f"release lateness: p50 {lat['p50_ns'] / 1e3:.1f} µs  p99 {lat['p99_ns'] / 1e3:.1f} µs  "
+              f"max {lat['max_ns'] / 1e3:.1f} µs  ({lat['count']} packets)")
 
     def rate(key, cur, old):
         if old is None or dt <= 0:
@@ -175,14 +192,11 @@ def _stats_tables(snap: dict, prev: Optional[dict], dt: float):
             marks.add_row(m["name"], m["kind"], str(m["in_packets"]), str(m["out_packets"]),
                           rate("in_bytes", m, old_marks.get(m["element"])), str(m["green_packets"]),
                           str(m["yellow_packets"]), str(m["red_packets"]), str(m["protected_packets"]))
-        queues = Group(queues, marks)
-    lat = snap["lateness"]
-    timing = (f"release lateness: p50 {lat['p50_ns'] / 1e3:.1f} µs  p99 {lat['p99_ns'] / 1e3:.1f} µs  "
-              f"max {lat['max_ns'] / 1e3:.1f} µs  ({lat['count']} packets)")
+        return routes, Group(queues, marks), timing
     return routes, queues, timing
 
 
-@app.command()
+@group.command()
 def stats(
     run: Optional[str] = RunOpt,
     once: bool = typer.Option(False, "--once", help="Print one snapshot and exit."),
@@ -192,6 +206,8 @@ def stats(
     """Show per-route and per-queue counters live (Ctrl-C to quit)."""
     from rich.console import Console, Group
     from rich.live import Live
+
+    from ..emulation import STATE_ROOT
 
     run = _pick_run(run)
     path = STATE_ROOT / run / "stats.json"
@@ -230,14 +246,14 @@ def stats(
         pass
 
 
-@app.command()
+@group.command()
 def down(
     run: Optional[str] = RunOpt,
     all_: bool = typer.Option(False, "--all", help="Stop every running emulation."),
 ) -> None:
     """Stop an emulation, write its results, and remove everything it created."""
-    require_root()
-    from . import _native
+    _require_root()
+    from .. import _native
 
     runs = _live_runs() if all_ else [_pick_run(run)]
     for r in runs:
@@ -257,7 +273,7 @@ def down(
         typer.echo(f"removed {len(removed)} stale namespaces")
 
 
-@app.command("list")
+@group.command("list")
 def list_() -> None:
     """List running emulations."""
     for r in _live_runs():
@@ -265,11 +281,11 @@ def list_() -> None:
         typer.echo(f"{r}  pid {st['pid']}  {st.get('source') or '-'}  hosts {', '.join(h['name'] for h in st['hosts'])}")
 
 
-@app.command()
+@group.command()
 def cleanup() -> None:
     """Remove namespaces and state left by emulations that were killed."""
-    require_root()
-    from . import _native
+    _require_root()
+    from .. import _native
 
     removed = _native.emu_cleanup_stale()
     typer.echo(f"removed {len(removed)} stale namespaces" + (f": {', '.join(removed)}" if removed else ""))
@@ -279,6 +295,8 @@ def run_script(topology: Path, script: Path, out: Optional[Path], pcap: Optional
     """Runs ``script`` with ``net`` (a started ``Emulation``) in its globals; if it defines
     ``main(net)``, that is called too."""
     import runpy
+
+    from ..emulation import Emulation
 
     if not script.is_file():
         raise PathtwinError(f"{script}: no such file")
@@ -299,58 +317,62 @@ def run_script(topology: Path, script: Path, out: Optional[Path], pcap: Optional
         typer.echo(f"results: {net.result_path}")
 
 
-def register_top_level(root: typer.Typer) -> None:
-    """Adds `pathtwin shell` and `pathtwin emu run`."""
+@group.command("run")
+def run_cmd(
+    topology: Path = typer.Argument(..., help="Topology TOML."),
+    script: Path = typer.Option(..., "--script", help="Python script; `net` is the running Emulation."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Result directory."),
+    pcap: Optional[Path] = typer.Option(None, "--pcap", help="Directory for one capture per host."),
+    cc: Optional[str] = typer.Option(None, "--cc", help="Kernel congestion control for every host."),
+) -> None:
+    """Start an emulation, run an experiment script against it, stop it."""
+    run_script(topology, script, out, pcap, cc)
 
-    @app.command("run")
-    def run_cmd(
-        topology: Path = typer.Argument(..., help="Topology TOML."),
-        script: Path = typer.Option(..., "--script", help="Python script; `net` is the running Emulation."),
-        out: Optional[Path] = typer.Option(None, "--out", help="Result directory."),
-        pcap: Optional[Path] = typer.Option(None, "--pcap", help="Directory for one capture per host."),
-        cc: Optional[str] = typer.Option(None, "--cc", help="Kernel congestion control for every host."),
-    ) -> None:
-        """Start an emulation, run an experiment script against it, stop it."""
-        run_script(topology, script, out, pcap, cc)
+def shell(
+    cmd: Optional[List[str]] = typer.Argument(None, help="Command to run (after --); default: an interactive shell."),
+    rtt: str = typer.Option(..., "--rtt", help="Base RTT, e.g. 50ms."),
+    abw: str = typer.Option(..., "--abw", help="ABW, one value or UP/DOWN (shell->peer / peer->shell)."),
+    capacity: Optional[str] = typer.Option(None, "--capacity", help="Capacity, one value or UP/DOWN (path mode)."),
+    mode: str = typer.Option("path", "--mode", help="path (NSDI'09) or link (C = ABW, 73 KB queue)."),
+    loss: Optional[str] = typer.Option(None, "--loss", help="Random loss, e.g. 1% or 0.5%/0."),
+    queue: Optional[str] = typer.Option(None, "--queue", help="Queue size, e.g. 64KB or 100pkt (default: derived)."),
+    cc: Optional[str] = typer.Option(None, "--cc", help="Kernel congestion control in both hosts."),
+    pcap: Optional[Path] = typer.Option(None, "--pcap", help="Directory for shell.pcap and peer.pcap."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Result directory."),
+) -> None:
+    """A command or a shell behind one emulated path to a host named `peer`.
 
-    @root.command(context_settings={"allow_interspersed_args": False})
-    def shell(
-        cmd: Optional[List[str]] = typer.Argument(None, help="Command to run (after --); default: an interactive shell."),
-        rtt: str = typer.Option(..., "--rtt", help="Base RTT, e.g. 50ms."),
-        abw: str = typer.Option(..., "--abw", help="ABW, one value or UP/DOWN (shell->peer / peer->shell)."),
-        capacity: Optional[str] = typer.Option(None, "--capacity", help="Capacity, one value or UP/DOWN (path mode)."),
-        mode: str = typer.Option("path", "--mode", help="path (NSDI'09) or link (C = ABW, 73 KB queue)."),
-        loss: Optional[str] = typer.Option(None, "--loss", help="Random loss, e.g. 1% or 0.5%/0."),
-        queue: Optional[str] = typer.Option(None, "--queue", help="Queue size, e.g. 64KB or 100pkt (default: derived)."),
-        cc: Optional[str] = typer.Option(None, "--cc", help="Kernel congestion control in both hosts."),
-        pcap: Optional[Path] = typer.Option(None, "--pcap", help="Directory for shell.pcap and peer.pcap."),
-        out: Optional[Path] = typer.Option(None, "--out", help="Result directory."),
-    ) -> None:
-        """A command or a shell behind one emulated path to a host named `peer`.
+    Inside, `peer` resolves to the other end ($PATHTWIN_ADDR_PEER holds its IPv4 address);
+    run a server there with `pathtwin emu exec peer -- CMD`.
+    """
+    cmd = _strip_separator(cmd)
+    if mode not in ("path", "link"):
+        raise PathtwinError(f"--mode {mode!r}: expected path or link")
+    path: dict = {"between": ["shell", "peer"], "rtt": rtt, "abw": abw, "mode": mode}
+    if capacity is not None:
+        path["capacity"] = capacity
+    if loss is not None:
+        path["loss"] = loss
+    if queue is not None:
+        path["queue"] = queue
+    topo = {"name": "pathtwin shell", "hosts": ["shell", "peer"], "path": [path]}
+    from ..emulation import Emulation
 
-        Inside, `peer` resolves to the other end ($PATHTWIN_ADDR_PEER holds its IPv4 address);
-        run a server there with `pathtwin emu exec peer -- CMD`.
-        """
-        cmd = _strip_separator(cmd)
-        if mode not in ("path", "link"):
-            raise PathtwinError(f"--mode {mode!r}: expected path or link")
-        path: dict = {"between": ["shell", "peer"], "rtt": rtt, "abw": abw, "mode": mode}
-        if capacity is not None:
-            path["capacity"] = capacity
-        if loss is not None:
-            path["loss"] = loss
-        if queue is not None:
-            path["queue"] = queue
-        topo = {"name": "pathtwin shell", "hosts": ["shell", "peer"], "path": [path]}
-        with Emulation(topo, out=out, pcap=pcap, cc=cc) as net:
-            here, peer = net["shell"], net["peer"]
-            env = net.env_for(here)
-            argv = list(cmd) if cmd else [os.environ.get("SHELL") or shutil.which("bash") or "/bin/sh"]
-            if not cmd:
-                env["PS1"] = f"[pathtwin {rtt} {abw} {mode}] \\w\\$ "
-                typer.echo(f"pathtwin shell: peer is {peer.ipv4} / {peer.ipv6} (name 'peer'); exit to stop", err=True)
-            try:
-                code = subprocess.call(here.command(argv), env=env)
-            except KeyboardInterrupt:
-                code = 130
-        sys.exit(code)
+    with Emulation(topo, out=out, pcap=pcap, cc=cc) as net:
+        here, peer = net["shell"], net["peer"]
+        env = net.env_for(here)
+        argv = list(cmd) if cmd else [os.environ.get("SHELL") or shutil.which("bash") or "/bin/sh"]
+        if not cmd:
+            env["PS1"] = f"[pathtwin {rtt} {abw} {mode}] \\w\\$ "
+            typer.echo(f"pathtwin shell: peer is {peer.ipv4} / {peer.ipv6} (name 'peer'); exit to stop", err=True)
+        try:
+            code = subprocess.call(here.command(argv), env=env)
+        except KeyboardInterrupt:
+            code = 130
+    sys.exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    """Adds the `pathtwin emu` group and `pathtwin shell`."""
+    app.add_typer(group, name="emu")
+    app.command(context_settings={"allow_interspersed_args": False})(shell)

@@ -1,13 +1,14 @@
-"""What the light command paths (``sim_cli``, ``trace_analyze_cli``: argparse, no typer) share:
-the parser that turns argparse's usage errors into the project's one-line ``PathtwinError``,
-and plain aligned tables (rich's import alone took 40 % of a short run's wall time)."""
+"""What the light command paths (`pathtwin sim` and `pathtwin trace analyze`: argparse, no
+typer) share: the parser that turns argparse's usage errors into the project's one-line
+``PathtwinError``, and plain aligned tables (rich's import alone took 40 % of a short run's
+wall time)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from .errors import PathtwinError
+from ..errors import PathtwinError
 
 
 def terminal_columns() -> int:

@@ -17,7 +17,7 @@ from typing import List, Optional
 
 import typer
 
-from .errors import PathtwinError
+from ..errors import PathtwinError
 
 #: Sections ``--set`` may change: the server's TCP is the what-if; the paths and the clients
 #: are the trace's.
@@ -26,7 +26,7 @@ SETTABLE = ("tcp",)
 
 def parse_settings(items: List[str]) -> dict:
     """``["tcp.initial_window=10", "tcp.cc=bbr"]`` -> ``{"initial_window": 10, "cc": "bbr"}``."""
-    from .config import parse_assignments
+    from ..config import parse_assignments
 
     form = "SECTION.KEY=VALUE (e.g. tcp.initial_window=10)"
     tcp: dict = {}
@@ -80,8 +80,10 @@ def plot_cdfs(table, path: Path) -> Path:
     return path
 
 
-def register(root: typer.Typer) -> None:
-    @root.command("replay")
+def register(app: typer.Typer) -> None:
+    """Adds `pathtwin replay`."""
+
+    @app.command("replay")
     def replay_cmd(
         source: Path = typer.Argument(..., help="capture (pcap/pcapng), conns.parquet of pathtwin trace analyze (with --exchanges), or a replay database directory (a run's db/)"),
         out: Path = typer.Option(..., "-o", "--out", help="result directory"),
@@ -95,7 +97,7 @@ def register(root: typer.Typer) -> None:
         """Replay a captured workload over per-connection emulated or simulated paths (Monkey Do)."""
         from rich.console import Console
 
-        from . import replay as rp
+        from .. import replay as rp
 
         if engine not in rp.ENGINES:
             raise PathtwinError(f"--engine {engine!r}: use {' or '.join(rp.ENGINES)}")
