@@ -119,7 +119,7 @@ pub struct Snapshot {
     /// Monarch's proxy, when `[monarch]` is configured.
     pub monarch: Option<MonarchSnapshot>,
     pub pipes: PipeTotals,
-    /// Bandwidth queues (pipes' queues are in [`Results::pipes`]).
+    /// Bandwidth queues (pipes' queues are in the results' `pipes` table, [`EMU_PIPES`]).
     pub queues: Vec<QueueSnapshot>,
     /// One entry per `[[marker]]`, with the same counts as the simulator's `markers` table.
     pub markers: Vec<MarkerSnapshot>,

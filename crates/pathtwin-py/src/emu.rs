@@ -78,6 +78,7 @@ impl EmuRun {
     #[pyo3(signature = (config_text, origin = "", json = false, run_id = None, cc = None, spin_us = 0.0,
                         high_priority = true, cpu_latency_qos = true, tcp_info = true, monarch_pcap = None,
                         offload = true))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         config_text: &str,

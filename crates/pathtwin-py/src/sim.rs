@@ -106,7 +106,7 @@ impl PySimulation {
                 d.set_item(name, tables::to_dict(py, table)?)?;
             }
         }
-        d.set_item("meta", meta_dict(py, &r)?)?;
+        d.set_item("meta", meta_dict(py, r)?)?;
         Ok(d)
     }
 
@@ -121,7 +121,7 @@ impl PySimulation {
         py.allow_threads(|| tables::write_all(&dir, &written)).map_err(ConfigError::new_err)?;
         let d = PyDict::new(py);
         d.set_item("tables", written.iter().map(|(name, _)| *name).collect::<Vec<_>>())?;
-        d.set_item("meta", meta_dict(py, &r)?)?;
+        d.set_item("meta", meta_dict(py, r)?)?;
         Ok(d)
     }
 }

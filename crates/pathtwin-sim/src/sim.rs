@@ -18,7 +18,7 @@ use crate::pcap::{self, PcapWriter};
 use crate::replay::{Replay, Step, CLIENT, SERVER};
 use crate::tcp_settings::check_tables_used;
 use pathtwin_core::config::{Config, ConfigError, FlowConfig};
-use pathtwin_core::driver::{Driver, Engine};
+use pathtwin_core::driver::{Driver, Engine, RouteId};
 use pathtwin_core::results::{self, FLOWS, FLOW_SERIES, PIPES, QUEUE_SERIES};
 use pathtwin_core::table::{Cell, Table};
 use pathtwin_core::time::{Duration, Instant};
@@ -156,21 +156,22 @@ impl Simulation {
         let mut net: Network<SimPacket> = topology::compile_scoped(&cfg, RouteScope::Pairs(&pairs))?;
         let mut events = EventQueue::new();
         let mut conns = Vec::new();
-        // Per connection, its two routes' hops: its pipe's, or its hosts' route.
-        let mut conn_hops: Vec<[std::rc::Rc<[Hop]>; 2]> = Vec::new();
+        // Per `[[flow]]` entry, the hops of its connections' two routes: its pipe's, or its
+        // hosts' route.
+        let mut entry_hops: Vec<[Vec<Hop>; 2]> = Vec::with_capacity(cfg.flows.len());
         let mut isn_rng = pathtwin_core::rng_for(cfg.run.seed, u64::MAX);
         TcpConfig::check_tables(&cfg.tcp, "tcp")?;
         let mut controllers_used: Vec<&'static str> = Vec::new();
         for (i, f) in cfg.flows.iter().enumerate() {
             let (a, b) = (net.host_id(&f.from).expect("validated"), net.host_id(&f.to).expect("validated"));
             // Validation checked that a pipe flow's hosts are its pipe's ends.
-            let hops: [std::rc::Rc<[Hop]>; 2] = match f.pipe {
+            let hops: [Vec<Hop>; 2] = match f.pipe {
                 Some(p) => {
                     let r = &net.pipes[p as usize];
-                    [r.up.as_slice().into(), r.down.as_slice().into()]
+                    [r.up.clone(), r.down.clone()]
                 }
                 None => match (net.route(a, b), net.route(b, a)) {
-                    (Some(up), Some(down)) => [up.into(), down.into()],
+                    (Some(up), Some(down)) => [up.to_vec(), down.to_vec()],
                     _ => return Err(ConfigError::invalid(format!("flow[{i}]"), format!("no route between {} and {}", f.from, f.to)).into()),
                 },
             };
@@ -225,12 +226,12 @@ impl Simulation {
                     started: false,
                     closed: [false; 2],
                 });
-                conn_hops.push(hops.clone());
                 events.schedule(start, Event::App(id, AppStep::Start));
                 if let Some(s) = f.stop {
                     events.schedule(Instant::ZERO + s, Event::App(id, AppStep::Stop));
                 }
             }
+            entry_hops.push(hops);
         }
         check_tables_used(&cfg.tcp, &controllers_used, "tcp")?;
         events.schedule(Instant::ZERO, Event::Sample);
@@ -239,15 +240,20 @@ impl Simulation {
         let (n_conns, n_queues) = (conns.len(), net.queue_ids().count());
         let mut driver = Driver::new(net);
         // Route 2c is connection c's way from its client, 2c + 1 its way back (what
-        // `SimPacket::route` says); the copies of a flow entry share their hops.
-        let mut previous: Option<(*const [Hop], [u32; 2])> = None;
-        for (c, hops) in conn_hops.iter().enumerate() {
-            let ids = match previous {
-                Some((p, ids)) if std::ptr::eq(p, &*hops[0]) => [driver.repeat_route(ids[0]), driver.repeat_route(ids[1])],
-                _ => [driver.add_route(&hops[0]), driver.add_route(&hops[1])],
+        // `SimPacket::route` says); the copies of a flow entry share the hops of its first
+        // copy's routes.
+        let mut first_copy_routes: Vec<Option<[RouteId; 2]>> = vec![None; entry_hops.len()];
+        for (c, conn) in conns.iter().enumerate() {
+            let ids = match first_copy_routes[conn.flow_entry] {
+                Some([up, down]) => [driver.repeat_route(up), driver.repeat_route(down)],
+                None => {
+                    let [up, down] = &entry_hops[conn.flow_entry];
+                    let ids = [driver.add_route(up), driver.add_route(down)];
+                    first_copy_routes[conn.flow_entry] = Some(ids);
+                    ids
+                }
             };
             debug_assert_eq!(ids, [2 * c as u32, 2 * c as u32 + 1]);
-            previous = Some((&*hops[0] as *const [Hop], ids));
         }
         let mut sim = Simulation {
             end: Instant::ZERO + cfg.run.duration,
