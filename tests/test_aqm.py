@@ -114,12 +114,12 @@ def test_red_marks_the_kernels_ecn_packets_in_the_emulator(tmp_path):
         net["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)
         net["a"].run(["iperf3", "-c", "b", "-t", "8", "-P", "4"], check=True, capture_output=True, timeout=60)
-    q = pd.read_parquet(tmp_path / "emu" / "queues.parquet").set_index("name").loc["a->b"]
+    q = pd.read_parquet(tmp_path / "emu" / "queues.parquet").set_index("queue").loc["a->b"]
     # Early decisions mostly mark; the few early drops hit packets the kernel sends without
     # ECT (retransmissions, pure ACKs, SYNs: RFC 3168 §6.1.5).
     assert q.ecn_marks > 20 and q.ecn_marks > 3 * q.early_drops, q
     qs = pd.read_parquet(tmp_path / "emu" / "queue_series.parquet")
-    steady = qs[(qs.queue == "a->b") & (qs.t_s > 3)]
+    steady = qs[(qs.queue == "a->b") & (qs.time_s > 3)]
     assert 5 <= steady.avg_queue.mean() < 30, steady.avg_queue.describe()
 
 
@@ -140,7 +140,7 @@ def test_red_average_queue_agrees_between_simulator_and_emulator(tmp_path):
         time.sleep(0.3)
         net["a"].run(["iperf3", "-c", "b", "-t", "20", "-P", "4"], check=True, capture_output=True, timeout=90)
     qs = pd.read_parquet(tmp_path / "emu" / "queue_series.parquet")
-    emu_avg = qs[(qs.queue == "a->b") & (qs.t_s > 5)].avg_queue.mean()
+    emu_avg = qs[(qs.queue == "a->b") & (qs.time_s > 5)].avg_queue.mean()
     assert abs(emu_avg - sim_avg) / sim_avg < 0.15, (sim_avg, emu_avg)
 
 
@@ -188,20 +188,6 @@ def test_disciplines_without_classes_report_zero_per_class_counts():
         assert (tail[col] == 0).all(), tail
 
 
-def test_queue_snapshots_give_the_simulators_aqm_columns():
-    """The emulator's queue snapshot carries `aqm` as pathtwin-core's AqmStats serializes it
-    (per class under "in" and "out"); its results get the simulator's columns."""
-    from pathtwin.emu_results import aqm_columns
-
-    rio = {"drops": 9, "aqm": {"early_drops": 5, "forced_drops": 4, "ecn_marks": 1,
-                               "in": {"arrivals": 100, "early_drops": 1, "forced_drops": 2, "ecn_marks": 0},
-                               "out": {"arrivals": 50, "early_drops": 4, "forced_drops": 2, "ecn_marks": 1}}}
-    tail = {"drops": 3, "aqm": None}
-    cols = aqm_columns([rio, tail])
-    assert cols == {"early_drops": [5, 0], "forced_drops": [4, 3], "ecn_marks": [1, 0], "in_arrivals": [100, 0],
-                    "in_drops": [3, 0], "out_arrivals": [50, 0], "out_drops": [6, 0]}
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root")
 def test_rio_behind_a_token_bucket_marker_agrees_between_simulator_and_emulator(tmp_path):
     """RIO-C behind a continuous token bucket at the sending host (5 Mbit/s committed of a
@@ -231,9 +217,9 @@ def test_rio_behind_a_token_bucket_marker_agrees_between_simulator_and_emulator(
     emu_in_bps = float(markers.in_bytes.iloc[0]) * 8 / busy_s
     for in_bps in (sim_in_bps, emu_in_bps):
         assert abs(in_bps - 5e6) < 0.1 * 5e6, (sim_in_bps, emu_in_bps)
-    q = pd.read_parquet(tmp_path / "emu" / "queues.parquet").set_index("name").loc["a->b"]
+    q = pd.read_parquet(tmp_path / "emu" / "queues.parquet").set_index("queue").loc["a->b"]
     assert q.out_arrivals > 1000 and q.out_drops > 5 * q.in_drops, q
     qs = pd.read_parquet(tmp_path / "emu" / "queue_series.parquet")
-    emu_avg = qs[(qs.queue == "a->b") & (qs.t_s > 5)].avg_queue.mean()
+    emu_avg = qs[(qs.queue == "a->b") & (qs.time_s > 5)].avg_queue.mean()
     print(f"IN Mbit/s sim {sim_in_bps / 1e6:.2f} emu {emu_in_bps / 1e6:.2f}; RIO average sim {sim_avg:.2f} emu {emu_avg:.2f}")
     assert abs(emu_avg - sim_avg) / sim_avg < 0.15, (sim_avg, emu_avg)

@@ -234,7 +234,7 @@ def test_offload_hands_over_super_packets_that_the_model_carries_as_wire_segment
     assert hosts["b"]["super_packets_written"] > 0, hosts
     import pandas as pd
 
-    flows = pd.read_parquet(tmp_path / "run" / "flows.parquet")
+    flows = pd.read_parquet(tmp_path / "run" / "packet_flows.parquet")
     data = flows[(flows.route_src == "a") & (flows.dst_port == 7100)]
     assert len(data) == 2, data
     for _, f in data.iterrows():
@@ -260,7 +260,7 @@ def test_result_directory_has_run_json_tables_and_lateness(tmp_path):
     lat = run["timing"]["release_lateness"]
     assert run["timing"]["high_priority"] is True
     assert lat["count"] > 0 and lat["p50_ns"] <= lat["p99_ns"] <= lat["max_ns"]
-    flows = pd.read_parquet(tmp_path / "run" / "flows.parquet")
+    flows = pd.read_parquet(tmp_path / "run" / "packet_flows.parquet")
     data = flows[(flows.route_src == "a") & (flows.dst_port == 5201)]
     # Every byte iperf3 counted went through the emulator (plus its control connection).
     assert data.payload_bytes_out.sum() >= d["end"]["sum_received"]["bytes"]

@@ -113,10 +113,11 @@ def goodput(server: dict, after: float) -> float:
 
 
 def queue_samples(net: Emulation, queue: str, t0: float, start: float, end: float) -> list[dict]:
-    """The emulator's samples of `queue` between `start` and `end` seconds after `t0`."""
-    elem = {q["name"]: q["element"] for q in net.results["snapshot"]["queues"]}[queue]
-    return [s for s in net.results["queue_samples"]
-            if s["element"] == elem and t0 + start <= s["t_ns"] * 1e-9 <= t0 + end]
+    """The emulator's `queue_series` rows of `queue` between `start` and `end` seconds after
+    `t0`."""
+    qs = net.table("queue_series")
+    rows = qs[(qs.queue == queue) & (qs.time_s >= t0 + start) & (qs.time_s <= t0 + end)]
+    return rows.to_dict("records")
 
 
 def sim_windowed(cfg: dict, after: float):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import pathtwin
-from pathtwin.results import MARKER_COLUMNS, read_result_dir
+from pathtwin.results import columns, read_result_dir
 
 SECONDS = 20
 
@@ -27,7 +27,7 @@ def config(**marker) -> dict:
 def test_token_bucket_at_a_host_marks_the_bucket_rate_share_in(tmp_path):
     res = pathtwin.simulate(config(kind="token-bucket", interval="400ms", bucket="296KB"), out=tmp_path / "run")
     m = res.markers
-    assert list(m.columns) == list(MARKER_COLUMNS)
+    assert list(m.columns) == columns("markers")
     row = m.iloc[0]
     assert (row.marker, row.kind) == ("marker[0] a", "token-bucket")
     offered = (row.in_bytes + row.out_bytes) * 8 / SECONDS
@@ -93,21 +93,3 @@ depth = "10KB"
     # IN at most 2 Mbit/s plus the 10 KB bucket over 4 s (2.02); tokens that overflow the
     # bucket while slow start sends below 2 Mbit/s are lost, a few tens of milliseconds' worth.
     assert 1.95 < float(cells[2]) <= 2.02, line
-
-
-def test_emulator_results_write_the_same_markers_table(tmp_path):
-    """The emulator's snapshot entry (pathtwin-emu's MarkerSnapshot: `name`, the counts and
-    the flattened colours) becomes a ``markers`` table with the simulator's columns."""
-    from pathtwin.emu_results import write_emu_results
-
-    lat = {"count": 0, "mean_ns": 0.0, "p50_ns": 0, "p99_ns": 0, "p999_ns": 0, "max_ns": 0}
-    entry = {"element": 5, "name": "marker[0] h1", "kind": "srtcm", "in_packets": 10, "in_bytes": 15000,
-             "out_packets": 3, "out_bytes": 4500, "green_packets": 10, "green_bytes": 15000, "yellow_packets": 2,
-             "yellow_bytes": 3000, "red_packets": 1, "red_bytes": 1500, "protected_packets": 0}
-    snap = {"run_id": "r", "t_s": 1.0, "routes": [], "queues": [], "hosts": [], "markers": [entry], "lateness": lat,
-            "wake_lateness": lat, "reordered_pushes": 0, "high_priority": False, "priority_switches": 0}
-    raw = {"snapshot": snap, "queue_samples": [], "flows": [], "config": {}, "resolved": [], "elements": [], "hosts": []}
-    write_emu_results(tmp_path / "emu", raw, 1.0, 0.0, [], None)
-    m = read_result_dir(tmp_path / "emu").markers
-    assert list(m.columns) == list(MARKER_COLUMNS)
-    assert m.iloc[0].to_dict() == {"marker": "marker[0] h1", **{k: entry[k] for k in MARKER_COLUMNS[1:]}}

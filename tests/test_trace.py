@@ -227,6 +227,14 @@ def test_to_paths_bridge(small_capture, tmp_path, capsys):
     # Base RTT from the min RTT of each client's connection.
     assert [p["rtt"] for p in topo["path"]] == ["50.000ms", "100.000ms"]
     assert text.count("[[path]]") == 2
+    # Written by the schema's serialiser: the file parses, and writing what it parses to
+    # gives the same text back; each client's address is named in a comment.
+    from pathtwin import _native
+
+    body = text.split("\n\n", 1)[1]
+    assert _native.config_toml(text, "toml", str(out)) == body
+    assert [line for line in text.splitlines() if line.startswith("# c")] == [
+        f"# c{i}: client {p['_client_ip']} (1 connection(s))" for i, p in enumerate(topo["path"])]
 
 
 def test_to_paths_rejects_foreign_tables(tmp_path):

@@ -70,7 +70,7 @@ def test_trace_analysis_recovers_the_emulated_path(tmp_path):
     assert r.returncode == 0, r.stderr
     conns = pd.read_parquet(conns_file)
 
-    flows = pd.read_parquet(tmp_path / "run" / "flows.parquet")
+    flows = pd.read_parquet(tmp_path / "run" / "packet_flows.parquet")
     down = flows[(flows.route_src == "server") & (flows.src_port == PORT)]
     up = flows[(flows.route_dst == "server") & (flows.dst_port == PORT)]
     assert len(down) == len(up) == CONNECTIONS

@@ -216,7 +216,7 @@ def main(argv=None) -> int:
     long_bps = json.loads(long_out)["end"]["sum_received"]["bits_per_second"] if long_out.strip() else None
     short = json.loads(short_out.strip().splitlines()[-1]) if short_out.strip() else None
     report = {"args": vars(args), "minutes": minutes, "long_flows_bps": long_bps, "short_flows": short, "leftovers": left,
-              "flows_table_rows": len(results["flows"]), "flow_series_rows": results["flow_series_rows"],
+              "packet_flows_rows": len(net.table("packet_flows")), "flow_series_rows": len(net.flow_series()),
               "results_s": results_s, "rss_after_results_mb": after_results["rss_mb"],
               # The high-water mark of the whole process, results included.
               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

@@ -11,9 +11,10 @@ from collections.abc import Callable, Sequence
 from os import PathLike
 from typing import Any, Self, TypedDict, final
 
-__all__ = ["__version__", "ConfigError", "Simulation", "validate_config", "queue_bounds", "parse_quantity",
-           "simulator_congestion_controls", "EmuRun", "emu_cleanup_stale", "emu_live_runs", "trace_analyze",
-           "trace_analyze_files", "trace_diagnose"]
+__all__ = ["__version__", "ConfigError", "Simulation", "validate_config", "config_toml", "queue_bounds",
+           "parse_quantity", "parse_per_direction", "monkey_pipe_queues", "simulator_congestion_controls",
+           "table_columns", "EmuRun", "emu_cleanup_stale", "emu_live_runs", "trace_analyze", "trace_analyze_files",
+           "trace_diagnose"]
 
 __version__: str
 
@@ -63,8 +64,14 @@ class Simulation:
     def write_results(self, dir: _Path) -> _WrittenResults:
         """Writes the tables as ``<dir>/<table>.parquet`` (``pipes`` only with pipes)."""
 
+# -- model.rs ------------------------------------------------------------------------------
+
 def validate_config(text: str, format: str = "toml", origin: str = "") -> str:
     """Validates config text; returns the parsed config as JSON (defaults filled)."""
+
+def config_toml(text: str, format: str = "toml", origin: str = "") -> str:
+    """Validates config text; returns it as TOML written by the schema's serialiser
+    (defaults filled), which parses back to the same config."""
 
 class _QueueBounds(TypedDict):
     lower: list[int]
@@ -83,8 +90,20 @@ def parse_quantity(kind: str, text: str) -> float:
     """Parses ``text`` as a ``kind`` ("rate", "size", "time", "fraction" or "queue": bytes,
     or minus the packets) with the config's unit parser."""
 
+def parse_per_direction(kind: str, text: str) -> tuple[float, float]:
+    """A value per direction as config files write it (``"10mbit"`` for both, or
+    ``"4.3mbit/409kbit"``) of ``kind`` ("rate", "size" or "queue"): ``(a→b, b→a)``."""
+
+def monkey_pipe_queues(down_bps: int) -> tuple[str, str]:
+    """Monkey Do's pipe queues for a downstream rate, as config text ``(down, up)``."""
+
 def simulator_congestion_controls() -> list[str]:
     """The congestion controls the simulator runs (``[tcp] cc`` names)."""
+
+# -- tables.rs -----------------------------------------------------------------------------
+
+def table_columns(engine: str, name: str) -> list[str]:
+    """The columns of result table ``name`` as ``engine`` ("sim" or "emu") writes it."""
 
 # -- emu.rs --------------------------------------------------------------------------------
 
@@ -95,6 +114,13 @@ class _HostInfo(TypedDict):
     ipv6: str
     first_pipe: str | None
     pipes: int
+    pipe_addresses: list[str]
+
+class _EmuResults(TypedDict):
+    run: dict[str, Any]
+    tables: dict[str, dict[str, list[Any]]]
+    written: list[str]
+    warnings: list[str]
 
 @final
 class EmuRun:
@@ -117,9 +143,9 @@ class EmuRun:
     def lateness_window(self) -> str:
         """Release and timer-wake lateness since the previous call, as JSON text."""
     def is_running(self) -> bool: ...
-    def stop(self, out_dir: _Path | None = None) -> str:
-        """Stops the loop, removes every host, returns the results as JSON text (with
-        ``out_dir``, ``flow_series`` is written there instead)."""
+    def stop(self, out_dir: _Path | None = None) -> _EmuResults:
+        """Stops the loop, removes every host, returns the results (with ``out_dir``, every
+        table is written there; ``flow_series`` is then left out of ``tables``)."""
 
 def emu_cleanup_stale() -> list[str]:
     """Removes namespaces and state of runs whose owner died; returns the namespaces."""

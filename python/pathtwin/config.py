@@ -60,6 +60,23 @@ def parse_quantity(kind: str, text: str, what: str) -> float:
         raise PathtwinError(f"{what}: {e}") from None
 
 
+def parse_per_direction(kind: str, value, what: str) -> tuple[float, float]:
+    """A value per direction as a config writes it (one value for both, ``"a/b"``, or a
+    two-element list) of ``kind`` ("rate", "size" or "queue"), parsed by the schema's own
+    rule: ``(a→b, b→a)``; errors name ``what``."""
+    from . import _native
+
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise PathtwinError(f"{what}: expected one value per direction, got {len(value)}")
+        a, b = (_native.parse_per_direction(kind, str(v)) for v in value)
+        return a[0], b[0]
+    try:
+        return _native.parse_per_direction(kind, str(value))
+    except _native.ConfigError as e:
+        raise PathtwinError(f"{what}: {e}") from None
+
+
 def parse_assignments(items: Iterable[str], what: str, form: str = "KEY=VALUE") -> dict[str, str]:
     """``["a=1", "b = x"]`` -> ``{"a": "1", "b": "x"}`` (command-line settings); an item that
     is not ``form`` is a one-line error naming ``what``."""

@@ -66,18 +66,16 @@ class Host:
         self.netns: str = info["netns"]
         self.ipv4: str = info["ipv4"]
         self.ipv6: str = info["ipv6"]
-        #: As the client of ``[[pipe]]`` entries: how many pipes, and pipe 0's address.
-        self.pipes: int = int(info.get("pipes") or 0)
-        self._first_pipe: Optional[str] = info.get("first_pipe")
+        #: As the client of ``[[pipe]]`` entries: its pipes' addresses, as the emulator gave them.
+        self._pipe_addresses: list[str] = list(info.get("pipe_addresses") or [])
+        self.pipes: int = len(self._pipe_addresses)
 
     def pipe_address(self, slot: int) -> str:
         """The address of this host's pipe ``slot`` (its order among the host's pipes):
         connections from it cross that pipe."""
         if not 0 <= slot < self.pipes:
             raise PathtwinError(f"host {self.name} has {self.pipes} pipes; no pipe {slot}")
-        import ipaddress
-
-        return str(ipaddress.IPv4Address(self._first_pipe) + slot)
+        return self._pipe_addresses[slot]
 
     @property
     def ip(self) -> str:
@@ -163,7 +161,7 @@ class Emulation:
         self._started_at = 0.0
         self._t0 = 0.0
         self.result_path: Optional[Path] = None
-        self.results: Optional[dict] = None
+        self.results: Optional[dict[str, Any]] = None
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> "Emulation":
@@ -198,9 +196,9 @@ class Emulation:
         _terminate(self._processes)
         _terminate(self._captures, grace=2.0)
         wall = time.perf_counter() - self._t0
-        # With a result directory the native side writes `flow_series` there itself (a long
-        # run's largest table; as Python objects it cost gigabytes). If the directory cannot
-        # be made, every table comes back here and `write_emu_results` reports the error.
+        # With a result directory the native side writes every table there (`flow_series`, a
+        # long run's largest, as Python objects cost gigabytes). If the directory cannot be
+        # made, the tables stay in `results` and `write_emu_results` reports the error.
         from .emu_results import write_emu_results
         from .results import make_result_dir
 
@@ -211,29 +209,34 @@ class Emulation:
                 out_dir = str(self.out)
             except PathtwinError:
                 pass
-        raw = json.loads(native.stop(out_dir))
-        self.results = raw
-        if raw.get("flow_series_warning"):
-            raw.setdefault("warnings", list(native.warnings)).append(raw["flow_series_warning"])
+        raw = native.stop(out_dir)
+        self.results = dict(raw)
         if self.out is not None:
             self.result_path = write_emu_results(self.out, raw, wall_time_s=wall, started_at=self._started_at,
-                                                 warnings=list(raw.get("warnings", native.warnings)),
+                                                 warnings=[*native.warnings, *raw["warnings"]],
                                                  source=self._origin or None)
         return self.result_path
 
-    def flow_series(self):
-        """The `flow_series` table of a stopped emulation as a DataFrame: from the result
-        directory when the native side wrote it there, else from `results`."""
+    def table(self, name: str):
+        """Result table ``name`` of a stopped emulation as a DataFrame (``queues``,
+        ``queue_series``, ``markers``, ``flow_series``, ``packet_flows``, ``routes``,
+        ``timing``, ``pipes``): from the result directory where the native side wrote it,
+        else from ``results``."""
         import pandas as pd
 
-        from .emu_results import FLOW_SERIES_COLUMNS
-
         if self.results is None:
-            raise PathtwinError("the emulation has not stopped yet: flow_series is built at stop()")
-        if self.results.get("flow_series_written"):
-            assert self.out is not None  # the native side writes it only into a result directory
-            return pd.read_parquet(Path(self.out) / "flow_series.parquet")
-        return pd.DataFrame(self.results.get("flow_series", []), columns=list(FLOW_SERIES_COLUMNS))
+            raise PathtwinError(f"the emulation has not stopped yet: {name} is built at stop()")
+        if name in self.results["written"]:
+            assert self.out is not None  # the native side writes only into a result directory
+            return pd.read_parquet(Path(self.out) / f"{name}.parquet")
+        if name not in self.results["tables"]:
+            raise PathtwinError(f"no table {name!r}; the emulation has {', '.join(self.results['tables'])}")
+        return pd.DataFrame(self.results["tables"][name])
+
+    def flow_series(self):
+        """The ``flow_series`` table of a stopped emulation (every sending TCP socket's
+        ``tcp_info`` over time) as a DataFrame."""
+        return self.table("flow_series")
 
     def __enter__(self) -> "Emulation":
         return self.start()

@@ -56,17 +56,15 @@ def plot_result(result: Result | str | Path, out_dir=None) -> list[Path]:
         written.append(plot_cwnd_rtt([result], out / "cwnd_rtt.png", title=f"Congestion window and RTT — {title}"))
         written.append(plot_throughput_delay([result], out / "throughput_delay.png"))
     qs = result.tables.get("queue_series")
-    # The simulator's series name the time column time_s, the emulator's t_s.
-    tcol = "time_s" if qs is not None and "time_s" in qs else "t_s"
     if qs is not None and len(qs):
         fig, ax = plt.subplots(figsize=(8, 4))
         busy = qs.groupby("queue")["packets"].max()
         names = [q for q in qs["queue"].unique() if busy.get(q, 0) > 0] or list(qs["queue"].unique())[:8]
         for name in names[:12]:
             g = qs[qs["queue"] == name]
-            ax.plot(g[tcol], g["bytes"] / 1000, label=f"{name}", lw=1)
+            ax.plot(g["time_s"], g["bytes"] / 1000, label=f"{name}", lw=1)
             if g["placeholder_bytes"].max() > 0:
-                ax.plot(g[tcol], g["placeholder_bytes"] / 1000, ls=":", lw=1, label=f"{name} (placeholder)")
+                ax.plot(g["time_s"], g["placeholder_bytes"] / 1000, ls=":", lw=1, label=f"{name} (placeholder)")
         ax.set_xlabel("time (s)")
         ax.set_ylabel("queue occupancy (KB)")
         ax.set_title(f"Queue occupancy — {title}")

@@ -6,7 +6,7 @@ only these files, so any run can be re-plotted or compared later.
 ``run.json`` holds: ``format_version``, ``pathtwin_version``, ``git_revision``, ``engine``,
 ``seed``, ``config`` (fully resolved), ``wall_time_s``, ``complete`` (false when interrupted),
 ``warnings`` and engine-specific fields, built for both engines by ``run_record``; each table
-is ``<name>.parquet``.
+is ``<name>.parquet``, its schema declared once in Rust for both engines (``columns``).
 """
 
 from __future__ import annotations
@@ -21,13 +21,21 @@ from typing import Any
 
 from .errors import PathtwinError
 
-FORMAT_VERSION = 1
-TABLES = ("flows", "flow_series", "queues", "queue_series", "markers")
-# Columns of the ``markers`` table, the same from both engines: per ``[[marker]]``, IN (green)
-# and OUT (yellow + red) packets and bytes, each colour, and the packets the TCP-friendly
-# marker protected. A two-colour policy has no yellow.
-MARKER_COLUMNS = ("marker", "kind", "in_packets", "in_bytes", "out_packets", "out_bytes", "green_packets",
-                  "green_bytes", "yellow_packets", "yellow_bytes", "red_packets", "red_bytes", "protected_packets")
+#: The result directory's layout. 2: the emulator's tables have the schemas both engines
+#: share (`queue_series` with `time_s` and `queue`, `queues` with the simulator's columns),
+#: and its per-5-tuple counts are `packet_flows`, no longer `flows`.
+FORMAT_VERSION = 2
+
+
+def columns(table: str, engine: str = "sim") -> list[str]:
+    """The columns of result table ``table`` as ``engine`` ("sim" or "emu") writes it, from
+    the one declaration in Rust (``pathtwin_core::results``)."""
+    from . import _native
+
+    try:
+        return _native.table_columns(engine, table)
+    except ValueError as e:
+        raise PathtwinError(str(e)) from None
 
 
 #: How long a run waits, after its engine finished, for git to name the source revision.

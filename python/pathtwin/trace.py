@@ -151,15 +151,6 @@ def read_table(path: PathLike) -> pd.DataFrame:
         raise PathtwinError(f"{path}: not a connection table ({type(e).__name__}: {str(e).splitlines()[0]})") from None
 
 
-def _queue_packets(bps: float) -> tuple[int, int]:
-    """Monkey Do's pipe queues (§3.3.1, after Rizzo): (downstream, upstream) in packets."""
-    if bps < 56e3:
-        return 5, 5
-    if bps <= 6e6:
-        return 30, 10
-    return 40, 40
-
-
 def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: bool = False) -> dict:
     """Turns connection rows into a ``paths`` topology: one path from the server to each client.
 
@@ -188,14 +179,15 @@ def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: b
         data = float(g["data_packets_s2c"].sum())
         lost = float((g["loss_rate"].fillna(0.0) * g["data_packets_s2c"]).sum())
         loss = min(max(lost / data, 0.0), 1.0) if data > 0 else 0.0
-        q_down, q_up = _queue_packets(bps)
+        # Monkey Do's pipe queues by downstream rate (§3.3.1), the model's own rule.
+        q_down, q_up = _native().monkey_pipe_queues(int(bps))
         paths.append(
             {
                 "between": [server_name, name],
                 "rtt": f"{rtt_ms:.3f}ms",
                 "abw": f"{bps / 1e3:.1f}kbit",
                 "loss": [round(loss, 6), 0.0],
-                "queue": [f"{q_down}p", f"{q_up}p"],
+                "queue": [q_down, q_up],
                 "_client_ip": str(client),
                 "_connections": int(len(g)),
             }
@@ -204,18 +196,15 @@ def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: b
 
 
 def paths_toml(topology: dict, source: str = "") -> str:
-    """Renders ``to_paths`` output as TOML, with each client's address as a comment."""
-    lines = []
-    if source:
-        lines.append(f"# paths inferred by `pathtwin trace to-paths` from {source}")
-    lines.append("hosts = [" + ", ".join(f'"{h}"' for h in topology["hosts"]) + "]")
-    for p in topology["path"]:
-        lines.append("")
-        lines.append(f"# client {p['_client_ip']} ({p['_connections']} connection(s))")
-        lines.append("[[path]]")
-        lines.append("between = [" + ", ".join(f'"{h}"' for h in p["between"]) + "]")
-        lines.append(f'rtt = "{p["rtt"]}"')
-        lines.append(f'abw = "{p["abw"]}"')
-        lines.append(f"loss = [{p['loss'][0]}, {p['loss'][1]}]")
-        lines.append("queue = [" + ", ".join(f'"{q}"' for q in p["queue"]) + "]")
-    return "\n".join(lines) + "\n"
+    """Renders ``to_paths`` output as TOML written by the config schema's own serialiser (so
+    it parses back to the same config, defaults filled), under a comment naming each client
+    host's address."""
+    import json
+
+    from .config import native_call
+
+    config = {"hosts": topology["hosts"],
+              "path": [{k: v for k, v in p.items() if not k.startswith("_")} for p in topology["path"]]}
+    lines = [f"# paths inferred by `pathtwin trace to-paths` from {source}"] if source else []
+    lines += [f"# {p['between'][1]}: client {p['_client_ip']} ({p['_connections']} connection(s))" for p in topology["path"]]
+    return "\n".join(lines) + "\n\n" + native_call(_native().config_toml, json.dumps(config), "json", "")

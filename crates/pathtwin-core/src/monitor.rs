@@ -64,7 +64,10 @@ impl FlowMonitor {
             return false;
         }
         let timeout = self.idle_timeout;
-        self.next_sweep = now + Duration::from_nanos(timeout.as_nanos() / 4);
+        // At least a nanosecond ahead: a sweep due at the time it ran would have the element
+        // woken at that very time again, forever (validation keeps the timeout at 1 ms or more;
+        // a network built by hand may not).
+        self.next_sweep = now + Duration::from_nanos((timeout.as_nanos() / 4).max(1));
         let before = self.flows.len();
         let active = &mut self.active;
         self.flows.retain(|_, st| {

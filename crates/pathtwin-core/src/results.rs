@@ -261,6 +261,31 @@ pub const TIMING: Schema = &[
     ("max_ns", I64),
 ];
 
+/// Every table a run directory may hold: (engine, table name, schema). A table name means
+/// the same thing in both engines; where an engine measures more, its schema extends the
+/// shared one.
+pub const TABLES: &[(&str, &str, Schema)] = &[
+    ("sim", "flows", FLOWS),
+    ("sim", "flow_series", FLOW_SERIES),
+    ("sim", "queues", QUEUES),
+    ("sim", "queue_series", QUEUE_SERIES),
+    ("sim", "markers", MARKERS),
+    ("sim", "pipes", PIPES),
+    ("emu", "flow_series", KERNEL_FLOW_SERIES),
+    ("emu", "queues", QUEUES),
+    ("emu", "queue_series", QUEUE_SERIES),
+    ("emu", "markers", MARKERS),
+    ("emu", "pipes", EMU_PIPES),
+    ("emu", "packet_flows", PACKET_FLOWS),
+    ("emu", "routes", ROUTES),
+    ("emu", "timing", TIMING),
+];
+
+/// The schema of table `name` as engine `engine` ("sim" or "emu") writes it.
+pub fn schema(engine: &str, name: &str) -> Option<Schema> {
+    TABLES.iter().find(|(e, n, _)| *e == engine && *n == name).map(|(_, _, s)| *s)
+}
+
 /// An `i64` cell from a counter (counts stay far below 2^63).
 fn count(n: u64) -> Cell<'static> {
     Cell::I(n as i64)
@@ -361,12 +386,23 @@ mod tests {
     /// Every schema names each column once.
     #[test]
     fn column_names_are_unique_within_each_table() {
-        for schema in [FLOWS, FLOW_SERIES, KERNEL_FLOW_SERIES, QUEUES, QUEUE_SERIES, MARKERS, PIPES, EMU_PIPES, PACKET_FLOWS, ROUTES, TIMING] {
+        for (_, _, schema) in TABLES {
             let mut names: Vec<&str> = schema.iter().map(|(n, _)| *n).collect();
             names.sort_unstable();
             let before = names.len();
             names.dedup();
             assert_eq!(names.len(), before, "{schema:?}");
+        }
+    }
+
+    /// A table both engines write has one schema, or the emulator's extends the
+    /// simulator's: its first columns are the simulator's, name for name and type for type.
+    #[test]
+    fn a_table_name_means_one_schema_in_both_engines() {
+        for (_, name, emu) in TABLES.iter().filter(|(e, _, _)| *e == "emu") {
+            if let Some(sim) = schema("sim", name) {
+                assert_eq!(&emu[..sim.len()], sim, "{name}");
+            }
         }
     }
 }

@@ -22,5 +22,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sim::register(m)?;
     emu::register(m)?;
     trace::register(m)?;
+    m.add_function(wrap_pyfunction!(tables::table_columns, m)?)?;
     Ok(())
 }

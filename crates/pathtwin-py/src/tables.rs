@@ -57,6 +57,15 @@ pub fn write_all(dir: &Path, tables: &[(&str, &Table)]) -> Result<(), String> {
     tables.iter().try_for_each(|(name, t)| write(&dir.join(format!("{name}.parquet")), t))
 }
 
+/// Column names of table `name` as `engine` ("sim" or "emu") writes it
+/// (`pathtwin_core::results`), for Python code that checks or reads a table by its columns.
+#[pyfunction]
+pub fn table_columns(engine: &str, name: &str) -> PyResult<Vec<&'static str>> {
+    let schema = pathtwin_core::results::schema(engine, name)
+        .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("the {engine} engine writes no table {name:?}")))?;
+    Ok(schema.iter().map(|(n, _)| *n).collect())
+}
+
 /// `{column: list}` of `t`; a missing value is `None`.
 pub fn to_dict<'py>(py: Python<'py>, t: &Table) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);

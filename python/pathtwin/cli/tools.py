@@ -32,16 +32,6 @@ def plot(
         print(p)
 
 
-def _split_pair(text: str, kind: str, what: str) -> tuple[float, float]:
-    from ..config import parse_quantity
-
-    parts = text.split("/")
-    if len(parts) > 2:
-        raise PathtwinError(f"{what}: expected one value or 'forward/reverse', got {text!r}")
-    vals = [parse_quantity(kind, p, what) for p in parts]
-    return (vals[0], vals[-1])
-
-
 def bounds(
     abw: str = typer.Option(..., help="Available bandwidth, or forward/reverse (e.g. 10mbit or 4.3mbit/409kbit)."),
     rtt: str = typer.Option(..., help="Base RTT, e.g. 20ms."),
@@ -52,11 +42,11 @@ def bounds(
 ):
     """Print the NSDI'09 queue bounds (lower and upper, Equations 2 and 4) and the feasible range."""
     from .. import _native
-    from ..config import parse_quantity
+    from ..config import parse_per_direction, parse_quantity
 
     if flows < 1:
         raise PathtwinError(f"--flows: must be at least 1, got {flows}")
-    a_f, a_r = _split_pair(abw, "rate", "--abw")
+    a_f, a_r = parse_per_direction("rate", abw, "--abw")
     if min(a_f, a_r) <= 0:
         raise PathtwinError("--abw: must be positive")
     rtt_s = parse_quantity("time", rtt, "--rtt")

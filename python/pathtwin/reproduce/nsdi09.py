@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from ..config import native_call, parse_quantity
+from ..config import native_call, parse_per_direction, parse_quantity
 from ..errors import PathtwinError
 from ..sim import simulate
 
@@ -114,10 +114,7 @@ def table2(engine: str = "sim", seeds: int = 5, duration: str | None = None, out
                 progress(mode, seed)
     rows = []
     for i, p in enumerate(base["path"]):
-        abw = p["abw"]
-        f, r = (abw.split("/") + [abw])[:2] if isinstance(abw, str) else abw
-        fwd = parse_quantity("rate", f, f"path[{i}].abw")
-        rev = parse_quantity("rate", r, f"path[{i}].abw")
+        fwd, rev = parse_per_direction("rate", p["abw"], f"path[{i}].abw")
         rtt = parse_quantity("time", p["rtt"], f"path[{i}].rtt") * 1e3
         achieved = {m: (sums[(i, m)][0] / seeds, sums[(i, m)][1] / seeds) for m in ("link", "path")}
         rows.append(Table2Row(i + 1, kinds[i] if i < len(kinds) else "", (fwd, rev), rtt,
@@ -219,19 +216,19 @@ def _iperf_result(p: subprocess.Popen, what: str) -> dict:
     return d
 
 
-def _iperf_ip_rate(flows: list, src: str, dst: str, port: int = 5201) -> float:
+def _iperf_ip_rate(flows, src: str, dst: str, port: int = 5201) -> float:
     """IP-level rate (bit/s) of all foreground traffic the emulated path delivered from host
     ``src`` to ``dst`` during the iperf3 test from ``src``: its data and control packets and
     the ACKs of the test running the other way, which share the direction's ABW; headers and
     retransmissions included. Timed over the data connection (the TCP flow to ``port`` with
-    the most bytes), first packet to last."""
-    route = [f for f in flows if f["route_src"] == src and f["route_dst"] == dst]
-    data = [f for f in route if f["proto"] == 6 and f["dst_port"] == port]
-    if not data:
+    the most bytes), first packet to last. ``flows`` is the emulation's ``packet_flows``."""
+    route = flows[(flows.route_src == src) & (flows.route_dst == dst)]
+    data = route[(route.proto == 6) & (route.dst_port == port)]
+    if data.empty:
         raise PathtwinError(f"no iperf3 traffic from {src} to {dst} crossed the emulator")
-    d = max(data, key=lambda f: f["bytes_out"])
-    span = (d["last_ns"] - d["first_ns"]) * 1e-9
-    return sum(f["bytes_out"] for f in route) * 8 / span if span > 0 else 0.0
+    d = data.loc[data.bytes_out.idxmax()]
+    span = (d.last_ns - d.first_ns) * 1e-9
+    return float(route.bytes_out.sum()) * 8 / span if span > 0 else 0.0
 
 
 def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None, rows: Optional[Sequence[int]] = None,
@@ -285,26 +282,26 @@ def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None,
                        for k, pair in enumerate(clients)]
             results = net.results
             assert results is not None  # the emulation has stopped
-            resolved = results["resolved"]
+            resolved = results["run"]["resolved_paths"]
+            flows = net.table("packet_flows")
             for k, p in enumerate(cfg["path"]):
                 a, b = p["between"]
                 s = sums.setdefault((k, mode), [0.0, 0.0])
                 s[0] += got[k][0]
                 s[1] += got[k][1]
                 ip = ip_sums.setdefault((k, mode), [0.0, 0.0])
-                ip[0] += _iperf_ip_rate(results["flows"], a, b)
-                ip[1] += _iperf_ip_rate(results["flows"], b, a)
+                ip[0] += _iperf_ip_rate(flows, a, b)
+                ip[1] += _iperf_ip_rate(flows, b, a)
                 queues[(k, mode)] = "/".join(r["queue"] for r in resolved if r["path"] == k)
             if progress:
                 progress(mode, seed)
     out_rows = []
     for k, r in enumerate(picked):
         p = cfg0["path"][k]
-        abw = p["abw"]
-        f, rv = (abw.split("/") + [abw])[:2] if isinstance(abw, str) else abw
+        abw = parse_per_direction("rate", p["abw"], "path.abw")
         achieved = {m: (sums[(k, m)][0] / seeds, sums[(k, m)][1] / seeds) for m in modes}
         ip_achieved = {m: (ip_sums[(k, m)][0] / seeds, ip_sums[(k, m)][1] / seeds) for m in modes}
-        out_rows.append(Table2Row(r, kinds[r - 1] if r - 1 < len(kinds) else "", (parse_quantity("rate", f, "path.abw"), parse_quantity("rate", rv, "path.abw")),
+        out_rows.append(Table2Row(r, kinds[r - 1] if r - 1 < len(kinds) else "", abw,
                                   parse_quantity("time", p["rtt"], "path.rtt") * 1e3, {m: queues[(k, m)] for m in modes}, achieved,
                                   ip_achieved))
     return out_rows

@@ -41,6 +41,9 @@ impl Default for RunConfig {
 }
 
 /// Checks `[run]`: the captured hosts exist and the sampling interval is positive.
+/// The shortest `[run] flow_idle_timeout` accepted.
+pub const MIN_FLOW_IDLE_TIMEOUT: Duration = Duration::from_millis(1);
+
 pub(super) fn validate(run: &RunConfig, hosts: &Names<'_>) -> Result<(), ConfigError> {
     for (i, h) in run.pcap.iter().enumerate() {
         hosts.require(h, || format!("run.pcap[{i}]"))?;
@@ -48,5 +51,30 @@ pub(super) fn validate(run: &RunConfig, hosts: &Names<'_>) -> Result<(), ConfigE
     if run.sample_interval.as_nanos() == 0 {
         return Err(ConfigError::invalid("run.sample_interval", "must be positive"));
     }
+    // A shorter timeout retires flows between their own packets, and the monitor's sweeps
+    // (every quarter of it) would outnumber them.
+    if run.flow_idle_timeout < MIN_FLOW_IDLE_TIMEOUT {
+        return Err(ConfigError::invalid("run.flow_idle_timeout", format!("must be at least {MIN_FLOW_IDLE_TIMEOUT}")));
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    /// A zero or sub-millisecond idle timeout is refused with the key named; a millisecond is
+    /// taken (a zero one once stalled a simulation: the monitor swept at the time it swept).
+    #[test]
+    fn the_flow_idle_timeout_must_be_at_least_a_millisecond() {
+        let cfg = |t: &str| {
+            let text = format!("hosts = [\"a\", \"b\"]\n[run]\nflow_idle_timeout = \"{t}\"\n[[path]]\nbetween = [\"a\", \"b\"]\nrtt = \"10ms\"\nabw = \"1mbit\"\n");
+            Config::from_toml(&text, "t.toml")
+        };
+        for bad in ["0s", "999us"] {
+            let err = cfg(bad).expect_err(bad).to_string();
+            assert!(err.ends_with("run.flow_idle_timeout: must be at least 1ms"), "{err}");
+        }
+        assert!(cfg("1ms").is_ok());
+    }
 }
