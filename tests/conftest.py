@@ -1,5 +1,6 @@
 """Shared helpers for the Python tests: running the CLI as a user would, loading a bench
-script as a module, starting a child that a test will interrupt."""
+script as a module, starting a child that a test will interrupt, checking that an emulator
+test leaves no namespace behind."""
 
 from __future__ import annotations
 
@@ -28,6 +29,48 @@ def default_sigint() -> None:
     with SIGINT ignored, an ignored signal stays ignored across exec, and Python then
     installs no KeyboardInterrupt handler: the child would never see the test's Ctrl-C."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def namespaces() -> set[str]:
+    """The network namespaces that exist now."""
+    return set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+
+
+def _parent(pid: int) -> int:
+    """The parent of process `pid` (0 if it is gone)."""
+    try:
+        # /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces, not ")".
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def owned_by_another_live_process(namespace: str) -> bool:
+    """Whether `namespace` (pt-RUN-HOST) belongs to a live run of a process that is neither
+    this one nor one it started: the run's state directory names its owner (pathtwin-emu's
+    netns::Owner) and outlives its namespaces, so such a namespace is another session's
+    emulation on the same machine, not a leak of this test."""
+    run = namespace.split("-")[1]
+    try:
+        pid = int(Path(f"/run/pathtwin/{run}/owner").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    ancestor = pid
+    while ancestor > 1:
+        if ancestor == os.getpid():
+            return False
+        ancestor = _parent(ancestor)
+    return Path(f"/proc/{pid}").exists()
+
+
+@pytest.fixture
+def no_namespace_left_behind():
+    """Fails the test if it left a pathtwin namespace behind (its own, not another
+    process's running emulation)."""
+    before = namespaces()
+    yield
+    left = {n for n in namespaces() - before if n.startswith("pt-") and not owned_by_another_live_process(n)}
+    assert not left, f"namespaces left behind: {left}"
 
 
 def load_script(relpath: str, name: str):

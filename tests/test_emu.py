@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import met_in_one_of
+from conftest import met_in_one_of, namespaces
 from kernel_stamps import KERNEL_STAMP
 
 pytestmark = [
+    pytest.mark.usefixtures("no_namespace_left_behind"),
     pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root"),
     pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2"),
 ]
@@ -92,10 +93,6 @@ def cli(*args, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pathtwin.cli", *args], capture_output=True, text=True, **kw)
 
 
-def our_namespaces() -> set[str]:
-    return {n for n in os.listdir("/run/netns")} if os.path.isdir("/run/netns") else set()
-
-
 def echo_rtts(net: Emulation, client: str, server: str, target: str, n: int = 20) -> list[float]:
     return echo_rtts_to(net, client, {server: target}, n)[0]
 
@@ -120,14 +117,6 @@ def iperf(net: Emulation, src: str, dst: str, seconds: int, *extra: str) -> dict
     time.sleep(0.3)
     done = net[src].run(["iperf3", "-c", dst, "-t", str(seconds), "-J", *extra], timeout=seconds + 30)
     return json.loads(done.stdout)
-
-
-@pytest.fixture(autouse=True)
-def leaves_nothing_behind():
-    before = our_namespaces()
-    yield
-    left = {n for n in our_namespaces() - before if n.startswith("pt-")}
-    assert not left, f"namespaces left behind: {left}"
 
 
 # A 40-ms path and a 1-ms reference path from the same host, same rate: their echoes cost
@@ -308,9 +297,9 @@ def test_sigkilled_emulator_leaves_namespaces_that_the_next_start_removes(tmp_pa
     left = {h["netns"] for h in ready["hosts"]}
     p.send_signal(signal.SIGKILL)
     p.wait()
-    assert left <= our_namespaces(), "a SIGKILLed run cannot clean up; its namespaces must still be there"
+    assert left <= namespaces(), "a SIGKILLed run cannot clean up; its namespaces must still be there"
     with Emulation(TWO_HOSTS):
-        assert not (left & our_namespaces()), "the next start must remove the dead run's namespaces"
+        assert not (left & namespaces()), "the next start must remove the dead run's namespaces"
     assert not Path(f"/run/pathtwin/{ready['run_id']}").exists()
 
 
@@ -324,10 +313,10 @@ def test_sigterm_cleans_up_like_an_exit(tmp_path):
     )
     p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     ns = p.stdout.readline().strip()
-    assert ns in our_namespaces()
+    assert ns in namespaces()
     p.terminate()
     p.wait(timeout=30)
-    assert ns not in our_namespaces()
+    assert ns not in namespaces()
 
 
 def test_cli_errors_are_one_line_and_exit_2(tmp_path):

@@ -17,6 +17,7 @@ import pytest
 from conftest import default_sigint
 
 pytestmark = [
+    pytest.mark.usefixtures("no_namespace_left_behind"),
     pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root"),
     pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2"),
     pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3"),
@@ -39,18 +40,6 @@ between = ["a", "b"]
 rtt = "{int(BASE_RTT_MS)}ms"
 abw = "10mbit"
 """
-
-
-def our_namespaces() -> set[str]:
-    return set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
-
-
-@pytest.fixture(autouse=True)
-def leaves_nothing_behind():
-    before = our_namespaces()
-    yield
-    left = {n for n in our_namespaces() - before if n.startswith("pt-")}
-    assert not left, f"namespaces left behind: {left}"
 
 
 def iperf_run(out, cc: str) -> dict:
