@@ -1,8 +1,9 @@
 """pathtwin: a laboratory for Internet paths.
 
 One network model, run two ways: simulated on a virtual clock (``simulate``) and emulated
-with real applications and the Linux TCP in network namespaces (``Emulation``); captures
-analysed (``trace``) and their workloads replayed (``replay``).
+with real applications and the Linux TCP in network namespaces (``Emulation``; a config's
+``[[flow]]`` workload in both: ``simulate`` and ``emulate``);
+captures analysed (``trace``) and their workloads replayed (``replay``).
 """
 
 __version__ = "0.1.0"
@@ -21,10 +22,10 @@ def __getattr__(name):
 
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
     # The emulator pulls in Linux-only machinery; import it on first use.
-    if name == "Emulation":
-        from .emulation import Emulation
+    if name in ("Emulation", "emulate"):
+        from . import emulation
 
-        return Emulation
+        return getattr(emulation, name)
     # Sub-packages that pull in pandas: `pathtwin.replay.replay(...)` works after a plain
     # `import pathtwin`.
     if name in ("replay", "trace"):
@@ -34,4 +35,4 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["PathtwinError", "Result", "read_result_dir", "simulate", "Emulation", "__version__"]
+__all__ = ["PathtwinError", "Result", "read_result_dir", "simulate", "Emulation", "emulate", "__version__"]

@@ -1,8 +1,9 @@
-//! The simulator's workload: `[[flow]]` entries — a TCP connection between two hosts (or
-//! over a `[[pipe]]`), its application ([`AppKind`], a replayed connection's
-//! [`ExchangeSpec`]s) and its TCP settings — and their checks: hosts, pipes, and the keys
-//! each application needs or does not use; a connection's label ([`FlowConfig::connection_label`]).
-//! The emulator ignores `[[flow]]`: real applications are its workload.
+//! The workload: `[[flow]]` entries — a TCP connection between two hosts (or over a
+//! `[[pipe]]`), its application ([`AppKind`], a replayed connection's [`ExchangeSpec`]s) and
+//! its TCP settings — and their checks: hosts, pipes, and the keys each application needs or
+//! does not use. Both engines run it: the simulator on its own TCP endpoints, the emulator
+//! (`pathtwin_emu::workload`, when asked to) as real sockets over the hosts' kernel TCP; a
+//! connection is named the same in both ([`FlowConfig::connection_label`]).
 
 use super::{ConfigError, Names, PipeConfig, TcpSettings};
 use crate::time::Duration;
