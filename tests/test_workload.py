@@ -1,7 +1,7 @@
 """One workload, both engines: a topology file's ``[[flow]]`` entries run by the simulator
 (``pathtwin.simulate``, `pathtwin sim`) and as real kernel TCP between emulated hosts
 (``pathtwin.emulate``, `pathtwin emu run` without a script), both writing the same ``flows``
-table.
+table; and `pathtwin compare` between any two runs.
 
 Each case runs one file in both engines and checks both against an expectation of its own —
 the path's rate and RTT, slow start's arithmetic, the application's parameters — not only
@@ -232,6 +232,70 @@ abw = "10mbit"
 mode = "link"
 queue = "200KB"
 """
+
+
+@needs_root
+def test_compare_prints_both_runs_per_flow_with_relative_differences_and_plots_them(tmp_path, cli):
+    topo = write_toml(tmp_path / "two.toml", TOPOLOGY + """
+[[flow]]
+from = "a"
+to = "b"
+bytes = "500KB"
+[[flow]]
+from = "b"
+to = "a"
+app = "reqresp"
+request = "200B"
+response = "5KB"
+requests = 3
+label = "web"
+""")
+    sim = cli("sim", topo, "-o", tmp_path / "sim", "-q")
+    assert sim.returncode == 0, sim.stderr
+    emu = cli("emu", "run", topo, "-o", tmp_path / "emu")
+    assert emu.returncode == 0, emu.stderr
+    # The emulator prints its flows as `pathtwin sim` does.
+    assert "2 flows" in emu.stdout and "web" in emu.stdout and "emulated" in emu.stdout, emu.stdout
+    done = cli("compare", tmp_path / "sim", tmp_path / "emu", "-o", tmp_path / "cmp")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"A: sim:sim  ({tmp_path / 'sim'}" in out and f"B: emu:emu  ({tmp_path / 'emu'}" in out, out
+    for needle in ("a->b", "web", "goodput (Mbit/s)", "completion (s)", "retransmits", "min RTT (ms)", "mean RTT (ms)",
+                   "response time (s)", "(B − A)/A"):
+        assert needle in out, (needle, out)
+    # The sized transfer's bytes are the same in both: a zero difference.
+    delivered = [line for line in out.splitlines() if line.strip().startswith("delivered (MB)")]
+    assert delivered and delivered[0].split()[-1] == "0.0%", delivered
+    assert (tmp_path / "cmp" / "compare_flows.png").stat().st_size > 10_000
+    # The API gives the same numbers.
+    c = pathtwin.compare_runs(tmp_path / "sim", tmp_path / "emu")
+    frame = c.frame()
+    row = frame[(frame.flow == "a->b") & (frame.metric == "delivered")].iloc[0]
+    assert (row.a, row.b, row.rel) == (0.5, 0.5, 0.0)
+    assert c.flows == ["a->b", "web"] and not c.only_a and not c.only_b
+
+
+def test_compare_refuses_what_it_cannot_compare_in_one_line(tmp_path, cli):
+    topo = write_toml(tmp_path / "one.toml", TOPOLOGY + "[[flow]]\nfrom = \"a\"\nto = \"b\"\nbytes = \"50KB\"\n")
+    other = write_toml(tmp_path / "other.toml", TOPOLOGY + "[[flow]]\nfrom = \"a\"\nto = \"b\"\nbytes = \"50KB\"\nlabel = \"x\"\n")
+    for name, f in (("one", topo), ("other", other)):
+        assert cli("sim", f, "-o", tmp_path / name, "-q").returncode == 0
+    (tmp_path / "empty").mkdir()
+    no_flows = tmp_path / "no_flows"
+    shutil.copytree(tmp_path / "one", no_flows)
+    (no_flows / "flows.parquet").unlink()
+    cases = {
+        (tmp_path / "missing", tmp_path / "one"): f"{tmp_path / 'missing'}: no such directory",
+        (tmp_path / "empty", tmp_path / "one"): f"{tmp_path / 'empty'}: not a result directory (no run.json)",
+        (tmp_path / "one", no_flows): f"{no_flows}: the run has no flows table",
+        (tmp_path / "one", tmp_path / "other"): f"no flow in common: {tmp_path / 'one'} has a->b; {tmp_path / 'other'} has x",
+    }
+    for (a, b), msg in cases.items():
+        done = cli("compare", a, b)
+        assert done.returncode == 2, (a, b, done.stdout)
+        assert done.stderr.strip() == f"pathtwin: error: {msg}", done.stderr
+    with pytest.raises(PathtwinError, match="no flow in common"):
+        pathtwin.compare_runs(tmp_path / "one", tmp_path / "other")
 
 
 @needs_root

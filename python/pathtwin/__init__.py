@@ -2,7 +2,7 @@
 
 One network model, run two ways: simulated on a virtual clock (``simulate``) and emulated
 with real applications and the Linux TCP in network namespaces (``Emulation``; a config's
-``[[flow]]`` workload in both: ``simulate`` and ``emulate``);
+``[[flow]]`` workload in both: ``simulate`` and ``emulate``, compared with ``compare_runs``);
 captures analysed (``trace``) and their workloads replayed (``replay``).
 """
 
@@ -13,7 +13,7 @@ from .errors import PathtwinError  # noqa: E402
 # Imported on first use: every command, `pathtwin trace analyze` among them, imports this
 # package, and the result and simulation modules (with the json, dataclasses and subprocess
 # they pull in) cost 30 ms of each command's start-up.
-_LAZY = {"Result": ".results", "read_result_dir": ".results", "simulate": ".sim"}
+_LAZY = {"Result": ".results", "read_result_dir": ".results", "simulate": ".sim", "compare_runs": ".compare"}
 
 
 def __getattr__(name):
@@ -35,4 +35,4 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["PathtwinError", "Result", "read_result_dir", "simulate", "Emulation", "emulate", "__version__"]
+__all__ = ["PathtwinError", "Result", "read_result_dir", "simulate", "Emulation", "emulate", "compare_runs", "__version__"]
