@@ -450,7 +450,8 @@ impl Runner {
         let now = self.clock.now();
         if side == CLIENT && !self.conns[c].connected {
             let Some(s) = &self.conns[c].sockets[CLIENT] else { return };
-            match sock::take_error(s) {
+            // How the non-blocking connect ended (`SO_ERROR`).
+            match s.take_error() {
                 Ok(None) if flags & libc::EPOLLOUT as u32 != 0 => {}
                 Ok(None) => return,
                 Ok(Some(err)) | Err(err) => return self.fail(c, now, CLIENT, &format!("connect: {err}")),
@@ -464,11 +465,13 @@ impl Runner {
             }
             let delivered = conn.delivered[CLIENT];
             self.with_app(c, |app, out| app.on_connected(now, CLIENT, delivered, out));
+            // A streaming client starts writing now: it asks for no action of its own.
+            self.flush(c, CLIENT);
         }
         if flags & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
             self.read(c, side);
         }
-        if flags & (libc::EPOLLOUT | libc::EPOLLERR) as u32 != 0 || side == CLIENT {
+        if flags & (libc::EPOLLOUT | libc::EPOLLERR) as u32 != 0 {
             self.flush(c, side);
         }
     }

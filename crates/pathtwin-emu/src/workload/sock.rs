@@ -121,11 +121,6 @@ pub fn connect(to: SocketAddrV4, bind_to: Option<Ipv4Addr>, o: &SocketOptions, n
     Ok(TcpStream::from(fd))
 }
 
-/// The pending error of a socket (`SO_ERROR`): how a non-blocking connect ended.
-pub fn take_error(s: &TcpStream) -> io::Result<Option<io::Error>> {
-    s.take_error()
-}
-
 /// Re-arms quick acknowledgments (`TCP_QUICKACK`), which the kernel clears by itself.
 pub fn quickack(fd: RawFd) -> io::Result<()> {
     set_int(fd, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1)
