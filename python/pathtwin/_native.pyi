@@ -129,7 +129,8 @@ class EmuRun:
 
     def __new__(cls, config_text: str, origin: str = "", json: bool = False, run_id: str | None = None,
                 cc: str | None = None, spin_us: float = 0.0, high_priority: bool = True, cpu_latency_qos: bool = True,
-                tcp_info: bool = True, monarch_pcap: str | None = None, offload: bool = True) -> Self: ...
+                tcp_info: bool = True, monarch_pcap: str | None = None, offload: bool = True,
+                workload: bool = False) -> Self: ...
     @property
     def run_id(self) -> str: ...
     @property
@@ -143,6 +144,8 @@ class EmuRun:
     def lateness_window(self) -> str:
         """Release and timer-wake lateness since the previous call, as JSON text."""
     def is_running(self) -> bool: ...
+    def workload_done(self) -> bool:
+        """Whether the ``[[flow]]`` workload (``workload=True``) has ended by itself."""
     def stop(self, out_dir: _Path | None = None) -> _EmuResults:
         """Stops the loop, removes every host, returns the results (with ``out_dir``, every
         table is written there; ``flow_series`` is then left out of ``tables``)."""

@@ -1,9 +1,14 @@
-"""Emulations from Python, in the style of Mininet: ``Emulation`` and its ``Host``s.
+"""Emulations from Python, in the style of Mininet: ``Emulation`` and its ``Host``s; and
+``emulate``, which runs a config's ``[[flow]]`` workload as ``simulate`` does, over the
+hosts' kernel TCP.
 
     with pathtwin.Emulation("topo.toml", out="results/") as net:
         server = net["b"].popen(["iperf3", "-s", "-1"])
         print(net["a"].run(["iperf3", "-c", "b", "-t", "10"]).stdout)
         print(net.stats()["queues"])
+
+    res = pathtwin.emulate("scenario.toml", out="emu-run/")   # the same file pathtwin.simulate runs
+    print(res.flows[["label", "goodput_bps", "completion_s"]])
 
 The packet loop runs on a native thread of ``pathtwin._native.EmuRun`` (never under the
 GIL); this module owns what is Python's: starting and stopping the hosts' processes,
@@ -12,7 +17,9 @@ and ``stats`` read, and the result directory (``run.json`` + Parquet, same layou
 simulator's). Cleanup is layered: ``stop()`` on leaving the ``with`` block (also on an
 exception), an ``atexit`` hook, SIGTERM turned into ``SystemExit`` so that the same path
 runs, and — for a run killed with SIGKILL — the next start removes what it left. It also
-moves bytes between hosts with the kernel's TCP (``bulk_transfer``).
+moves bytes between hosts with the kernel's TCP (``bulk_transfer``). The ``[[flow]]``
+workload's programs are native (``pathtwin_emu::workload``, a thread beside the packet
+loop); Python only starts them (``workload=True``) and waits (``wait_workload``).
 
 Not here: the result tables and ``run.json`` (``emu_results``) and the daemon behind
 ``pathtwin emu up`` (``emu_daemon``).
@@ -37,6 +44,7 @@ from .errors import PathtwinError
 
 if TYPE_CHECKING:
     from ._native import EmuRun
+    from .results import Result
 
 #: Name of the emulator's device inside each host (pathtwin-emu's ``lab::DEVICE``).
 DEVICE = "pt0"
@@ -135,13 +143,17 @@ class Emulation:
     ``offload`` lets the hosts' TCP hand the emulator 64-KB super-packets and take merged ones
     back (TUN segmentation offload, one system call for ~44 segments), while the model still
     queues, delays and drops every MTU-sized segment (on by default; off when ``pcap`` is
-    given, so that captures on a host's device show each packet as the wire carries it).
+    given, so that captures on a host's device show each packet as the wire carries it);
+    ``workload`` runs the config's ``[[flow]]`` entries from the start, as real TCP
+    connections between the hosts, until ``[run] duration`` (or, with ``[run] until_done``,
+    until every connection has closed) and writes them as the ``flows`` table (a flow's own
+    ``cc`` overrides the hosts' default, ``cc`` here included; see ``wait_workload``).
     """
 
     def __init__(self, topology: ConfigSource, out=None, pcap=None, cc: Optional[str] = None,
                  spin_us: float = 0.0, run_id: Optional[str] = None, high_priority: bool = True,
                  cpu_latency_qos: bool = True, tcp_info: bool = True, pcap_hosts: Optional[Sequence[str]] = None,
-                 monarch_pcap=None, offload: bool = True):
+                 monarch_pcap=None, offload: bool = True, workload: bool = False):
         self._text, self._fmt, self._origin = config_text(topology)
         self.out = Path(out) if out is not None else None
         self.pcap = Path(pcap) if pcap is not None else None
@@ -153,6 +165,7 @@ class Emulation:
         self.cpu_latency_qos = cpu_latency_qos
         self.tcp_info = tcp_info
         self.offload = offload and self.pcap is None
+        self.workload = workload
         self.run_id = run_id or new_run_id()
         self._native: Optional[EmuRun] = None
         self._hosts: dict[str, Host] = {}
@@ -162,6 +175,8 @@ class Emulation:
         self._t0 = 0.0
         self.result_path: Optional[Path] = None
         self.results: Optional[dict[str, Any]] = None
+        #: ``run.json``'s content, once stopped.
+        self.run: Optional[dict[str, Any]] = None
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> "Emulation":
@@ -175,7 +190,7 @@ class Emulation:
                                       self.run_id, self.cc, float(self.spin_us), bool(self.high_priority),
                                       bool(self.cpu_latency_qos), bool(self.tcp_info),
                                       str(self.monarch_pcap) if self.monarch_pcap is not None else None,
-                                      bool(self.offload))
+                                      bool(self.offload), bool(self.workload))
         self._hosts = {h["name"]: Host(self, h) for h in self._native.hosts}
         _live.add(self)
         try:
@@ -199,7 +214,7 @@ class Emulation:
         # With a result directory the native side writes every table there (`flow_series`, a
         # long run's largest, as Python objects cost gigabytes). If the directory cannot be
         # made, the tables stay in `results` and `write_emu_results` reports the error.
-        from .emu_results import write_emu_results
+        from .emu_results import emu_run_record, write_emu_results
         from .results import make_result_dir
 
         out_dir = None
@@ -211,17 +226,43 @@ class Emulation:
                 pass
         raw = native.stop(out_dir)
         self.results = dict(raw)
+        self.run = emu_run_record(raw, wall_time_s=wall, started_at=self._started_at,
+                                  warnings=[*raw["run"]["warnings"], *raw["warnings"]],
+                                  source=self._origin or None)
         if self.out is not None:
-            self.result_path = write_emu_results(self.out, raw, wall_time_s=wall, started_at=self._started_at,
-                                                 warnings=[*native.warnings, *raw["warnings"]],
-                                                 source=self._origin or None)
+            self.result_path = write_emu_results(self.out, raw, self.run)
         return self.result_path
+
+    def workload_done(self) -> bool:
+        """Whether the ``[[flow]]`` workload (``workload=True``) has ended by itself."""
+        return self._native is not None and self._native.workload_done()
+
+    def wait_workload(self, timeout: Optional[float] = None, on_progress=None) -> bool:
+        """Waits until the ``[[flow]]`` workload has ended by itself (``[run] duration``, or
+        every connection closed with ``until_done``), at most ``timeout`` seconds; returns
+        whether it has. ``on_progress(emulated_s, duration_s)`` is called four times a second.
+        The workload runs on a native thread: waiting here holds no lock it needs."""
+        if not self.workload:
+            raise PathtwinError("the emulation was started without workload=True: it runs no [[flow]] workload")
+        if self._native is None:
+            raise PathtwinError("the emulation is not running")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        duration = _run_duration_s(self)
+        while not self._native.workload_done():
+            if not self._native.is_running():
+                raise PathtwinError("the emulator's loop stopped during the workload (see the warnings at stop)")
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            if on_progress is not None:
+                on_progress(self.stats()["t_s"], duration)
+            time.sleep(0.05 if on_progress is None else 0.25)
+        return True
 
     def table(self, name: str):
         """Result table ``name`` of a stopped emulation as a DataFrame (``queues``,
         ``queue_series``, ``markers``, ``flow_series``, ``packet_flows``, ``routes``,
-        ``timing``, ``pipes``): from the result directory where the native side wrote it,
-        else from ``results``."""
+        ``timing``, ``pipes``, and with the workload ``flows``): from the result directory
+        where the native side wrote it, else from ``results``."""
         import pandas as pd
 
         if self.results is None:
@@ -405,6 +446,86 @@ def bulk_transfer(net: "Emulation", src: str, dst: str, nbytes: int, port: int, 
     sent = json.loads(done.stdout.strip().splitlines()[-1])
     got = json.loads(sink.communicate(timeout=30)[0].strip().splitlines()[-1])
     return {**sent, "received": got["bytes"]}
+
+
+def _run_duration_s(net: "Emulation") -> float:
+    """The run's ``[run] duration`` in seconds, as the emulator resolved it."""
+    from . import _native
+    from .config import native_call, parse_quantity
+
+    cfg = json.loads(native_call(_native.validate_config, net._text, net._fmt, net._origin))
+    return parse_quantity("time", cfg["run"]["duration"], "[run] duration")
+
+
+def emulate(config: ConfigSource, out=None, progress: bool = False, on_warning=None, cc: Optional[str] = None,
+            **options) -> "Result":
+    """Emulates ``config``'s ``[[flow]]`` workload over the hosts' kernel TCP, as
+    ``simulate`` simulates it: the same connections, applications and ``flows`` table, for
+    ``[run] duration`` (or until every connection has closed, with ``[run] until_done``).
+    Writes ``out`` if given. ``cc`` is the hosts' default congestion control (a flow's own
+    ``cc`` wins); ``options`` are ``Emulation``'s (``spin_us``, ``tcp_info``, ...).
+
+    Returns a ``Result`` whose ``flows``, ``flow_series``, ``queues``, ``queue_series``,
+    ``markers`` (and the emulator's own tables) are DataFrames and whose ``run`` is
+    ``run.json``'s content; Ctrl-C ends the run early and keeps what was measured
+    (``run["complete"]`` false)."""
+    from .results import Result
+
+    net = Emulation(config, out=out, cc=cc, workload=True, **options)
+    bar = _Progress() if progress else None
+    with net:
+        early = net.warnings
+        for w in early:
+            if on_warning is not None:
+                on_warning(w)
+        try:
+            net.wait_workload(on_progress=bar.update if bar is not None else None)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if bar is not None:
+                bar.close()
+    assert net.results is not None and net.run is not None  # stopped by the with block
+    for w in net.run["warnings"][len(early):] if on_warning is not None else []:
+        on_warning(w)
+    raw = net.results
+    tables: dict[str, Any] = {}
+    for name in raw["written"]:
+        tables[name] = (lambda name=name: _read_parquet(Path(out) / f"{name}.parquet"))
+    for name, cols in raw["tables"].items():
+        tables.setdefault(name, cols)
+    return Result(run=net.run, tables=tables, path=net.result_path)
+
+
+def _read_parquet(path: Path):
+    import pandas as pd
+
+    return pd.read_parquet(path)
+
+
+class _Progress:
+    """A progress bar of emulated time, shown once a run has taken a second (rich is
+    imported only then)."""
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
+        self._bar: Any = None
+        self._task: Any = None
+
+    def update(self, now_s: float, total_s: float) -> None:
+        if self._bar is None and time.monotonic() - self._start > 1.0:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn("emulating"), BarColumn(), TextColumn("{task.completed:.1f}/{task.total:.0f} s"),
+                                 TimeElapsedColumn(), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("emu", total=total_s)
+        if self._bar is not None:
+            self._bar.update(self._task, completed=min(now_s, total_s))
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
 
 
 def vars_of(h: Host) -> dict:

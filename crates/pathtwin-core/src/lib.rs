@@ -10,8 +10,9 @@
 //! placeholders and reactivity, loss, marker), [`marker`] (DiffServ markers), [`monitor`] (foreground flow counting), [`bounds`]
 //! (NSDI'09 Eq. 2/4), [`pcapfile`] (writing captures), [`checksum`] (the Internet checksum), [`config`] (the one config
 //! schema), [`topology`] (compiling a config to routes over shared elements), [`driver`] (the one network driver both
-//! engines run: wake-ups, hop forwarding, queue sampling), [`table`] (columnar result tables) and [`results`] (every result
-//! table's schema).
+//! engines run: wake-ups, hop forwarding, queue sampling), [`table`] (columnar result tables), [`results`] (every result
+//! table's schema) and [`replay`] (Monkey Do's re-enactment of a traced connection, which both
+//! engines' workloads run).
 
 pub mod bounds;
 pub mod checksum;
@@ -23,6 +24,7 @@ pub mod monitor;
 pub mod packet;
 pub mod pcapfile;
 pub mod qdisc;
+pub mod replay;
 pub mod results;
 pub mod table;
 pub mod time;

@@ -12,7 +12,7 @@
 //!
 //! | table | simulator | emulator |
 //! |---|---|---|
-//! | `flows` ([`FLOWS`]) | one row per TCP connection | — (its `[[flow]]` workload is not run yet) |
+//! | `flows` ([`FLOWS`]) | one row per TCP connection of the `[[flow]]` workload | the same, when it runs the workload (`pathtwin_emu::workload`) |
 //! | `flow_series` | [`FLOW_SERIES`], from the endpoints | [`KERNEL_FLOW_SERIES`], from `tcp_info` |
 //! | `queues` ([`QUEUES`]) | yes | yes |
 //! | `queue_series` ([`QUEUE_SERIES`]) | yes | yes |
@@ -31,10 +31,34 @@ use crate::units::Rate;
 
 use Kind::{Category, F64, I64, OptF64, OptI64, OptStr, Str};
 
-/// `flows`: one row per simulated TCP connection (each copy of a `[[flow]]` entry).
-/// `goodput_bps` is the bytes the applications read over the flow's active time;
-/// `completion_s` the time a sized transfer took to be read whole (NaN otherwise);
-/// `responses` and `response_time_mean_s` count request/response and replay exchanges.
+/// `flows`: one row per TCP connection of the `[[flow]]` workload (each copy of an entry),
+/// in both engines. The simulator reads its own endpoints; the emulator its sockets (the
+/// bytes its programs wrote and read, and the client socket's `struct tcp_info`, read with
+/// `getsockopt(TCP_INFO)` when the connection ends or the run does). A column the kernel
+/// keeps no per-connection count of is 0 in the emulator, as said below.
+///
+/// | column | meaning | emulator |
+/// |---|---|---|
+/// | `flow`, `label`, `entry`, `copy` | connection index (entries in file order, copies in turn); `label`, or `from->to`, with `#copy` for an entry of several; entry index and copy number | same |
+/// | `src`, `dst`, `app` | client host, server host, application | same |
+/// | `cc` | the client's congestion controller | the client socket's `TCP_CONGESTION` |
+/// | `start_s` | when the client opened the connection | when its `connect` was issued (the configured start, plus the workload thread's wake-up lateness) |
+/// | `end_s` | end of the flow's measuring window: its `stop`, or the end of the run, whichever is first | same |
+/// | `bytes_delivered` | bytes the server application read (request/response and replay: plus what the client read), counted until `stop` | bytes its programs read, counted the same way |
+/// | `goodput_bps` | `bytes_delivered` over `end_s − start_s` | same |
+/// | `bytes_sent` | the client's payload bytes sent, retransmissions included | `tcpi_bytes_sent` |
+/// | `segments_sent` | the client's segments, pure ACKs and SYN/FIN included | `tcpi_segs_out` |
+/// | `retransmits` | the client's retransmitted segments | `tcpi_total_retrans` (SYN retransmissions included) |
+/// | `fast_retransmits` | recoveries started by duplicate ACKs or SACK | 0: the kernel counts them per namespace (`TCPFastRetrans`), not per socket |
+/// | `timeouts` | retransmission-timer expiries, SYN timeouts included | `tcpi_total_rto` (Linux ≥ 6.7; 0 before) |
+/// | `lost_retransmissions` | retransmissions found lost and sent again without a timeout | 0: no per-socket count |
+/// | `tail_loss_probes` | tail loss probes sent | 0: counted per namespace (`TCPLossProbes`), not per socket |
+/// | `ecn_reductions` | responses to ECN-Echo | 0: no per-socket count |
+/// | `ce_received` | CE-marked data segments the server received | 0: no per-socket count under RFC 3168 ECN |
+/// | `rtt_min_ms` | the client's smallest RTT sample | `tcpi_min_rtt` |
+/// | `rtt_mean_ms` | mean of the client's RTT samples | mean of the client's smoothed RTT (`tcpi_rtt`) read every `[run] sample_interval` and at the end: the kernel exposes no individual samples |
+/// | `completion_s` | a sized bulk transfer: from `start_s` until the server had read it whole (NaN otherwise; a replay: until both ends closed) | same |
+/// | `responses`, `response_time_mean_s` | request/response and replay exchanges completed, and their mean time from writing the request to reading the last response byte | same, timed by the emulator's programs |
 pub const FLOWS: Schema = &[
     ("flow", I64),
     ("label", Str),
@@ -271,6 +295,7 @@ pub const TABLES: &[(&str, &str, Schema)] = &[
     ("sim", "queue_series", QUEUE_SERIES),
     ("sim", "markers", MARKERS),
     ("sim", "pipes", PIPES),
+    ("emu", "flows", FLOWS),
     ("emu", "flow_series", KERNEL_FLOW_SERIES),
     ("emu", "queues", QUEUES),
     ("emu", "queue_series", QUEUE_SERIES),

@@ -12,7 +12,9 @@
 //! IPv6 first), and `rcv_window`/`max_window` cap the socket buffers (`tcp_rmem`/`tcp_wmem`
 //! maxima) and the advertised window itself (route attribute `window`, the kernel's window
 //! clamp, which holds whatever buffer sizes an application asks for). `[[flow]]` entries are
-//! the simulator's workload and are ignored here.
+//! run only when asked ([`EmulatorOptions::workload`]), by [`crate::workload`]'s programs over
+//! the kernel's TCP (a flow's own `cc` and `tcp` as socket options), and give the `flows`
+//! table; otherwise the hosts' own applications are the workload.
 
 use std::net::IpAddr;
 
@@ -33,6 +35,7 @@ use crate::lab::{pipe_net, HostInfo, Lab, PipePlan, DEVICE};
 use crate::lateness::Histogram;
 use crate::netns::{cleanup_stale, NetnsError, RunId};
 use crate::sampler::{FlowSeriesRow, SamplingStats, TcpSampler};
+use crate::workload::{self, Workload};
 
 /// Everything that can stop an emulation from starting or running.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +46,9 @@ pub enum EmuError {
     Netns(#[from] NetnsError),
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The `[[flow]]` workload's programs could not start.
+    #[error(transparent)]
+    Workload(#[from] crate::workload::WorkloadError),
     /// The process lacks the privileges namespaces and TUN devices need.
     #[error("the emulator needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN); run it with sudo")]
     NotRoot,
@@ -69,6 +75,9 @@ pub struct EmulatorOptions {
     /// model still sees every MTU-sized segment. Off: the hosts' kernels segment first, and
     /// captures on a host's device show wire-sized packets.
     pub offload: bool,
+    /// Run the config's `[[flow]]` workload ([`crate::workload`]) from model time zero; its
+    /// connections become the `flows` table.
+    pub workload: bool,
 }
 
 impl Default for EmulatorOptions {
@@ -83,14 +92,16 @@ impl Default for EmulatorOptions {
             tcp_info: true,
             monarch_capture: None,
             offload: true,
+            workload: false,
         }
     }
 }
 
 /// A running emulation. Dropping it stops the loop and removes every host.
 pub struct Emulator {
-    // Field order is drop order: the devices (inside the engine) close before the
-    // namespaces holding them are deleted.
+    // Field order is drop order: the workload's sockets close first (while the hosts still
+    // exist), the devices (inside the engine) before the namespaces holding them are deleted.
+    workload: Option<Workload>,
     engine: Engine<Tun>,
     // Its netlink sockets hold the namespaces; it stops (with a last sample) before they go.
     sampler: Option<TcpSampler>,
@@ -249,8 +260,9 @@ impl From<&Histogram> for LatenessSummary {
 
 /// A finished emulation: its result tables and what `run.json` says of it.
 pub struct Results<'a> {
-    /// `queues`, `queue_series`, `markers`, `packet_flows`, `routes`, `timing` and, with
-    /// `[[pipe]]`s, `pipes`; schemas in `pathtwin_core::results`.
+    /// With the workload `flows`; then `queues`, `queue_series`, `markers`, `packet_flows`,
+    /// `routes`, `timing` and, with `[[pipe]]`s, `pipes`; schemas in
+    /// `pathtwin_core::results`.
     pub tables: Vec<(&'static str, Table)>,
     /// The `flow_series` rows (every sending TCP socket of every host over time, from the
     /// kernel's `tcp_info`, see [`crate::sampler`]): the table that grows with a run's length,
@@ -274,6 +286,9 @@ pub struct RunFacts<'a> {
     /// Cost of the `tcp_info` sampling thread; `None` when sampling was off
     /// ([`EmulatorOptions::tcp_info`]).
     pub tcp_sampling: Option<SamplingStats>,
+    /// Whether the `[[flow]]` workload ran, and whether it was stopped before its end.
+    pub workload: bool,
+    pub interrupted: bool,
     pub warnings: &'a [String],
 }
 
@@ -359,6 +374,13 @@ fn allow_congestion_control(cc: &str) -> Result<(), EmuError> {
         .map_err(|e| EmuError::Config(ConfigError::invalid("tcp.cc", format!("cannot allow {cc:?} in namespaces ({CC_ALLOWED}: {e})"))))
 }
 
+/// The congestion controls the kernel has now (built in or loaded:
+/// `tcp_available_congestion_control`, the list `[tcp] cc` is checked against too); empty if
+/// procfs cannot say.
+fn available_congestion_controls() -> Vec<String> {
+    std::fs::read_to_string(CC_AVAILABLE).map(|s| s.split_whitespace().map(str::to_string).collect()).unwrap_or_default()
+}
+
 /// The kernel runs its own congestion controls with the machine's module parameters: the
 /// per-controller tables of `[tcp]` (`[tcp.cubic]`, …) are the simulator's, and silently
 /// running something else than asked would make a comparison meaningless.
@@ -430,6 +452,8 @@ impl Emulator {
         reject_simulator_only_settings(&config)?;
         cleanup_stale();
         let net = topology::compile::<crate::engine::EmuPacket>(&config)?;
+        // Checked before any host exists: a flow the kernel cannot run is a config error.
+        let workload_plan = if opts.workload { Some(workload::plan(&config, &net, &available_congestion_controls())?) } else { None };
         let run = opts.run_id.clone().unwrap_or_else(RunId::generate);
         let (sysctls, route_attrs) = kernel_settings(&config, opts);
         if let Some((_, cc)) = sysctls.iter().find(|(k, _)| k == CC_SYSCTL) {
@@ -559,7 +583,11 @@ impl Emulator {
             engine.set_monarch(proxy);
         }
         let sampler = if opts.tcp_info { Some(TcpSampler::start(&lab, engine.clock(), config.run.sample_interval)?) } else { None };
-        Ok(Emulator { engine, sampler, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config, first_pipe_route })
+        let workload = match workload_plan {
+            Some(plan) => Some(Workload::start(plan, &lab, engine.clock())?),
+            None => None,
+        };
+        Ok(Emulator { workload, engine, sampler, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config, first_pipe_route })
     }
 
     pub fn run_id(&self) -> &RunId {
@@ -570,6 +598,26 @@ impl Emulator {
     }
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Becomes true once the `[[flow]]` workload has ended by itself (`None` without one).
+    pub fn workload_finished(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+        self.workload.as_ref().map(Workload::finished_flag)
+    }
+
+    /// Ends the workload if it still runs, keeping what it measured (call before
+    /// [`Emulator::stop_sampling`] and [`Emulator::results`]: its sockets' last states then
+    /// reach the `flow_series`).
+    pub fn stop_workload(&mut self) {
+        if let Some(w) = &mut self.workload {
+            w.stop();
+            self.warnings.extend(w.warnings());
+        }
+    }
+
+    /// Whether the workload was stopped before its end (Ctrl-C, an early `stop`).
+    pub fn workload_interrupted(&self) -> bool {
+        self.workload.as_ref().is_some_and(Workload::interrupted)
     }
 
     /// Takes a last `tcp_info` sample of every socket and stops sampling (call before
@@ -684,14 +732,18 @@ impl Emulator {
         for s in samples {
             results::push_queue_sample(&mut queue_series, &s, &net.element_info[s.element].name);
         }
-        let mut tables = vec![
+        let mut tables = Vec::new();
+        if let Some(w) = &self.workload {
+            tables.push(("flows", w.table()));
+        }
+        tables.extend([
             ("queues", results::queues(net, now)),
             ("queue_series", queue_series),
             ("markers", results::markers(net)),
             ("packet_flows", self.packet_flows()),
             ("routes", self.route_table()),
             ("timing", self.timing_table()),
-        ];
+        ]);
         if !net.pipes.is_empty() {
             tables.push(("pipes", self.pipe_table()));
         }
@@ -712,9 +764,12 @@ impl Emulator {
             },
             host_counters: snap.hosts,
             tcp_sampling: self.sampler.as_ref().map(TcpSampler::stats),
+            workload: self.workload.is_some(),
+            interrupted: self.workload_interrupted(),
             warnings: &self.warnings,
         };
-        Results { tables, flow_series: self.sampler.as_ref().map(TcpSampler::flow_series).unwrap_or_default(), run }
+        let known = self.workload.as_ref().map(Workload::known_flows).unwrap_or_default();
+        Results { tables, flow_series: self.sampler.as_ref().map(|s| s.flow_series(&known)).unwrap_or_default(), run }
     }
 
     /// `packet_flows`: every transport flow direction, in order of its first packet.

@@ -10,8 +10,10 @@
 //! release loop), [`tcpinfo`] (the `sock_diag` wire format and `struct tcp_info`),
 //! [`sampler`] (the thread sampling every host's TCP sockets into `flow_series`),
 //! [`spill`] (time series written to an unlinked file as they come, so that a long run's
-//! memory stays flat), [`monarch`] (Monarch's probe translation, sans-IO), [`emulator`] (config → hosts → loop →
-//! results). Python (`pathtwin.emulation`) owns processes, captures and result files.
+//! memory stays flat), [`monarch`] (Monarch's probe translation, sans-IO), [`workload`] (the
+//! config's `[[flow]]` workload as kernel TCP between the hosts, written as the simulator's
+//! `flows` table), [`emulator`] (config → hosts → loop → results). Python
+//! (`pathtwin.emulation`) owns processes, captures and result files.
 //!
 //! # Packet I/O and threading, and why
 //! TUN devices (as Mahimahi), one per host, all read and written by **one thread** with one
@@ -75,5 +77,6 @@ pub mod priority;
 pub mod sampler;
 pub mod spill;
 pub mod tcpinfo;
+pub mod workload;
 
 pub use emulator::{EmuError, Emulator, EmulatorOptions};

@@ -36,9 +36,13 @@
 //! `local host -> remote host` from the first sample in which it has sent data (bytes acked
 //! beyond the SYN, or data in flight while established), and a connection carrying data
 //! both ways gives two flows, one per direction, each from its sender's socket. Sockets
-//! whose peer is not a host of this run (loopback) are not sampled. Flows are labelled as
-//! the simulator's are: `a->b` when only one flow went from `a` to `b`, else
-//! `a:port->b:port` for each; numbered (`flow`) in order of first appearance.
+//! whose peer is not a host of this run (loopback) are not sampled. A socket of the
+//! `[[flow]]` workload ([`crate::workload`]) is named as the simulator names it: its client's
+//! rows carry the connection's number and label (`flow`, `label`, as in the `flows` table),
+//! and its server's, when the server sends (request/response), the label followed by
+//! ` (server)`. Other sockets are labelled `a->b` when only one such flow went from `a` to
+//! `b`, else `a:port->b:port` each, and numbered after the workload's, in order of first
+//! appearance.
 //!
 //! # Memory
 //! Samples go to a [`Spill`] file as they are taken, not to memory: a long run with many
@@ -160,6 +164,9 @@ mod instant_ns {
     }
 }
 
+/// Flow numbers and labels of sockets whose owner named them (the workload's connections).
+pub type KnownFlows = BTreeMap<SocketKey, (u32, String)>;
+
 /// Whether a socket's sample shows it sending (see the module doc).
 fn is_sending(s: &RawSample) -> bool {
     s.info.bytes_acked.is_some_and(|b| b > 1) || (s.info.state == Some(TCP_ESTABLISHED) && s.info.unacked.is_some_and(|u| u > 0))
@@ -177,20 +184,25 @@ fn delivered_bytes(info: &TcpInfo) -> u64 {
 }
 
 /// Builds the `flow_series` rows from raw samples (in time order), naming hosts by `names`.
-pub fn flow_series(samples: &[RawSample], names: &[String], interval: Duration) -> Vec<FlowSeriesRow> {
+/// `known` names the sockets it holds (see the module doc).
+pub fn flow_series(samples: &[RawSample], names: &[String], interval: Duration, known: &KnownFlows) -> Vec<FlowSeriesRow> {
     let mut pass = |each: &mut dyn FnMut(usize, &RawSample)| {
         samples.iter().enumerate().for_each(|(i, s)| each(i, s));
         Ok(())
     };
-    flow_series_in_passes(&mut pass, names, interval).expect("samples in memory cannot fail to read")
+    flow_series_in_passes(&mut pass, names, interval, known).expect("samples in memory cannot fail to read")
 }
+
+/// Hands every sample over (index, sample) in time order, once per call.
+type SamplePass<'a> = dyn FnMut(&mut dyn FnMut(usize, &RawSample)) -> io::Result<()> + 'a;
 
 /// [`flow_series`] over samples that `pass` hands over (index, sample), in time order, once
 /// per call: twice, the first to find each flow's start and label, the second for the rows.
 fn flow_series_in_passes(
-    pass: &mut dyn FnMut(&mut dyn FnMut(usize, &RawSample)) -> io::Result<()>,
+    pass: &mut SamplePass<'_>,
     names: &[String],
     interval: Duration,
+    known: &KnownFlows,
 ) -> io::Result<Vec<FlowSeriesRow>> {
     // A flow starts at its socket's first sending sample and keeps every later one.
     let mut first_seen: BTreeMap<SocketKey, usize> = BTreeMap::new();
@@ -199,13 +211,14 @@ fn flow_series_in_passes(
             first_seen.entry(s.key).or_insert(i);
         }
     })?;
-    let mut order: Vec<(usize, SocketKey)> = first_seen.iter().map(|(k, i)| (*i, *k)).collect();
+    let mut order: Vec<(usize, SocketKey)> = first_seen.iter().filter(|(k, _)| !known.contains_key(k)).map(|(k, i)| (*i, *k)).collect();
     order.sort();
     let mut per_pair: BTreeMap<(usize, usize), u32> = BTreeMap::new();
     for (_, k) in &order {
         *per_pair.entry((k.host, k.peer)).or_default() += 1;
     }
-    let labels: BTreeMap<SocketKey, (u32, String)> = order
+    let first_free = known.values().map(|(n, _)| n + 1).max().unwrap_or(0);
+    let mut labels: BTreeMap<SocketKey, (u32, String)> = order
         .iter()
         .enumerate()
         .map(|(n, (_, k))| {
@@ -215,9 +228,10 @@ fn flow_series_in_passes(
             } else {
                 format!("{a}:{}->{b}:{}", k.local_port, k.remote_port)
             };
-            (*k, (n as u32, label))
+            (*k, (first_free + n as u32, label))
         })
         .collect();
+    labels.extend(known.iter().filter(|(k, _)| first_seen.contains_key(k)).map(|(k, v)| (*k, v.clone())));
     let mut last: BTreeMap<SocketKey, (Instant, u64)> = BTreeMap::new();
     let mut rows = Vec::new();
     pass(&mut |i, s| {
@@ -471,12 +485,13 @@ impl TcpSampler {
         }
     }
 
-    /// The `flow_series` rows of everything sampled so far (read back from the spill file).
-    pub fn flow_series(&self) -> Vec<FlowSeriesRow> {
+    /// The `flow_series` rows of everything sampled so far (read back from the spill file);
+    /// `known` names the workload's sockets.
+    pub fn flow_series(&self, known: &KnownFlows) -> Vec<FlowSeriesRow> {
         let mut shared = self.shared.lock().expect("sampler lock");
         let Shared { samples, spill_error, .. } = &mut *shared;
         let mut pass = |each: &mut dyn FnMut(usize, &RawSample)| samples.for_each(|i, s| each(i, &s));
-        match flow_series_in_passes(&mut pass, &self.names, self.interval) {
+        match flow_series_in_passes(&mut pass, &self.names, self.interval, known) {
             Ok(rows) => rows,
             Err(e) => {
                 spill_error.get_or_insert(format!("reading the spilled TCP_INFO samples back: {e}; flow_series is empty"));
@@ -677,7 +692,7 @@ mod tests {
             sample(200, recv, 1, 10),
             sample(300, send, 139_481, 30),
         ];
-        let rows = flow_series(&samples, &names, Duration::from_millis(100));
+        let rows = flow_series(&samples, &names, Duration::from_millis(100), &KnownFlows::new());
         assert_eq!(rows.len(), 2);
         assert!(rows.iter().all(|r| r.label == "a->b" && r.flow == 0 && r.src == "a" && r.dst == "b"));
         assert_eq!(rows[0].cwnd_bytes, 20 * 1448);
@@ -698,10 +713,10 @@ mod tests {
         s.info.state = Some(7);
         s.info.bytes_sent = Some(30_000 + 1448);
         s.info.bytes_retrans = Some(1448);
-        assert_eq!(flow_series(&[s.clone()], &names, Duration::from_millis(100))[0].delivered_bytes, 30_000);
+        assert_eq!(flow_series(&[s.clone()], &names, Duration::from_millis(100), &KnownFlows::new())[0].delivered_bytes, 30_000);
         // Without bytes_sent (Linux < 4.19) only the SYN can be taken off.
         s.info.bytes_sent = None;
-        assert_eq!(flow_series(&[s], &names, Duration::from_millis(100))[0].delivered_bytes, 30_001);
+        assert_eq!(flow_series(&[s], &names, Duration::from_millis(100), &KnownFlows::new())[0].delivered_bytes, 30_001);
     }
 
     /// Rows built from the spill file are the rows built from the samples in memory: every
@@ -726,8 +741,8 @@ mod tests {
             spill.push(s).unwrap();
         }
         let mut pass = |each: &mut dyn FnMut(usize, &RawSample)| spill.for_each(|i, s| each(i, &s));
-        let spilled = flow_series_in_passes(&mut pass, &names, Duration::from_millis(100)).unwrap();
-        let in_memory = flow_series(&samples, &names, Duration::from_millis(100));
+        let spilled = flow_series_in_passes(&mut pass, &names, Duration::from_millis(100), &KnownFlows::new()).unwrap();
+        let in_memory = flow_series(&samples, &names, Duration::from_millis(100), &KnownFlows::new());
         // The first sample has acknowledged only the SYN: not a flow yet.
         assert_eq!(in_memory.len(), 499);
         assert_eq!(spilled, in_memory);
@@ -737,10 +752,21 @@ mod tests {
     fn two_flows_between_the_same_hosts_are_told_apart_by_port() {
         let names = vec!["a".to_string(), "b".to_string()];
         let (c, d) = (key(0, 1, 40000, 5201), key(0, 1, 40002, 5201));
-        let rows = flow_series(&[sample(100, d, 5000, 10), sample(100, c, 5000, 10)], &names, Duration::from_millis(100));
+        let rows = flow_series(&[sample(100, d, 5000, 10), sample(100, c, 5000, 10)], &names, Duration::from_millis(100), &KnownFlows::new());
         assert_eq!(rows[0].label, "a:40002->b:5201");
         assert_eq!(rows[0].flow, 0);
         assert_eq!(rows[1].label, "a:40000->b:5201");
         assert_eq!(rows[1].flow, 1);
+    }
+
+    #[test]
+    fn the_workloads_sockets_carry_its_numbers_and_labels_and_the_rest_come_after() {
+        let names = vec!["a".to_string(), "b".to_string()];
+        let (c, d, other) = (key(0, 1, 40000, 20000), key(1, 0, 20000, 40000), key(0, 1, 40002, 5201));
+        let known: KnownFlows = [(c, (0, "web".to_string())), (d, (3, "web (server)".to_string()))].into();
+        let samples = [sample(100, other, 5000, 10), sample(100, c, 5000, 10), sample(200, d, 9000, 10)];
+        let rows = flow_series(&samples, &names, Duration::from_millis(100), &known);
+        let got: Vec<(u32, &str)> = rows.iter().map(|r| (r.flow, r.label.as_str())).collect();
+        assert_eq!(got, [(4, "a->b"), (0, "web"), (3, "web (server)")]);
     }
 }

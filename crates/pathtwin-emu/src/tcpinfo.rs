@@ -8,7 +8,7 @@
 //! `linux/inet_diag.h` and `linux/tcp.h`; all fields are in host byte order except the
 //! ports and addresses of `inet_diag_sockid`, which are in network order. `struct tcp_info`
 //! has only grown at its end since Linux 2.6 (e.g. 104 bytes in 3.x, 192 in 4.19, 232 in
-//! 5.4, 248 in 6.x), and the kernel copies `min(its size, attribute length)`: so fields
+//! 5.4, 248 in 6.7, 280 in 6.18), and the kernel copies `min(its size, attribute length)`: so fields
 //! are read by offset and every field past the received length is `None` — a shorter
 //! (older) struct parses, with fewer fields.
 
@@ -92,12 +92,18 @@ pub struct TcpInfo {
     pub pacing_rate: Option<u64>,
     pub bytes_acked: Option<u64>,
     pub bytes_received: Option<u64>,
+    /// Segments sent, pure ACKs, SYN, FIN and retransmissions included (RFC 4898
+    /// `tcpEStatsPerfSegsOut`; Linux ≥ 4.2).
+    pub segs_out: Option<u32>,
     pub min_rtt_us: Option<u32>,
     /// Bytes per second, as the kernel estimates it (RFC draft `delivery rate estimation`).
     pub delivery_rate: Option<u64>,
     pub delivered: Option<u32>,
     pub bytes_sent: Option<u64>,
     pub bytes_retrans: Option<u64>,
+    /// Retransmission-timer expiries over the connection's life, SYN and SYN-ACK timeouts
+    /// included (`tcpi_total_rto`, Linux ≥ 6.7).
+    pub total_rto: Option<u16>,
 }
 
 /// `ssthresh` while still in slow start with no loss yet (`TCP_INFINITE_SSTHRESH`, 0x7fffffff).
@@ -107,6 +113,7 @@ impl TcpInfo {
     /// Reads the fields present in `b` (however long the kernel's struct was).
     pub fn parse(b: &[u8]) -> TcpInfo {
         let u8_at = |o: usize| b.get(o).copied();
+        let u16_at = |o: usize| b.get(o..o + 2).map(|s| u16::from_ne_bytes(s.try_into().expect("2 bytes")));
         let u32_at = |o: usize| b.get(o..o + 4).map(|s| u32::from_ne_bytes(s.try_into().expect("4 bytes")));
         let u64_at = |o: usize| b.get(o..o + 8).map(|s| u64::from_ne_bytes(s.try_into().expect("8 bytes")));
         // Offsets of `struct tcp_info` in linux/tcp.h.
@@ -128,11 +135,14 @@ impl TcpInfo {
             pacing_rate: u64_at(104),
             bytes_acked: u64_at(120),
             bytes_received: u64_at(128),
+            segs_out: u32_at(136),
             min_rtt_us: u32_at(148),
             delivery_rate: u64_at(160),
             delivered: u32_at(192),
             bytes_sent: u64_at(200),
             bytes_retrans: u64_at(208),
+            // After tcpi_snd_wnd (228), tcpi_rcv_wnd (232) and tcpi_rehash (236).
+            total_rto: u16_at(240),
         }
     }
 }
@@ -270,9 +280,11 @@ mod tests {
         put64(&mut b, 104, 2_500_000); // pacing_rate
         put64(&mut b, 120, 1_000_001); // bytes_acked
         put64(&mut b, 128, 77); // bytes_received
+        put32(&mut b, 136, 812); // segs_out
         put32(&mut b, 148, 40_100); // min_rtt
         put64(&mut b, 160, 1_250_000); // delivery_rate
         put64(&mut b, 200, 1_010_000); // bytes_sent
+        b[240..242].copy_from_slice(&3u16.to_ne_bytes()); // total_rto
         b.truncate(len);
         b
     }
@@ -352,6 +364,7 @@ mod tests {
         assert_eq!(i.min_rtt_us, Some(40_100));
         assert_eq!(i.delivery_rate, Some(1_250_000));
         assert_eq!(i.bytes_sent, Some(1_010_000));
+        assert_eq!((i.segs_out, i.total_rto), (Some(812), Some(3)));
     }
 
     #[test]
@@ -365,6 +378,8 @@ mod tests {
         let i = TcpInfo::parse(&tcp_info_bytes(152));
         assert_eq!((i.bytes_acked, i.min_rtt_us), (Some(1_000_001), Some(40_100)));
         assert_eq!((i.delivery_rate, i.bytes_sent), (None, None));
+        // Linux 6.6's struct ends at tcpi_snd_wnd (232 bytes): no total_rto yet.
+        assert_eq!(TcpInfo::parse(&tcp_info_bytes(232)).total_rto, None);
         // A field cut in the middle is absent, not misread.
         let i = TcpInfo::parse(&tcp_info_bytes(70));
         assert_eq!((i.snd_mss, i.rtt_us), (Some(1448), None));

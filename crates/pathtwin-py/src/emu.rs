@@ -1,5 +1,6 @@
-//! Python bindings for pathtwin-emu: `EmuRun`, one running emulation, and two helpers for
-//! runs left behind (`emu_cleanup_stale`, `emu_live_runs`).
+//! Python bindings for pathtwin-emu: `EmuRun`, one running emulation (with `workload`, the
+//! config's `[[flow]]` workload runs in it, on the emulator's own thread), and two helpers
+//! for runs left behind (`emu_cleanup_stale`, `emu_live_runs`).
 //!
 //! The emulator's loop runs on its own native thread, never under the GIL: a Python thread
 //! would stall the packet loop whenever the interpreter is busy (up to the 5 ms switch
@@ -53,6 +54,8 @@ struct Running {
     /// Copies of the release and timer-wake lateness histograms, refreshed with the snapshot.
     lateness: Arc<Mutex<(Histogram, Histogram)>>,
     thread: JoinHandle<Result<Finished, String>>,
+    /// Set by the workload's thread when it has ended by itself.
+    workload_finished: Option<Arc<AtomicBool>>,
 }
 
 /// One running emulation: the hosts exist and packets flow from construction until `stop()`.
@@ -77,7 +80,7 @@ impl EmuRun {
     #[new]
     #[pyo3(signature = (config_text, origin = "", json = false, run_id = None, cc = None, spin_us = 0.0,
                         high_priority = true, cpu_latency_qos = true, tcp_info = true, monarch_pcap = None,
-                        offload = true))]
+                        offload = true, workload = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -92,6 +95,7 @@ impl EmuRun {
         tcp_info: bool,
         monarch_pcap: Option<String>,
         offload: bool,
+        workload: bool,
     ) -> PyResult<Self> {
         let config = if json { Config::from_json(config_text) } else { Config::from_toml(config_text, origin) };
         let config = config.map_err(|e| pathtwin_error(py, e))?;
@@ -108,6 +112,7 @@ impl EmuRun {
             tcp_info,
             monarch_capture: monarch_pcap.map(std::path::PathBuf::from),
             offload,
+            workload,
         };
         let emu = py.allow_threads(|| Emulator::start(config, &opts)).map_err(|e| pathtwin_error(py, e))?;
         // Each host with the addresses of its pipes (the emulator's own, pipe `s` at index s).
@@ -125,6 +130,7 @@ impl EmuRun {
         let run_id = emu.run_id().to_string();
         let state_dir = emu.lab().state_dir().display().to_string();
         let warnings = emu.warnings().to_vec();
+        let workload_finished = emu.workload_finished();
         let stop = Arc::new(AtomicBool::new(false));
         let snapshot = Arc::new(Mutex::new(serde_json::to_string(&emu.snapshot()).expect("snapshot serializes")));
         let lateness = Arc::new(Mutex::new((Histogram::default(), Histogram::default())));
@@ -136,7 +142,7 @@ impl EmuRun {
                 .map_err(|e| pathtwin_error(py, format!("starting the emulator thread: {e}")))?
         };
         let window_start = (Histogram::default(), Histogram::default());
-        Ok(EmuRun { running: Some(Running { stop, snapshot, lateness, thread }), run_id, state_dir, hosts_json, warnings, window_start })
+        Ok(EmuRun { running: Some(Running { stop, snapshot, lateness, thread, workload_finished }), run_id, state_dir, hosts_json, warnings, window_start })
     }
 
     /// The hosts as a list of dicts: name, netns, ipv4, ipv6, and as a pipe client `pipes`
@@ -171,6 +177,13 @@ impl EmuRun {
     /// Whether the loop is still running (it stops on its own only after an error).
     fn is_running(&self) -> bool {
         self.running.as_ref().is_some_and(|r| !r.thread.is_finished())
+    }
+
+    /// Whether the `[[flow]]` workload (started with `workload=True`) has ended by itself:
+    /// its run's duration is over, or with `until_done` every connection has closed. The
+    /// packet loop still runs until `stop()`. False without a workload, and after `stop()`.
+    fn workload_done(&self) -> bool {
+        self.running.as_ref().and_then(|r| r.workload_finished.as_ref()).is_some_and(|f| f.load(Ordering::Acquire))
     }
 
     /// Stops the loop, removes every host, and returns the results as a dict: `run` (what
@@ -272,7 +285,9 @@ fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>, l
     if let Ok(p) = publisher {
         let _ = p.join();
     }
-    // Whatever ended the loop, what was measured is kept: the last TCP sample, then results.
+    // Whatever ended the loop, what was measured is kept: the workload's flows (its sockets
+    // close, and the sampler records their last state), the last TCP sample, then results.
+    emu.stop_workload();
     emu.stop_sampling();
     let outcome = outcome.and_then(|()| {
         let results = emu.results();

@@ -9,11 +9,11 @@
 //! request it waits `server_delay` and writes `response` bytes; once the client has read the
 //! whole response it waits `think` and sends the next request, `requests` times in all
 //! (unlimited without it). Replay (`app = "replay"`) re-enacts a traced connection's
-//! exchanges, Monkey Do's way; its sequencing is [`crate::replay`]'s.
+//! exchanges, Monkey Do's way; its sequencing is [`pathtwin_core::replay`]'s.
 
 use pathtwin_core::config::{AppKind, FlowConfig};
 use pathtwin_core::time::{Duration, Instant};
-use crate::replay::Replay;
+use pathtwin_core::replay::Replay;
 
 /// Bytes a bulk writer keeps ahead of the acknowledged data, at least.
 pub const MIN_WRITE_AHEAD: u64 = 64 * 1024;

@@ -39,6 +39,30 @@ pub enum AppStep {
     RespondRest,
 }
 
+impl From<pathtwin_core::replay::ReplayStep> for AppStep {
+    fn from(s: pathtwin_core::replay::ReplayStep) -> AppStep {
+        use pathtwin_core::replay::ReplayStep;
+        match s {
+            ReplayStep::NextRequest => AppStep::NextRequest,
+            ReplayStep::Respond => AppStep::Respond,
+            ReplayStep::RespondRest => AppStep::RespondRest,
+        }
+    }
+}
+
+impl AppStep {
+    /// The replay's own step, for the steps a replay schedules.
+    pub fn replay_step(self) -> Option<pathtwin_core::replay::ReplayStep> {
+        use pathtwin_core::replay::ReplayStep;
+        match self {
+            AppStep::NextRequest => Some(ReplayStep::NextRequest),
+            AppStep::Respond => Some(ReplayStep::Respond),
+            AppStep::RespondRest => Some(ReplayStep::RespondRest),
+            AppStep::Start | AppStep::Stop | AppStep::Toggle => None,
+        }
+    }
+}
+
 /// Events are stored compactly: the key packs (time, sequence) into one `u128` and the event
 /// into a `u64`, so a heap comparison is a single integer comparison (profiling showed the
 /// heap at a fifth of the simulator's time with tuple entries).

@@ -9,7 +9,7 @@
 //! time series, per-queue summary and per-queue time series.
 //!
 //! Flows may run over `[[pipe]]`s, one path per connection, and replay a traced connection
-//! (`app = "replay"`, [`replay`]): Monkey Do's replay of a workload, simulated.
+//! (`app = "replay"`, [`pathtwin_core::replay`]): Monkey Do's replay of a workload, simulated.
 //!
 //! With `[run] pcap = [hosts]` and [`Simulation::capture_to`], every packet those hosts send
 //! or receive is written to `<host>.pcap` ([`pcap`]).
@@ -21,7 +21,6 @@ pub mod app;
 pub mod event;
 pub mod packet;
 pub mod pcap;
-pub mod replay;
 mod sim;
 mod tcp_settings;
 

@@ -15,7 +15,7 @@ use crate::app::App;
 use crate::event::{AppStep, Event, EventQueue};
 use crate::packet::{SegmentSlab, SimPacket};
 use crate::pcap::{self, PcapWriter};
-use crate::replay::{Replay, Step, CLIENT, SERVER};
+use pathtwin_core::replay::{Replay, ReplayStep, Step, CLIENT, SERVER};
 use crate::tcp_settings::check_tables_used;
 use pathtwin_core::config::{Config, ConfigError, FlowConfig};
 use pathtwin_core::driver::{Driver, Engine, RouteId};
@@ -200,12 +200,7 @@ impl Simulation {
             for copy in 0..f.count {
                 let id = conns.len() as u32;
                 let start = Instant::ZERO + f.start;
-                let label = match (&f.label, f.count) {
-                    (Some(l), 1) => l.clone(),
-                    (Some(l), _) => format!("{l}#{copy}"),
-                    (None, 1) => format!("{}->{}", f.from, f.to),
-                    (None, _) => format!("{}->{}#{copy}", f.from, f.to),
-                };
+                let label = f.connection_label(copy);
                 let isn_c: u64 = isn_rng.gen::<u32>() as u64;
                 let isn_s: u64 = isn_rng.gen::<u32>() as u64;
                 conns.push(Connection {
@@ -431,7 +426,7 @@ impl Simulation {
                 Cell::I(conn.copy as i64),
                 Cell::T(&f.from),
                 Cell::T(&f.to),
-                Cell::S(format!("{:?}", f.app).to_lowercase()),
+                Cell::T(f.app.name()),
                 Cell::T(conn.cc),
                 Cell::F(conn.start.as_secs_f64()),
                 Cell::F(end.as_secs_f64()),
@@ -662,7 +657,7 @@ impl Hosts {
     }
 
     /// A replay's scheduled step is due: let it write, then send what TCP can.
-    fn on_replay_step(&mut self, net: &mut Driver<SimPacket>, now: Instant, c: usize, step: AppStep) {
+    fn on_replay_step(&mut self, net: &mut Driver<SimPacket>, now: Instant, c: usize, step: ReplayStep) {
         let side = Replay::side_of(step);
         let mut steps = std::mem::take(&mut self.replay_steps);
         let conn = &mut self.conns[c];
@@ -682,13 +677,13 @@ impl Hosts {
             match s {
                 Step::Write { side, bytes } => self.conns[c].endpoints[side].send(bytes),
                 Step::Close { side } => self.conns[c].endpoints[side].close(),
-                Step::At(t, step) => self.events.schedule(t, Event::App(c as u32, step)),
+                Step::At(t, step) => self.events.schedule(t, Event::App(c as u32, step.into())),
             }
         }
     }
 
     fn on_app(&mut self, net: &mut Driver<SimPacket>, now: Instant, c: usize, step: AppStep) {
-        if matches!(self.conns[c].app, App::Replay(_)) && matches!(step, AppStep::NextRequest | AppStep::Respond | AppStep::RespondRest) {
+        if let (App::Replay(_), Some(step)) = (&self.conns[c].app, step.replay_step()) {
             self.on_replay_step(net, now, c, step);
             return;
         }

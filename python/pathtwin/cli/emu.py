@@ -1,5 +1,9 @@
 """`pathtwin emu up|exec|stats|down|list|cleanup|run` and `pathtwin shell`.
 
+``run`` starts an emulation, runs either a script against it or, without ``--script``, the
+topology's ``[[flow]]`` workload (``pathtwin.emulate``: the simulator's workload over the
+hosts' kernel TCP, written as the same ``flows`` table), and stops it.
+
 ``up`` starts a detached emulator (``python -m pathtwin.emu_daemon``) and returns once its
 hosts exist; the others find running emulations through ``/run/pathtwin/RUN/state.json``
 (hosts) and ``stats.json`` (live counters, refreshed every 250 ms by the emulator). With one
@@ -317,15 +321,49 @@ def run_script(topology: Path, script: Path, out: Optional[Path], pcap: Optional
         typer.echo(f"results: {net.result_path}")
 
 
+def run_workload(topology: Path, out: Optional[Path], pcap: Optional[Path], cc: Optional[str], quiet: bool) -> int:
+    """Runs ``topology``'s ``[[flow]]`` workload (``pathtwin.emulate``) and prints its flows
+    as `pathtwin sim` does."""
+    from .. import _native
+    from ..config import config_text, native_call
+    from ..emulation import emulate
+    from .sim import print_flows
+
+    if not topology.is_file():
+        raise PathtwinError(f"{topology}: no such file")
+    text, fmt, origin = config_text(topology)
+    if not json.loads(native_call(_native.validate_config, text, fmt, origin)).get("flow"):
+        raise PathtwinError(f"{topology}: no [[flow]] entries to run; add some, or give --script")
+
+    def warn(w: str) -> None:
+        typer.echo(f"pathtwin: warning: {w}", err=True)
+
+    res = emulate(topology, out=out, pcap=pcap, cc=cc, progress=not quiet, on_warning=warn)
+    if not quiet:
+        print_flows(res)
+    if not res.run["complete"]:
+        typer.echo(f"interrupted at {res.run['emulated_s']:.2f} s; kept what was measured"
+                   + (f" in {out}" if out is not None else ""), err=True)
+        return 130
+    return 0
+
+
 @group.command("run")
 def run_cmd(
     topology: Path = typer.Argument(..., help="Topology TOML."),
-    script: Path = typer.Option(..., "--script", help="Python script; `net` is the running Emulation."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Result directory."),
+    script: Optional[Path] = typer.Option(None, "--script",
+                                          help="Python script; `net` is the running Emulation. Without it, the "
+                                               "topology's [[flow]] workload runs as kernel TCP between the hosts."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Result directory."),
     pcap: Optional[Path] = typer.Option(None, "--pcap", help="Directory for one capture per host."),
-    cc: Optional[str] = typer.Option(None, "--cc", help="Kernel congestion control for every host."),
+    cc: Optional[str] = typer.Option(None, "--cc", help="Kernel congestion control for every host (a flow's own cc wins)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Without --script: print nothing but errors."),
 ) -> None:
-    """Start an emulation, run an experiment script against it, stop it."""
+    """Start an emulation, run an experiment script against it (or, without --script, the
+    topology's [[flow]] workload, as `pathtwin sim` runs it, writing the same flows table),
+    stop it."""
+    if script is None:
+        raise typer.Exit(run_workload(topology, out, pcap, cc, quiet))
     run_script(topology, script, out, pcap, cc)
 
 def shell(

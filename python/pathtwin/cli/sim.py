@@ -71,11 +71,13 @@ def main(argv: list[str]) -> int:
 
 
 def print_flows(res) -> None:
-    """The per-flow summary (and markers, if any), as plain aligned columns: rich's import
-    alone took 40 % of a short run's wall time."""
+    """The per-flow summary (and markers, if any) of a simulated or emulated run, as plain
+    aligned columns: rich's import alone took 40 % of a short run's wall time."""
     f = res.table_columns("flows")
     n = len(f["label"])
-    print(f"{n} flows, {res.run['simulated_s']:.1f} s simulated in {res.run['wall_time_s']:.2f} s")
+    emulated = res.run.get("engine") == "emu"
+    span = res.run["emulated_s"] if emulated else res.run["simulated_s"]
+    print(f"{n} flows, {span:.1f} s {'emulated' if emulated else 'simulated'} in {res.run['wall_time_s']:.2f} s")
     rows = [(f["label"][i], f"{f['src'][i]}→{f['dst'][i]}", f["cc"][i], f"{f['goodput_bps'][i] / 1e6:.3f}",
              str(f["retransmits"][i]), str(f["timeouts"][i]), f"{f['rtt_min_ms'][i]:.2f}", f"{f['rtt_mean_ms'][i]:.2f}")
             for i in range(min(n, 50))]
@@ -84,7 +86,7 @@ def print_flows(res) -> None:
         print(f"... {n - 50} more in flows.parquet")
     m = res.table_columns("markers")
     if m is not None and len(m["marker"]):
-        secs = max(res.run["simulated_s"], 1e-9)
+        secs = max(span, 1e-9)
         marker_rows = []
         for i in range(len(m["marker"])):
             total = m["in_bytes"][i] + m["out_bytes"][i]

@@ -1,15 +1,16 @@
-//! The simulator's workload: `[[flow]]` entries — a TCP connection between two hosts (or
-//! over a `[[pipe]]`), its application ([`AppKind`], a replayed connection's
-//! [`ExchangeSpec`]s) and its TCP settings — and their checks: hosts, pipes, and the keys
-//! each application needs or does not use. The emulator ignores `[[flow]]`: real
-//! applications are its workload.
+//! The workload: `[[flow]]` entries — a TCP connection between two hosts (or over a
+//! `[[pipe]]`), its application ([`AppKind`], a replayed connection's [`ExchangeSpec`]s) and
+//! its TCP settings — and their checks: hosts, pipes, and the keys each application needs or
+//! does not use. Both engines run it: the simulator on its own TCP endpoints, the emulator
+//! (`pathtwin_emu::workload`, when asked to) as real sockets over the hosts' kernel TCP; a
+//! connection is named the same in both ([`FlowConfig::connection_label`]).
 
 use super::{ConfigError, Names, PipeConfig, TcpSettings};
 use crate::time::Duration;
 use crate::units::Size;
 use serde::{Deserialize, Serialize};
 
-/// Applications a simulated flow can run.
+/// Applications a flow can run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AppKind {
@@ -59,7 +60,7 @@ impl ExchangeSpec {
     }
 }
 
-/// `[[flow]]`: a simulated TCP connection from `from` (client) to `to` (server).
+/// `[[flow]]`: `count` TCP connections from `from` (client) to `to` (server).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlowConfig {
@@ -111,6 +112,31 @@ fn one() -> u32 {
     1
 }
 
+impl FlowConfig {
+    /// The label of copy `copy` of this entry in both engines' tables: the entry's `label`,
+    /// or `from->to`, followed by `#copy` when the entry stands for more than one connection.
+    pub fn connection_label(&self, copy: u32) -> String {
+        match (&self.label, self.count) {
+            (Some(l), 1) => l.clone(),
+            (Some(l), _) => format!("{l}#{copy}"),
+            (None, 1) => format!("{}->{}", self.from, self.to),
+            (None, _) => format!("{}->{}#{copy}", self.from, self.to),
+        }
+    }
+}
+
+impl AppKind {
+    /// The name a config and the `flows` table's `app` column use.
+    pub fn name(self) -> &'static str {
+        match self {
+            AppKind::Bulk => "bulk",
+            AppKind::Onoff => "onoff",
+            AppKind::Reqresp => "reqresp",
+            AppKind::Replay => "replay",
+        }
+    }
+}
+
 /// Checks the `[[flow]]` entries against the hosts and the `[[pipe]]`s.
 pub(super) fn validate(flows: &[FlowConfig], pipes: &[PipeConfig], hosts: &Names<'_>) -> Result<(), ConfigError> {
     for (i, f) in flows.iter().enumerate() {
@@ -141,12 +167,12 @@ pub(super) fn validate(flows: &[FlowConfig], pipes: &[PipeConfig], hosts: &Names
             if present {
                 Ok(())
             } else {
-                Err(ConfigError::invalid(format!("flow[{i}].{field}"), format!("missing for app = \"{}\"", app_name(f.app))))
+                Err(ConfigError::invalid(format!("flow[{i}].{field}"), format!("missing for app = \"{}\"", f.app.name())))
             }
         };
         let forbids = |field: &str, present: bool| {
             if present {
-                Err(ConfigError::invalid(format!("flow[{i}].{field}"), format!("not used by app = \"{}\"", app_name(f.app))))
+                Err(ConfigError::invalid(format!("flow[{i}].{field}"), format!("not used by app = \"{}\"", f.app.name())))
             } else {
                 Ok(())
             }
@@ -205,15 +231,6 @@ pub(super) fn validate(flows: &[FlowConfig], pipes: &[PipeConfig], hosts: &Names
         }
     }
     Ok(())
-}
-
-fn app_name(a: AppKind) -> &'static str {
-    match a {
-        AppKind::Bulk => "bulk",
-        AppKind::Onoff => "onoff",
-        AppKind::Reqresp => "reqresp",
-        AppKind::Replay => "replay",
-    }
 }
 
 #[cfg(test)]

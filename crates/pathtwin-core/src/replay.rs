@@ -2,8 +2,10 @@
 //! (Cheng et al., "Monkey See, Monkey Do", USENIX ATC 2004, §4.2–4.3, Fig. 4) re-enacting
 //! one traced connection on a simulated TCP connection.
 //!
-//! It reproduces `pathtwin.replay.agent` step for step, so that a workload replayed in the
-//! simulator and in the emulator differ only in whose TCP carries it:
+//! It reproduces `pathtwin.replay.agent` step for step, and both engines run it (the
+//! simulator on its endpoints, the emulator's workload runner on kernel sockets), so that a
+//! workload replayed in the simulator and in the emulator differ only in whose TCP carries
+//! it:
 //! - client: connects at the flow's `start`; for each exchange waits its `think` (counted
 //!   from the end of the handshake for the first, from reading the whole previous response
 //!   otherwise), writes the request and reads the whole response; after the last one it
@@ -12,18 +14,29 @@
 //!   response's first part (`header_bytes`), waits `query_delay`, writes the rest; after
 //!   the last exchange it closes, as an HTTP/1.0 or keep-alive-timeout server does.
 //!
-//! This module owns only that sequencing: it is told what the endpoints delivered and
-//! answers with [`Step`]s (write, close, wake me at). The simulation owns the endpoints and
+//! This module owns only that sequencing (sans-IO): it is told what the endpoints delivered
+//! and answers with [`Step`]s (write, close, wake me at). The engine owns the endpoints and
 //! the clock; the per-connection TCP settings (MSS, window, ACK policy) are the flow's
 //! `tcp` table, which the Python side fills from the replay database.
 
-use crate::event::AppStep;
-use pathtwin_core::config::ExchangeSpec;
-use pathtwin_core::time::{Duration, Instant};
+use crate::config::ExchangeSpec;
+use crate::time::{Duration, Instant};
 
-/// Client and server side indices, as the simulation numbers a connection's endpoints.
+/// Client and server side indices, as both engines number a connection's ends.
 pub const CLIENT: usize = 0;
 pub const SERVER: usize = 1;
+
+/// The steps a replay schedules for itself ([`Step::At`]) and is handed back when due
+/// ([`Replay::on_step`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplayStep {
+    /// The client's think time is over: it writes the next request.
+    NextRequest,
+    /// The server delay is over: the server writes the response (or its first part).
+    Respond,
+    /// The query delay is over: the server writes the rest of the response.
+    RespondRest,
+}
 
 /// What the replay asks the simulation to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +46,7 @@ pub enum Step {
     /// The endpoint of `side` closes (FIN after what it wrote).
     Close { side: usize },
     /// Deliver `step` to the replay at this time ([`Replay::on_step`]).
-    At(Instant, AppStep),
+    At(Instant, ReplayStep),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,25 +166,25 @@ impl Replay {
 
     /// A step scheduled through [`Step::At`] is due; `delivered` is what the step's side has
     /// read so far.
-    pub fn on_step(&mut self, now: Instant, step: AppStep, delivered: u64, out: &mut Vec<Step>) {
+    pub fn on_step(&mut self, now: Instant, step: ReplayStep, delivered: u64, out: &mut Vec<Step>) {
         match step {
-            AppStep::NextRequest if self.client_phase == ClientPhase::Thinking => {
+            ReplayStep::NextRequest if self.client_phase == ClientPhase::Thinking => {
                 self.write_request(now, out);
                 self.client_progress(now, delivered, out);
             }
-            AppStep::Respond if self.server_phase == ServerPhase::Delaying => {
+            ReplayStep::Respond if self.server_phase == ServerPhase::Delaying => {
                 let x = &self.exchanges[self.server];
                 if x.first_write > 0 {
                     out.push(Step::Write { side: SERVER, bytes: x.first_write });
                 }
                 if x.first_write < x.response {
                     self.server_phase = ServerPhase::Querying;
-                    out.push(Step::At(now + x.query_delay, AppStep::RespondRest));
+                    out.push(Step::At(now + x.query_delay, ReplayStep::RespondRest));
                 } else {
                     self.finish_exchange(now, delivered, out);
                 }
             }
-            AppStep::RespondRest if self.server_phase == ServerPhase::Querying => {
+            ReplayStep::RespondRest if self.server_phase == ServerPhase::Querying => {
                 let x = &self.exchanges[self.server];
                 out.push(Step::Write { side: SERVER, bytes: x.response - x.first_write });
                 self.finish_exchange(now, delivered, out);
@@ -181,9 +194,9 @@ impl Replay {
     }
 
     /// Which side a scheduled step belongs to.
-    pub fn side_of(step: AppStep) -> usize {
+    pub fn side_of(step: ReplayStep) -> usize {
         match step {
-            AppStep::Respond | AppStep::RespondRest => SERVER,
+            ReplayStep::Respond | ReplayStep::RespondRest => SERVER,
             _ => CLIENT,
         }
     }
@@ -200,7 +213,7 @@ impl Replay {
                     let think = self.exchanges[self.client].think;
                     if think > Duration::ZERO {
                         self.client_phase = ClientPhase::Thinking;
-                        out.push(Step::At(now + think, AppStep::NextRequest));
+                        out.push(Step::At(now + think, ReplayStep::NextRequest));
                         return;
                     }
                     self.write_request(now, out);
@@ -233,7 +246,7 @@ impl Replay {
             out.push(Step::Close { side: SERVER });
         } else if delivered >= self.request_end[self.server] {
             self.server_phase = ServerPhase::Delaying;
-            out.push(Step::At(now + self.exchanges[self.server].server_delay, AppStep::Respond));
+            out.push(Step::At(now + self.exchanges[self.server].server_delay, ReplayStep::Respond));
         }
     }
 
@@ -262,10 +275,10 @@ mod tests {
         r.on_connected(at(0), SERVER, 0, &mut out);
         assert!(out.is_empty(), "no request read yet");
         r.on_received(at(50), SERVER, 300, &mut out);
-        assert_eq!(std::mem::take(&mut out), [Step::At(at(60), AppStep::Respond)]);
-        r.on_step(at(60), AppStep::Respond, 300, &mut out);
-        assert_eq!(std::mem::take(&mut out), [Step::Write { side: SERVER, bytes: 1200 }, Step::At(at(160), AppStep::RespondRest)]);
-        r.on_step(at(160), AppStep::RespondRest, 300, &mut out);
+        assert_eq!(std::mem::take(&mut out), [Step::At(at(60), ReplayStep::Respond)]);
+        r.on_step(at(60), ReplayStep::Respond, 300, &mut out);
+        assert_eq!(std::mem::take(&mut out), [Step::Write { side: SERVER, bytes: 1200 }, Step::At(at(160), ReplayStep::RespondRest)]);
+        r.on_step(at(160), ReplayStep::RespondRest, 300, &mut out);
         assert_eq!(out, [Step::Write { side: SERVER, bytes: 3800 }, Step::Close { side: SERVER }]);
     }
 
@@ -277,8 +290,8 @@ mod tests {
         r.on_received(at(40), CLIENT, 999, &mut out);
         assert!(out.is_empty(), "one byte short");
         r.on_received(at(45), CLIENT, 1000, &mut out);
-        assert_eq!(std::mem::take(&mut out), [Step::At(at(545), AppStep::NextRequest)]);
-        r.on_step(at(545), AppStep::NextRequest, 1000, &mut out);
+        assert_eq!(std::mem::take(&mut out), [Step::At(at(545), ReplayStep::NextRequest)]);
+        r.on_step(at(545), ReplayStep::NextRequest, 1000, &mut out);
         assert_eq!(std::mem::take(&mut out), [Step::Write { side: CLIENT, bytes: 200 }]);
         r.on_received(at(600), CLIENT, 3000, &mut out);
         assert!(out.is_empty(), "the client waits for the server's FIN");
@@ -293,9 +306,9 @@ mod tests {
         r.on_received(at(0), SERVER, 100, &mut out);
         // Both requests are in before the first response is written (a pipelining client).
         r.on_received(at(1), SERVER, 200, &mut out);
-        assert_eq!(std::mem::take(&mut out), [Step::At(at(0), AppStep::Respond)]);
-        r.on_step(at(1), AppStep::Respond, 200, &mut out);
-        assert_eq!(std::mem::take(&mut out), [Step::Write { side: SERVER, bytes: 1000 }, Step::At(at(3), AppStep::Respond)]);
+        assert_eq!(std::mem::take(&mut out), [Step::At(at(0), ReplayStep::Respond)]);
+        r.on_step(at(1), ReplayStep::Respond, 200, &mut out);
+        assert_eq!(std::mem::take(&mut out), [Step::Write { side: SERVER, bytes: 1000 }, Step::At(at(3), ReplayStep::Respond)]);
     }
 
     #[test]
@@ -303,7 +316,7 @@ mod tests {
         for header in [-1, 0, 1000, 5000] {
             let (mut r, mut out) = replay(&[ExchangeSpec(1, 1000, header, 0.0, 0.3, 0.0)]);
             r.on_received(at(0), SERVER, 1, &mut out);
-            r.on_step(at(0), AppStep::Respond, 1, &mut out);
+            r.on_step(at(0), ReplayStep::Respond, 1, &mut out);
             assert_eq!(out[1..], [Step::Write { side: SERVER, bytes: 1000 }, Step::Close { side: SERVER }], "header {header}");
         }
     }
