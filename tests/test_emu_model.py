@@ -25,6 +25,7 @@ import subprocess
 import pytest
 
 pytestmark = [
+    pytest.mark.usefixtures("no_namespace_left_behind"),
     pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root"),
     pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2"),
     pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3"),
@@ -33,7 +34,6 @@ pytestmark = [
 pathtwin = pytest.importorskip("pathtwin")
 from pathtwin.config import parse_quantity  # noqa: E402
 from pathtwin.emulation import Emulation  # noqa: E402
-from test_emu import leaves_nothing_behind  # noqa: E402,F401 - autouse: no namespace outlives a test
 from test_sim_paper import reactive, shared  # noqa: E402
 
 #: Length of every iperf3 run.
