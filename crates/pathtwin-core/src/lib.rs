@@ -11,9 +11,11 @@
 //! (NSDI'09 Eq. 2/4), [`pcapfile`] (writing captures), [`checksum`] (the Internet checksum), [`config`] (the one config
 //! schema), [`topology`] (compiling a config to routes over shared elements), [`driver`] (the one network driver both
 //! engines run: wake-ups, hop forwarding, queue sampling), [`table`] (columnar result tables), [`results`] (every result
-//! table's schema) and [`replay`] (Monkey Do's re-enactment of a traced connection, which both
-//! engines' workloads run).
+//! table's schema), [`app`] (the `[[flow]]` workload's applications: bulk, on/off,
+//! request/response, replay) and [`replay`] (Monkey Do's re-enactment of a traced connection);
+//! both engines' workloads run these two.
 
+pub mod app;
 pub mod bounds;
 pub mod checksum;
 pub mod config;

@@ -11,6 +11,8 @@
 //! rarely, and re-arming one later pushes nothing (the simulation keeps the earlier event and
 //! re-arms when it fires).
 
+use pathtwin_core::app::Step;
+use pathtwin_core::replay::ReplayStep;
 use pathtwin_core::time::Instant;
 
 /// What happens at an event. Indices refer to the simulation's tables.
@@ -20,47 +22,13 @@ pub enum Event {
     Element(u32),
     /// A TCP endpoint's timer (connection, side: 0 client, 1 server).
     Timer(u32, u8),
-    /// An application step of a connection (start, stop, on/off switch, think time over,
-    /// server delay over).
-    App(u32, AppStep),
+    /// A connection's start: its client connects and its application starts.
+    Start(u32),
+    /// A step a connection's application scheduled, or its `stop`
+    /// ([`pathtwin_core::app`]).
+    App(u32, Step),
     /// Take a sample of every time series.
     Sample,
-}
-
-/// Application steps, see [`crate::app`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AppStep {
-    Start,
-    Stop,
-    Toggle,
-    NextRequest,
-    Respond,
-    /// Replay: the query delay is over, the server writes the rest of the response.
-    RespondRest,
-}
-
-impl From<pathtwin_core::replay::ReplayStep> for AppStep {
-    fn from(s: pathtwin_core::replay::ReplayStep) -> AppStep {
-        use pathtwin_core::replay::ReplayStep;
-        match s {
-            ReplayStep::NextRequest => AppStep::NextRequest,
-            ReplayStep::Respond => AppStep::Respond,
-            ReplayStep::RespondRest => AppStep::RespondRest,
-        }
-    }
-}
-
-impl AppStep {
-    /// The replay's own step, for the steps a replay schedules.
-    pub fn replay_step(self) -> Option<pathtwin_core::replay::ReplayStep> {
-        use pathtwin_core::replay::ReplayStep;
-        match self {
-            AppStep::NextRequest => Some(ReplayStep::NextRequest),
-            AppStep::Respond => Some(ReplayStep::Respond),
-            AppStep::RespondRest => Some(ReplayStep::RespondRest),
-            AppStep::Start | AppStep::Stop | AppStep::Toggle => None,
-        }
-    }
 }
 
 /// Events are stored compactly: the key packs (time, sequence) into one `u128` and the event
@@ -214,12 +182,15 @@ impl QuadHeap {
     }
 }
 
+/// An event's code: its kind in bits 32..40, an argument byte (a timer's side, an
+/// application step) in bits 40..48, an index in the low 32 bits.
 fn encode(ev: Event) -> u64 {
     match ev {
         Event::Element(e) => e as u64,
         Event::Timer(c, side) => 1 << 32 | (side as u64) << 40 | c as u64,
-        Event::App(c, step) => 2 << 32 | (step as u64) << 40 | c as u64,
+        Event::App(c, step) => 2 << 32 | (step_code(step) as u64) << 40 | c as u64,
         Event::Sample => 3 << 32,
+        Event::Start(c) => 4 << 32 | c as u64,
     }
 }
 
@@ -229,18 +200,33 @@ fn decode(code: u64) -> Event {
     match (code >> 32) as u8 {
         0 => Event::Element(low),
         1 => Event::Timer(low, arg),
-        2 => Event::App(
-            low,
-            match arg {
-                0 => AppStep::Start,
-                1 => AppStep::Stop,
-                2 => AppStep::Toggle,
-                3 => AppStep::NextRequest,
-                4 => AppStep::Respond,
-                _ => AppStep::RespondRest,
-            },
-        ),
+        2 => Event::App(low, step_of(arg)),
+        4 => Event::Start(low),
         _ => Event::Sample,
+    }
+}
+
+fn step_code(step: Step) -> u8 {
+    match step {
+        Step::Stop => 0,
+        Step::Toggle => 1,
+        Step::NextRequest => 2,
+        Step::Respond => 3,
+        Step::Replay(ReplayStep::NextRequest) => 4,
+        Step::Replay(ReplayStep::Respond) => 5,
+        Step::Replay(ReplayStep::RespondRest) => 6,
+    }
+}
+
+fn step_of(code: u8) -> Step {
+    match code {
+        0 => Step::Stop,
+        1 => Step::Toggle,
+        2 => Step::NextRequest,
+        3 => Step::Respond,
+        4 => Step::Replay(ReplayStep::NextRequest),
+        5 => Step::Replay(ReplayStep::Respond),
+        _ => Step::Replay(ReplayStep::RespondRest),
     }
 }
 
@@ -266,12 +252,14 @@ mod tests {
         for ev in [
             Event::Element(u32::MAX),
             Event::Timer(7, 1),
-            Event::App(3, AppStep::Start),
-            Event::App(3, AppStep::Stop),
-            Event::App(3, AppStep::Toggle),
-            Event::App(3, AppStep::NextRequest),
-            Event::App(u32::MAX, AppStep::Respond),
-            Event::App(5, AppStep::RespondRest),
+            Event::Start(u32::MAX),
+            Event::App(3, Step::Stop),
+            Event::App(3, Step::Toggle),
+            Event::App(3, Step::NextRequest),
+            Event::App(u32::MAX, Step::Respond),
+            Event::App(5, Step::Replay(ReplayStep::NextRequest)),
+            Event::App(5, Step::Replay(ReplayStep::Respond)),
+            Event::App(5, Step::Replay(ReplayStep::RespondRest)),
             Event::Sample,
         ] {
             assert_eq!(decode(encode(ev)), ev);

@@ -3,8 +3,8 @@
 //! It compiles a config with `pathtwin-core`'s topology compiler, runs simulated TCP
 //! connections (`pathtwin-tcp`) between the hosts, and drives every element and endpoint
 //! from one [`event::EventQueue`] on a virtual clock: the network through `pathtwin-core`'s
-//! [`pathtwin_core::driver::Driver`] (the emulator's too), the endpoints and applications
-//! itself. Identical config and seed give identical tables, bit for bit. Results are
+//! [`pathtwin_core::driver::Driver`] (the emulator's too), the endpoints itself, and the
+//! workload's applications ([`pathtwin_core::app`], the emulator's too) on those endpoints. Identical config and seed give identical tables, bit for bit. Results are
 //! columnar tables with the schemas of [`pathtwin_core::results`]: per-flow summary, per-flow
 //! time series, per-queue summary and per-queue time series.
 //!
@@ -17,7 +17,6 @@
 //! Drive it with [`Simulation::advance`] in chunks (so a front end can show progress and stop
 //! on Ctrl-C keeping what was measured) or with [`Simulation::run`] to the end.
 
-pub mod app;
 pub mod event;
 pub mod packet;
 pub mod pcap;

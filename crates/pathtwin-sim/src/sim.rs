@@ -10,13 +10,19 @@
 //! client address ([`pcap::pipe_addr`]); the `pipes` results table lists those addresses.
 //! Connection `c`'s packets follow driver route `2c` from the client and `2c + 1` back.
 //! With `[run] until_done` the run ends once every connection has closed at both ends.
+//!
+//! The applications are [`pathtwin_core::app`]'s, the emulator's too: the hosts tell a
+//! connection's application what its endpoints did and turn its actions into endpoint calls
+//! (`send`, `close`) and events ([`Event::App`]), in the order it gives them. What is the
+//! simulator's own is how a streaming client writes ([`write_ahead`]) and what it measures:
+//! the goodput window up to `stop`, a replay's completion (both ends closed), connections done.
 
-use crate::app::App;
-use crate::event::{AppStep, Event, EventQueue};
+use crate::event::{Event, EventQueue};
 use crate::packet::{SegmentSlab, SimPacket};
 use crate::pcap::{self, PcapWriter};
-use pathtwin_core::replay::{Replay, ReplayStep, Step, CLIENT, SERVER};
 use crate::tcp_settings::check_tables_used;
+use pathtwin_core::app::{Action, App, Step, MIN_WRITE_AHEAD};
+use pathtwin_core::replay::{CLIENT, SERVER};
 use pathtwin_core::config::{Config, ConfigError, FlowConfig};
 use pathtwin_core::driver::{Driver, Engine, RouteId};
 use pathtwin_core::results::{self, FLOWS, FLOW_SERIES, PIPES, QUEUE_SERIES};
@@ -54,8 +60,8 @@ struct Connection {
     cc: &'static str,
     /// Bytes the server had read when the flow's measuring window closed (stop or run end).
     delivered_at_stop: Option<u64>,
-    /// When a sized bulk transfer was completely read by the server.
-    completed_at: Option<Instant>,
+    /// When both ends had closed (a replay's completion).
+    closed_at: Option<Instant>,
     /// Bytes read at the previous sample (for per-interval goodput).
     delivered_at_last_sample: u64,
     started: bool,
@@ -67,10 +73,7 @@ impl Connection {
     /// Bytes read by the applications at both ends (request/response counts both ways).
     fn delivered(&self) -> u64 {
         self.endpoints[SERVER].stats().bytes_delivered
-            + match self.app {
-                App::ReqResp(_) | App::Replay(_) => self.endpoints[CLIENT].stats().bytes_delivered,
-                _ => 0,
-            }
+            + if self.app.counts_server_only() { 0 } else { self.endpoints[CLIENT].stats().bytes_delivered }
     }
 }
 
@@ -121,8 +124,8 @@ struct Hosts {
     captures: Vec<Option<PcapWriter>>,
     /// Connections closed at both ends.
     done_conns: usize,
-    /// Scratch list of the replay application's steps.
-    replay_steps: Vec<Step>,
+    /// Scratch list of an application's actions.
+    actions: Vec<Action>,
 }
 
 /// Monaco measures its queueing with out-of-band packets that strict-priority queues serve
@@ -211,19 +214,19 @@ impl Simulation {
                     addrs: [client_addr, pcap::host_addr(b as u32)],
                     endpoints: [Endpoint::connect(tcp.clone(), start, isn_c), Endpoint::listen(tcp.clone(), isn_s)],
                     timers: [None, None],
-                    app: App::from_config(f),
+                    app: App::new(f),
                     start,
                     stop: f.stop.map(|s| Instant::ZERO + s),
                     cc: tcp.cc.name(),
                     delivered_at_stop: None,
-                    completed_at: None,
+                    closed_at: None,
                     delivered_at_last_sample: 0,
                     started: false,
                     closed: [false; 2],
                 });
-                events.schedule(start, Event::App(id, AppStep::Start));
+                events.schedule(start, Event::Start(id));
                 if let Some(s) = f.stop {
-                    events.schedule(Instant::ZERO + s, Event::App(id, AppStep::Stop));
+                    events.schedule(Instant::ZERO + s, Event::App(id, Step::Stop));
                 }
             }
             entry_hops.push(hops);
@@ -255,7 +258,7 @@ impl Simulation {
             sample_interval: cfg.run.sample_interval,
             cfg,
             driver,
-            hosts: Hosts { events, conns, segments: SegmentSlab::default(), captures: Vec::new(), done_conns: 0, replay_steps: Vec::new() },
+            hosts: Hosts { events, conns, segments: SegmentSlab::default(), captures: Vec::new(), done_conns: 0, actions: Vec::new() },
             flow_series: Arc::new(Table::new(FLOW_SERIES)),
             queue_series: Arc::new(Table::new(QUEUE_SERIES)),
             finished: false,
@@ -346,6 +349,7 @@ impl Simulation {
                 hosts.conns[c].endpoints[side].handle_timeout(now);
                 hosts.service(net, now, c, side);
             }
+            Event::Start(c) => hosts.on_start(net, now, c as usize),
             Event::App(c, step) => hosts.on_app(net, now, c as usize, step),
             Event::Sample => {
                 self.sample(now);
@@ -409,15 +413,12 @@ impl Simulation {
             let delivered = conn.delivered_at_stop.unwrap_or_else(|| conn.delivered());
             let active = end.saturating_since(conn.start).as_secs_f64();
             let goodput = if active > 0.0 { delivered as f64 * 8.0 / active } else { 0.0 };
-            let (responses, resp_mean) = match &conn.app {
-                App::ReqResp(r) if !r.response_times.is_empty() => {
-                    (r.response_times.len() as i64, r.response_times.iter().sum::<f64>() / r.response_times.len() as f64)
-                }
-                App::Replay(r) if !r.response_times.is_empty() => {
-                    (r.response_times.len() as i64, r.response_times.iter().sum::<f64>() / r.response_times.len() as f64)
-                }
-                _ => (0, f64::NAN),
+            let times = conn.app.response_times();
+            let (responses, resp_mean) = match times.len() {
+                0 => (0, f64::NAN),
+                n => (n as i64, times.iter().sum::<f64>() / n as f64),
             };
+            let completed = if conn.app.is_replay() { conn.closed_at } else { conn.app.completed_at() };
             let rtt_mean = if ep.rtt_count > 0 { ep.rtt_sum.as_millis_f64() / ep.rtt_count as f64 } else { f64::NAN };
             flows.push(vec![
                 Cell::I(i as i64),
@@ -444,7 +445,7 @@ impl Simulation {
                 Cell::I(conn.endpoints[SERVER].stats().ce_received as i64),
                 Cell::F(ep.rtt_min.map_or(f64::NAN, |d| d.as_millis_f64())),
                 Cell::F(rtt_mean),
-                Cell::F(conn.completed_at.map_or(f64::NAN, |t| (t - conn.start).as_secs_f64())),
+                Cell::F(completed.map_or(f64::NAN, |t| (t - conn.start).as_secs_f64())),
                 Cell::I(responses),
                 Cell::F(resp_mean),
             ]);
@@ -547,84 +548,57 @@ impl Hosts {
         }
     }
 
-    fn top_up(&mut self, c: usize) {
-        let conn = &mut self.conns[c];
-        let ep = &conn.endpoints[CLIENT];
-        let more = conn.app.top_up(ep.stats().bytes_acked, ep.cwnd());
-        if more > 0 {
-            conn.endpoints[CLIENT].send(more);
-            if let App::Bulk { limit: Some(l), written, .. } = conn.app {
-                if written >= l {
-                    conn.endpoints[CLIENT].close();
-                }
+    /// Carries out an application's actions on connection `c`, in their order: writes and
+    /// closes go to the endpoints (a `service` call sends what they allow), steps onto the
+    /// event queue.
+    fn apply(&mut self, c: usize, actions: &mut Vec<Action>) {
+        for a in actions.drain(..) {
+            match a {
+                Action::Write { side, bytes } => self.conns[c].endpoints[side].send(bytes),
+                Action::Close { side } => self.conns[c].endpoints[side].close(),
+                Action::At(t, step) => self.events.schedule(t, Event::App(c as u32, step)),
             }
         }
     }
 
-    fn on_tcp_event(&mut self, now: Instant, c: usize, side: usize, ev: TcpEvent) {
-        if matches!(ev, TcpEvent::Closed | TcpEvent::Reset) {
-            self.note_closed(now, c, side, matches!(ev, TcpEvent::Reset));
-        }
-        if matches!(self.conns[c].app, App::Replay(_)) {
-            self.on_replay_tcp_event(now, c, side, ev);
+    /// Lets a streaming client write what [`write_ahead`] says, within its application's
+    /// budget.
+    fn top_up(&mut self, c: usize) {
+        let conn = &mut self.conns[c];
+        let budget = conn.app.stream_budget();
+        if budget == 0 {
             return;
         }
-        let conn = &mut self.conns[c];
-        match ev {
-            TcpEvent::Connected if side == CLIENT => match &mut conn.app {
-                App::Bulk { writing, .. } | App::OnOff { writing, .. } => *writing = true,
-                App::ReqResp(r) => {
-                    r.request_sent_at = now;
-                    let req = r.request;
-                    conn.endpoints[CLIENT].send(req);
-                }
-                // Handled before (on_replay_tcp_event).
-                App::Replay(_) => {}
-            },
-            TcpEvent::Received { .. } => {
-                let delivered = conn.endpoints[side].stats().bytes_delivered;
-                match &mut conn.app {
-                    App::Bulk { limit: Some(l), .. } if side == SERVER && delivered >= *l && conn.completed_at.is_none() => {
-                        conn.completed_at = Some(now);
-                    }
-                    App::ReqResp(r) if side == SERVER => {
-                        while delivered >= (r.requests_read + 1) * r.request {
-                            r.requests_read += 1;
-                            let at = now + r.server_delay;
-                            self.events.schedule(at, Event::App(c as u32, AppStep::Respond));
-                        }
-                    }
-                    App::ReqResp(r) if side == CLIENT => {
-                        while delivered >= (r.responses_read + 1) * r.response {
-                            r.responses_read += 1;
-                            r.response_times.push((now - r.request_sent_at).as_secs_f64());
-                            let more = match &mut r.remaining {
-                                None => true,
-                                Some(0) => false,
-                                Some(n) => {
-                                    *n -= 1;
-                                    true
-                                }
-                            };
-                            let stopped = conn.stop.is_some_and(|s| now >= s);
-                            if more && !stopped {
-                                let at = now + r.think;
-                                self.events.schedule(at, Event::App(c as u32, AppStep::NextRequest));
-                            } else {
-                                conn.endpoints[CLIENT].close();
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            TcpEvent::PeerClosed if side == SERVER => conn.endpoints[SERVER].close(),
-            _ => {}
+        let ep = &conn.endpoints[CLIENT];
+        let more = write_ahead(ep.stats().bytes_acked, ep.cwnd(), conn.app.stream_written()).min(budget);
+        if more > 0 {
+            conn.endpoints[CLIENT].send(more);
+            let mut actions = std::mem::take(&mut self.actions);
+            conn.app.streamed(more, &mut actions);
+            self.apply(c, &mut actions);
+            self.actions = actions;
         }
+    }
+
+    /// Tells connection `c`'s application what its endpoint at `side` reported.
+    fn on_tcp_event(&mut self, now: Instant, c: usize, side: usize, ev: TcpEvent) {
+        let mut actions = std::mem::take(&mut self.actions);
+        let conn = &mut self.conns[c];
+        let delivered = conn.endpoints[side].stats().bytes_delivered;
+        match ev {
+            TcpEvent::Connected => conn.app.on_connected(now, side, delivered, &mut actions),
+            TcpEvent::Received { .. } => conn.app.on_received(now, side, delivered, &mut actions),
+            TcpEvent::PeerClosed => conn.app.on_peer_closed(side, &mut actions),
+            TcpEvent::Closed => self.note_closed(now, c, side, false),
+            TcpEvent::Reset => self.note_closed(now, c, side, true),
+            TcpEvent::AllAcked => {}
+        }
+        self.apply(c, &mut actions);
+        self.actions = actions;
     }
 
     /// Side `side` of connection `c` has closed; a reset ends both. Counts the connection
-    /// done (and a replay completed) when both ends have.
+    /// done (a replay completed) when both ends have.
     fn note_closed(&mut self, now: Instant, c: usize, side: usize, reset: bool) {
         let conn = &mut self.conns[c];
         let was_done = conn.closed == [true; 2];
@@ -634,110 +608,46 @@ impl Hosts {
         }
         if !was_done && conn.closed == [true; 2] {
             self.done_conns += 1;
-            if matches!(conn.app, App::Replay(_)) {
-                conn.completed_at = Some(now);
-            }
+            conn.closed_at = Some(now);
         }
     }
 
-    fn on_replay_tcp_event(&mut self, now: Instant, c: usize, side: usize, ev: TcpEvent) {
-        let mut steps = std::mem::take(&mut self.replay_steps);
+    /// Connection `c`'s start: its application starts, and its client's SYN leaves (the
+    /// `service` that follows).
+    fn on_start(&mut self, net: &mut Driver<SimPacket>, now: Instant, c: usize) {
+        let mut actions = std::mem::take(&mut self.actions);
         let conn = &mut self.conns[c];
+        conn.started = true;
+        conn.app.on_start(now, &mut actions);
+        self.apply(c, &mut actions);
+        self.actions = actions;
+        self.service(net, now, c, CLIENT);
+    }
+
+    /// An application's step is due (or its `stop`): let it act, then let the side it read
+    /// send what TCP can.
+    fn on_app(&mut self, net: &mut Driver<SimPacket>, now: Instant, c: usize, step: Step) {
+        let conn = &mut self.conns[c];
+        if step == Step::Stop {
+            conn.delivered_at_stop = Some(conn.delivered());
+        }
+        let side = step.side();
         let delivered = conn.endpoints[side].stats().bytes_delivered;
-        if let App::Replay(r) = &mut conn.app {
-            match ev {
-                TcpEvent::Connected => r.on_connected(now, side, delivered, &mut steps),
-                TcpEvent::Received { .. } => r.on_received(now, side, delivered, &mut steps),
-                TcpEvent::PeerClosed => r.on_peer_closed(side, &mut steps),
-                _ => {}
-            }
-        }
-        self.apply_replay_steps(c, &mut steps);
-        self.replay_steps = steps;
-    }
-
-    /// A replay's scheduled step is due: let it write, then send what TCP can.
-    fn on_replay_step(&mut self, net: &mut Driver<SimPacket>, now: Instant, c: usize, step: ReplayStep) {
-        let side = Replay::side_of(step);
-        let mut steps = std::mem::take(&mut self.replay_steps);
-        let conn = &mut self.conns[c];
-        let delivered = conn.endpoints[side].stats().bytes_delivered;
-        if let App::Replay(r) = &mut conn.app {
-            r.on_step(now, step, delivered, &mut steps);
-        }
-        self.apply_replay_steps(c, &mut steps);
-        self.replay_steps = steps;
-        self.service(net, now, c, side);
-    }
-
-    /// Carries out the replay's steps. Each comes from an event of the side it acts on, so
-    /// the `service` call under way (or the one after a step) sends what it wrote.
-    fn apply_replay_steps(&mut self, c: usize, steps: &mut Vec<Step>) {
-        for s in steps.drain(..) {
-            match s {
-                Step::Write { side, bytes } => self.conns[c].endpoints[side].send(bytes),
-                Step::Close { side } => self.conns[c].endpoints[side].close(),
-                Step::At(t, step) => self.events.schedule(t, Event::App(c as u32, step.into())),
-            }
+        let mut actions = std::mem::take(&mut self.actions);
+        let live = conn.app.on_step(now, step, delivered, &mut actions);
+        self.apply(c, &mut actions);
+        self.actions = actions;
+        if live {
+            self.service(net, now, c, side);
         }
     }
+}
 
-    fn on_app(&mut self, net: &mut Driver<SimPacket>, now: Instant, c: usize, step: AppStep) {
-        if let (App::Replay(_), Some(step)) = (&self.conns[c].app, step.replay_step()) {
-            self.on_replay_step(net, now, c, step);
-            return;
-        }
-        let conn = &mut self.conns[c];
-        match step {
-            AppStep::Start => {
-                conn.started = true;
-                if let App::OnOff { on, .. } = conn.app {
-                    self.events.schedule(now + on, Event::App(c as u32, AppStep::Toggle));
-                }
-                self.service(net, now, c, CLIENT);
-            }
-            AppStep::Stop => {
-                conn.delivered_at_stop = Some(conn.delivered());
-                match &mut conn.app {
-                    App::Bulk { writing, .. } | App::OnOff { writing, .. } => {
-                        *writing = false;
-                        conn.endpoints[CLIENT].close();
-                    }
-                    App::ReqResp(r) => r.remaining = Some(0),
-                    // Validation keeps `stop` away from replays.
-                    App::Replay(_) => {}
-                }
-                self.service(net, now, c, CLIENT);
-            }
-            AppStep::Toggle => {
-                let stopped = conn.stop.is_some_and(|s| now >= s);
-                if let App::OnOff { on, off, writing, .. } = &mut conn.app {
-                    if stopped {
-                        return;
-                    }
-                    *writing = !*writing;
-                    let next = if *writing { *on } else { *off };
-                    self.events.schedule(now + next, Event::App(c as u32, AppStep::Toggle));
-                }
-                self.service(net, now, c, CLIENT);
-            }
-            AppStep::NextRequest => {
-                if let App::ReqResp(r) = &mut conn.app {
-                    r.request_sent_at = now;
-                    let req = r.request;
-                    conn.endpoints[CLIENT].send(req);
-                }
-                self.service(net, now, c, CLIENT);
-            }
-            AppStep::RespondRest => {}
-            AppStep::Respond => {
-                if let App::ReqResp(r) = &conn.app {
-                    let resp = r.response;
-                    conn.endpoints[SERVER].send(resp);
-                }
-                self.service(net, now, c, SERVER);
-            }
-        }
-    }
-
+/// The simulator's writing rule for a streaming client (bulk, on/off): how many more bytes
+/// to write so that `written − acked` stays at least `2·max(cwnd, MIN_WRITE_AHEAD)`. The
+/// writer is never application-limited, yet what it has written but TCP not yet sent stays
+/// within about two windows, so that it stops promptly: at `stop` (or an `off` period) only
+/// that still drains, as with iperf's time limit.
+fn write_ahead(acked: u64, cwnd: u64, written: u64) -> u64 {
+    (acked + 2 * cwnd.max(MIN_WRITE_AHEAD)).saturating_sub(written)
 }

@@ -2,11 +2,11 @@
 //! connections, applications and `flows` table as the simulator's, with small built-in
 //! programs in place of simulated endpoints. Owns the runner thread and its result; the
 //! emulator ([`crate::emulator`]) starts it when asked ([`crate::EmulatorOptions::workload`]).
+//! The applications' rules (bulk, on/off, request/response, replay) are not here: they are
+//! [`pathtwin_core::app`], sans-IO, the very code the simulator runs.
 //!
 //! - [`plan`]: the connections and their sockets' settings, from the config, checked before
 //!   any host exists (what the kernel cannot do per connection is refused there);
-//! - [`app`]: the applications' rules (bulk, on/off, request/response, replay), sans-IO,
-//!   the simulator's;
 //! - [`runner`]: the one thread that runs every connection's client and server over
 //!   non-blocking sockets in the hosts' namespaces, on the emulator's clock, and why;
 //! - [`sock`]: its system calls.
@@ -17,7 +17,6 @@
 //! when stopped ([`Workload::stop`]); the packet loop keeps running until the emulation
 //! stops.
 
-pub mod app;
 pub mod plan;
 pub mod runner;
 pub mod sock;

@@ -1,8 +1,9 @@
 //! The workload's programs, all of them on one thread: every connection's client and server
 //! as non-blocking kernel sockets in their hosts' namespaces, one epoll set, and one timer
 //! (the emulator's absolute-deadline `timerfd`) for starts, stops, on/off periods, think
-//! times and server delays. The applications' decisions are [`super::app`]'s; this module
-//! carries them out and measures: bytes read, times, and the client socket's `tcp_info`.
+//! times and server delays. The applications' decisions are [`pathtwin_core::app`]'s (the
+//! simulator's too); this module carries them out and measures: bytes read, times, and the
+//! client socket's `tcp_info`.
 //!
 //! # Why one thread of the emulator's process, not programs in the hosts
 //! A program started in each namespace (as `bulk_transfer` or the replay agent do) costs a
@@ -32,20 +33,20 @@ use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStr
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::mpsc::SyncSender;
 
+use pathtwin_core::app::{Action, App, Step, MIN_WRITE_AHEAD};
 use pathtwin_core::replay::{CLIENT, SERVER};
 use pathtwin_core::time::Instant;
 
 use crate::clock::{DeadlineTimer, RealClock};
 use crate::tcpinfo::TcpInfo;
 
-use super::app::{Action, App, Step};
 use super::plan::{pipe_bind, Plan};
 use super::sock::{self, Epoll};
 use super::FlowRecord;
 
-/// Unsent bytes at which a socket stops taking more (`TCP_NOTSENT_LOWAT`): the simulator's
-/// smallest write-ahead (`pathtwin_sim::app::MIN_WRITE_AHEAD`).
-pub const WRITE_AHEAD: u32 = 64 * 1024;
+/// Unsent bytes at which a socket stops taking more (`TCP_NOTSENT_LOWAT`): the smallest
+/// write-ahead of both engines' streams.
+pub const WRITE_AHEAD: u32 = MIN_WRITE_AHEAD as u32;
 /// Bytes per `write` or `read`.
 const CHUNK: usize = 256 * 1024;
 /// Pending connections a listener holds: every copy of an entry may connect at once.
@@ -352,7 +353,9 @@ impl Runner {
                 // A connection that has finished (or failed) has no programs left to wake.
                 if conn.done_at.is_none() && conn.started_at.is_some() {
                     let delivered = conn.delivered[step.side()];
-                    self.with_app(c, |app, out| app.on_step(now, step, delivered, out));
+                    self.with_app(c, |app, out| {
+                        app.on_step(now, step, delivered, out);
+                    });
                     // A stop or a toggle may end the stream: close if asked, else write.
                     self.flush(c, CLIENT);
                 }

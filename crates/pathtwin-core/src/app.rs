@@ -1,10 +1,10 @@
-//! The applications of the emulator's workload, sans-IO: what a connection's two programs
-//! write, when they close and when they wake, decided from what their sockets delivered.
-//! The runner ([`super::runner`]) owns the sockets and the clock and carries out the
-//! [`Action`]s.
-//!
-//! The rules are the simulator's (`pathtwin_sim`'s `app.rs` and its `sim.rs` event
-//! handlers), so that a `[[flow]]` means one thing in both engines:
+//! The applications of the `[[flow]]` workload, sans-IO, for both engines: what a
+//! connection's two programs write, when they close and when they wake, decided from what
+//! their ends delivered. An engine owns the connection (the simulator's TCP endpoints, the
+//! emulator's kernel sockets) and the clock, tells the application what happened
+//! (`on_start`, `on_connected`, `on_received`, `on_peer_closed`, a due [`Step`]) and carries
+//! out the [`Action`]s it answers with, in their order. The rules, so that a `[[flow]]`
+//! means one thing in both engines:
 //! - **bulk** writes from the moment the handshake completes, `bytes` in all and then
 //!   closes (FIN after the last byte), or without `bytes` until `stop` (then closes) or the
 //!   end of the run; a sized transfer is complete when the server has read it whole;
@@ -15,20 +15,28 @@
 //!   every whole response read, the client records the time since it wrote the request,
 //!   then waits `think` and writes the next, `requests` times in all (unlimited without),
 //!   closing after the last or once `stop` has passed;
-//! - **replay** is `pathtwin_core::replay`'s sequencing, the very code the simulator runs;
+//! - **replay** is [`crate::replay`]'s sequencing;
 //! - in every application but replay the server closes once the client has (end of file).
 //!
-//! What differs is only how "writing" becomes bytes: the simulator's bulk writer keeps two
-//! congestion windows written ahead of the acknowledged data; here the runner writes
-//! whenever the kernel takes more, and the socket's `TCP_NOTSENT_LOWAT` keeps the unsent
-//! part to about [`super::runner::WRITE_AHEAD`], so that stopping (or an `off` period)
-//! leaves little more than a window to drain, as in the simulator.
+//! The engine hands the application [`Step::Stop`] at the flow's `stop`. What stays the
+//! engine's is how a streaming client's "writing" becomes bytes: the application says how
+//! much it may still write ([`App::stream_budget`]) and is told what was written
+//! ([`App::streamed`]). The simulator keeps `2·max(cwnd, MIN_WRITE_AHEAD)` written ahead of
+//! the acknowledged data; the emulator writes whenever the kernel takes more, and the
+//! socket's `TCP_NOTSENT_LOWAT` (at [`MIN_WRITE_AHEAD`]) keeps the unsent part small. Either
+//! way a stream's unsent data is bounded, so that stopping (or an `off` period) leaves
+//! little more than a window to drain.
 
-use pathtwin_core::config::{AppKind, FlowConfig};
-use pathtwin_core::replay::{Replay, ReplayStep, Step as ReplayAction, CLIENT, SERVER};
-use pathtwin_core::time::{Duration, Instant};
+use crate::config::{AppKind, FlowConfig};
+use crate::replay::{Replay, ReplayStep, Step as ReplayAction, CLIENT, SERVER};
+use crate::time::{Duration, Instant};
 
-/// What the application asks the runner to do.
+/// Bytes a streaming client keeps written ahead, at least: in the simulator of the
+/// acknowledged data (with twice the congestion window when larger), in the emulator of
+/// the data sent (`TCP_NOTSENT_LOWAT`).
+pub const MIN_WRITE_AHEAD: u64 = 64 * 1024;
+
+/// What the application asks its engine to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     /// The program at `side` writes `bytes` more bytes.
@@ -67,7 +75,7 @@ impl Step {
 #[derive(Clone, Debug)]
 enum Kind {
     Bulk { limit: Option<u64>, written: u64, writing: bool },
-    OnOff { on: Duration, off: Duration, writing: bool },
+    OnOff { on: Duration, off: Duration, written: u64, writing: bool },
     ReqResp(ReqResp),
     Replay(Box<Replay>),
 }
@@ -99,7 +107,7 @@ impl App {
     pub fn new(f: &FlowConfig) -> App {
         let kind = match f.app {
             AppKind::Bulk => Kind::Bulk { limit: f.bytes.map(|b| b.bytes()), written: 0, writing: false },
-            AppKind::Onoff => Kind::OnOff { on: f.on.expect("validated"), off: f.off.expect("validated"), writing: false },
+            AppKind::Onoff => Kind::OnOff { on: f.on.expect("validated"), off: f.off.expect("validated"), written: 0, writing: false },
             AppKind::Reqresp => Kind::ReqResp(ReqResp {
                 request: f.request.expect("validated").bytes().max(1),
                 response: f.response.expect("validated").bytes().max(1),
@@ -121,7 +129,7 @@ impl App {
         matches!(self.kind, Kind::Bulk { .. } | Kind::OnOff { .. })
     }
 
-    /// The client has issued its `connect` (the flow's start).
+    /// The flow's start: the client connects.
     pub fn on_start(&mut self, now: Instant, out: &mut Vec<Action>) {
         if let Kind::OnOff { on, .. } = self.kind {
             out.push(Action::At(now + on, Step::Toggle));
@@ -200,8 +208,11 @@ impl App {
         }
     }
 
-    /// A scheduled step is due; `delivered` is what [`Step::side`] has read so far.
-    pub fn on_step(&mut self, now: Instant, step: Step, delivered: u64, out: &mut Vec<Action>) {
+    /// A scheduled step is due; `delivered` is what [`Step::side`] has read so far. Returns
+    /// false for a step the application ignores because it is over: an on/off period that
+    /// ends once `stop` has passed (nothing changed, the engine need not look at the
+    /// connection).
+    pub fn on_step(&mut self, now: Instant, step: Step, delivered: u64, out: &mut Vec<Action>) -> bool {
         let stopped = self.stop.is_some_and(|s| now >= s);
         match (&mut self.kind, step) {
             (Kind::Bulk { writing, .. } | Kind::OnOff { writing, .. }, Step::Stop) => {
@@ -209,11 +220,12 @@ impl App {
                 out.push(Action::Close { side: CLIENT });
             }
             (Kind::ReqResp(r), Step::Stop) => r.remaining = Some(0),
-            (Kind::OnOff { on, off, writing }, Step::Toggle) if !stopped => {
+            (Kind::OnOff { on, off, writing, .. }, Step::Toggle) if !stopped => {
                 *writing = !*writing;
                 let next = if *writing { *on } else { *off };
                 out.push(Action::At(now + next, Step::Toggle));
             }
+            (Kind::OnOff { .. }, Step::Toggle) => return false,
             (Kind::ReqResp(r), Step::NextRequest) => {
                 r.request_sent_at = now;
                 out.push(Action::Write { side: CLIENT, bytes: r.request });
@@ -226,6 +238,7 @@ impl App {
             }
             _ => {}
         }
+        true
     }
 
     /// How many more bytes a streaming client may write now (0 when not writing or done).
@@ -239,11 +252,23 @@ impl App {
 
     /// The client wrote `n` bytes of its stream; a sized transfer closes after its last.
     pub fn streamed(&mut self, n: u64, out: &mut Vec<Action>) {
-        if let Kind::Bulk { limit, written, .. } = &mut self.kind {
-            *written += n;
-            if limit.is_some_and(|l| *written >= l) {
-                out.push(Action::Close { side: CLIENT });
+        match &mut self.kind {
+            Kind::Bulk { limit, written, .. } => {
+                *written += n;
+                if limit.is_some_and(|l| *written >= l) {
+                    out.push(Action::Close { side: CLIENT });
+                }
             }
+            Kind::OnOff { written, .. } => *written += n,
+            Kind::ReqResp(_) | Kind::Replay(_) => {}
+        }
+    }
+
+    /// Bytes the client has written of its stream so far (bulk, on/off).
+    pub fn stream_written(&self) -> u64 {
+        match self.kind {
+            Kind::Bulk { written, .. } | Kind::OnOff { written, .. } => written,
+            Kind::ReqResp(_) | Kind::Replay(_) => 0,
         }
     }
 
@@ -282,7 +307,7 @@ fn push_replay(steps: Vec<ReplayAction>, out: &mut Vec<Action>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pathtwin_core::config::Config;
+    use crate::config::Config;
 
     fn app(flow: &str) -> App {
         let cfg = Config::from_toml(&format!("hosts = [\"a\", \"b\"]\n[[flow]]\nfrom = \"a\"\nto = \"b\"\n{flow}"), "t.toml").unwrap();
@@ -320,13 +345,17 @@ mod tests {
         assert_eq!(std::mem::take(&mut out), [Action::At(at(2000), Step::Toggle)]);
         a.on_connected(at(40), CLIENT, 0, &mut out);
         assert_eq!(a.stream_budget(), u64::MAX);
+        a.streamed(5000, &mut out);
+        a.streamed(1000, &mut out);
+        assert_eq!((a.stream_written(), a.stream_budget()), (6000, u64::MAX), "an on/off stream counts what it wrote, unbounded");
+        assert!(out.is_empty());
         a.on_step(at(2000), Step::Toggle, 0, &mut out);
         assert_eq!((std::mem::take(&mut out), a.stream_budget()), (vec![Action::At(at(3000), Step::Toggle)], 0));
         a.on_step(at(3000), Step::Toggle, 0, &mut out);
         assert_eq!((std::mem::take(&mut out), a.stream_budget()), (vec![Action::At(at(5000), Step::Toggle)], u64::MAX));
         a.on_step(at(10_000), Step::Stop, 0, &mut out);
         assert_eq!((std::mem::take(&mut out), a.stream_budget()), (vec![Action::Close { side: CLIENT }], 0));
-        a.on_step(at(11_000), Step::Toggle, 0, &mut out);
+        assert!(!a.on_step(at(11_000), Step::Toggle, 0, &mut out), "a period ending after stop is over");
         assert!(out.is_empty(), "no toggling after stop");
     }
 
