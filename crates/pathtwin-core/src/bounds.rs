@@ -20,7 +20,8 @@
 //! queues because the bottleneck's queue is hard to measure from the ends (§2.2.2); where a
 //! capture does show it (the RTT spread × C), the measurement is kept as far as the bounds
 //! allow: raised to Eq. 2 where it is below, the part above Eq. 2 scaled down where both
-//! together exceed Eq. 4; a direction without a measurement takes the derived queue. \[P\]
+//! together exceed Eq. 4; a direction without a measurement takes the derived queue, or
+//! what Eq. 4 leaves beside the measured one if that is less. \[P\]
 
 use crate::time::Duration;
 use crate::units::Rate;
@@ -147,7 +148,13 @@ pub struct MeasuredFit {
 pub fn fit_measured(input: &PathBoundsInput, measured: [Option<u64>; 2], max_queue: u64) -> MeasuredFit {
     let b = bounds(input);
     let derived = derive(input, max_queue);
-    let mut q = [0, 1].map(|d| measured[d].unwrap_or(derived.queue[d]));
+    // An unmeasured direction takes the derived queue, or what Eq. 4 leaves beside the
+    // measured one if that is less (but not less than its Eq. 2 bound, below).
+    let mut q = [0, 1].map(|d| match (measured[d], measured[1 - d]) {
+        (Some(m), _) => m,
+        (None, Some(other)) => derived.queue[d].min((b.upper_total - other as f64).max(0.0) as u64),
+        (None, None) => derived.queue[d],
+    });
     let raised = [0, 1].map(|d| measured[d].is_some() && q[d] < b.lower[d]);
     for (q, lower) in q.iter_mut().zip(b.lower) {
         *q = (*q).max(lower);
@@ -188,6 +195,12 @@ mod tests {
         assert_eq!(q[0], 25_000 + (475_000.0 * 350_000.0 / 550_000.0) as u64);
         let fit = fit_measured(&fig1(100), [Some(80_000), None], DEFAULT_MAX_QUEUE);
         assert_eq!((fit.queue, fit.derived), (Some([80_000, 200_000]), [false, true]));
+        // Beside a large measurement, the unmeasured direction gets what Eq. 4 leaves.
+        let fit = fit_measured(&fig1(100), [Some(300_000), None], DEFAULT_MAX_QUEUE);
+        assert_eq!((fit.queue, fit.lowered), (Some([300_000, 100_000]), false));
+        let fit = fit_measured(&fig1(100), [None, Some(390_000)], DEFAULT_MAX_QUEUE);
+        // Too large for Eq. 4 beside the other's Eq. 2 bound: that bound, and the rest.
+        assert_eq!((fit.queue, fit.raised, fit.lowered), (Some([25_000, 375_000]), [false, false], true));
         assert_eq!(fit_measured(&fig1(10), [Some(80_000), Some(80_000)], DEFAULT_MAX_QUEUE).queue, None);
     }
 

@@ -80,7 +80,8 @@ fn queue_bounds<'py>(
 
 /// Measured queue sizes (bytes per direction of a path, `None` where not measured) fitted
 /// to NSDI'09 Eq. 2 and Eq. 4 (`bounds::fit_measured`): the queues to write, or `None` when
-/// no queue satisfies both, and what the fit changed.
+/// no queue satisfies both, and what the fit changed. `wmax_bytes` `None` is the model's
+/// default w_max.
 #[pyfunction]
 #[pyo3(signature = (abw_bps, capacity_bps, rtt_s, wmax_bytes, measured_bytes, flows = 1, max_queue_bytes = bounds::DEFAULT_MAX_QUEUE))]
 #[allow(clippy::too_many_arguments)]
@@ -89,7 +90,7 @@ fn fit_queues<'py>(
     abw_bps: (u64, u64),
     capacity_bps: (u64, u64),
     rtt_s: f64,
-    wmax_bytes: u64,
+    wmax_bytes: Option<u64>,
     measured_bytes: (Option<u64>, Option<u64>),
     flows: u32,
     max_queue_bytes: u64,
@@ -98,7 +99,7 @@ fn fit_queues<'py>(
         abw: [Rate::from_bps(abw_bps.0), Rate::from_bps(abw_bps.1)],
         capacity: [Rate::from_bps(capacity_bps.0), Rate::from_bps(capacity_bps.1)],
         rtt_base: Duration::from_secs_f64(rtt_s),
-        wmax: wmax_bytes,
+        wmax: wmax_bytes.unwrap_or(topology::DEFAULT_WMAX),
         flows: [flows, flows],
     };
     let fit = bounds::fit_measured(&input, [measured_bytes.0, measured_bytes.1], max_queue_bytes);
@@ -171,6 +172,7 @@ fn monkey_pipe_queues(down_bps: u64) -> (String, String) {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    m.add("DEFAULT_PATH_CAPACITY_BPS", topology::DEFAULT_PATH_CAPACITY.bps())?;
     m.add_function(wrap_pyfunction!(validate_config, m)?)?;
     m.add_function(wrap_pyfunction!(config_toml, m)?)?;
     m.add_function(wrap_pyfunction!(queue_bounds, m)?)?;

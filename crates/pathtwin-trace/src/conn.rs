@@ -292,10 +292,12 @@ pub struct Downstream {
     /// Stream starts of retransmitted segments (the first [`QUEUE_LOG`]).
     retransmitted: Vec<u64>,
     /// Capacity pairs (`direction`): ACK pairs of one burst before the first retransmission.
-    pub cap: PairPool,
+    /// Boxed, as `rounds` and [`Conn::up`] are: the per-packet fields stay together in a few
+    /// cache lines.
+    pub cap: Box<PairPool>,
     /// Delivery rounds (`direction`): acknowledged bytes, clean RTT samples, what the
     /// server did.
-    pub rounds: Rounds,
+    pub rounds: Box<Rounds>,
     /// Whether the last new data segment ended short of a full segment (or of a whole
     /// number of them, for a TSO super-packet): the server's send buffer had run dry.
     short_tail: bool,
@@ -316,8 +318,10 @@ pub struct Upstream {
     pub rounds: Rounds,
     /// The client's first TSval on data: one-way delays are taken relative to it.
     ts0: Option<u32>,
-    /// The previous in-order new client segment: arrival time and TSval.
-    prev: Option<(u64, Option<u32>)>,
+    /// The previous in-order new client segment: arrival time, TSval, and whether it was
+    /// full-sized (a short one ends an application write: the next need not follow it
+    /// back to back, whatever its TSval).
+    prev: Option<(u64, Option<u32>, bool)>,
     /// TSval of the client's highest segment so far.
     ts_high: Option<u32>,
     /// An open hole in the client's stream: when it opened, and the one-way delay of the
@@ -397,7 +401,7 @@ pub struct Conn {
     pub handshake_complete: bool,
     pub rst_ns: Option<u64>,
     pub down: Downstream,
-    pub up: Upstream,
+    pub up: Box<Upstream>,
     /// Client window of the first request packet, scaled.
     pub request_rwin: Option<u64>,
     /// Largest window the client advertised after the handshake, scaled: above
@@ -450,13 +454,13 @@ impl Conn {
                 delack: Summary::new(index.wrapping_mul(3) + 1),
                 sends: SendLog::default(),
                 retransmitted: Vec::new(),
-                cap: PairPool::default(),
-                rounds: Rounds::default(),
+                cap: Box::default(),
+                rounds: Box::default(),
                 short_tail: false,
                 last_clean_rtt: None,
                 max_wire: 0,
             },
-            up: Upstream { rounds: Rounds::through_recovery(), ..Upstream::default() },
+            up: Box::new(Upstream { rounds: Rounds::through_recovery(), ..Upstream::default() }),
             request_rwin: None,
             client_rwin_max: 0,
             exchanges: Vec::new(),
@@ -961,12 +965,16 @@ impl Conn {
     /// New client payload (`len` bytes from `start`, `fresh` of them never seen before; the
     /// client's highest byte was `high_before`) arriving at `now`: the upstream's
     /// `direction` estimates, seen at its receiver.
+    // Client data is rare beside ACKs: kept out of line, `on_segment` stays small.
     #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
     fn on_client_data(&mut self, now: u64, start: u64, len: u64, fresh: u64, high_before: u64, opts: &TcpOptions, wire: u64) {
         let min_rtt = self.min_rtt_ns();
         // The right edge of the server's advertised window, and the largest segment it takes.
         let rwnd_edge = self.handshake_complete.then(|| self.half[DOWN].ack_high + ((self.half[DOWN].last_window as u64) << self.wscale(DOWN)));
         let mss = self.half[DOWN].mss.unwrap_or(536) as u64;
+        // Full-sized: within the header options' 40 bytes of the server's MSS.
+        let full = len + 40 >= mss;
         let all_acked = self.half[DOWN].ack_high >= high_before;
         let holes_left = self.half[UP].seen.holes() > 1;
         let u = &mut self.up;
@@ -1010,18 +1018,18 @@ impl Conn {
         if rwnd_edge.is_some_and(|e| end + mss > e) {
             flags |= flag::RWND;
         }
-        if let (Some((t, _)), Some(m)) = (u.prev, min_rtt) {
+        if let (Some((t, _, _)), Some(m)) = (u.prev, min_rtt) {
             // Idle for a round trip with everything acknowledged: the client had nothing to send.
             if now.saturating_sub(t) > m && all_acked {
                 flags |= flag::APP;
             }
         }
-        if let (Some((t, Some(pv))), Some(v)) = (u.prev, tsval) {
+        if let (Some((t, Some(pv), true)), Some(v)) = (u.prev, tsval) {
             if v == pv && !filler && !jump && !u.loss_seen {
                 u.cap.add(v as u64, wire as f64 * 8.0, now.saturating_sub(t) as f64 / 1e9);
             }
         }
-        u.prev = (!filler).then_some((now, tsval));
+        u.prev = (!filler).then_some((now, tsval, full));
         let bytes = wire * fresh / len.max(1);
         u.rounds.deliver(now, bytes, delay.map(|d| (d, 0)), flags, min_rtt);
     }
@@ -1042,7 +1050,7 @@ impl Conn {
     /// first window of 10 segments makes that a third of all packets. [P]
     pub fn queue_explained_losses(&self, rate_bps: f64) -> u64 {
         // Only a retransmitted segment can count: without one, no replay.
-        if !(rate_bps > 0.0) || self.down.retransmitted.is_empty() {
+        if rate_bps.is_nan() || rate_bps <= 0.0 || self.down.retransmitted.is_empty() {
             return 0;
         }
         let limit = match monkey_pipe_queues(Rate::from_bps(rate_bps as u64)).get(0) {

@@ -164,11 +164,20 @@ record! {
     // Per-direction path estimates (`direction`), for `trace to-paths`: server to client
     // seen at the sender, client to server at the receiver (client TCP timestamps needed
     // for its delays and pairs). Rates count IP bytes, as a link does.
-    /// Capacity: same-burst ACK pairs before the first retransmission, pooled (Σbits/Σgap).
+    /// Capacity: same-burst ACK pairs before the first retransmission, least squares over
+    /// their bursts (1/C = Σ bits·span / Σ bits²).
     capacity_s2c_bps: F64,
-    /// Standard error of `capacity_s2c_bps`, bursts as clusters (two bursts or more).
+    /// Standard error of `capacity_s2c_bps` (two bursts or more), for jitter after the
+    /// bottleneck that is independent of the flow.
     capacity_s2c_se_bps: F64,
+    /// Bound on the bias of jitter locked to the flow (every burst's last ACK delayed alike
+    /// by periodic reverse traffic): the spread of the pairs' gaps over the bursts' lengths.
+    capacity_s2c_bias_bps: F64,
     capacity_s2c_pairs: U64,
+    capacity_s2c_bursts: U64,
+    /// Σ bits² over the bursts: the estimate's least-squares weight, to pool connections
+    /// (1/C = Σ weight/C_i / Σ weight).
+    capacity_s2c_weight: F64,
     /// ABW: delivery rate over rounds whose every RTT sample showed a standing queue, when
     /// its error bound (Σ queue backlog at capacity / busy time) is within 25 % of it.
     abw_s2c_bps: F64,
@@ -196,10 +205,13 @@ record! {
     /// loss of a path model.
     noncongestion_loss_s2c: F64,
     /// Capacity: consecutive client segments with the same TSval before the first upstream
-    /// loss, pooled.
+    /// loss, as server to client.
     capacity_c2s_bps: F64,
     capacity_c2s_se_bps: F64,
+    capacity_c2s_bias_bps: F64,
     capacity_c2s_pairs: U64,
+    capacity_c2s_bursts: U64,
+    capacity_c2s_weight: F64,
     /// ABW, as server to client but from the arrival of client bytes and their one-way delay.
     abw_c2s_bps: F64,
     abw_c2s_error_bps: F64,
@@ -367,7 +379,10 @@ impl ConnRecord {
             rto_min_ms: d.timeout_min_ns.map(ms),
             capacity_s2c_bps: s2c.capacity.map(|e| e.rate_bps),
             capacity_s2c_se_bps: s2c.capacity.and_then(|e| e.se_bps),
+            capacity_s2c_bias_bps: s2c.capacity.map(|e| e.bias_bps),
             capacity_s2c_pairs: d.cap.pairs(),
+            capacity_s2c_bursts: s2c.capacity.map_or(0, |e| e.bursts),
+            capacity_s2c_weight: s2c.capacity.map(|e| e.weight),
             abw_s2c_bps: s2c.abw_bps,
             abw_s2c_error_bps: s2c.abw_error_bps,
             busy_s2c_ms: Some(s2c.busy_s * 1e3),
@@ -384,7 +399,10 @@ impl ConnRecord {
             ),
             capacity_c2s_bps: c2s.capacity.map(|e| e.rate_bps),
             capacity_c2s_se_bps: c2s.capacity.and_then(|e| e.se_bps),
+            capacity_c2s_bias_bps: c2s.capacity.map(|e| e.bias_bps),
             capacity_c2s_pairs: c.up.cap.pairs(),
+            capacity_c2s_bursts: c2s.capacity.map_or(0, |e| e.bursts),
+            capacity_c2s_weight: c2s.capacity.map(|e| e.weight),
             abw_c2s_bps: c2s.abw_bps,
             abw_c2s_error_bps: c2s.abw_error_bps,
             busy_c2s_ms: Some(c2s.busy_s * 1e3),
