@@ -9,8 +9,12 @@ of every connection (request and response bytes, header bytes before Monkey's
 header/results split, server and query delays, response time, the client's think time).
 ``diagnose(capture)`` runs Monarch's self-diagnosis over probe flows (one row per flow with
 its verdict) and ``verdict_table`` summarizes it like the paper's Table 5.
-``to_paths(conns)`` turns the kept connections into a ``paths`` topology (a path from the
-server to each client) that ``pathtwin sim`` and ``pathtwin emu`` accept.
+``to_paths(conns)`` turns the connections into a ``paths`` topology (a path from the server
+to each client) that ``pathtwin sim`` and ``pathtwin emu`` accept, every quantity per
+direction as what it is — capacity from packet pairs, ABW only from network-limited
+transfers (else a labelled lower bound), queue, random loss — with its confidence
+(``estimates``; ``paths_toml`` writes the topology through the schema's serialiser and
+``estimates_path`` names the JSON beside it).
 
 The analyses are the Rust crate ``pathtwin-trace``; this module only wraps columns into
 pandas and writes files. Capture problems raise ``PathtwinError`` with one line.
@@ -34,7 +38,8 @@ from .trace_files import check_capture, check_output, check_threads
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], None]]
 
-__all__ = ["analyze", "workload", "diagnose", "verdict_table", "to_paths", "paths_toml", "write_table", "read_table"]
+__all__ = ["analyze", "workload", "diagnose", "verdict_table", "to_paths", "paths_toml", "estimates_path",
+           "direction_label", "write_table", "read_table"]
 
 
 def _native():
@@ -255,12 +260,18 @@ def _capacity(g: pd.DataFrame, d: str) -> dict:
     resid = float((se_x**2 * w * (n - 1).clip(lower=0)).sum() + (w * (x - x_hat) ** 2).sum())
     bursts = int(n.sum())
     se = math.sqrt(resid / (bursts - 1) / w.sum()) / x_hat**2 if bursts >= 2 else None
-    bias_x = float((w * rows[f"capacity_{d}_bias_bps"].astype(float) * x**2).sum() / w.sum())
+    # C + bias = 1/(x − β): back to a bound on 1/C, pooled, and forth (unbounded once β ≥ x).
+    c_i = 1.0 / x
+    beta = x - 1.0 / (c_i + rows[f"capacity_{d}_bias_bps"].astype(float))
+    beta_hat = float((w * beta).sum() / w.sum())
+    bias = 1.0 / (x_hat - beta_hat) - 1.0 / x_hat if beta_hat < x_hat else math.inf
     how = (f"{source}: least squares over {bursts} burst(s) of {len(rows)} connection(s), a burst weighing its "
            f"length squared; se_bps is the bursts' scatter (jitter after the bottleneck independent of the "
            f"flow), bias_bps bounds jitter locked to it (every burst's last ACK delayed alike)")
-    return {"kind": "point", "value_bps": 1.0 / x_hat, "se_bps": se, "bias_bps": bias_x / x_hat**2, "pairs": pairs,
-            "bursts": bursts, "connections": len(rows), "how": how}
+    if not math.isfinite(bias):
+        how += "; the bias is unbounded here (the pairs' gaps spread wider than the bursts last)"
+    return {"kind": "point", "value_bps": 1.0 / x_hat, "se_bps": se, "bias_bps": bias if math.isfinite(bias) else None,
+            "pairs": pairs, "bursts": bursts, "connections": len(rows), "how": how}
 
 
 def _limits(g: pd.DataFrame, d: str) -> dict:
@@ -403,6 +414,11 @@ def _written_rate(bps: float) -> int:
     return max(round(bps / 1e3), 1) * 1000
 
 
+def direction_label(d: str, server: str, client: str) -> str:
+    """``server->client`` for ``s2c``, ``client->server`` for ``c2s``."""
+    return _ARROW[d].format(server=server, client=client)
+
+
 def estimates_path(output: PathLike) -> Path:
     """Where ``trace to-paths`` writes the estimates beside the topology ``output``
     (``paths.toml`` → ``paths.estimates.json``)."""
@@ -420,8 +436,9 @@ def _summary(est: dict, server: str) -> list[str]:
     for d in DIRECTIONS:
         e = est[d]
         cap, abw, q, loss = e["capacity"], e["abw"], e["queue"], e["loss"]
+        bias = "unbounded" if cap.get("bias_bps") is None else rate(cap["bias_bps"])
         c = (f"capacity {rate(cap['value_bps'])}" + (f" ± {rate(cap['se_bps'])} (se)" if cap.get("se_bps") else "")
-             + f" ± {rate(cap['bias_bps'])} (bias bound), {cap['bursts']} burst(s)" if cap["kind"] == "point"
+             + f" ± {bias} (bias bound), {cap['bursts']} burst(s)" if cap["kind"] == "point"
              else f"capacity {cap['kind']} ({rate(cap['written_bps'])})")
         if abw["kind"] == "point":
             a = f"ABW {rate(abw['value_bps'])} ± {rate(abw['error_bps'])} (network-limited {abw['busy_s']:.2f} s)"
@@ -434,8 +451,7 @@ def _summary(est: dict, server: str) -> list[str]:
         qt = (f"queue {q['written_bytes']} B ({q['kind']})" if q.get("written_bytes") is not None
               else "queue left to the model (no queue meets Eq. 2 and 4)")
         lt = f"loss {100 * loss['value']:.2f} % ({loss['packets']} packets)" if loss["kind"] == "point" else "loss unknown (0)"
-        arrow = _ARROW[d].format(server=server, client=est["host"])
-        lines.append(f"#   {arrow}: {c}; {a}; {qt}; {lt}")
+        lines.append(f"#   {direction_label(d, server, est['host'])}: {c}; {a}; {qt}; {lt}")
     return lines
 
 

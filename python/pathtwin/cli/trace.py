@@ -285,33 +285,33 @@ def _to_paths(conns: "Path", output: "Path", server_name: str, include_pruned: b
             path.write_text(content)
         except OSError as e:
             raise PathtwinError(f"{path}: cannot write ({e.strerror})") from None
-    out = _console()
-    t = _table(title=f"{output}: {len(topo['path'])} path(s) from {conns}")
-    for col in ("path", "capacity", "ABW", "queue", "loss", "base RTT"):
-        t.add_column(col)
+    rows = []
     for est in topo["estimates"]:
         for d in trace.DIRECTIONS:
             x = est[d]
             q = x["queue"].get("written_bytes")
-            arrow = trace._ARROW[d].format(server=server_name, client=est["host"])
-            t.add_row(arrow, _estimate_cell(x["capacity"]), _estimate_cell(x["abw"]),
-                      "-" if q is None else f"{q / 1e3:.1f} KB ({x['queue']['kind']})",
-                      f"{100 * x['loss']['value']:.2f} %" if x["loss"]["kind"] == "point" else "-",
-                      f"{est['rtt']['value_ms']:.2f} ms" if d == "s2c" else "")
-    out.print(t)
-    out.print(f"wrote {output} and {sidecar} (every estimate: its kind, samples, spread and how it was made)")
+            rows.append((trace.direction_label(d, server_name, est["host"]), est["client"] if d == "s2c" else "",
+                         f"{est['rtt']['value_ms']:.2f} ms" if d == "s2c" else "",
+                         _estimate_cell(x["capacity"]), _estimate_cell(x["abw"]),
+                         "-" if q is None else f"{q / 1e3:.1f} KB {x['queue']['kind']}",
+                         f"{100 * x['loss']['value']:.2f} %" if x["loss"]["kind"] == "point" else "-"))
+    print(f"{conns}: {len(topo['path'])} path(s)")
+    print(text_table(("path", "client", "base RTT", "capacity", "ABW", "queue", "loss"), rows, left=2))
+    print(f"wrote {output} and {sidecar} (every estimate: its kind, samples, spread and how it was made)")
 
 
 def _estimate_cell(e: dict) -> str:
-    """A rate estimate in a table cell: value ± spread and its kind."""
+    """A rate estimate in a table cell: value, its spread and what kind of estimate it is."""
     v = e.get("value_bps")
     if e["kind"] == "point":
         # A capacity's statistical and bias bounds add up; an ABW has its error bound.
+        if "bias_bps" in e and e["bias_bps"] is None:
+            return f"{_rate(v)} (bias unbounded)"
         spread = 3 * (e.get("se_bps") or 0.0) + e["bias_bps"] if "bias_bps" in e else e.get("error_bps")
         return f"{_rate(v)}" + (f" ± {_rate(spread)}" if spread else "")
     if e["kind"] == "lower bound":
-        return f"≥ {_rate(v)} (bound)"
-    return f"{e['kind']}"
+        return f"≥ {_rate(v)}, wrote {_rate(e['written_bps'])}"
+    return f"{e['kind']}: wrote {_rate(e['written_bps'])}"
 
 
 def register(app) -> None:
