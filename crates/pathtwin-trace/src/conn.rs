@@ -1199,6 +1199,55 @@ pub(crate) mod tests {
         )
     }
 
+    /// An upload seen at its receiver: a hole in the client's stream refilled by a segment
+    /// with a later timestamp is a loss before the capture point, one refilled by an earlier
+    /// timestamp a reordering; same-TSval neighbours after a full segment are capacity pairs,
+    /// and one-way delays come from the timestamps.
+    #[test]
+    fn upstream_losses_reordering_and_pairs_from_client_timestamps() {
+        use flags::{ACK, SYN};
+        // MSS 1460 and timestamps on both SYNs; `ts(v)` a data segment's option.
+        const SYN_OPTS: [u8; 16] = [2, 4, 5, 180, 1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0];
+        fn ts(v: u32) -> [u8; 12] {
+            let b = v.to_be_bytes();
+            [1, 1, 8, 10, b[0], b[1], b[2], b[3], 0, 0, 0, 1]
+        }
+        let mut c = conn();
+        let (ci, si) = (100u32, 5000u32);
+        let mut h = seg(SYN, ci, 0, 65535, 0);
+        h.raw_options = &SYN_OPTS;
+        c.on_segment(UP, 0, &h, &[], 56);
+        let mut h = seg(SYN | ACK, si, ci + 1, 65535, 0);
+        h.raw_options = &SYN_OPTS;
+        c.on_segment(DOWN, MS, &h, &[], 56);
+        c.on_segment(UP, 41 * MS, &seg(ACK, ci + 1, si + 1, 65535, 0), &[], 52);
+        let data = |c: &mut Conn, t: u64, k: u32, tsval: u32| {
+            let o = ts(tsval);
+            let mut h = seg(ACK, ci + 1 + k * 1448, si + 1, 65535, 1448);
+            h.raw_options = &o;
+            c.on_segment(UP, t, &h, &[], 1500);
+        };
+        // Segments 0-3 sent together (one tick), arriving 1.2 ms apart (10 Mbit/s).
+        for k in 0..4 {
+            data(&mut c, 50 * MS + k as u64 * 1_200_000, k, 7);
+        }
+        // 5 is lost; 6 arrives, then 5 again 40 ms later with a later timestamp.
+        data(&mut c, 60 * MS, 6, 17);
+        data(&mut c, 100 * MS, 5, 57);
+        // 8 overtakes 7 (sent in the same tick): a reordering, not a loss.
+        data(&mut c, 110 * MS, 8, 67);
+        data(&mut c, 110 * MS + 1_200_000, 7, 67);
+        data(&mut c, 111 * MS, 4, 67); // 4 was never seen either: a reordered original
+        let e = c.up.cap.estimate().unwrap();
+        assert_eq!((e.pairs, e.bursts), (3, 1));
+        assert!((e.rate_bps / 10e6 - 1.0).abs() < 1e-9, "{e:?}");
+        assert_eq!(c.up.rounds.losses(), 1);
+        let r = crate::record::ConnRecord::from_conn(&c);
+        assert_eq!((r.lost_packets_c2s, r.capacity_c2s_pairs), (1, 3));
+        // The one-way delays: 0 (segment 0) to 3.6 ms (segment 3, behind three others).
+        assert!((r.queue_delay_c2s_ms.unwrap() - 3.6).abs() < 0.01, "{r:?}");
+    }
+
     /// Ten 1500-byte segments at once into a 40 kbit/s bottleneck: Monkey's rule gives it 5
     /// packets of queue, so one in service and five waiting fit and the last four overflow.
     /// Retransmissions of those four are explained, a fifth (of a segment that fit) is not;
