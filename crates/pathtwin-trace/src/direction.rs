@@ -11,7 +11,8 @@
 //! - [`PairPool`], **capacity** from back-to-back pairs. Server to client: consecutive ACKs
 //!   whose segments left the server in one burst (Monkey's ACK pairs under its *same burst*
 //!   rule only); client to server: consecutive client segments with the same TCP timestamp
-//!   (sent within one tick of the client's clock: one burst). Segments that reach the
+//!   (sent within one tick of the client's clock: one burst), the first of them full-sized
+//!   (a short one ends an application write, and the next may wait). Segments that reach the
 //!   bottleneck together leave it one transmission time apart. Only pairs before the
 //!   direction's first loss count: once a queue has overflowed, back-to-back segments no
 //!   longer sit together in it (cross traffic that found it full goes first; the emulator's
@@ -38,7 +39,9 @@
 //!   client's TCP timestamps, 1-ms ticks as Linux, FreeBSD and macOS send them) and what the
 //!   sender did in it: retransmitted, filled the receiver's window, or let its application
 //!   set the pace (a segment short of full with more data after it: the send buffer ran dry;
-//!   or data after a round trip idle with everything acknowledged).
+//!   or data after a round trip idle with everything acknowledged). The round under way is
+//!   kept whole; finished ones in 32 bytes (delays to the microsecond), [`ROUND_LOG`] of
+//!   them at most, neighbours merging when full.
 //!
 //! **ABW**, which NSDI'09 §3.3 equates with a TCP flow's throughput. A round is *busy* when
 //! every delay sample in it shows a standing queue: above the base delay by more than the
@@ -59,7 +62,9 @@
 //! ever was are congestion losses, which a model's queue makes by itself; the rest are
 //! random loss. Server to client a loss is a retransmission; client to server a hole in the
 //! client's stream filled by a retransmission (a later TSval than the data above it), not by
-//! a reordered original.
+//! a reordered original. **What limited the transfer** ([`Limit`]): the network when the ABW
+//! is a point estimate; else the receiver's window, or the application, when at least half
+//! the rounds show it; else losses (no standing queue, or one too brief), or slow start.
 
 /// Largest error bound, as a share of the estimate, for which ABW is a point estimate \[P\].
 pub const POINT_BOUND: f64 = 0.25;
