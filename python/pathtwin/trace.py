@@ -181,21 +181,24 @@ def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: b
     ``[[path]]`` entries as the config schema takes them (``between = [server, client]``,
     so per-direction values are server→client first), ``estimates`` one record per path
     saying, for the base RTT and for each direction's capacity, ABW, queue and loss, the
-    value written, what kind of estimate it is (``point``, ``lower bound``, ``derived``,
-    ``default`` or ``unknown``), its samples and spread, and how it was made. A client seen
-    in several connections gets one path:
+    value written, what kind of estimate it is (``point``, ``lower bound``, ``assumed``,
+    ``derived``, ``default`` or ``unknown``), its samples and spread, and how it was made. A
+    client seen in several connections gets one path:
 
     - **base RTT**: the smallest min RTT (handshake and Karn samples; Monkey's
       propagation-delay estimate);
     - **capacity**: the connections' packet-pair estimates (``capacity_*_bps``: same-burst
-      ACK pairs server to client, same-TSval arrivals client to server) weighted by their
-      inverse variance; unmeasured, the model's default capacity, which limits nothing;
+      ACK pairs server to client, same-TSval arrivals client to server), their least-squares
+      fits pooled into one, with a standard error and a bound on locked jitter's bias;
+      unmeasured, the model's default capacity, which limits nothing;
     - **ABW**: from connections whose queue stood for whole round trips (network-limited:
       ``abw_*_bps``), their estimates weighted by that time, ± their backlog bound. Where no
       connection was network-limited (too short, held by the receiver's window or by the
       application) the capture says only that the ABW is at least ``abw_*_floor_bps``: the
       schema needs an ABW, so the path gets ABW = capacity (no cross traffic modelled) and
-      the estimate says so;
+      the estimate says so. A direction with nothing measured at all (the upstream of
+      downloads) takes the other direction's ABW (``assumed``), so that Eq. 4's "forward"
+      direction, the one of higher ABW, is a measured one;
     - **queue**: the largest queueing delay × capacity, a point estimate if that direction
       lost packets to a full queue (else the queue was at least that); fitted to NSDI'09
       Eq. 2 and Eq. 4 (``_native.fit_queues``: raised to Eq. 2, the excess lowered to fit Eq.
@@ -227,14 +230,6 @@ def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: b
         paths.append(entry)
         estimates.append(est)
     return {"hosts": hosts, "path": paths, "estimates": estimates}
-
-
-def _num(x) -> Optional[float]:
-    """A finite float, or None for a missing value."""
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
 
 
 def _capacity(g: pd.DataFrame, d: str) -> dict:
