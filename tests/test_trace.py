@@ -4,6 +4,8 @@ and the bridge to a paths topology."""
 
 from __future__ import annotations
 
+import json
+import math
 import random
 import struct
 from pathlib import Path
@@ -233,8 +235,97 @@ def test_to_paths_bridge(small_capture, tmp_path, capsys):
 
     body = text.split("\n\n", 1)[1]
     assert _native.config_toml(text, "toml", str(out)) == body
-    assert [line for line in text.splitlines() if line.startswith("# c")] == [
-        f"# c{i}: client {p['_client_ip']} (1 connection(s))" for i, p in enumerate(topo["path"])]
+    assert [line.split(";")[0] for line in text.splitlines() if line.startswith("# c")] == [
+        f"# c{i}: client {e['client']} (1 connection(s))" for i, e in enumerate(topo["estimates"])]
+    # Two-segment responses whose last ACK may have been delayed: no capacity, so no ABW
+    # either; each says so, and the path gets the model's default capacity for both.
+    for e in topo["estimates"]:
+        for d in ("s2c", "c2s"):
+            assert (e[d]["capacity"]["kind"], e[d]["abw"]["kind"]) == ("default", "unknown"), e[d]
+            assert e[d]["abw"]["written_bps"] == e[d]["capacity"]["written_bps"] == _native.DEFAULT_PATH_CAPACITY_BPS
+    # The estimates beside the topology, as the command printed.
+    sidecar = json.loads((tmp_path / "paths.estimates.json").read_text())
+    assert sidecar["topology"] == "paths.toml" and sidecar["paths"] == json.loads(json.dumps(topo["estimates"]))
+    assert "paths.estimates.json" in capsys.readouterr().out
+
+
+# A simulated path whose capacity (20 Mbit/s) and ABW (5 Mbit/s) differ, three clients:
+# a bulk download (network-limited), one held by a 12-KB receive window, and short
+# responses after think times (never more than a first window). Captured at the server.
+SIM_PATHS = """
+hosts = ["server", "bulk", "rwnd", "short"]
+[run]
+duration = "6s"
+seed = 3
+pcap = ["server"]
+""" + "".join(f"""
+[[path]]
+between = ["server", "{h}"]
+rtt = "40ms"
+capacity = "20mbit"
+abw = "5mbit"
+""" for h in ("bulk", "rwnd", "short")) + """
+[[flow]]
+from = "bulk"
+to = "server"
+app = "reqresp"
+request = "300B"
+response = "2500KB"
+requests = 1
+[[flow]]
+from = "rwnd"
+to = "server"
+app = "reqresp"
+request = "300B"
+response = "800KB"
+requests = 1
+tcp = { rcv_window = "12KB" }
+[[flow]]
+from = "short"
+to = "server"
+app = "reqresp"
+request = "300B"
+response = "30KB"
+think = "100ms"
+requests = 20
+"""
+
+
+def test_to_paths_on_a_simulated_capture(tmp_path):
+    """The simulator's capture of known paths (no root needed): capacity within three
+    standard errors and the bias bound, ABW within its error bound, and only the
+    network-limited transfer gives an ABW point estimate; the others bound it from below,
+    labelled, and the path is written with ABW = capacity."""
+    from pathtwin import _native
+    from pathtwin.sim import simulate
+
+    result = simulate(SIM_PATHS, out=tmp_path / "sim")
+    conns, _ = trace.analyze(tmp_path / "sim" / "pcap" / "server.pcap")
+    assert result.run["complete"]
+    topo = trace.to_paths(conns)
+    by_limit = {r.limit_s2c: r for r in conns.itertuples()}
+    assert set(by_limit) == {"network", "receiver window", "slow start"}, conns.limit_s2c.tolist()
+    assert conns.abw_s2c_bps.notna().sum() == 1
+    for e in topo["estimates"]:
+        c, a = e["s2c"]["capacity"], e["s2c"]["abw"]
+        assert abs(c["value_bps"] - 20e6) <= 3 * (c["se_bps"] or 0) + (c["bias_bps"] or math.inf), c
+        if a["kind"] == "point":
+            assert abs(a["value_bps"] - 5e6) <= a["error_bps"], a
+            assert a["limits"] == {"network": 1}
+        else:
+            assert a["kind"] == "lower bound" and a["value_bps"] <= 5e6 and "written as the capacity" in a["how"], a
+            assert a["written_bps"] == c["written_bps"]
+        # Nothing went upstream but requests: not measured, and said so; its ABW is the
+        # other direction's, so that Eq. 4 rests on the measured one.
+        assert e["c2s"]["capacity"]["kind"] == "default" and e["c2s"]["abw"]["kind"] == "assumed"
+        assert e["c2s"]["abw"]["written_bps"] == a["written_bps"]
+    # The bulk client's queue: its fullest delay × capacity, within the model's bounds.
+    (bulk,) = [e for e in topo["estimates"] if e["s2c"]["abw"]["kind"] == "point"]
+    assert bulk["s2c"]["queue"]["kind"] == "point" and bulk["s2c"]["queue"]["written_bytes"] == bulk["s2c"]["queue"]["measured_bytes"]
+    assert sorted(e["s2c"]["abw"]["kind"] for e in topo["estimates"]) == ["lower bound", "lower bound", "point"]
+    # The topology validates and round-trips through the schema.
+    text = trace.paths_toml(topo)
+    assert _native.config_toml(text, "toml", "") == text.split("\n\n", 1)[1]
 
 
 def test_to_paths_rejects_foreign_tables(tmp_path):

@@ -11,12 +11,14 @@ from collections.abc import Callable, Sequence
 from os import PathLike
 from typing import Any, Self, TypedDict, final
 
-__all__ = ["__version__", "ConfigError", "Simulation", "validate_config", "config_toml", "queue_bounds",
+__all__ = ["__version__", "ConfigError", "DEFAULT_PATH_CAPACITY_BPS", "Simulation", "validate_config", "config_toml", "queue_bounds", "fit_queues",
            "parse_quantity", "parse_per_direction", "monkey_pipe_queues", "simulator_congestion_controls",
            "table_columns", "EmuRun", "emu_cleanup_stale", "emu_live_runs", "trace_analyze", "trace_analyze_files",
            "trace_diagnose"]
 
 __version__: str
+#: The capacity of a path-mode bottleneck that gives none (topology::DEFAULT_PATH_CAPACITY).
+DEFAULT_PATH_CAPACITY_BPS: int
 
 _Path = str | PathLike[str]
 #: Called with the bytes read so far, about every megabyte, with the GIL held.
@@ -85,6 +87,23 @@ def queue_bounds(abw_forward_bps: int, abw_reverse_bps: int, rtt_s: float, wmax_
                  flows: int = 1, max_queue_bytes: int = ...) -> _QueueBounds:
     """NSDI'09 Eq. 2 and Eq. 4 for one path, with the queue sizes the model would pick
     (``max_queue_bytes``: the cap, by default the model's 1 MB)."""
+
+class _FittedQueues(TypedDict):
+    lower: list[int]
+    upper_total: float
+    forward: int
+    queue: list[int] | None
+    raised: list[bool]
+    lowered: bool
+    derived: list[bool]
+
+def fit_queues(abw_bps: tuple[int, int], capacity_bps: tuple[int, int], rtt_s: float, wmax_bytes: int | None,
+               measured_bytes: tuple[int | None, int | None], flows: int = 1, max_queue_bytes: int = ...) -> _FittedQueues:
+    """Measured queue sizes (bytes per direction, ``None`` where not measured) fitted to
+    NSDI'09 Eq. 2 and Eq. 4: ``queue`` to write (``None`` when no queue meets both),
+    directions ``raised`` to Eq. 2, whether the excess over Eq. 2 was ``lowered`` to fit
+    Eq. 4, and directions whose queue was ``derived`` for want of a measurement.
+    ``wmax_bytes`` ``None``: the model's default w_max."""
 
 def parse_quantity(kind: str, text: str) -> float:
     """Parses ``text`` as a ``kind`` ("rate", "size", "time", "fraction" or "queue": bytes,

@@ -9,8 +9,12 @@ of every connection (request and response bytes, header bytes before Monkey's
 header/results split, server and query delays, response time, the client's think time).
 ``diagnose(capture)`` runs Monarch's self-diagnosis over probe flows (one row per flow with
 its verdict) and ``verdict_table`` summarizes it like the paper's Table 5.
-``to_paths(conns)`` turns the kept connections into a ``paths`` topology (a path from the
-server to each client) that ``pathtwin sim`` and ``pathtwin emu`` accept.
+``to_paths(conns)`` turns the connections into a ``paths`` topology (a path from the server
+to each client) that ``pathtwin sim`` and ``pathtwin emu`` accept, every quantity per
+direction as what it is — capacity from packet pairs, ABW only from network-limited
+transfers (else a labelled lower bound), queue, random loss — with its confidence
+(``estimates``; ``paths_toml`` writes the topology through the schema's serialiser and
+``estimates_path`` names the JSON beside it).
 
 The analyses are the Rust crate ``pathtwin-trace``; this module only wraps columns into
 pandas and writes files. Capture problems raise ``PathtwinError`` with one line.
@@ -34,7 +38,8 @@ from .trace_files import check_capture, check_output, check_threads
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], None]]
 
-__all__ = ["analyze", "workload", "diagnose", "verdict_table", "to_paths", "paths_toml", "write_table", "read_table"]
+__all__ = ["analyze", "workload", "diagnose", "verdict_table", "to_paths", "paths_toml", "estimates_path",
+           "direction_label", "write_table", "read_table"]
 
 
 def _native():
@@ -151,60 +156,314 @@ def read_table(path: PathLike) -> pd.DataFrame:
         raise PathtwinError(f"{path}: not a connection table ({type(e).__name__}: {str(e).splitlines()[0]})") from None
 
 
-def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: bool = False) -> dict:
-    """Turns connection rows into a ``paths`` topology: one path from the server to each client.
+# -- to-paths: a paths topology from the per-direction estimates ------------------------
 
-    A client seen in several connections gets one path: the smallest min RTT (Monkey's
-    propagation-delay estimate), the median bottleneck bandwidth, and the pooled loss rate
-    (retransmissions less spurious ones over data packets). ABW is the bottleneck estimate in
-    both directions (Monkey's assumption 3: the upstream is never the bottleneck); loss is
-    downstream only; queues follow Monkey Do's rule by rate. Only kept connections are used
-    unless ``include_pruned``; those lacking an RTT or a bandwidth estimate are skipped.
+#: The directions of a path from the server to a client, in the order a ``[[path]]`` with
+#: ``between = [server, client]`` gives per-direction values, with their column suffixes.
+DIRECTIONS = ("s2c", "c2s")
+_ARROW = {"s2c": "{server}->{client}", "c2s": "{client}->{server}"}
+
+# Columns to_paths reads (all of them from the trace analysis's connection table).
+_PATH_COLUMNS = {"client_ip", "server_ip", "kept", "prune_reason", "min_rtt_ms", "rtt_samples", "start_s", "end_s",
+                 "rwin_max_bytes"} | {
+    f"{c}_{d}{u}" for d in DIRECTIONS for c, u in (
+        ("data_packets", ""), ("capacity", "_bps"), ("capacity", "_se_bps"), ("capacity", "_pairs"),
+        ("capacity", "_bias_bps"), ("capacity", "_bursts"), ("capacity", "_weight"), ("abw", "_bps"),
+        ("abw", "_error_bps"), ("abw", "_floor_bps"), ("busy", "_ms"), ("queue_delay", "_ms"), ("limit", ""),
+        ("congestion_losses", ""), ("noncongestion_loss", ""))}
+
+
+def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: bool = False) -> dict:
+    """Turns connection rows into a ``paths`` topology: one path from the server to each
+    client, every quantity per direction as what it is, with its confidence.
+
+    Returns ``{"hosts": [...], "path": [...], "estimates": [...]}``: ``path`` holds the
+    ``[[path]]`` entries as the config schema takes them (``between = [server, client]``,
+    so per-direction values are server→client first), ``estimates`` one record per path
+    saying, for the base RTT and for each direction's capacity, ABW, queue and loss, the
+    value written, what kind of estimate it is (``point``, ``lower bound``, ``assumed``,
+    ``derived``, ``default`` or ``unknown``), its samples and spread, and how it was made. A
+    client seen in several connections gets one path:
+
+    - **base RTT**: the smallest min RTT (handshake and Karn samples; Monkey's
+      propagation-delay estimate);
+    - **capacity**: the connections' packet-pair estimates (``capacity_*_bps``: same-burst
+      ACK pairs server to client, same-TSval arrivals client to server), their least-squares
+      fits pooled into one, with a standard error and a bound on locked jitter's bias;
+      unmeasured, the model's default capacity, which limits nothing;
+    - **ABW**: from connections whose queue stood for whole round trips (network-limited:
+      ``abw_*_bps``), their estimates weighted by that time, ± their backlog bound. Where no
+      connection was network-limited (too short, held by the receiver's window or by the
+      application) the capture says only that the ABW is at least ``abw_*_floor_bps``: the
+      schema needs an ABW, so the path gets ABW = capacity (no cross traffic modelled) and
+      the estimate says so. A direction with nothing measured at all (the upstream of
+      downloads) takes the other direction's ABW (``assumed``), so that Eq. 4's "forward"
+      direction, the one of higher ABW, is a measured one;
+    - **queue**: the largest queueing delay × capacity, a point estimate if that direction
+      lost packets to a full queue (else the queue was at least that); fitted to NSDI'09
+      Eq. 2 and Eq. 4 (``_native.fit_queues``: raised to Eq. 2, the excess lowered to fit Eq.
+      4), derived by the model where not measured, left out when no queue meets both;
+    - **loss**: random (non-congestion) loss per direction, pooled over data packets; a
+      full queue's losses are the model queue's own;
+    - **wmax**: the largest window the client advertised, for the bounds.
+
+    Connections Monkey prunes for having no usable ACK pairs (its replay needs a bottleneck
+    rate, a path estimate does not: an upload, say) count; those pruned for an incomplete
+    handshake, termination or sequence only with ``include_pruned``. A connection needs a
+    min RTT.
     """
-    required = {"client_ip", "server_ip", "min_rtt_ms", "bottleneck_bps", "kept", "loss_rate", "data_packets_s2c"}
-    missing = required - set(conns.columns)
+    missing = _PATH_COLUMNS - set(conns.columns)
     if missing:
-        raise PathtwinError(f"not a connection table: missing columns {', '.join(sorted(missing))}")
-    df = conns if include_pruned else conns[conns["kept"].astype(bool)]
-    df = df[df["min_rtt_ms"].notna() & df["bottleneck_bps"].notna() & (df["min_rtt_ms"] > 0)]
+        raise PathtwinError(f"not a connection table of this version of `pathtwin trace analyze`: missing columns "
+                            f"{', '.join(sorted(missing)[:4])}{' …' if len(missing) > 4 else ''}")
+    usable = conns["kept"].astype(bool) | conns["prune_reason"].eq("no usable ACK pairs")
+    df = conns if include_pruned else conns[usable]
+    df = df[df["min_rtt_ms"].notna() & (df["min_rtt_ms"] > 0)]
     if df.empty:
-        raise PathtwinError("no connection has both a min RTT and a bandwidth estimate (nothing to turn into paths)")
+        raise PathtwinError("no connection has a min RTT (nothing to turn into paths)")
     hosts = [server_name]
-    paths = []
+    paths, estimates = [], []
     for i, (client, g) in enumerate(sorted(df.groupby("client_ip"), key=lambda kv: str(kv[0]))):
         name = f"c{i}"
         hosts.append(name)
-        rtt_ms = float(g["min_rtt_ms"].min())
-        bps = float(g["bottleneck_bps"].median())
-        data = float(g["data_packets_s2c"].sum())
-        lost = float((g["loss_rate"].fillna(0.0) * g["data_packets_s2c"]).sum())
-        loss = min(max(lost / data, 0.0), 1.0) if data > 0 else 0.0
-        # Monkey Do's pipe queues by downstream rate (§3.3.1), the model's own rule.
-        q_down, q_up = _native().monkey_pipe_queues(int(bps))
-        paths.append(
-            {
-                "between": [server_name, name],
-                "rtt": f"{rtt_ms:.3f}ms",
-                "abw": f"{bps / 1e3:.1f}kbit",
-                "loss": [round(loss, 6), 0.0],
-                "queue": [q_down, q_up],
-                "_client_ip": str(client),
-                "_connections": int(len(g)),
-            }
-        )
-    return {"hosts": hosts, "path": paths}
+        entry, est = _path(server_name, name, str(client), g)
+        paths.append(entry)
+        estimates.append(est)
+    return {"hosts": hosts, "path": paths, "estimates": estimates}
 
 
-def paths_toml(topology: dict, source: str = "") -> str:
+def _capacity(g: pd.DataFrame, d: str) -> dict:
+    """One direction's capacity over a client's connections: their least-squares fits pooled
+    into one (1/C = Σ w/C_i / Σ w, w the fits' Σ bits²), its standard error from every
+    burst's residual about the pooled fit, its bias bound the fits' bounds (on 1/C) pooled
+    alike."""
+    rows = g[g[f"capacity_{d}_bps"].notna() & (g[f"capacity_{d}_bps"] > 0) & (g[f"capacity_{d}_weight"] > 0)]
+    pairs = int(g[f"capacity_{d}_pairs"].sum())
+    source = ("same-burst ACK pairs before the first loss" if d == "s2c"
+              else "client segments of one TSval arriving back to back, before the first upstream loss")
+    if rows.empty:
+        why = ("no same-burst ACK pairs before a loss" if d == "s2c"
+               else "no back-to-back client segments with TCP timestamps (no upload)")
+        return {"kind": "unknown", "value_bps": None, "pairs": pairs, "bursts": 0, "connections": 0, "how": why}
+    x = 1.0 / rows[f"capacity_{d}_bps"].astype(float)
+    w = rows[f"capacity_{d}_weight"].astype(float)
+    n = rows[f"capacity_{d}_bursts"].astype(float)
+    x_hat = float((w * x).sum() / w.sum())
+    # A connection's residual sum about its own fit is SE_x²·w·(n − 1); about the pooled fit
+    # it grows by w·(x − x̂)².
+    se_x = (rows[f"capacity_{d}_se_bps"].astype(float) * x**2).fillna(0.0)
+    resid = float((se_x**2 * w * (n - 1).clip(lower=0)).sum() + (w * (x - x_hat) ** 2).sum())
+    bursts = int(n.sum())
+    se = math.sqrt(resid / (bursts - 1) / w.sum()) / x_hat**2 if bursts >= 2 else None
+    # C + bias = 1/(x − β): back to a bound on 1/C, pooled, and forth (unbounded once β ≥ x).
+    c_i = 1.0 / x
+    beta = x - 1.0 / (c_i + rows[f"capacity_{d}_bias_bps"].astype(float))
+    beta_hat = float((w * beta).sum() / w.sum())
+    bias = 1.0 / (x_hat - beta_hat) - 1.0 / x_hat if beta_hat < x_hat else math.inf
+    how = (f"{source}: least squares over {bursts} burst(s) of {len(rows)} connection(s), a burst weighing its "
+           f"length squared; se_bps is the bursts' scatter (jitter after the bottleneck independent of the "
+           f"flow), bias_bps bounds jitter locked to it (every burst's last ACK delayed alike)")
+    if not math.isfinite(bias):
+        how += "; the bias is unbounded here (the pairs' gaps spread wider than the bursts last)"
+    return {"kind": "point", "value_bps": 1.0 / x_hat, "se_bps": se, "bias_bps": bias if math.isfinite(bias) else None,
+            "pairs": pairs, "bursts": bursts, "connections": len(rows), "how": how}
+
+
+def _limits(g: pd.DataFrame, d: str) -> dict:
+    counts = g[f"limit_{d}"].fillna("none").value_counts()
+    return {str(k): int(v) for k, v in counts.items() if k != "none"}
+
+
+def _abw(g: pd.DataFrame, d: str) -> dict:
+    limits = _limits(g, d)
+    point = g[g[f"abw_{d}_bps"].notna() & (g[f"busy_{d}_ms"] > 0)]
+    if not point.empty:
+        t = point[f"busy_{d}_ms"].astype(float)
+        value = float((point[f"abw_{d}_bps"] * t).sum() / t.sum())
+        error = float((point[f"abw_{d}_error_bps"] * t).sum() / t.sum())
+        overlap = _overlapping(point)
+        how = (f"delivery rate over {t.sum() / 1e3:.2f} s of rounds with a standing queue in {len(point)} "
+               f"network-limited connection(s), ± the queue's backlog over that time")
+        if overlap:
+            how += "; some of them overlapped in time and shared the path, so each got a share"
+        return {"kind": "point", "value_bps": value, "error_bps": error, "busy_s": float(t.sum() / 1e3),
+                "connections": len(point), "limits": limits, "how": how}
+    floors = g[f"abw_{d}_floor_bps"].dropna()
+    why = ", ".join(f"{n} {k}" for k, n in limits.items()) or "no data"
+    if not floors.empty:
+        return {"kind": "lower bound", "value_bps": float(floors.max()), "limits": limits,
+                "how": f"no connection kept the queue standing ({why}-limited): ABW at least the best "
+                       f"throughput less a queue's backlog"}
+    return {"kind": "unknown", "value_bps": None, "limits": limits,
+            "how": f"nothing to bound it with ({why}{'' if why == 'no data' else '-limited'}; no capacity estimate)"}
+
+
+def _overlapping(rows: pd.DataFrame) -> bool:
+    spans = sorted(zip(rows["start_s"].astype(float), rows["end_s"].astype(float)))
+    return any(b0 < a1 for (_, a1), (b0, _) in zip(spans, spans[1:]))
+
+
+def _queue_delay(g: pd.DataFrame, d: str) -> dict:
+    q = g[f"queue_delay_{d}_ms"].dropna()
+    if q.empty:
+        return {"kind": "unknown", "delay_ms": None}
+    full = int(g[f"congestion_losses_{d}"].sum()) > 0
+    return {"kind": "point" if full else "lower bound", "delay_ms": float(q.max()),
+            "how": "largest queueing delay seen" + (", with losses to a full queue" if full else
+                                                    "; the queue never overflowed, so it holds at least that")}
+
+
+def _loss(g: pd.DataFrame, d: str) -> dict:
+    packets = g[f"data_packets_{d}"].astype(float)
+    rate = g[f"noncongestion_loss_{d}"]
+    ok = rate.notna() & (packets > 0)
+    n = float(packets[ok].sum())
+    if n == 0:
+        return {"kind": "unknown", "value": 0.0, "packets": 0, "how": "no data packets this way: no loss written"}
+    value = float((rate[ok] * packets[ok]).sum() / n)
+    congestion = int(g[f"congestion_losses_{d}"].sum())
+    how = ("retransmissions less spurious ones and those with the queue at least half full" if d == "s2c"
+           else "client segments lost before the capture point less those with the queue at least half full")
+    return {"kind": "point", "value": min(max(value, 0.0), 1.0), "packets": int(n), "congestion_losses": congestion,
+            "how": how}
+
+
+def _path(server: str, name: str, client: str, g: pd.DataFrame) -> tuple[dict, dict]:
+    """The ``[[path]]`` entry and the estimates record of one client."""
+    from . import _native
+
+    rtt_ms = float(g["min_rtt_ms"].min())
+    est: dict = {"host": name, "client": client, "connections": int(len(g)),
+                 "rtt": {"kind": "point", "value_ms": rtt_ms, "connections": int(len(g)),
+                         "samples": int(g["rtt_samples"].sum()),
+                         "how": "smallest min RTT (handshake, Karn samples); split evenly between the directions"}}
+    queue_bytes = []
+    for d in DIRECTIONS:
+        cap, rate, qd, loss = _capacity(g, d), _abw(g, d), _queue_delay(g, d), _loss(g, d)
+        c = cap["value_bps"]
+        if c is None:
+            c = float(_native.DEFAULT_PATH_CAPACITY_BPS)
+            cap.update(kind="default", value_bps=c,
+                       how=cap["how"] + "; the model's default capacity, which does not limit")
+        cap["written_bps"] = _written_rate(c)
+        if rate["kind"] == "point":
+            a = min(rate["value_bps"], c)
+            if a < rate["value_bps"]:
+                rate["how"] += "; above the capacity estimate, so written as the capacity"
+        else:
+            a = c
+            rate["how"] += "; written as the capacity (no cross traffic modelled)"
+        rate["written_bps"] = _written_rate(a)
+        measured = (None if qd["delay_ms"] is None or cap["kind"] != "point"
+                    else int(qd["delay_ms"] / 1e3 * cap["value_bps"] / 8))
+        qd["measured_bytes"] = measured
+        queue_bytes.append(measured)
+        est[d] = {"capacity": cap, "abw": rate, "queue": qd, "loss": loss}
+    # A direction with nothing measured (the upstream of downloads) would, at the default
+    # capacity and ABW = capacity, be the higher-ABW direction that NSDI'09 Eq. 4 takes as
+    # "forward", and its bound would rest on no data (and often leave no feasible queue):
+    # it takes the other direction's ABW instead, which it then does not exceed.
+    for d, other in zip(DIRECTIONS, reversed(DIRECTIONS)):
+        mine, theirs = est[d], est[other]
+        if mine["capacity"]["kind"] == "default" and mine["abw"]["kind"] == "unknown" and theirs["capacity"]["kind"] == "point":
+            mine["abw"].update(kind="assumed", written_bps=min(theirs["abw"]["written_bps"], mine["capacity"]["written_bps"]),
+                               how=mine["abw"]["how"].split(";")[0] + "; not measured: written as the other direction's, "
+                               "so that NSDI'09 Eq. 4 bounds the queues from the measured direction")
+    capacity = [est[d]["capacity"]["written_bps"] for d in DIRECTIONS]
+    abw = [est[d]["abw"]["written_bps"] for d in DIRECTIONS]
+    rwin = g["rwin_max_bytes"].dropna()
+    wmax = int(rwin.max()) if not rwin.empty else None
+    est["wmax"] = ({"kind": "point", "value_bytes": wmax, "how": "largest window the client advertised"}
+                   if wmax else {"kind": "default", "value_bytes": None, "how": "no window seen: the model's default"})
+    fit = _native.fit_queues((abw[0], abw[1]), (capacity[0], capacity[1]), rtt_ms / 1e3, wmax,
+                             (queue_bytes[0], queue_bytes[1]))
+    for k, d in enumerate(DIRECTIONS):
+        q = est[d]["queue"]
+        q["bounds"] = {"eq2_lower_bytes": fit["lower"][k], "eq4_upper_total_bytes": fit["upper_total"]}
+        if fit["queue"] is None:
+            q.update(written_bytes=None, note="no queue meets both Eq. 2 and Eq. 4: left to the model's derivation")
+        else:
+            q["written_bytes"] = fit["queue"][k]
+            if fit["derived"][k]:
+                q.update(kind="derived", note="not measured: the model's split of Eq. 4 (NSDI'09 §2.2.2)")
+            elif fit["raised"][k]:
+                q["note"] = "raised to Eq. 2's lower bound"
+            elif fit["lowered"]:
+                q["note"] = "lowered with the other direction to fit Eq. 4"
+    entry: dict = {
+        "between": [server, name],
+        "rtt": f"{rtt_ms:.3f}ms",
+        "capacity": [f"{est[d]['capacity']['written_bps']}bit" for d in DIRECTIONS],
+        "abw": [f"{est[d]['abw']['written_bps']}bit" for d in DIRECTIONS],
+        "loss": [round(est[d]["loss"]["value"], 6) for d in DIRECTIONS],
+    }
+    if fit["queue"] is not None:
+        entry["queue"] = [f"{est[d]['queue']['written_bytes']}B" for d in DIRECTIONS]
+    if wmax:
+        entry["wmax"] = f"{wmax}B"
+    return entry, est
+
+
+def _written_rate(bps: float) -> int:
+    """A rate as written: bit/s rounded to the kbit/s (at least 1 kbit/s)."""
+    return max(round(bps / 1e3), 1) * 1000
+
+
+def direction_label(d: str, server: str, client: str) -> str:
+    """``server->client`` for ``s2c``, ``client->server`` for ``c2s``."""
+    return _ARROW[d].format(server=server, client=client)
+
+
+def estimates_path(output: PathLike) -> Path:
+    """Where ``trace to-paths`` writes the estimates beside the topology ``output``
+    (``paths.toml`` → ``paths.estimates.json``)."""
+    output = Path(output)
+    return output.with_name(output.stem + ".estimates.json")
+
+
+def _summary(est: dict, server: str) -> list[str]:
+    """Comment lines for one path: the client, then each direction's estimates in brief."""
+    def rate(x) -> str:
+        return "-" if x is None else f"{x / 1e6:.3g} Mbit/s"
+
+    lines = [f"# {est['host']}: client {est['client']} ({est['connections']} connection(s)); base RTT "
+             f"{est['rtt']['value_ms']:.3f} ms (smallest of {est['connections']})"]
+    for d in DIRECTIONS:
+        e = est[d]
+        cap, abw, q, loss = e["capacity"], e["abw"], e["queue"], e["loss"]
+        bias = "unbounded" if cap.get("bias_bps") is None else rate(cap["bias_bps"])
+        c = (f"capacity {rate(cap['value_bps'])}" + (f" ± {rate(cap['se_bps'])} (se)" if cap.get("se_bps") else "")
+             + f" ± {bias} (bias bound), {cap['bursts']} burst(s)" if cap["kind"] == "point"
+             else f"capacity {cap['kind']} ({rate(cap['written_bps'])})")
+        if abw["kind"] == "point":
+            a = f"ABW {rate(abw['value_bps'])} ± {rate(abw['error_bps'])} (network-limited {abw['busy_s']:.2f} s)"
+        elif abw["kind"] == "lower bound":
+            a = f"ABW ≥ {rate(abw['value_bps'])}, written = capacity"
+        elif abw["kind"] == "assumed":
+            a = f"ABW not measured, written = the other direction's ({rate(abw['written_bps'])})"
+        else:
+            a = "ABW unknown, written = capacity"
+        qt = (f"queue {q['written_bytes']} B ({q['kind']})" if q.get("written_bytes") is not None
+              else "queue left to the model (no queue meets Eq. 2 and 4)")
+        lt = f"loss {100 * loss['value']:.2f} % ({loss['packets']} packets)" if loss["kind"] == "point" else "loss unknown (0)"
+        lines.append(f"#   {direction_label(d, server, est['host'])}: {c}; {a}; {qt}; {lt}")
+    return lines
+
+
+def paths_toml(topology: dict, source: str = "", estimates: str = "") -> str:
     """Renders ``to_paths`` output as TOML written by the config schema's own serialiser (so
-    it parses back to the same config, defaults filled), under a comment naming each client
-    host's address."""
+    it parses back to the same config, defaults filled), under comments naming each client
+    and summing up its estimates (``estimates``: the file that holds them all)."""
     import json
 
     from .config import native_call
 
-    config = {"hosts": topology["hosts"],
-              "path": [{k: v for k, v in p.items() if not k.startswith("_")} for p in topology["path"]]}
+    config = {"hosts": topology["hosts"], "path": topology["path"]}
     lines = [f"# paths inferred by `pathtwin trace to-paths` from {source}"] if source else []
-    lines += [f"# {p['between'][1]}: client {p['_client_ip']} ({p['_connections']} connection(s))" for p in topology["path"]]
-    return "\n".join(lines) + "\n\n" + native_call(_native().config_toml, json.dumps(config), "json", "")
+    if estimates:
+        lines.append(f"# every estimate with its kind, samples and spread: {estimates}")
+    server = topology["hosts"][0]
+    for est in topology.get("estimates", []):
+        lines += _summary(est, server)
+    head = "\n".join(lines) + "\n\n" if lines else ""
+    return head + native_call(_native().config_toml, json.dumps(config), "json", "")

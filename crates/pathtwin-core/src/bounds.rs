@@ -15,6 +15,13 @@
 //! bounds, [`Derivation::compromise`] scales the lower bounds down to the upper bound (so the
 //! RTT stays tolerable and only bursts suffer), never below [`MIN_QUEUE`] — a proposal, as the
 //! paper prescribes nothing for that case.
+//!
+//! Measured queues ([`fit_measured`], for paths inferred from a capture): NSDI'09 derives
+//! queues because the bottleneck's queue is hard to measure from the ends (§2.2.2); where a
+//! capture does show it (the RTT spread × C), the measurement is kept as far as the bounds
+//! allow: raised to Eq. 2 where it is below, the part above Eq. 2 scaled down where both
+//! together exceed Eq. 4; a direction without a measurement takes the derived queue, or
+//! what Eq. 4 leaves beside the measured one if that is less. \[P\]
 
 use crate::time::Duration;
 use crate::units::Rate;
@@ -121,9 +128,81 @@ pub fn derive(input: &PathBoundsInput, max_queue: u64) -> Derivation {
     Derivation { bounds: b, queue, feasible, capped }
 }
 
+/// Measured queue sizes brought within the bounds ([`fit_measured`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeasuredFit {
+    pub bounds: Bounds,
+    /// Bytes per direction, or `None` when no queue satisfies both bounds (leave the queue
+    /// to [`derive()`]'s compromise).
+    pub queue: Option<[u64; 2]>,
+    /// Per direction: raised to Eq. 2's lower bound.
+    pub raised: [bool; 2],
+    /// Whether the part above Eq. 2 was scaled down to fit Eq. 4.
+    pub lowered: bool,
+    /// Per direction: no measurement, the derived queue taken.
+    pub derived: [bool; 2],
+}
+
+/// Fits measured queue sizes (bytes per direction; `None` where not measured) to Eq. 2 and
+/// Eq. 4 (module doc).
+pub fn fit_measured(input: &PathBoundsInput, measured: [Option<u64>; 2], max_queue: u64) -> MeasuredFit {
+    let b = bounds(input);
+    let derived = derive(input, max_queue);
+    // An unmeasured direction takes the derived queue, or what Eq. 4 leaves beside the
+    // measured one if that is less (but not less than its Eq. 2 bound, below).
+    let mut q = [0, 1].map(|d| match (measured[d], measured[1 - d]) {
+        (Some(m), _) => m,
+        (None, Some(other)) => derived.queue[d].min((b.upper_total - other as f64).max(0.0) as u64),
+        (None, None) => derived.queue[d],
+    });
+    let raised = [0, 1].map(|d| measured[d].is_some() && q[d] < b.lower[d]);
+    for (q, lower) in q.iter_mut().zip(b.lower) {
+        *q = (*q).max(lower);
+    }
+    let lower_sum = (b.lower[0] + b.lower[1]) as f64;
+    let total = (q[0] + q[1]) as f64;
+    let mut lowered = false;
+    let queue = if total <= b.upper_total {
+        Some(q)
+    } else if lower_sum <= b.upper_total {
+        // Scale the part above Eq. 2 so that the total meets Eq. 4.
+        let k = (b.upper_total - lower_sum) / (total - lower_sum);
+        lowered = true;
+        Some([0, 1].map(|d| b.lower[d] + ((q[d] - b.lower[d]) as f64 * k) as u64))
+    } else {
+        None
+    };
+    MeasuredFit { bounds: b, queue, raised, lowered, derived: measured.map(|m| m.is_none()) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A measured queue within the bounds is kept; one below Eq. 2 is raised to it; two that
+    /// exceed Eq. 4 together keep their Eq. 2 part and share the rest; an unmeasured
+    /// direction takes the derived queue; an infeasible path gets none.
+    #[test]
+    fn measured_queues_are_fitted_to_the_bounds() {
+        // Figure 1's path at 100 Mbit/s: lower 25 000 B each, upper 400 000 B in total.
+        let fit = fit_measured(&fig1(100), [Some(80_000), Some(10_000)], DEFAULT_MAX_QUEUE);
+        assert_eq!(fit.queue, Some([80_000, 25_000]));
+        assert_eq!((fit.raised, fit.lowered), ([false, true], false));
+        let fit = fit_measured(&fig1(100), [Some(500_000), Some(100_000)], DEFAULT_MAX_QUEUE);
+        // 350 000 B above the lower bounds to share in the ratio 475:75.
+        let q = fit.queue.unwrap();
+        assert!(fit.lowered && q[0] + q[1] <= 400_000 && q[0] + q[1] >= 399_998, "{q:?}");
+        assert_eq!(q[0], 25_000 + (475_000.0 * 350_000.0 / 550_000.0) as u64);
+        let fit = fit_measured(&fig1(100), [Some(80_000), None], DEFAULT_MAX_QUEUE);
+        assert_eq!((fit.queue, fit.derived), (Some([80_000, 200_000]), [false, true]));
+        // Beside a large measurement, the unmeasured direction gets what Eq. 4 leaves.
+        let fit = fit_measured(&fig1(100), [Some(300_000), None], DEFAULT_MAX_QUEUE);
+        assert_eq!((fit.queue, fit.lowered), (Some([300_000, 100_000]), false));
+        let fit = fit_measured(&fig1(100), [None, Some(390_000)], DEFAULT_MAX_QUEUE);
+        // Too large for Eq. 4 beside the other's Eq. 2 bound: that bound, and the rest.
+        assert_eq!((fit.queue, fit.raised, fit.lowered), (Some([25_000, 375_000]), [false, false], true));
+        assert_eq!(fit_measured(&fig1(10), [Some(80_000), Some(80_000)], DEFAULT_MAX_QUEUE).queue, None);
+    }
 
     fn fig1(capacity_mbps: u64) -> PathBoundsInput {
         PathBoundsInput {

@@ -1,6 +1,6 @@
 //! The model's rules Python needs, from the one place they live: the config schema (parse,
-//! validate, serialise), unit and per-direction quantities, the NSDI'09 queue bounds and
-//! Monkey Do's pipe queues. Python calls these instead of restating them.
+//! validate, serialise), unit and per-direction quantities, the NSDI'09 queue bounds (and
+//! measured queues fitted to them) and Monkey Do's pipe queues. Python calls these instead of restating them.
 //!
 //! `ConfigError` is the exception every binding raises for a user's mistake (one line).
 
@@ -78,6 +78,42 @@ fn queue_bounds<'py>(
     Ok(out)
 }
 
+/// Measured queue sizes (bytes per direction of a path, `None` where not measured) fitted
+/// to NSDI'09 Eq. 2 and Eq. 4 (`bounds::fit_measured`): the queues to write, or `None` when
+/// no queue satisfies both, and what the fit changed. `wmax_bytes` `None` is the model's
+/// default w_max.
+#[pyfunction]
+#[pyo3(signature = (abw_bps, capacity_bps, rtt_s, wmax_bytes, measured_bytes, flows = 1, max_queue_bytes = bounds::DEFAULT_MAX_QUEUE))]
+#[allow(clippy::too_many_arguments)]
+fn fit_queues<'py>(
+    py: Python<'py>,
+    abw_bps: (u64, u64),
+    capacity_bps: (u64, u64),
+    rtt_s: f64,
+    wmax_bytes: Option<u64>,
+    measured_bytes: (Option<u64>, Option<u64>),
+    flows: u32,
+    max_queue_bytes: u64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let input = PathBoundsInput {
+        abw: [Rate::from_bps(abw_bps.0), Rate::from_bps(abw_bps.1)],
+        capacity: [Rate::from_bps(capacity_bps.0), Rate::from_bps(capacity_bps.1)],
+        rtt_base: Duration::from_secs_f64(rtt_s),
+        wmax: wmax_bytes.unwrap_or(topology::DEFAULT_WMAX),
+        flows: [flows, flows],
+    };
+    let fit = bounds::fit_measured(&input, [measured_bytes.0, measured_bytes.1], max_queue_bytes);
+    let out = PyDict::new(py);
+    out.set_item("lower", fit.bounds.lower.to_vec())?;
+    out.set_item("upper_total", fit.bounds.upper_total)?;
+    out.set_item("forward", fit.bounds.forward)?;
+    out.set_item("queue", fit.queue.map(|q| q.to_vec()))?;
+    out.set_item("raised", fit.raised.to_vec())?;
+    out.set_item("lowered", fit.lowered)?;
+    out.set_item("derived", fit.derived.to_vec())?;
+    Ok(out)
+}
+
 /// A queue limit as a number: bytes, or packets negated.
 fn queue_number(q: QueueLimit) -> f64 {
     match q {
@@ -136,9 +172,11 @@ fn monkey_pipe_queues(down_bps: u64) -> (String, String) {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    m.add("DEFAULT_PATH_CAPACITY_BPS", topology::DEFAULT_PATH_CAPACITY.bps())?;
     m.add_function(wrap_pyfunction!(validate_config, m)?)?;
     m.add_function(wrap_pyfunction!(config_toml, m)?)?;
     m.add_function(wrap_pyfunction!(queue_bounds, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_queues, m)?)?;
     m.add_function(wrap_pyfunction!(parse_quantity, m)?)?;
     m.add_function(wrap_pyfunction!(parse_per_direction, m)?)?;
     m.add_function(wrap_pyfunction!(monkey_pipe_queues, m)?)?;

@@ -50,6 +50,10 @@
 //!   response's last byte to the request's first.
 //! - **Timeouts** [R]: a retransmission starting at the cumulative ACK with fewer than three
 //!   duplicate ACKs and no SACK since the ACK last advanced.
+//! - **Per-direction path estimates** (`direction`, for `trace to-paths`): capacity from
+//!   same-burst ACK pairs and ABW, queue and loss from delivery rounds server to client; the
+//!   same client to server from client data seen at its receiver (pairs of one TSval,
+//!   one-way delays from the client's timestamps, holes filled by retransmissions).
 
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -58,6 +62,7 @@ use pathtwin_core::topology::monkey_pipe_queues;
 use pathtwin_core::units::{QueueLimit, Rate};
 
 use crate::decode::{flags, TcpHeader, TcpOptions};
+use crate::direction::{flag, PairPool, Rounds};
 use crate::seq::{SeenRanges, Unwrapper};
 use crate::stats::Summary;
 
@@ -286,6 +291,45 @@ pub struct Downstream {
     sends: SendLog,
     /// Stream starts of retransmitted segments (the first [`QUEUE_LOG`]).
     retransmitted: Vec<u64>,
+    /// Capacity pairs (`direction`): ACK pairs of one burst before the first retransmission.
+    /// Boxed, as `rounds` and [`Conn::up`] are: the per-packet fields stay together in a few
+    /// cache lines.
+    pub cap: Box<PairPool>,
+    /// Delivery rounds (`direction`): acknowledged bytes, clean RTT samples, what the
+    /// server did.
+    pub rounds: Box<Rounds>,
+    /// Whether the last new data segment ended short of a full segment (or of a whole
+    /// number of them, for a TSO super-packet): the server's send buffer had run dry.
+    short_tail: bool,
+    /// The latest clean RTT sample (ns): the queue's state when a loss is found.
+    last_clean_rtt: Option<u64>,
+    /// Largest IP length of a server data segment: a full-sized packet.
+    pub max_wire: u64,
+}
+
+/// The inference state of the upstream (client-to-server) path, seen at its receiver: the
+/// `direction` estimates from client data.
+#[derive(Debug, Clone, Default)]
+pub struct Upstream {
+    /// Capacity pairs: consecutive new client segments with the same TSval, before the
+    /// first upstream loss.
+    pub cap: PairPool,
+    /// Delivery rounds: new client bytes, one-way delays from the client's timestamps.
+    pub rounds: Rounds,
+    /// The client's first TSval on data: one-way delays are taken relative to it.
+    ts0: Option<u32>,
+    /// The previous in-order new client segment: arrival time, TSval, and whether it was
+    /// full-sized (a short one ends an application write: the next need not follow it
+    /// back to back, whatever its TSval).
+    prev: Option<(u64, Option<u32>, bool)>,
+    /// TSval of the client's highest segment so far.
+    ts_high: Option<u32>,
+    /// An open hole in the client's stream: when it opened, and the one-way delay of the
+    /// segment that jumped past it (the queue's state at the loss).
+    hole: Option<(u64, Option<i64>)>,
+    loss_seen: bool,
+    /// Largest IP length of a client data segment.
+    pub max_wire: u64,
 }
 
 /// The first transmissions of a connection's server segments, [`Downstream::sends`]: 16
@@ -357,6 +401,7 @@ pub struct Conn {
     pub handshake_complete: bool,
     pub rst_ns: Option<u64>,
     pub down: Downstream,
+    pub up: Box<Upstream>,
     /// Client window of the first request packet, scaled.
     pub request_rwin: Option<u64>,
     /// Largest window the client advertised after the handshake, scaled: above
@@ -409,7 +454,13 @@ impl Conn {
                 delack: Summary::new(index.wrapping_mul(3) + 1),
                 sends: SendLog::default(),
                 retransmitted: Vec::new(),
+                cap: Box::default(),
+                rounds: Box::default(),
+                short_tail: false,
+                last_clean_rtt: None,
+                max_wire: 0,
             },
+            up: Box::new(Upstream { rounds: Rounds::through_recovery(), ..Upstream::default() }),
             request_rwin: None,
             client_rwin_max: 0,
             exchanges: Vec::new(),
@@ -504,6 +555,7 @@ impl Conn {
         let mut retrans_data = 0;
         let other_window_zero = self.half[1 - dir].last_window == 0 && self.half[1 - dir].packets > 0;
         let probe = other_window_zero && len > 0;
+        let high_before = self.half[dir].seen.high();
         if span > 0 {
             let h = &mut self.half[dir];
             if probe {
@@ -571,6 +623,9 @@ impl Conn {
             self.down.client_spoke_since_send = true;
             if tcp.has(flags::ACK) {
                 self.on_client_ack(now, tcp, &opts, len > 0 || syn || fin);
+            }
+            if len > 0 && !probe {
+                self.on_client_data(now, start + syn as u64, len, fresh, high_before, &opts, wire_len as u64);
             }
         }
         if dir == DOWN && tcp.has(flags::ACK) {
@@ -684,7 +739,12 @@ impl Conn {
 
     #[allow(clippy::too_many_arguments)]
     fn on_server_send(&mut self, now: u64, start: u64, end: u64, is_retrans: bool, tcp: &TcpHeader<'_>, opts: &TcpOptions, wire: u64) {
+        // The right edge of the client's advertised window, once the handshake set its scale.
+        let rwnd_edge = self.handshake_complete.then(|| self.half[UP].ack_high + ((self.half[UP].last_window as u64) << self.wscale(UP)));
+        let mss = self.downstream_mss() as u64;
+        let min_rtt = self.min_rtt_ns();
         let d = &mut self.down;
+        let idle_since = d.last_send_ns;
         let new_burst = match d.last_send_ns {
             None => true,
             Some(t) => d.client_spoke_since_send || now.saturating_sub(t) > BURST_GAP_NS,
@@ -706,6 +766,8 @@ impl Conn {
         }
         if is_retrans {
             d.loss_seen = true;
+            d.rounds.flag(flag::RETX);
+            d.rounds.loss(d.last_clean_rtt.map(|r| r as i64));
             // Mark every in-flight segment this one overlaps: Karn and pair filtering.
             let mut at_una = false;
             for seg in d.in_flight.iter_mut().filter(|s| s.start < end && start < s.end()) {
@@ -736,6 +798,20 @@ impl Conn {
         } else {
             if !d.loss_seen && tcp.payload_len > 0 {
                 d.pre_loss_data += 1;
+            }
+            if tcp.payload_len > 0 {
+                d.max_wire = d.max_wire.max(wire);
+                // The application set the pace: more data after a short segment (the send
+                // buffer had run dry), or new data after a round trip with nothing in flight.
+                let idle = d.in_flight.is_empty() && idle_since.zip(min_rtt).is_some_and(|(t, m)| now.saturating_sub(t) >= m);
+                if d.short_tail || idle {
+                    d.rounds.flag(flag::APP);
+                }
+                d.short_tail = mss > 0 && tcp.payload_len as u64 % mss != 0;
+                // Less than a full segment of the client's window left after this one.
+                if rwnd_edge.is_some_and(|e| end + mss > e) {
+                    d.rounds.flag(flag::RWND);
+                }
             }
             insert_sorted(&mut d.in_flight, InFlight::new(start, end, now, false, d.burst, wire));
         }
@@ -844,6 +920,16 @@ impl Conn {
         if !d.loss_seen {
             d.pre_loss_acks += 1;
         }
+        // A lone segment (the only one acknowledged, nothing sent after it): a delayed-ACK
+        // receiver may have held its ACK.
+        let lone = count == 1 && d.in_flight.is_empty();
+        // `direction`'s rounds: a clean sample covers no retransmitted segment and is not lone.
+        let rtt_ns = now.saturating_sub(last.sent_ns);
+        let clean = !any_retrans && last.end() == ack && !lone;
+        if clean {
+            d.last_clean_rtt = Some(rtt_ns);
+        }
+        d.rounds.deliver(now, newly, clean.then_some((rtt_ns as i64, count)), if any_retrans { flag::RETX } else { 0 }, min_rtt);
 
         // Karn's rule: sample only segments never retransmitted, acked exactly at their end.
         if !last.retransmitted() && last.end() == ack {
@@ -866,8 +952,86 @@ impl Conn {
             if !any_retrans && gap >= MIN_ACK_GAP_NS && (same_burst || queued_behind) && newly > 0 {
                 d.bandwidth.add(newly as f64 * 8.0 * 1e9 / gap as f64);
             }
+            // Capacity pairs: one burst only, before the first loss, every gap (the pooled
+            // ratio needs the short ones of compressed ACKs as much as the long ones), none
+            // longer than a round trip (something other than the bottleneck spaced those).
+            if same_burst && !any_retrans && !d.loss_seen && !lone && newly > 0 && min_rtt.map_or(true, |m| gap <= m) {
+                d.cap.add(prev_burst, newly as f64 * 8.0, gap as f64 / 1e9);
+            }
         }
         d.prev_ack = if any_retrans { None } else { Some((now, last.burst, last.sent_ns)) };
+    }
+
+    /// New client payload (`len` bytes from `start`, `fresh` of them never seen before; the
+    /// client's highest byte was `high_before`) arriving at `now`: the upstream's
+    /// `direction` estimates, seen at its receiver.
+    // Client data is rare beside ACKs: kept out of line, `on_segment` stays small.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn on_client_data(&mut self, now: u64, start: u64, len: u64, fresh: u64, high_before: u64, opts: &TcpOptions, wire: u64) {
+        let min_rtt = self.min_rtt_ns();
+        // The right edge of the server's advertised window, and the largest segment it takes.
+        let rwnd_edge = self.handshake_complete.then(|| self.half[DOWN].ack_high + ((self.half[DOWN].last_window as u64) << self.wscale(DOWN)));
+        let mss = self.half[DOWN].mss.unwrap_or(536) as u64;
+        // Full-sized: within the header options' 40 bytes of the server's MSS.
+        let full = len + 40 >= mss;
+        let all_acked = self.half[DOWN].ack_high >= high_before;
+        let holes_left = self.half[UP].seen.holes() > 1;
+        let u = &mut self.up;
+        let tsval = opts.timestamp.map(|t| t.0);
+        // One-way delay up to a constant: arrival less the client's clock (1-ms ticks).
+        let delay = tsval.map(|v| {
+            let v0 = *u.ts0.get_or_insert(v);
+            now as i64 - v.wrapping_sub(v0) as i32 as i64 * 1_000_000
+        });
+        if fresh == 0 {
+            // All seen before: the original arrived, the client thought it lost.
+            u.rounds.flag(flag::RETX);
+            return;
+        }
+        u.max_wire = u.max_wire.max(wire);
+        let end = start + len;
+        let filler = start < high_before;
+        let jump = start > high_before;
+        let mut flags = 0;
+        if filler {
+            // A retransmission if sent after the segment above the hole (a later TSval;
+            // without timestamps, a min RTT after the hole opened), else a reordered original.
+            let lost = match (tsval, u.ts_high) {
+                (Some(v), Some(h)) => v.wrapping_sub(h) as i32 > 0,
+                _ => u.hole.zip(min_rtt).is_some_and(|((opened, _), m)| now >= opened + m),
+            };
+            if lost {
+                u.rounds.loss(u.hole.and_then(|h| h.1));
+                u.loss_seen = true;
+                flags |= flag::RETX;
+            }
+            if !holes_left {
+                u.hole = None;
+            }
+        } else {
+            if jump && u.hole.is_none() {
+                u.hole = Some((now, delay));
+            }
+            u.ts_high = tsval.or(u.ts_high);
+        }
+        if rwnd_edge.is_some_and(|e| end + mss > e) {
+            flags |= flag::RWND;
+        }
+        if let (Some((t, _, _)), Some(m)) = (u.prev, min_rtt) {
+            // Idle for a round trip with everything acknowledged: the client had nothing to send.
+            if now.saturating_sub(t) > m && all_acked {
+                flags |= flag::APP;
+            }
+        }
+        if let (Some((t, Some(pv), true)), Some(v)) = (u.prev, tsval) {
+            if v == pv && !filler && !jump && !u.loss_seen {
+                u.cap.add(v as u64, wire as f64 * 8.0, now.saturating_sub(t) as f64 / 1e9);
+            }
+        }
+        u.prev = (!filler).then_some((now, tsval, full));
+        let bytes = wire * fresh / len.max(1);
+        u.rounds.deliver(now, bytes, delay.map(|d| (d, 0)), flags, min_rtt);
     }
 
     /// The bottleneck bandwidth estimate in bits per second, and its sample count.
@@ -886,7 +1050,7 @@ impl Conn {
     /// first window of 10 segments makes that a third of all packets. [P]
     pub fn queue_explained_losses(&self, rate_bps: f64) -> u64 {
         // Only a retransmitted segment can count: without one, no replay.
-        if !(rate_bps > 0.0) || self.down.retransmitted.is_empty() {
+        if rate_bps.is_nan() || rate_bps <= 0.0 || self.down.retransmitted.is_empty() {
             return 0;
         }
         let limit = match monkey_pipe_queues(Rate::from_bps(rate_bps as u64)).get(0) {
@@ -1033,6 +1197,55 @@ pub(crate) mod tests {
                 (512 * MS, down, ACK, s + 12821, c + 1901, 0),
             ],
         )
+    }
+
+    /// An upload seen at its receiver: a hole in the client's stream refilled by a segment
+    /// with a later timestamp is a loss before the capture point, one refilled by an earlier
+    /// timestamp a reordering; same-TSval neighbours after a full segment are capacity pairs,
+    /// and one-way delays come from the timestamps.
+    #[test]
+    fn upstream_losses_reordering_and_pairs_from_client_timestamps() {
+        use flags::{ACK, SYN};
+        // MSS 1460 and timestamps on both SYNs; `ts(v)` a data segment's option.
+        const SYN_OPTS: [u8; 16] = [2, 4, 5, 180, 1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0];
+        fn ts(v: u32) -> [u8; 12] {
+            let b = v.to_be_bytes();
+            [1, 1, 8, 10, b[0], b[1], b[2], b[3], 0, 0, 0, 1]
+        }
+        let mut c = conn();
+        let (ci, si) = (100u32, 5000u32);
+        let mut h = seg(SYN, ci, 0, 65535, 0);
+        h.raw_options = &SYN_OPTS;
+        c.on_segment(UP, 0, &h, &[], 56);
+        let mut h = seg(SYN | ACK, si, ci + 1, 65535, 0);
+        h.raw_options = &SYN_OPTS;
+        c.on_segment(DOWN, MS, &h, &[], 56);
+        c.on_segment(UP, 41 * MS, &seg(ACK, ci + 1, si + 1, 65535, 0), &[], 52);
+        let data = |c: &mut Conn, t: u64, k: u32, tsval: u32| {
+            let o = ts(tsval);
+            let mut h = seg(ACK, ci + 1 + k * 1448, si + 1, 65535, 1448);
+            h.raw_options = &o;
+            c.on_segment(UP, t, &h, &[], 1500);
+        };
+        // Segments 0-3 sent together (one tick), arriving 1.2 ms apart (10 Mbit/s).
+        for k in 0..4 {
+            data(&mut c, 50 * MS + k as u64 * 1_200_000, k, 7);
+        }
+        // 5 is lost; 6 arrives, then 5 again 40 ms later with a later timestamp.
+        data(&mut c, 60 * MS, 6, 17);
+        data(&mut c, 100 * MS, 5, 57);
+        // 8 overtakes 7 (sent in the same tick): a reordering, not a loss.
+        data(&mut c, 110 * MS, 8, 67);
+        data(&mut c, 110 * MS + 1_200_000, 7, 67);
+        data(&mut c, 111 * MS, 4, 67); // 4 was never seen either: a reordered original
+        let e = c.up.cap.estimate().unwrap();
+        assert_eq!((e.pairs, e.bursts), (3, 1));
+        assert!((e.rate_bps / 10e6 - 1.0).abs() < 1e-9, "{e:?}");
+        assert_eq!(c.up.rounds.losses(), 1);
+        let r = crate::record::ConnRecord::from_conn(&c);
+        assert_eq!((r.lost_packets_c2s, r.capacity_c2s_pairs), (1, 3));
+        // The one-way delays: 0 (segment 0) to 3.6 ms (segment 3, behind three others).
+        assert!((r.queue_delay_c2s_ms.unwrap() - 3.6).abs() < 0.01, "{r:?}");
     }
 
     /// Ten 1500-byte segments at once into a 40 kbit/s bottleneck: Monkey's rule gives it 5

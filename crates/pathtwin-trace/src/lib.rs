@@ -11,8 +11,9 @@
 //!   checked for upstream loss and reordering through the remote host's IP IDs.
 //!
 //! Layers, each a module: `capture` (pcap/pcapng framing) → `decode` (link, IP, TCP) →
-//! `tracker` (which connection) → `conn` (per-connection inference) → `record` (output
-//! row); `monarch` sits beside `tracker`. Reading is streaming: memory follows the number of
+//! `tracker` (which connection) → `conn` (per-connection inference, with `direction`'s
+//! per-direction capacity, ABW, queue and loss estimates) → `record` (output row); `monarch`
+//! sits beside `tracker`. Reading is streaming: memory follows the number of
 //! concurrent connections (for the diagnosis, of probe flows, each holding a bounded window
 //! of probes), not the size of the file. Bad packets are counted in
 //! [`CaptureStats`]; only an unreadable file is a [`TraceError`].
@@ -30,6 +31,7 @@
 pub mod capture;
 pub mod conn;
 pub mod decode;
+pub mod direction;
 pub mod error;
 pub mod monarch;
 pub mod record;

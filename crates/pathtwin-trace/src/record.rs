@@ -9,6 +9,7 @@
 //! second.
 
 use crate::conn::{Conn, Termination, DOWN, UP};
+use crate::direction;
 
 /// Why Monkey See would not replay a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +161,74 @@ record! {
     timeouts: U64,
     /// Shortest wait before a timeout retransmission: the sender's RTO at its smallest.
     rto_min_ms: F64,
+    // Per-direction path estimates (`direction`), for `trace to-paths`: server to client
+    // seen at the sender, client to server at the receiver (client TCP timestamps needed
+    // for its delays and pairs). Rates count IP bytes, as a link does.
+    /// Capacity: same-burst ACK pairs before the first retransmission, least squares over
+    /// their bursts (1/C = Σ bits·span / Σ bits²).
+    capacity_s2c_bps: F64,
+    /// Standard error of `capacity_s2c_bps` (two bursts or more), for jitter after the
+    /// bottleneck that is independent of the flow.
+    capacity_s2c_se_bps: F64,
+    /// Bound on the bias of jitter locked to the flow (every burst's last ACK delayed alike
+    /// by periodic reverse traffic): the spread of the pairs' gaps over the bursts' lengths.
+    capacity_s2c_bias_bps: F64,
+    capacity_s2c_pairs: U64,
+    capacity_s2c_bursts: U64,
+    /// Σ bits² over the bursts: the estimate's least-squares weight, to pool connections
+    /// (1/C = Σ weight/C_i / Σ weight).
+    capacity_s2c_weight: F64,
+    /// ABW: delivery rate over rounds whose every RTT sample showed a standing queue, when
+    /// its error bound (Σ queue backlog at capacity / busy time) is within 25 % of it.
+    abw_s2c_bps: F64,
+    abw_s2c_error_bps: F64,
+    /// Time in those standing-queue rounds.
+    busy_s2c_ms: F64,
+    /// Delivery rate over the whole transfer (first to last acknowledgment).
+    throughput_s2c_bps: F64,
+    /// Lower bound on ABW: the throughput less a queue's backlog over its duration (or a
+    /// busy estimate less its error, if larger).
+    abw_s2c_floor_bps: F64,
+    /// Largest clean RTT sample above the min RTT, less the segment's own transmission at
+    /// capacity: the bottleneck queue at its fullest seen (× capacity: bytes).
+    queue_delay_s2c_ms: F64,
+    /// What limited the transfer: "network" (ABW is a point estimate), "receiver window",
+    /// "application", "loss", "slow start" or "none" (no data).
+    limit_s2c: Str,
+    /// Shares of rounds in which new data filled the client's window / in which the server
+    /// started a burst on its own.
+    rwnd_limited_s2c: F64,
+    app_limited_s2c: F64,
+    /// Retransmissions with the queue near its fullest (a model's queue drops those itself).
+    congestion_losses_s2c: U64,
+    /// (retransmissions − spurious − congestion losses) / server data packets: the random
+    /// loss of a path model.
+    noncongestion_loss_s2c: F64,
+    /// Capacity: consecutive client segments with the same TSval before the first upstream
+    /// loss, as server to client.
+    capacity_c2s_bps: F64,
+    capacity_c2s_se_bps: F64,
+    capacity_c2s_bias_bps: F64,
+    capacity_c2s_pairs: U64,
+    capacity_c2s_bursts: U64,
+    capacity_c2s_weight: F64,
+    /// ABW, as server to client but from the arrival of client bytes and their one-way delay.
+    abw_c2s_bps: F64,
+    abw_c2s_error_bps: F64,
+    busy_c2s_ms: F64,
+    throughput_c2s_bps: F64,
+    abw_c2s_floor_bps: F64,
+    /// Largest one-way delay above the smallest (the client's 1-ms timestamp clock).
+    queue_delay_c2s_ms: F64,
+    limit_c2s: Str,
+    rwnd_limited_c2s: F64,
+    app_limited_c2s: F64,
+    /// Client segments lost before the capture point: holes in the client's stream filled
+    /// by a retransmission (not by a reordered original).
+    lost_packets_c2s: U64,
+    congestion_losses_c2s: U64,
+    /// (lost − congestion losses) / client data packets.
+    noncongestion_loss_c2s: F64,
     }
 }
 
@@ -232,6 +301,10 @@ impl ConnRecord {
             None
         };
         let opt = |v: Option<u64>| v.map(|x| x as f64);
+        let s2c = direction::estimate(&d.cap, &d.rounds, d.max_wire as f64 * 8.0, direction::Delays::Rtt);
+        // One-way delays from the client's timestamps are good to a 1-ms tick.
+        let c2s = direction::estimate(&c.up.cap, &c.up.rounds, c.up.max_wire as f64 * 8.0, direction::Delays::OneWay { tick_s: 1e-3 });
+        let per_packet = |n: u64, packets: u64| (packets > 0).then(|| n as f64 / packets as f64);
         ConnRecord {
             conn_id: c.index,
             client_ip: Some(c.client.0.to_string()),
@@ -304,6 +377,44 @@ impl ConnRecord {
             query_delay_ms: first.and_then(|x| x.query_delay_ns).map(ms),
             timeouts: d.timeouts,
             rto_min_ms: d.timeout_min_ns.map(ms),
+            capacity_s2c_bps: s2c.capacity.map(|e| e.rate_bps),
+            capacity_s2c_se_bps: s2c.capacity.and_then(|e| e.se_bps),
+            capacity_s2c_bias_bps: s2c.capacity.map(|e| e.bias_bps),
+            capacity_s2c_pairs: d.cap.pairs(),
+            capacity_s2c_bursts: s2c.capacity.map_or(0, |e| e.bursts),
+            capacity_s2c_weight: s2c.capacity.map(|e| e.weight),
+            abw_s2c_bps: s2c.abw_bps,
+            abw_s2c_error_bps: s2c.abw_error_bps,
+            busy_s2c_ms: Some(s2c.busy_s * 1e3),
+            throughput_s2c_bps: s2c.throughput_bps,
+            abw_s2c_floor_bps: s2c.abw_floor_bps,
+            queue_delay_s2c_ms: s2c.queue_delay_s.map(|q| q * 1e3),
+            limit_s2c: Some(s2c.limit.as_str().into()),
+            rwnd_limited_s2c: s2c.rwnd_share,
+            app_limited_s2c: s2c.app_share,
+            congestion_losses_s2c: s2c.congestion_losses,
+            noncongestion_loss_s2c: per_packet(
+                down.retrans_packets.saturating_sub(spurious).saturating_sub(s2c.congestion_losses),
+                down.data_packets,
+            ),
+            capacity_c2s_bps: c2s.capacity.map(|e| e.rate_bps),
+            capacity_c2s_se_bps: c2s.capacity.and_then(|e| e.se_bps),
+            capacity_c2s_bias_bps: c2s.capacity.map(|e| e.bias_bps),
+            capacity_c2s_pairs: c.up.cap.pairs(),
+            capacity_c2s_bursts: c2s.capacity.map_or(0, |e| e.bursts),
+            capacity_c2s_weight: c2s.capacity.map(|e| e.weight),
+            abw_c2s_bps: c2s.abw_bps,
+            abw_c2s_error_bps: c2s.abw_error_bps,
+            busy_c2s_ms: Some(c2s.busy_s * 1e3),
+            throughput_c2s_bps: c2s.throughput_bps,
+            abw_c2s_floor_bps: c2s.abw_floor_bps,
+            queue_delay_c2s_ms: c2s.queue_delay_s.map(|q| q * 1e3),
+            limit_c2s: Some(c2s.limit.as_str().into()),
+            rwnd_limited_c2s: c2s.rwnd_share,
+            app_limited_c2s: c2s.app_share,
+            lost_packets_c2s: c2s.losses,
+            congestion_losses_c2s: c2s.congestion_losses,
+            noncongestion_loss_c2s: per_packet(c2s.losses.saturating_sub(c2s.congestion_losses), up.data_packets),
         }
     }
 }

@@ -260,23 +260,58 @@ def _follow(capture: "Path", every: float, out) -> None:
 
 
 def _to_paths(conns: "Path", output: "Path", server_name: str, include_pruned: bool) -> None:
-    """What `pathtwin trace to-paths` does (``register`` declares its arguments)."""
+    """What `pathtwin trace to-paths` does (``register`` declares its arguments): the
+    topology, and beside it every estimate with its kind and confidence (JSON)."""
+    import json
+
     from .. import trace
 
     df = trace.read_table(conns)
     topo = trace.to_paths(df, server_name=server_name, include_pruned=include_pruned)
-    text = trace.paths_toml(topo, source=str(conns))
+    sidecar = trace.estimates_path(output)
+    check_output(str(output))
+    check_output(str(sidecar))
+    text = trace.paths_toml(topo, source=str(conns), estimates=sidecar.name)
     # The one config schema lives in Rust; check the file against it before writing.
     from .. import _native
 
-    validate = getattr(_native, "validate_config", None)
-    if validate is not None:
+    try:
+        _native.validate_config(text, "toml", str(output))
+    except ValueError as e:
+        raise PathtwinError(f"the inferred topology does not validate: {e}") from None
+    for path, content in ((output, text), (sidecar, json.dumps({"source": str(conns), "topology": output.name,
+                                                                 "paths": topo["estimates"]}, indent=1) + "\n")):
         try:
-            validate(text, "toml", str(output))
-        except ValueError as e:
-            raise PathtwinError(f"the inferred topology does not validate: {e}") from None
-    output.write_text(text)
-    _console().print(f"wrote {output}: {len(topo['path'])} path(s) from {conns}")
+            path.write_text(content)
+        except OSError as e:
+            raise PathtwinError(f"{path}: cannot write ({e.strerror})") from None
+    rows = []
+    for est in topo["estimates"]:
+        for d in trace.DIRECTIONS:
+            x = est[d]
+            q = x["queue"].get("written_bytes")
+            rows.append((trace.direction_label(d, server_name, est["host"]), est["client"] if d == "s2c" else "",
+                         f"{est['rtt']['value_ms']:.2f} ms" if d == "s2c" else "",
+                         _estimate_cell(x["capacity"]), _estimate_cell(x["abw"]),
+                         "-" if q is None else f"{q / 1e3:.1f} KB {x['queue']['kind']}",
+                         f"{100 * x['loss']['value']:.2f} %" if x["loss"]["kind"] == "point" else "-"))
+    print(f"{conns}: {len(topo['path'])} path(s)")
+    print(text_table(("path", "client", "base RTT", "capacity", "ABW", "queue", "loss"), rows, left=2))
+    print(f"wrote {output} and {sidecar} (every estimate: its kind, samples, spread and how it was made)")
+
+
+def _estimate_cell(e: dict) -> str:
+    """A rate estimate in a table cell: value, its spread and what kind of estimate it is."""
+    v = e.get("value_bps")
+    if e["kind"] == "point":
+        # A capacity's statistical and bias bounds add up; an ABW has its error bound.
+        if "bias_bps" in e and e["bias_bps"] is None:
+            return f"{_rate(v)} (bias unbounded)"
+        spread = 3 * (e.get("se_bps") or 0.0) + e["bias_bps"] if "bias_bps" in e else e.get("error_bps")
+        return f"{_rate(v)}" + (f" ± {_rate(spread)}" if spread else "")
+    if e["kind"] == "lower bound":
+        return f"≥ {_rate(v)}, wrote {_rate(e['written_bps'])}"
+    return f"{e['kind']}: wrote {_rate(e['written_bps'])}"
 
 
 def register(app) -> None:
@@ -311,9 +346,12 @@ def register(app) -> None:
         conns: Path = typer.Argument(..., help="table written by `pathtwin trace analyze -o`"),
         output: Path = typer.Option(..., "-o", "--output", help="paths topology to write (TOML)"),
         server_name: str = typer.Option("server", "--server-name", help="host name of the server in the topology"),
-        include_pruned: bool = typer.Option(False, "--include-pruned", help="also use connections Monkey would prune"),
+        include_pruned: bool = typer.Option(False, "--include-pruned", help="also use connections with an incomplete handshake, termination or sequence"),
     ) -> None:
-        """Turn per-connection inferences into a paths topology for `pathtwin sim` / `pathtwin emu`."""
+        """Turn per-connection inferences into a paths topology for `pathtwin sim` / `pathtwin emu`:
+        per client and direction, capacity (packet pairs), ABW (network-limited transfers; else
+        a bound, and ABW = capacity), queue and loss; beside it, PATHS.estimates.json says what
+        each value is and how sure."""
         _to_paths(conns, output, server_name, include_pruned)
 
     app.add_typer(group, name="trace")
