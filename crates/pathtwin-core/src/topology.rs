@@ -13,12 +13,12 @@
 //! their point (see [`place_markers`]).
 
 use crate::bounds::{self, Bounds, PathBoundsInput, DEFAULT_MAX_QUEUE};
-use crate::config::{Config, ConfigError, LinkConfig, Mode, PathConfig, PerDirection, PipeConfig, Placement, QdiscSpec, SharedDirection, TableSpec, View};
+use crate::config::{AbwSteps, Config, ConfigError, LinkConfig, Mode, PathConfig, PerDirection, PipeConfig, Placement, QdiscSpec, SharedDirection, TableSpec, View};
 use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity, Reorder};
 use crate::marker::{Marker, Policy};
 use crate::packet::PacketMeta;
 use crate::qdisc::{Discipline, DropTail};
-use crate::time::Duration;
+use crate::time::{Duration, Instant};
 use crate::units::{Fraction, QueueLimit, Rate};
 use crate::{rng_for, Rng};
 use serde::Serialize;
@@ -377,6 +377,21 @@ fn dir_specs(i: usize, p: &PathConfig, hosts: &[String], warnings: &mut Vec<Stri
     ])
 }
 
+/// A direction's ABW steps as model times, each checked against its capacity.
+fn abw_steps(p: &PathConfig, i: usize, d: usize, capacity: Rate) -> Result<Vec<(Instant, Rate)>, ConfigError> {
+    let Some(steps) = &p.abw_steps else { return Ok(Vec::new()) };
+    let list = steps.direction(d);
+    for (k, &(_, abw)) in list.iter().enumerate() {
+        if abw > capacity {
+            return Err(ConfigError::invalid(
+                format!("path[{i}].abw_steps.{}[{k}]", AbwSteps::key(d)),
+                format!("ABW {abw} is above the capacity {capacity}"),
+            ));
+        }
+    }
+    Ok(list.iter().map(|&(t, abw)| (Instant::ZERO + t, abw)).collect())
+}
+
 fn hosts_of(p: &PathConfig, d: usize) -> (&str, &str) {
     (&p.between[d], &p.between[1 - d])
 }
@@ -415,6 +430,12 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
             let k = specs.iter().position(|x| x.src == from && x.dst == to).ok_or_else(|| {
                 ConfigError::invalid(format!("shared[{c}].destinations[{j}]"), format!("no [[path]] between {} and {d}", s.source))
             })?;
+            if cfg.paths[specs[k].path].abw_steps.as_ref().is_some_and(|st| !st.direction(specs[k].dir).is_empty()) {
+                return Err(ConfigError::invalid(
+                    format!("path[{}].abw_steps", specs[k].path),
+                    format!("the direction {}->{d} is in shared[{c}], whose ABW follows its paths' flows; steps over time need a path of its own", s.source),
+                ));
+            }
             if membership.contains_key(&k) {
                 return Err(ConfigError::invalid(format!("shared[{c}].destinations[{j}]"), "this path direction is already in another shared class"));
             }
@@ -456,6 +477,10 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
                 let mut q = new_queue(s.capacity, abw, s.queue, p.qdisc_spec(), b.rng()).with_propagation(one_way);
                 if !s.table.is_constant() {
                     q = q.with_reactivity(Reactivity::new(vec![s.table.clone()], s.rule.clone(), cfg.run.flow_idle_timeout));
+                }
+                let steps = abw_steps(p, s.path, s.dir, s.capacity)?;
+                if !steps.is_empty() {
+                    q = q.with_abw_steps(&steps);
                 }
                 hops.push(Hop { element: b.add(format!("{from}->{to}"), "queue", Element::Queue(q)), slot: 0 });
             }

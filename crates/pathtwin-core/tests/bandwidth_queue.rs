@@ -215,3 +215,38 @@ fn reactivity_falls_back_when_traffic_stops_without_another_packet() {
     assert_eq!(q.abw(), Rate::from_mbps(2));
     assert!(now <= Instant::ZERO + timeout + timeout, "retired at {now:?}");
 }
+
+#[test]
+fn abw_steps_give_the_foreground_each_steps_abw_from_its_time_on() {
+    // C = 20 Mbit/s; ABW 15 Mbit/s until 4 s, then 5 until 8 s, then 10. A saturating
+    // foreground must get each step's ABW (the placeholders take C − ABW(t)), measured over
+    // each step's last 3 s, once the queue has settled at the new rate.
+    let c = Rate::from_mbps(20);
+    let steps = [(Instant::ZERO + Duration::from_secs(4), Rate::from_mbps(5)), (Instant::ZERO + Duration::from_secs(8), Rate::from_mbps(10))];
+    let mut q = queue(c, Rate::from_mbps(15), QueueLimit::Bytes(100_000)).with_abw_steps(&steps);
+    let mut out = Vec::new();
+    let gap = Rate::from_mbps(25).transmit_time(1500);
+    let mut t = Instant::ZERO;
+    let end = Instant::ZERO + Duration::from_secs(12);
+    while t < end {
+        q.push(t, Pkt { len: 1500, flow: 1 }, 0);
+        drain(&mut q, t, &mut out);
+        t += gap;
+    }
+    let rate_between = |a: u64, b: u64| {
+        let (a, b) = (Instant::ZERO + Duration::from_secs(a), Instant::ZERO + Duration::from_secs(b));
+        out.iter().filter(|(d, _)| *d >= a && *d < b).map(|(_, p)| p.len as f64 * 8.0).sum::<f64>() / (b - a).as_secs_f64()
+    };
+    for (from, to, abw) in [(1, 4, 15e6), (5, 8, 5e6), (9, 12, 10e6)] {
+        let got = rate_between(from, to);
+        assert!((got - abw).abs() / abw < 0.03, "{from}-{to} s: foreground got {got} bit/s, the step says {abw}");
+    }
+    assert_eq!(q.stats().rate_changes, 2);
+    assert_eq!(q.abw(), Rate::from_mbps(10));
+}
+
+#[test]
+fn an_abw_step_at_time_zero_replaces_the_initial_abw() {
+    let q = queue(Rate::from_mbps(20), Rate::from_mbps(15), QueueLimit::Packets(10)).with_abw_steps(&[(Instant::ZERO, Rate::from_mbps(3))]);
+    assert_eq!(q.abw(), Rate::from_mbps(3));
+}

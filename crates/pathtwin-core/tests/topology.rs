@@ -221,3 +221,29 @@ fn reordering_is_an_element_of_the_directions_that_ask_for_it() {
     assert_eq!(kinds("a", "b").last(), Some(&"reorder"));
     assert!(!kinds("b", "a").contains(&"reorder"));
 }
+
+#[test]
+fn abw_steps_follow_their_direction_and_are_checked_against_its_capacity() {
+    let base = "hosts = [\"a\", \"b\", \"c\"]\n[[path]]\nbetween = [\"a\", \"b\"]\nrtt = \"40ms\"\nabw = \"8mbit\"\ncapacity = \"20mbit\"\n";
+    let cfg = Config::from_toml(&format!("{base}[path.abw_steps]\nb_to_a = [[\"0s\", \"3mbit\"]]\n"), "t.toml").unwrap();
+    let net: Network<P> = compile(&cfg).unwrap();
+    let abw = |from: &str| net.resolved.iter().find(|r| r.from == from).map(|r| r.abw.bps()).unwrap();
+    // `resolved` reports the configured constant ABW; the element follows the steps.
+    assert_eq!((abw("a"), abw("b")), (8_000_000, 8_000_000));
+    let queue_abw = |name: &str| match &net.elements[net.element_info.iter().position(|e| e.name == name).unwrap()] {
+        pathtwin_core::element::Element::Queue(q) => q.abw().bps(),
+        _ => panic!("{name} is not a queue"),
+    };
+    assert_eq!(queue_abw("a->b"), 8_000_000);
+    assert_eq!(queue_abw("b->a"), 3_000_000);
+
+    let over = Config::from_toml(&format!("{base}[path.abw_steps]\na_to_b = [[\"1s\", \"30mbit\"]]\n"), "t.toml").unwrap();
+    let e = compile::<P>(&over).err().expect("above capacity").to_string();
+    assert!(e.starts_with("path[0].abw_steps.a_to_b[0]") && e.contains("capacity"), "{e}");
+
+    let shared = format!(
+        "{base}[[path]]\nbetween = [\"a\", \"c\"]\nrtt = \"40ms\"\nabw = \"8mbit\"\ncapacity = \"20mbit\"\n[[shared]]\nsource = \"a\"\ndestinations = [\"b\", \"c\"]\n[path.abw_steps]\na_to_b = [[\"1s\", \"3mbit\"]]\n"
+    );
+    let e = compile::<P>(&Config::from_toml(&shared, "t.toml").unwrap()).err().expect("shared").to_string();
+    assert!(e.contains("abw_steps") && e.contains("shared[0]"), "{e}");
+}

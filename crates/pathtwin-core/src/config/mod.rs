@@ -42,7 +42,7 @@ mod workload;
 pub use links::LinkConfig;
 pub use markers::{MarkerConfig, MarkerKind, Placement};
 pub use monarch::{MonarchConfig, ProbeKind, TargetIpIds};
-pub use paths::{Mode, PathConfig, ReactivitySpec, SharedConfig, SharedDirection, TableSpec};
+pub use paths::{AbwSteps, Mode, PathConfig, ReactivitySpec, SharedConfig, SharedDirection, TableSpec};
 pub use per_direction::PerDirection;
 pub use pipes::{PipeConfig, MAX_PIPES_PER_HOST};
 pub use qdisc::{FrioSettings, QdiscKind, QdiscSpec, RedSettings, RioClassSettings, RioSettings};

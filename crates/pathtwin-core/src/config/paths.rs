@@ -1,5 +1,6 @@
 //! The paths view (NSDI'09): `[[path]]` entries — base RTT, ABW or a reactivity table per
-//! direction, capacity, queue, mode, loss, reordering, queue discipline — and `[[shared]]`
+//! direction, ABW that follows a recorded profile (`abw_steps`), capacity, queue, mode, loss,
+//! reordering, queue discipline — and `[[shared]]`
 //! bottleneck classes, with their checks against the hosts. Compiling them into queues and
 //! delay lines is `topology`'s.
 
@@ -32,6 +33,32 @@ impl ReactivitySpec {
     }
 }
 
+/// `[path.abw_steps]`: the ABW of each direction over time, as steps `[time, abw]` from the
+/// start of the run (before the first step, the path's `abw`). It is cross traffic that does
+/// not react to the foreground — what iBox (SIGMETRICS 2022) infers from one transfer's
+/// traces and `pathtwin trace to-paths` writes — replayed by the placeholders at C − ABW(t).
+/// A direction left out keeps its constant `abw`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AbwSteps {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub a_to_b: Vec<(Duration, Rate)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub b_to_a: Vec<(Duration, Rate)>,
+}
+
+impl AbwSteps {
+    /// The steps of `direction` (0: `between[0]` to `between[1]`).
+    pub fn direction(&self, direction: usize) -> &[(Duration, Rate)] {
+        if direction == 0 { &self.a_to_b } else { &self.b_to_a }
+    }
+
+    /// The key of a direction's list, for errors.
+    pub fn key(direction: usize) -> &'static str {
+        if direction == 0 { "a_to_b" } else { "b_to_a" }
+    }
+}
+
 /// How a path is emulated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -55,6 +82,10 @@ pub struct PathConfig {
     /// ABW as a function of active foreground flows; replaces `abw`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reactivity: Option<ReactivitySpec>,
+    /// ABW over time (non-reactive cross traffic); `abw` holds before the first step and
+    /// sizes the queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abw_steps: Option<AbwSteps>,
     /// Bottleneck capacity; 100 Mbit/s in path mode, = ABW in link mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<PerDirection<Rate>>,
@@ -142,7 +173,38 @@ pub(super) fn validate(paths: &[PathConfig], hosts: &Names<'_>) -> Result<(), Co
         if p.abw.is_some() && p.reactivity.is_some() {
             return Err(ConfigError::invalid(format!("path[{i}].reactivity"), "give either abw or reactivity, not both"));
         }
+        if let Some(steps) = &p.abw_steps {
+            validate_steps(steps, p, &format!("path[{i}].abw_steps"))?;
+        }
         qdisc::check(p.qdisc_spec(), &format!("path[{i}]"))?;
+    }
+    Ok(())
+}
+
+/// A profile needs a constant `abw` to start from and a capacity to vary below (path mode);
+/// its times increase and its rates are positive. That they stay within the capacity is
+/// checked where the capacity is known (`topology`).
+fn validate_steps(steps: &AbwSteps, p: &PathConfig, key: &str) -> Result<(), ConfigError> {
+    if p.reactivity.is_some() {
+        return Err(ConfigError::invalid(key, "a path's ABW follows either a reactivity table or steps over time, not both"));
+    }
+    if p.mode == Mode::Link {
+        return Err(ConfigError::invalid(key, "mode = \"link\" drains at a constant ABW; steps need mode = \"path\""));
+    }
+    if steps.a_to_b.is_empty() && steps.b_to_a.is_empty() {
+        return Err(ConfigError::invalid(key, "no steps: give a_to_b, b_to_a or both as [[time, abw], ...]"));
+    }
+    for d in 0..2 {
+        let list = steps.direction(d);
+        for (k, &(t, rate)) in list.iter().enumerate() {
+            let at = || format!("{key}.{}[{k}]", AbwSteps::key(d));
+            if rate.bps() == 0 {
+                return Err(ConfigError::invalid(at(), "ABW must be positive"));
+            }
+            if k > 0 && t <= list[k - 1].0 {
+                return Err(ConfigError::invalid(at(), format!("step at {t} is not after the one before it ({})", list[k - 1].0)));
+            }
+        }
     }
     Ok(())
 }
@@ -170,5 +232,35 @@ mod tests {
     fn unknown_host_is_named() {
         let e = Config::from_toml("hosts = [\"a\", \"b\"]\n[[path]]\nbetween = [\"a\", \"c\"]\nrtt = \"50ms\"\nabw = \"1mbit\"\n", "t.toml").unwrap_err().to_string();
         assert_eq!(e, "path[0].between[1]: unknown host \"c\"");
+    }
+
+    const STEPS: &str = "hosts = [\"a\", \"b\"]\n[[path]]\nbetween = [\"a\", \"b\"]\nrtt = \"50ms\"\nabw = \"8mbit\"\ncapacity = \"20mbit\"\n";
+
+    fn steps_error(extra: &str) -> String {
+        Config::from_toml(&format!("{STEPS}{extra}"), "t.toml").err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn abw_steps_parse_and_round_trip_through_the_serialiser() {
+        let cfg = Config::from_toml(&format!("{STEPS}[path.abw_steps]\na_to_b = [[\"0s\", \"12mbit\"], [\"1.5s\", \"4mbit\"]]\n"), "t.toml").unwrap();
+        let steps = cfg.paths[0].abw_steps.clone().unwrap();
+        assert_eq!(steps.a_to_b.len(), 2);
+        assert!(steps.b_to_a.is_empty());
+        let again = Config::from_toml(&toml::to_string(&cfg).unwrap(), "again.toml").unwrap();
+        assert_eq!(again.paths[0].abw_steps, Some(steps));
+    }
+
+    #[test]
+    fn bad_abw_steps_are_one_line_errors_naming_the_step() {
+        let cases = [
+            ("[path.abw_steps]\na_to_b = [[\"2s\", \"4mbit\"], [\"1s\", \"5mbit\"]]\n", "path[0].abw_steps.a_to_b[1]"),
+            ("[path.abw_steps]\nb_to_a = [[\"1s\", \"0mbit\"]]\n", "path[0].abw_steps.b_to_a[0]"),
+            ("[path.abw_steps]\n", "path[0].abw_steps"),
+            ("[path.abw_steps]\nforward = [[\"1s\", \"3mbit\"]]\n", "forward"),
+        ];
+        for (extra, key) in cases {
+            let e = steps_error(extra);
+            assert!(e.contains(key) && !e.contains('\n'), "{extra:?} gave {e:?}");
+        }
     }
 }

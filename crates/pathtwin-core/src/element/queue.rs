@@ -13,6 +13,11 @@
 //! and service completion up to `now` in time order, so a driver wakes the queue only when a
 //! real packet can leave ([`BandwidthQueue::next_wakeup`]) — not once per placeholder.
 //!
+//! The placeholder rate can follow a schedule of ABW steps (`with_abw_steps`: non-reactive
+//! cross traffic recorded over time, iBox's profile). A step takes effect at its model time
+//! inside the same lazy replay, between the placeholder arrivals before it and after it, so
+//! it needs no wake-up of its own either.
+//!
 //! A queue can carry its link's propagation delay (`with_propagation`): a packet then leaves
 //! the element one propagation delay after its last bit left the link. Folding the delay into
 //! the link halves the events a driver handles per hop; it changes no timing.
@@ -114,6 +119,8 @@ pub struct BandwidthQueue<P> {
     /// Real packets in the discipline (placeholders excluded).
     real_backlog: Backlog,
     reactivity: Option<Box<Reactivity>>,
+    /// ABW steps still to come (time, ABW), earliest last so that the next is a `pop`.
+    abw_steps: Option<Box<Vec<(Instant, Rate)>>>,
     /// Departed real packets not yet polled, with their departure times.
     output: VecDeque<(Instant, P)>,
     /// The item on the link and the time its last bit leaves.
@@ -138,9 +145,20 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
             real_backlog: Backlog::default(),
             stats: QueueStats::default(),
             reactivity: None,
+            abw_steps: None,
             rng,
             now: Instant::ZERO,
         }
+    }
+
+    /// Makes the ABW follow `steps` (model time, ABW; in increasing time): from each step's
+    /// time on, placeholders arrive at C − ABW. A step at time zero replaces the initial ABW.
+    pub fn with_abw_steps(mut self, steps: &[(Instant, Rate)]) -> Self {
+        let mut pending: Vec<(Instant, Rate)> = steps.to_vec();
+        pending.reverse();
+        self.abw_steps = (!pending.is_empty()).then(|| Box::new(pending));
+        self.replay(Instant::ZERO);
+        self
     }
 
     /// Adds a fixed propagation delay after the link (a packet leaves the element that long
@@ -359,6 +377,21 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
     }
 
     fn replay(&mut self, now: Instant) {
+        while let Some(&(at, abw)) = self.abw_steps.as_ref().and_then(|s| s.last()).filter(|&&(at, _)| at <= now) {
+            // What happened before the step ran at the old rate; the new source starts at it.
+            self.replay_until(at, false);
+            self.abw_steps.as_mut().expect("a step").pop();
+            let rate = self.capacity.saturating_sub(abw);
+            if rate != self.placeholder.rate {
+                self.placeholder = PlaceholderSource::new(rate, at);
+                self.stats.rate_changes += 1;
+            }
+        }
+        self.replay_until(now, true);
+    }
+
+    /// Replays completions and arrivals before `limit` (and at it, if `inclusive`).
+    fn replay_until(&mut self, limit: Instant, inclusive: bool) {
         loop {
             let done = self.in_service.as_ref().map(|&(_, t)| t);
             let arrival = self.placeholder.next;
@@ -368,7 +401,7 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
                 (None, Some(a)) => a,
                 (None, None) => break,
             };
-            if next > now {
+            if next > limit || (next == limit && !inclusive) {
                 break;
             }
             if done == Some(next) {
