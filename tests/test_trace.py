@@ -328,10 +328,104 @@ def test_to_paths_on_a_simulated_capture(tmp_path):
     assert _native.config_toml(text, "toml", "") == text.split("\n\n", 1)[1]
 
 
+# Cross traffic that changes over time (iBox's case): 20 Mbit/s, ABW 12 Mbit/s, then 4 from
+# 3 s and 9 from 6 s; one download of 8 MB, which spans them and ends at about 8 s, its window
+# far above the BDP so that the queue stands. Captured at the server.
+PROFILE_STEPS = [(0.0, 12e6), (3.0, 4e6), (6.0, 9e6)]
+SIM_PROFILE = """
+hosts = ["server", "bulk"]
+[run]
+duration = "12s"
+seed = 5
+pcap = ["server"]
+[tcp]
+max_window = "1MiB"
+rcv_window = "1MiB"
+[[path]]
+between = ["server", "bulk"]
+rtt = "40ms"
+capacity = "20mbit"
+abw = "12mbit"
+queue = "120KB"
+enforce_bounds = false
+[path.abw_steps]
+a_to_b = [["3s", "4mbit"], ["6s", "9mbit"]]
+[[flow]]
+from = "bulk"
+to = "server"
+app = "reqresp"
+request = "300B"
+response = "8MB"
+requests = 1
+"""
+
+
+def test_to_paths_writes_the_cross_traffic_over_time(tmp_path, capsys):
+    """A simulated capture of a path whose cross traffic steps (the profile is the truth):
+    `trace analyze --cross-traffic` then `trace to-paths --cross-traffic` write abw_steps
+    whose every step inside one truth interval is that interval's ABW within the bin's own
+    error bound (plus 3 % of capacity for rounding and the bin's edges), and the file is a
+    model both engines take. (A step is the capacity written less the bin's cross traffic,
+    which is the connection's delivery rate while the queue stood: the capacity estimate,
+    here from one burst, cancels out.)"""
+    from pathtwin import _native
+    from pathtwin.config import parse_quantity
+    from pathtwin.sim import simulate
+
+    simulate(SIM_PROFILE, out=tmp_path / "sim")
+    pcap = tmp_path / "sim" / "pcap" / "server.pcap"
+    conns, ct = tmp_path / "conns.parquet", tmp_path / "ct.parquet"
+    assert main(["trace", "analyze", str(pcap), "-o", str(conns), "--cross-traffic", str(ct)]) == 0
+    assert "bins of cross traffic over time" in capsys.readouterr().out
+    out = tmp_path / "paths.toml"
+    assert main(["trace", "to-paths", str(conns), "--cross-traffic", str(ct), "-o", str(out)]) == 0
+    import tomllib
+
+    model = tomllib.loads(out.read_text())
+    steps = model["path"][0]["abw_steps"]["a_to_b"]
+    assert "b_to_a" not in model["path"][0]["abw_steps"], "nothing but requests went upstream"
+    est = json.loads((tmp_path / "paths.estimates.json").read_text())["paths"][0]["s2c"]["abw_steps"]
+    assert est["kind"] == "profile" and est["steps"] == len(steps)
+
+    def truth(t: float) -> float:
+        return [abw for start, abw in PROFILE_STEPS if start <= t][-1]
+
+    bins = trace.read_table(ct)
+    bins = bins[bins["direction"].eq("s2c") & bins["point"]].sort_values("start_s")
+    t0 = float(trace.read_table(conns)["start_s"].min())
+    checked = set()
+    for (t_text, rate_text), (_, b) in zip(steps, bins.iterrows()):
+        t, rate = parse_quantity("time", t_text, "step"), parse_quantity("rate", rate_text, "step")
+        assert t == pytest.approx(b["start_s"] - t0, abs=1e-3)
+        end = t + b["duration_s"]
+        if truth(t) != truth(end - 1e-6):
+            continue  # the bin straddles a step of the truth
+        assert abs(rate - truth(t)) <= b["cross_error_bps"] + 0.03 * 20e6, (t, rate, truth(t), b["cross_error_bps"])
+        checked.add(truth(t))
+    # Every level of the truth was met by a step within one interval.
+    assert checked == {abw for _, abw in PROFILE_STEPS}, steps
+    # Both engines' schema takes it (to-paths validated it; the steps are in order).
+    _native.validate_config(out.read_text(), "toml", str(out))
+
+
 def test_to_paths_rejects_foreign_tables(tmp_path):
     p = tmp_path / "x.csv"
     p.write_text("a,b\n1,2\n")
     assert main(["trace", "to-paths", str(p), "-o", str(tmp_path / "p.toml")]) == 2
+
+
+def test_to_paths_refuses_a_profile_that_is_not_one(tmp_path, capsys):
+    """A cross-traffic table must be one: here the connection table stands in for it."""
+    from pathtwin.sim import simulate
+
+    simulate(SIM_PATHS, out=tmp_path / "sim")
+    conns = tmp_path / "conns.parquet"
+    assert main(["trace", "analyze", str(tmp_path / "sim" / "pcap" / "server.pcap"), "-o", str(conns)]) == 0
+    capsys.readouterr()
+    assert main(["trace", "to-paths", str(conns), "--cross-traffic", str(conns), "-o", str(tmp_path / "p.toml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not a cross-traffic table" in err and "\n" not in err, err
+    assert not (tmp_path / "p.toml").exists()
 
 
 def test_threads_do_not_change_the_result(tmp_path):

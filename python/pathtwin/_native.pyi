@@ -200,6 +200,7 @@ class _AnalysisSummary(TypedDict):
     pruned: list[tuple[str, int]]
     head: dict[str, list[Any]]
     exchanges: int
+    cross_traffic_bins: int
 
 class _DiagnoseStats(TypedDict):
     frames: int
@@ -207,13 +208,14 @@ class _DiagnoseStats(TypedDict):
     truncated_tail: bool
 
 def trace_analyze(path: _Path, server: str | None = None, progress: _Progress = None, threads: int = 0,
-                  exchanges: bool = False) -> tuple[dict[str, _Column], dict[str, _Column] | None, _CaptureStats]:
+                  exchanges: bool = False, cross_traffic: bool = False
+                  ) -> tuple[dict[str, _Column], dict[str, _Column] | None, _CaptureStats, dict[str, _Column] | None]:
     """Analyzes a capture (Monkey See): (connection columns, exchange columns or None,
-    capture counts)."""
+    capture counts, cross-traffic profile columns or None)."""
 
 def trace_analyze_files(path: _Path, conns_out: _Path | None = None, exchanges_out: _Path | None = None,
                         server: str | None = None, progress: _Progress = None, threads: int = 0,
-                        head: int = 20) -> _AnalysisSummary:
+                        head: int = 20, cross_traffic_out: _Path | None = None) -> _AnalysisSummary:
     """Analyzes a capture and writes its tables as Parquet; returns what a summary prints."""
 
 def trace_diagnose(path: _Path, progress: _Progress = None) -> tuple[dict[str, list[Any]], _DiagnoseStats]:

@@ -62,7 +62,7 @@ def analyze(
     about every megabyte. ``threads`` splits a large capture file's flows over that many
     threads (default: by processor count and capture size); the result is the same.
     """
-    conns, _, stats = _analyze(capture, server, progress, threads, exchanges=False)
+    conns, _, stats, _ = _analyze(capture, server, progress, threads, exchanges=False)
     return conns, stats
 
 
@@ -81,16 +81,40 @@ def workload(
     ``think_ms`` (the previous response's end to this request's start; NaN for the first).
     Arguments as for ``analyze``.
     """
-    conns, exchanges, stats = _analyze(capture, server, progress, threads, exchanges=True)
+    conns, exchanges, stats, _ = _analyze(capture, server, progress, threads, exchanges=True)
     return conns, exchanges, stats
 
 
-def _analyze(capture, server, progress, threads, exchanges: bool):
-    """The one pass behind ``analyze`` and ``workload``: (conns, exchanges or None, stats)."""
+def cross_traffic(
+    capture: PathLike, server: Optional[str] = None, progress: Progress = None, threads: Optional[int] = None
+) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """``analyze`` plus each connection direction's cross traffic over time, from one pass:
+    (one row per connection, one row per profile bin, capture counts).
+
+    iBox's inference (SIGMETRICS 2022; ALGORITHMS.md §9): while the bottleneck's queue stood,
+    the link sent at its capacity C, so what of C the connection did not get went to cross
+    traffic. Bins are about a second of whole round trips; a bin whose queue stood for at
+    least half its time gives ``cross_bps`` = C − the connection's delivery rate while it
+    stood as a point (``point``, ± ``cross_error_bps``: the queue's backlog over that time),
+    any other bin an upper bound (C − its delivery rate). Columns: ``conn_id`` (the
+    connection table's), ``direction`` (``s2c`` seen at the sender, ``c2s`` at the
+    receiver), ``start_s``, ``duration_s``, ``busy_s``, ``capacity_bps``,
+    ``foreground_bps``, ``cross_bps``, ``cross_error_bps``, ``point``. A direction without a
+    capacity estimate has no bins. Arguments as for ``analyze``.
+    """
+    conns, _, stats, bins = _analyze(capture, server, progress, threads, exchanges=False, cross=True)
+    assert bins is not None
+    return conns, bins, stats
+
+
+def _analyze(capture, server, progress, threads, exchanges: bool, cross: bool = False):
+    """The one pass behind ``analyze``, ``workload`` and ``cross_traffic``: (conns,
+    exchanges or None, stats, profile bins or None)."""
     check_threads(threads)
     p = _check_file(capture)
-    cols, xcols, stats = _native().trace_analyze(str(p), server, progress, threads or 0, exchanges)
-    return _frame(cols), None if xcols is None else _frame(xcols), dict(stats)
+    cols, xcols, stats, ccols = _native().trace_analyze(str(p), server, progress, threads or 0, exchanges, cross)
+    return (_frame(cols), None if xcols is None else _frame(xcols), dict(stats),
+            None if ccols is None else _frame(ccols))
 
 
 def _frame(cols: dict) -> pd.DataFrame:
@@ -173,7 +197,8 @@ _PATH_COLUMNS = {"client_ip", "server_ip", "kept", "prune_reason", "min_rtt_ms",
         ("congestion_losses", ""), ("noncongestion_loss", ""))}
 
 
-def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: bool = False) -> dict:
+def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: bool = False,
+             cross_traffic: Optional[pd.DataFrame] = None) -> dict:
     """Turns connection rows into a ``paths`` topology: one path from the server to each
     client, every quantity per direction as what it is, with its confidence.
 
@@ -205,7 +230,14 @@ def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: b
       4), derived by the model where not measured, left out when no queue meets both;
     - **loss**: random (non-congestion) loss per direction, pooled over data packets; a
       full queue's losses are the model queue's own;
-    - **wmax**: the largest window the client advertised, for the bounds.
+    - **wmax**: the largest window the client advertised, for the bounds;
+    - **ABW over time** (with ``cross_traffic``, the profile bins of ``cross_traffic()`` /
+      `trace analyze --cross-traffic`): per direction, the client's connection with the
+      most point bins gives ``abw_steps``, one step per point bin at its start (seconds
+      from the capture's first connection, as a replay starts it): the written capacity
+      less the bin's cross traffic. Bins that only bound the cross traffic add no step (the
+      one before holds); fewer than two points write no steps. This is iBox's non-reactive
+      cross traffic, replayed by the model's placeholders.
 
     Connections Monkey prunes for having no usable ACK pairs (its replay needs a bottleneck
     rate, a path estimate does not: an upload, say) count; those pruned for an incomplete
@@ -221,12 +253,20 @@ def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: b
     df = df[df["min_rtt_ms"].notna() & (df["min_rtt_ms"] > 0)]
     if df.empty:
         raise PathtwinError("no connection has a min RTT (nothing to turn into paths)")
+    if cross_traffic is not None:
+        missing = _PROFILE_COLUMNS - set(cross_traffic.columns)
+        if missing:
+            raise PathtwinError(f"not a cross-traffic table of `pathtwin trace analyze --cross-traffic`: missing columns "
+                                f"{', '.join(sorted(missing)[:4])}")
+    t0 = float(conns["start_s"].min())
     hosts = [server_name]
     paths, estimates = [], []
     for i, (client, g) in enumerate(sorted(df.groupby("client_ip"), key=lambda kv: str(kv[0]))):
         name = f"c{i}"
         hosts.append(name)
         entry, est = _path(server_name, name, str(client), g)
+        if cross_traffic is not None:
+            _abw_steps(entry, est, g, cross_traffic, t0)
         paths.append(entry)
         estimates.append(est)
     return {"hosts": hosts, "path": paths, "estimates": estimates}
@@ -402,6 +442,40 @@ def _path(server: str, name: str, client: str, g: pd.DataFrame) -> tuple[dict, d
     if wmax:
         entry["wmax"] = f"{wmax}B"
     return entry, est
+
+
+_PROFILE_COLUMNS = {"conn_id", "direction", "start_s", "cross_bps", "point"}
+
+#: The schema's names of a path's directions: ``between = [server, client]``.
+_STEPS_KEY = {"s2c": "a_to_b", "c2s": "b_to_a"}
+
+
+def _abw_steps(entry: dict, est: dict, g: pd.DataFrame, bins: pd.DataFrame, t0: float) -> None:
+    """Adds ``abw_steps`` to a client's path entry from the profile bins of its connection
+    with the most point bins, per direction, and says what it did in ``est``."""
+    steps: dict = {}
+    for d in DIRECTIONS:
+        mine = bins[bins["conn_id"].isin(g["conn_id"]) & bins["direction"].eq(d)]
+        points = mine[mine["point"].astype(bool)]
+        capacity = est[d]["capacity"]["written_bps"]
+        if len(points) < 2:
+            est[d]["abw_steps"] = {"kind": "none", "points": int(len(points)), "bins": int(len(mine)),
+                                   "how": "fewer than two bins with a standing queue: the ABW stays constant"}
+            continue
+        conn = int(points["conn_id"].value_counts().idxmax())
+        points = points[points["conn_id"].eq(conn)].sort_values("start_s")
+        chosen = mine[mine["conn_id"].eq(conn)]
+        written = [[f"{max(s - t0, 0.0):.3f}s", f"{min(max(_written_rate(capacity - x), 1000), capacity)}bit"]
+                   for s, x in zip(points["start_s"], points["cross_bps"])]
+        steps[_STEPS_KEY[d]] = written
+        err = points["cross_error_bps"].dropna()
+        est[d]["abw_steps"] = {
+            "kind": "profile", "connection": conn, "points": int(len(points)), "bins": int(len(chosen)),
+            "steps": len(written), "max_error_bps": float(err.max()) if len(err) else None,
+            "how": "capacity less the cross traffic of each bin with a standing queue (iBox); "
+                   "bins that only bound it keep the step before"}
+    if steps:
+        entry["abw_steps"] = steps
 
 
 def _written_rate(bps: float) -> int:

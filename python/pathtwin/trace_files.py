@@ -55,11 +55,12 @@ def missing(v: Any) -> bool:
 def analyze_files(capture: str | os.PathLike[str], output: str | os.PathLike[str] | None = None,
                   exchanges_out: str | os.PathLike[str] | None = None, server: str | None = None,
                   progress: Callable[[int], None] | None = None, threads: int | None = None, head: int = 20,
-                  csv: bool = False) -> Mapping[str, Any]:
+                  csv: bool = False, cross_traffic_out: str | os.PathLike[str] | None = None) -> Mapping[str, Any]:
     """Analyzes a capture (Monkey See), writes one row per connection to ``output`` and, if
-    given, one row per request/response exchange to ``exchanges_out`` (Parquet, or CSV with
-    ``csv``), and returns what a summary prints: ``{"stats", "connections", "kept", "pruned",
-    "head", "exchanges"}`` as ``_native.trace_analyze_files`` returns it (capture counts,
+    given, one row per request/response exchange to ``exchanges_out`` and one per bin of each
+    connection direction's cross traffic over time to ``cross_traffic_out`` (Parquet, or CSV
+    with ``csv``), and returns what a summary prints: ``{"stats", "connections", "kept", "pruned",
+    "head", "exchanges", "cross_traffic_bins"}`` as ``_native.trace_analyze_files`` returns it (capture counts,
     connections and those kept for replay, ``(reason, connections)`` of the pruned ones, most
     frequent first, the first ``head`` connections as lists by column, exchanges). Other
     arguments as for ``pathtwin.trace.analyze``."""
@@ -67,29 +68,30 @@ def analyze_files(capture: str | os.PathLike[str], output: str | os.PathLike[str
     path = check_capture(capture)
     check_output(output)
     check_output(exchanges_out)
+    check_output(cross_traffic_out)
     if csv:
-        return _analyze_to_csv(path, output, exchanges_out, server, progress, threads, head)
+        return _analyze_to_csv(path, output, exchanges_out, server, progress, threads, head, cross_traffic_out)
     from . import _native
 
-    return _native.trace_analyze_files(path, output, exchanges_out, server, progress, threads or 0, max(head, 0))
+    return _native.trace_analyze_files(path, output, exchanges_out, server, progress, threads or 0, max(head, 0),
+                                       cross_traffic_out)
 
 
 def _analyze_to_csv(capture: str, output: str | os.PathLike[str] | None, exchanges_out: str | os.PathLike[str] | None,
                     server: str | None, progress: Callable[[int], None] | None, threads: int | None,
-                    head: int) -> dict[str, Any]:
+                    head: int, cross_traffic_out: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The ``csv`` path: the Python API's frames written by pandas, summarized as the
     engine summarizes (``trace_analyze_files``'s dict)."""
     from . import trace
 
-    if exchanges_out is None:
-        conns, stats = trace.analyze(capture, server=server, progress=progress, threads=threads)
-        exchanges = None
-    else:
-        conns, exchanges, stats = trace.workload(capture, server=server, progress=progress, threads=threads)
+    conns, exchanges, stats, bins = trace._analyze(capture, server, progress, threads, exchanges=exchanges_out is not None,
+                                                   cross=cross_traffic_out is not None)
     if output is not None:
         trace.write_table(conns, output, csv=True)
     if exchanges is not None and exchanges_out is not None:
         trace.write_table(exchanges, exchanges_out, csv=True)
+    if bins is not None and cross_traffic_out is not None:
+        trace.write_table(bins, cross_traffic_out, csv=True)
     reasons = conns.loc[~conns["kept"], "prune_reason"] if len(conns) else []
     pruned: dict[str, int] = {}
     for r in reasons:
@@ -102,4 +104,5 @@ def _analyze_to_csv(capture: str, output: str | os.PathLike[str] | None, exchang
         "pruned": sorted(pruned.items(), key=lambda kv: -kv[1]),
         "head": {c: [None if missing(v) else v for v in first[c].tolist()] for c in first.columns},
         "exchanges": 0 if exchanges is None else len(exchanges),
+        "cross_traffic_bins": 0 if bins is None else len(bins),
     }

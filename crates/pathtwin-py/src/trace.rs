@@ -113,13 +113,15 @@ fn columns_to_python<'py>(py: Python<'py>, cols: Vec<(&'static str, Column)>) ->
     Ok(dict)
 }
 
-/// Analyzes a capture (Monkey See). Returns `(columns, exchange_columns, stats)`: one entry
-/// per connection in each column; with `exchanges`, one per request/response exchange in
-/// each of `exchange_columns` (else `None`); and capture-wide counts. `server` is `"IP"` or
-/// `"IP:PORT"`; `threads` 0 chooses from the processors and the capture's size (the result
-/// does not depend on it).
+/// Analyzes a capture (Monkey See). Returns `(columns, exchange_columns, stats,
+/// cross_traffic_columns)`: one entry per connection in each column; with `exchanges`, one
+/// per request/response exchange in each of `exchange_columns` (else `None`); capture-wide
+/// counts; with `cross_traffic`, one per bin of each connection direction's cross-traffic
+/// profile (else `None`). `server` is `"IP"` or `"IP:PORT"`; `threads` 0 chooses from the
+/// processors and the capture's size (the result does not depend on it).
 #[pyfunction]
-#[pyo3(signature = (path, server = None, progress = None, threads = 0, exchanges = false))]
+#[pyo3(signature = (path, server = None, progress = None, threads = 0, exchanges = false, cross_traffic = false))]
+#[allow(clippy::type_complexity)]
 fn trace_analyze<'py>(
     py: Python<'py>,
     path: PathBuf,
@@ -127,17 +129,20 @@ fn trace_analyze<'py>(
     progress: Option<PyObject>,
     threads: usize,
     exchanges: bool,
-) -> PyResult<(Bound<'py, PyDict>, Option<Bound<'py, PyDict>>, Bound<'py, PyDict>)> {
-    let opts = analyze_options(py, server, threads, exchanges)?;
+    cross_traffic: bool,
+) -> PyResult<(Bound<'py, PyDict>, Option<Bound<'py, PyDict>>, Bound<'py, PyDict>, Option<Bound<'py, PyDict>>)> {
+    let opts = analyze_options(py, server, threads, exchanges, cross_traffic)?;
     let analysis = with_progress(py, None, progress, |report| pathtwin_trace::analyze_path(&path, &opts, report))?;
     let cols = columns_to_python(py, pathtwin_trace::to_columns(&analysis.conns))?;
     let exchange_cols =
         if exchanges { Some(columns_to_python(py, pathtwin_trace::exchange_columns(&analysis.exchanges))?) } else { None };
-    Ok((cols, exchange_cols, stats_to_python(py, &analysis.stats)?))
+    let cross_cols =
+        if cross_traffic { Some(columns_to_python(py, pathtwin_trace::cross_traffic_columns(&analysis.cross_traffic))?) } else { None };
+    Ok((cols, exchange_cols, stats_to_python(py, &analysis.stats)?, cross_cols))
 }
 
-fn analyze_options(py: Python<'_>, server: Option<&str>, threads: usize, exchanges: bool) -> PyResult<AnalyzeOptions> {
-    let mut opts = AnalyzeOptions { threads, exchanges, ..AnalyzeOptions::default() };
+fn analyze_options(py: Python<'_>, server: Option<&str>, threads: usize, exchanges: bool, cross_traffic: bool) -> PyResult<AnalyzeOptions> {
+    let mut opts = AnalyzeOptions { threads, exchanges, cross_traffic, ..AnalyzeOptions::default() };
     if let Some(s) = server {
         opts.server = Some(parse_server(s).ok_or_else(|| {
             pathtwin_error(py, format!("--server {s:?}: expected IP, IP:PORT or [IPv6]:PORT"))
@@ -147,16 +152,18 @@ fn analyze_options(py: Python<'_>, server: Option<&str>, threads: usize, exchang
 }
 
 /// Analyzes a capture and writes the connection table to `conns_out` and, if given, the
-/// exchange table of the same pass to `exchanges_out`, as Parquet files that read back as
+/// exchange table of the same pass to `exchanges_out` and the connections' cross-traffic
+/// profiles to `cross_traffic_out`, as Parquet files that read back as
 /// the frames of `pathtwin.trace.analyze` / `workload` read back once written with pyarrow
 /// (see `parquet_out`). Returns `{"stats", "connections", "kept", "pruned", "head",
-/// "exchanges"}`: the capture-wide counts (as `trace_analyze`'s), how many connections
+/// "exchanges", "cross_traffic_bins"}`: the capture-wide counts (as `trace_analyze`'s), how many connections
 /// there are and how many were kept for replay, `(reason, connections)` of the pruned ones
 /// (most frequent first, ties in order of first appearance), the first `head` rows of the
-/// connection table as plain lists by column, and the number of exchanges. A capture that
+/// connection table as plain lists by column, and the numbers of exchanges and of profile
+/// bins. A capture that
 /// cannot be read is a `PathtwinError` naming it. Other arguments as for `trace_analyze`.
 #[pyfunction]
-#[pyo3(signature = (path, conns_out = None, exchanges_out = None, server = None, progress = None, threads = 0, head = 20))]
+#[pyo3(signature = (path, conns_out = None, exchanges_out = None, server = None, progress = None, threads = 0, head = 20, cross_traffic_out = None))]
 #[allow(clippy::too_many_arguments)]
 fn trace_analyze_files<'py>(
     py: Python<'py>,
@@ -167,8 +174,9 @@ fn trace_analyze_files<'py>(
     progress: Option<PyObject>,
     threads: usize,
     head: usize,
+    cross_traffic_out: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let opts = analyze_options(py, server, threads, exchanges_out.is_some())?;
+    let opts = analyze_options(py, server, threads, exchanges_out.is_some(), cross_traffic_out.is_some())?;
     let analysis =
         with_progress(py, Some(&path), progress, |report| pathtwin_trace::analyze_path(&path, &opts, report))?;
     py.allow_threads(|| -> Result<(), String> {
@@ -178,6 +186,9 @@ fn trace_analyze_files<'py>(
         }
         if let Some(p) = &exchanges_out {
             write_columns(p, &pathtwin_trace::exchange_columns(&analysis.exchanges)).map_err(|e| cannot(p, e))?;
+        }
+        if let Some(p) = &cross_traffic_out {
+            write_columns(p, &pathtwin_trace::cross_traffic_columns(&analysis.cross_traffic)).map_err(|e| cannot(p, e))?;
         }
         Ok(())
     })
@@ -209,6 +220,7 @@ fn trace_analyze_files<'py>(
     out.set_item("pruned", pruned)?;
     out.set_item("head", rows)?;
     out.set_item("exchanges", analysis.exchanges.len())?;
+    out.set_item("cross_traffic_bins", analysis.cross_traffic.len())?;
     Ok(out)
 }
 

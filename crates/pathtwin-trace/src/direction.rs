@@ -457,18 +457,6 @@ impl Rounds {
     /// queue in bytes).
     pub fn summarize(&self, inputs: Option<RoundInputs>) -> RoundSummary {
         let mut s = RoundSummary::default();
-        // Seconds of one packet at capacity, and the busy threshold above the sample's own
-        // burst: the packet in service, one more packet, and the noise.
-        let (pkt_s, thr_s) = match inputs {
-            Some(i) if i.capacity_bps > 0.0 => {
-                let p = i.packet_bits / i.capacity_bps;
-                (p, 2.0 * p + i.noise_s)
-            }
-            _ => (f64::NAN, f64::INFINITY),
-        };
-        let origin = self.origin.unwrap_or(0);
-        // Seconds above the base delay, of a delay in µs from the origin.
-        let excess = |d_us: i32| self.floor.map(|f| (d_us as f64 * 1e3 + (origin - f) as f64) / 1e9);
         // A run: time, bytes, and the queueing delay of its first and of its last round.
         let mut run: Option<(u64, u64, f64, f64)> = None;
         fn close_run(run: &mut Option<(u64, u64, f64, f64)>, s: &mut RoundSummary) {
@@ -481,37 +469,30 @@ impl Rounds {
                 s.backlog_s += first.max(last);
             }
         }
-        let open = self.open.as_ref().map(|r| Round::closed(r, origin));
-        for r in self.log.iter().chain(open.iter()) {
-            let dur = r.dur_us as u64 * 1_000;
-            if dur == 0 {
-                continue;
-            }
+        for r in self.judged(inputs) {
             s.rounds += 1;
-            s.span_ns += dur;
-            s.bytes += r.bytes as u64;
+            s.span_ns += r.dur_ns;
+            s.bytes += r.bytes;
             s.rwnd_rounds += u64::from(r.flags & flag::RWND != 0);
             s.app_rounds += u64::from(r.flags & flag::APP != 0);
             s.retx_rounds += u64::from(r.flags & flag::RETX != 0);
-            let q_max = if r.samples > 0 { excess(r.delay_max_us) } else { None };
-            if let Some(q) = q_max {
+            if let Some(q) = r.queue_s {
                 s.queue_delay_s = Some(s.queue_delay_s.map_or(q, |m: f64| m.max(q)));
             }
-            let busy = r.samples > 0
-                && (self.samples_through_recovery || r.flags & flag::RETX == 0)
-                && r.max_gap_us as u64 * 1_000 <= self.base_window_ns
-                && excess(r.delay_min_us).is_some_and(|e| e - r.min_group as f64 * pkt_s >= thr_s);
-            if busy {
-                let q = q_max.unwrap_or(0.0).max(0.0);
+            if r.busy {
+                let q = r.queue_s.unwrap_or(0.0).max(0.0);
                 let e = run.get_or_insert((0, 0, q, q));
-                e.0 += dur;
-                e.1 += r.bytes as u64;
+                e.0 += r.dur_ns;
+                e.1 += r.bytes;
                 e.3 = q;
             } else {
                 close_run(&mut run, &mut s);
             }
         }
         close_run(&mut run, &mut s);
+        let origin = self.origin.unwrap_or(0);
+        let floor = self.floor;
+        let excess = |d_us: i32| floor.map(|f| (d_us as f64 * 1e3 + (origin - f) as f64) / 1e9);
         // Losses with the queue at least half as full as it ever was are congestion losses
         // [P]: the sample before a loss left the queue a little ahead of the lost packet, so
         // it shows the queue somewhat below full, by how much depends on the sender's
@@ -523,6 +504,106 @@ impl Rounds {
         }
         s
     }
+
+    /// The rounds that lasted some time (the logged ones, then the one under way), each
+    /// judged against `inputs`: its largest queueing delay, and whether the queue stood
+    /// through it (busy; never without a capacity).
+    fn judged(&self, inputs: Option<RoundInputs>) -> impl Iterator<Item = JudgedRound> + '_ {
+        // Seconds of one packet at capacity, and the busy threshold above the sample's own
+        // burst: the packet in service, one more packet, and the noise.
+        let (pkt_s, thr_s) = match inputs {
+            Some(i) if i.capacity_bps > 0.0 => {
+                let p = i.packet_bits / i.capacity_bps;
+                (p, 2.0 * p + i.noise_s)
+            }
+            _ => (f64::NAN, f64::INFINITY),
+        };
+        let origin = self.origin.unwrap_or(0);
+        let floor = self.floor;
+        // Seconds above the base delay, of a delay in µs from the origin.
+        let excess = move |d_us: i32| floor.map(|f| (d_us as f64 * 1e3 + (origin - f) as f64) / 1e9);
+        let open = self.open.as_ref().map(|r| Round::closed(r, origin));
+        self.log.iter().copied().chain(open).filter(|r| r.dur_us > 0).map(move |r| {
+            let queue_s = if r.samples > 0 { excess(r.delay_max_us) } else { None };
+            let busy = r.samples > 0
+                && (self.samples_through_recovery || r.flags & flag::RETX == 0)
+                && r.max_gap_us as u64 * 1_000 <= self.base_window_ns
+                && excess(r.delay_min_us).is_some_and(|e| e - r.min_group as f64 * pkt_s >= thr_s);
+            JudgedRound { start_ns: r.start_ns, dur_ns: r.dur_us as u64 * 1_000, bytes: r.bytes as u64, flags: r.flags, queue_s, busy }
+        })
+    }
+
+    /// The cross traffic over time (iBox, ALGORITHMS.md §9), in bins of at least `bin_ns`
+    /// made of whole rounds. While the queue stands the link sends at C, so what the
+    /// foreground did not get went to cross traffic: a bin whose rounds were busy for at
+    /// least half its time gives C − (its busy bytes / busy time) as a point, with the
+    /// error bound of the ABW's (the largest queue's backlog over the busy time); any other
+    /// bin bounds the cross traffic from above only, by C − its delivery rate. Without a
+    /// capacity there is no profile.
+    pub fn cross_traffic(&self, inputs: Option<RoundInputs>, bin_ns: u64) -> Vec<CrossBin> {
+        let Some(c) = inputs.map(|i| i.capacity_bps).filter(|&c| c > 0.0) else { return Vec::new() };
+        let mut bins = Vec::new();
+        // (start, time, bytes, busy time, busy bytes, largest queue while busy)
+        let mut acc: Option<(u64, u64, u64, u64, u64, f64)> = None;
+        let emit = |a: (u64, u64, u64, u64, u64, f64), bins: &mut Vec<CrossBin>| {
+            let (start, dur, bytes, busy, busy_bytes, q) = a;
+            let point = busy > 0 && 2 * busy >= dur;
+            let (fg, err) = if point {
+                let secs = busy as f64 / 1e9;
+                (busy_bytes as f64 * 8.0 / secs, Some(q * c / secs))
+            } else {
+                (bytes as f64 * 8.0 / (dur as f64 / 1e9), None)
+            };
+            bins.push(CrossBin { start_ns: start, dur_ns: dur, busy_ns: busy, foreground_bps: fg, cross_bps: (c - fg).max(0.0), error_bps: err, point });
+        };
+        for r in self.judged(inputs) {
+            let a = acc.get_or_insert((r.start_ns, 0, 0, 0, 0, 0.0));
+            a.1 += r.dur_ns;
+            a.2 += r.bytes;
+            if r.busy {
+                a.3 += r.dur_ns;
+                a.4 += r.bytes;
+                a.5 = a.5.max(r.queue_s.unwrap_or(0.0).max(0.0));
+            }
+            if a.1 >= bin_ns {
+                emit(*a, &mut bins);
+                acc = None;
+            }
+        }
+        // A last bin shorter than half a bin says too little.
+        if let Some(a) = acc.filter(|a| 2 * a.1 >= bin_ns) {
+            emit(a, &mut bins);
+        }
+        bins
+    }
+}
+
+/// A round judged (see [`Rounds::judged`]).
+#[derive(Debug, Clone, Copy)]
+struct JudgedRound {
+    start_ns: u64,
+    dur_ns: u64,
+    bytes: u64,
+    flags: u8,
+    queue_s: Option<f64>,
+    busy: bool,
+}
+
+/// A bin of a direction's cross-traffic profile ([`Rounds::cross_traffic`]); rates in bit/s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CrossBin {
+    /// Capture time of the bin's first round, and the bin's length.
+    pub start_ns: u64,
+    pub dur_ns: u64,
+    /// Time in busy rounds.
+    pub busy_ns: u64,
+    /// The foreground's delivery rate over the busy rounds (a point) or the whole bin.
+    pub foreground_bps: f64,
+    /// C − foreground: the cross traffic (a point), or an upper bound on it.
+    pub cross_bps: f64,
+    /// A point's error bound.
+    pub error_bps: Option<f64>,
+    pub point: bool,
 }
 
 /// What a direction's rounds say once judged.
@@ -612,15 +693,26 @@ pub enum Delays {
     OneWay { tick_s: f64 },
 }
 
-/// Judges a direction from its pairs and rounds, with a full-sized packet's bits.
-pub fn estimate(pairs: &PairPool, rounds: &Rounds, packet_bits: f64, delays: Delays) -> DirectionEstimate {
+/// What the rounds are judged against: the capacity, a full-sized packet's bits, and the
+/// delay noise (twice the ACK jitter, plus the timestamp tick for one-way delays).
+fn round_inputs(capacity: Option<PairEstimate>, packet_bits: f64, delays: Delays) -> Option<RoundInputs> {
     let extra_noise_s = match delays {
         Delays::Rtt => 0.0,
         Delays::OneWay { tick_s } => tick_s,
     };
+    capacity.map(|c| RoundInputs { capacity_bps: c.rate_bps, packet_bits, noise_s: 2.0 * c.jitter_s + extra_noise_s })
+}
+
+/// A direction's cross traffic over time ([`Rounds::cross_traffic`]), in bins of at least
+/// `bin_ns`, against the capacity of its pairs.
+pub fn cross_traffic(pairs: &PairPool, rounds: &Rounds, packet_bits: f64, delays: Delays, bin_ns: u64) -> Vec<CrossBin> {
+    rounds.cross_traffic(round_inputs(pairs.estimate(), packet_bits, delays), bin_ns)
+}
+
+/// Judges a direction from its pairs and rounds, with a full-sized packet's bits.
+pub fn estimate(pairs: &PairPool, rounds: &Rounds, packet_bits: f64, delays: Delays) -> DirectionEstimate {
     let capacity = pairs.estimate();
-    let inputs = capacity.map(|c| RoundInputs { capacity_bps: c.rate_bps, packet_bits, noise_s: 2.0 * c.jitter_s + extra_noise_s });
-    let s = rounds.summarize(inputs);
+    let s = rounds.summarize(round_inputs(capacity, packet_bits, delays));
     let c_bps = capacity.map(|c| c.rate_bps);
     let busy_s = s.busy_ns as f64 / 1e9;
     let (busy_abw, busy_err) = match c_bps {
@@ -782,11 +874,13 @@ mod lab {
     const MSS: u64 = 1460;
     const WIRE: u64 = 1500;
 
-    /// The path: capacity, CBR cross traffic of full-sized packets at `cross_bps`, one-way
-    /// delays before the bottleneck and back; a FIFO without a limit.
+    /// The path: capacity, CBR cross traffic of full-sized packets at `cross_bps` (from each
+    /// of `cross_steps`' times, capture time, at its rate), one-way delays before the
+    /// bottleneck and back; a FIFO without a limit.
     struct Lab {
         capacity_bps: f64,
         cross_bps: f64,
+        cross_steps: &'static [(u64, f64)],
         forward_ns: u64,
         reverse_ns: u64,
     }
@@ -846,10 +940,12 @@ mod lab {
         }
     }
 
-    /// The FIFO of a [`Lab`]: busy until `busy`, cross traffic arriving every `gap`.
+    /// The FIFO of a [`Lab`]: busy until `busy`, cross traffic arriving every `gap` (the gap
+    /// of the step in force, none at zero rate).
     struct Bottleneck {
         pkt_ns: f64,
-        gap: Option<f64>,
+        /// (from, gap), in time order; the first from time zero.
+        gaps: Vec<(f64, Option<f64>)>,
         busy: f64,
         next_cross: f64,
     }
@@ -857,24 +953,39 @@ mod lab {
     impl Bottleneck {
         fn new(lab: &Lab) -> Bottleneck {
             let pkt_ns = WIRE as f64 * 8e9 / lab.capacity_bps;
-            Bottleneck { pkt_ns, gap: (lab.cross_bps > 0.0).then(|| WIRE as f64 * 8e9 / lab.cross_bps), busy: 0.0, next_cross: 0.0 }
+            let gap = |bps: f64| (bps > 0.0).then(|| WIRE as f64 * 8e9 / bps);
+            let mut gaps = vec![(0.0, gap(lab.cross_bps))];
+            gaps.extend(lab.cross_steps.iter().map(|&(t, bps)| (t as f64, gap(bps))));
+            Bottleneck { pkt_ns, gaps, busy: 0.0, next_cross: 0.0 }
         }
 
         /// When a foreground packet arriving at `arrive` has left (cross traffic that came
         /// before it first).
         fn depart(&mut self, arrive: f64) -> f64 {
-            if let Some(g) = self.gap {
-                while self.next_cross <= arrive {
-                    self.busy = self.busy.max(self.next_cross) + self.pkt_ns;
-                    self.next_cross += g;
+            loop {
+                let step = self.gaps.partition_point(|g| g.0 <= self.next_cross) - 1;
+                let Some(g) = self.gaps[step].1 else {
+                    // No cross traffic now: the next arrival is at the next step with some.
+                    match self.gaps[step + 1..].iter().find(|g| g.1.is_some()) {
+                        Some(&(from, _)) if from <= arrive => {
+                            self.next_cross = from;
+                            continue;
+                        }
+                        _ => break,
+                    }
+                };
+                if self.next_cross > arrive {
+                    break;
                 }
+                self.busy = self.busy.max(self.next_cross) + self.pkt_ns;
+                self.next_cross += g;
             }
             self.busy = self.busy.max(arrive) + self.pkt_ns;
             self.busy
         }
     }
 
-    const PATH: Lab = Lab { capacity_bps: 20e6, cross_bps: 15e6, forward_ns: 20 * MS, reverse_ns: 20 * MS };
+    const PATH: Lab = Lab { capacity_bps: 20e6, cross_bps: 15e6, cross_steps: &[], forward_ns: 20 * MS, reverse_ns: 20 * MS };
 
     /// A window far above the path's BDP at its ABW keeps a queue standing: capacity from
     /// the first window's ACK pairs, the ABW (C − cross traffic) within its own error bound,
@@ -908,5 +1019,37 @@ mod lab {
         assert!((t / (8.0 * WIRE as f64 * 8.0 / 0.040) - 1.0).abs() < 0.1, "{t}");
         assert!(r.abw_s2c_floor_bps.unwrap() <= t);
         assert!((r.capacity_s2c_bps.unwrap() / 20e6 - 1.0).abs() < 0.01);
+    }
+
+    /// Cross traffic of 5, then 15, then 10 Mbit/s on a 20 Mbit/s link (iBox's case): every
+    /// bin of the profile that lies within one step and kept the queue standing gives that
+    /// step's rate within its own error bound, and the bins cover the transfer.
+    #[test]
+    fn the_cross_traffic_profile_follows_its_steps() {
+        let steps: &[(u64, f64)] = &[(3_000 * MS, 15e6), (6_000 * MS, 10e6)];
+        let lab = Lab { capacity_bps: 20e6, cross_bps: 5e6, cross_steps: steps, forward_ns: 10 * MS, reverse_ns: 10 * MS };
+        // 15, 5 and 10 Mbit/s of ABW for 3 s each, and a little more.
+        let c = lab.run(8_000, 65535);
+        let d = &c.down;
+        let bins = super::cross_traffic(&d.cap, &d.rounds, d.max_wire as f64 * 8.0, super::Delays::Rtt, 1_000 * MS);
+        let truth = |t: u64| steps.iter().rev().find(|s| s.0 <= t).map_or(5e6, |s| s.1);
+        let mut checked = 0;
+        for b in &bins {
+            assert!(b.cross_bps >= 0.0 && b.cross_bps <= 20e6, "{b:?}");
+            let (from, to) = (b.start_ns, b.start_ns + b.dur_ns);
+            if truth(from) != truth(to) || !b.point {
+                // A bound holds whatever the step: the cross traffic was at most it.
+                assert!(b.point || b.cross_bps + 0.02 * 20e6 >= truth(from).min(truth(to)), "{b:?}");
+                continue;
+            }
+            let err = b.error_bps.unwrap();
+            // The error bound, plus the capacity estimate's own half per cent.
+            assert!((b.cross_bps - truth(from)).abs() <= err + 0.005 * 20e6, "{b:?} against {}", truth(from));
+            assert!(err < 0.1 * 20e6, "{b:?}");
+            checked += 1;
+        }
+        assert!(checked >= 5, "only {checked} of {} bins were points within one step: {bins:?}", bins.len());
+        let span: u64 = bins.iter().map(|b| b.dur_ns).sum();
+        assert!(span as f64 > 8.5e9, "{span}");
     }
 }

@@ -46,7 +46,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 pub use error::TraceError;
 pub use monarch::{FlowDiagnosis, ProbeKind, Verdict};
-pub use record::{exchange_columns, to_columns, Column, ConnRecord, ExchangeRecord, COLUMNS, EXCHANGE_COLUMNS};
+pub use record::{cross_traffic_columns, exchange_columns, to_columns, Column, ConnRecord, CrossTrafficRecord, ExchangeRecord, COLUMNS, CROSS_TRAFFIC_COLUMNS, EXCHANGE_COLUMNS};
 pub use tracker::{AnalyzeOptions, CaptureStats};
 
 /// The result of [`analyze`].
@@ -57,6 +57,9 @@ pub struct Analysis {
     /// One row per exchange, in (connection, exchange) order; empty unless
     /// [`AnalyzeOptions::exchanges`].
     pub exchanges: Vec<ExchangeRecord>,
+    /// Each connection direction's cross traffic over time, in (connection, direction,
+    /// time) order; empty unless [`AnalyzeOptions::cross_traffic`].
+    pub cross_traffic: Vec<CrossTrafficRecord>,
     pub stats: CaptureStats,
 }
 
@@ -174,9 +177,9 @@ fn track(tracker: &mut tracker::Tracker, frame: &capture::Frame<'_>) {
 }
 
 fn finish(parts: Vec<tracker::Rows>, summary: capture::ReadSummary) -> Analysis {
-    let tracker::Rows { conns, exchanges, mut stats } = tracker::merge(parts);
+    let tracker::Rows { conns, exchanges, cross_traffic, mut stats } = tracker::merge(parts);
     stats.truncated_tail = summary.truncated_tail;
-    Analysis { conns, exchanges, stats }
+    Analysis { conns, exchanges, cross_traffic, stats }
 }
 
 /// A capture file mapped read-only and read once, front to back, whose pages behind the

@@ -1,5 +1,6 @@
-//! The output rows: one [`ConnRecord`] per connection and one [`ExchangeRecord`] per
-//! request/response exchange, and their columnar form.
+//! The output rows: one [`ConnRecord`] per connection, one [`ExchangeRecord`] per
+//! request/response exchange and one [`CrossTrafficRecord`] per bin of a direction's
+//! cross-traffic profile, and their columnar form.
 //!
 //! Owns the names, units and meaning of every output column (the replay database of Monkey
 //! See: the connection table holds the path and endpoint parameters, the exchange table the
@@ -416,6 +417,65 @@ impl ConnRecord {
             congestion_losses_c2s: c2s.congestion_losses,
             noncongestion_loss_c2s: per_packet(c2s.losses.saturating_sub(c2s.congestion_losses), up.data_packets),
         }
+    }
+}
+
+record! {
+    /// One bin of a connection direction's cross traffic over time (iBox, SIGMETRICS 2022;
+    /// [`direction::cross_traffic`]): what of the capacity the connection did not get while
+    /// the bottleneck's queue stood.
+    struct CrossTrafficRecord;
+    fn cross_traffic_columns; const CROSS_TRAFFIC_COLUMNS;
+    {
+    /// The connection's row in the connection table.
+    conn_id: U64,
+    /// `s2c` (server to client, seen at the sender) or `c2s` (at the receiver).
+    direction: Str,
+    /// Capture time of the bin's start (Unix epoch seconds) and its length.
+    start_s: F64,
+    duration_s: F64,
+    /// Time of the bin in which the queue stood.
+    busy_s: F64,
+    capacity_bps: F64,
+    /// The connection's delivery rate: over the busy time for a point, else the whole bin.
+    foreground_bps: F64,
+    /// Capacity − foreground: the cross traffic (a point), or an upper bound on it.
+    cross_bps: F64,
+    /// A point's error bound (the queue's backlog over the busy time); none for a bound.
+    cross_error_bps: F64,
+    /// Whether `cross_bps` is a point estimate (the queue stood through at least half the bin).
+    point: Bool,
+    }
+}
+
+/// Bins of a cross-traffic profile: a second, as iBoxNet's profiles have (made of whole
+/// rounds, so a little longer).
+pub const CROSS_TRAFFIC_BIN_NS: u64 = 1_000_000_000;
+
+impl CrossTrafficRecord {
+    /// The profile bins of a connection's two directions, server to client first.
+    pub fn from_conn(c: &Conn) -> Vec<CrossTrafficRecord> {
+        let d = &c.down;
+        let s2c = direction::cross_traffic(&d.cap, &d.rounds, d.max_wire as f64 * 8.0, direction::Delays::Rtt, CROSS_TRAFFIC_BIN_NS);
+        let c2s = direction::cross_traffic(&c.up.cap, &c.up.rounds, c.up.max_wire as f64 * 8.0, direction::Delays::OneWay { tick_s: 1e-3 }, CROSS_TRAFFIC_BIN_NS);
+        let capacity = [d.cap.estimate(), c.up.cap.estimate()].map(|e| e.map(|e| e.rate_bps));
+        [("s2c", s2c, capacity[0]), ("c2s", c2s, capacity[1])]
+            .into_iter()
+            .flat_map(|(name, bins, cap)| {
+                bins.into_iter().map(move |b| CrossTrafficRecord {
+                    conn_id: c.index,
+                    direction: Some(name.into()),
+                    start_s: Some(secs(b.start_ns)),
+                    duration_s: Some(secs(b.dur_ns)),
+                    busy_s: Some(secs(b.busy_ns)),
+                    capacity_bps: cap,
+                    foreground_bps: Some(b.foreground_bps),
+                    cross_bps: Some(b.cross_bps),
+                    cross_error_bps: b.error_bps,
+                    point: b.point,
+                })
+            })
+            .collect()
     }
 }
 

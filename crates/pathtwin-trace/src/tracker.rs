@@ -21,7 +21,7 @@ use rustc_hash::FxHashMap;
 
 use crate::conn::{Conn, Termination, DOWN, UP};
 use crate::decode::{self, flags, LinkType, Packet, Skip, TcpHeader, Transport};
-use crate::record::{ConnRecord, ExchangeRecord};
+use crate::record::{ConnRecord, CrossTrafficRecord, ExchangeRecord};
 
 /// What `analyze` should assume and keep.
 #[derive(Debug, Clone)]
@@ -37,11 +37,14 @@ pub struct AnalyzeOptions {
     /// Also keep one [`ExchangeRecord`] per request/response exchange (the replay's
     /// workload); off, their rows cost no memory.
     pub exchanges: bool,
+    /// Also keep each connection direction's cross traffic over time
+    /// ([`CrossTrafficRecord`]).
+    pub cross_traffic: bool,
 }
 
 impl Default for AnalyzeOptions {
     fn default() -> Self {
-        AnalyzeOptions { server: None, linger_ns: 60_000_000_000, threads: 0, exchanges: false }
+        AnalyzeOptions { server: None, linger_ns: 60_000_000_000, threads: 0, exchanges: false, cross_traffic: false }
     }
 }
 
@@ -51,15 +54,20 @@ pub struct Rows {
     pub conns: Vec<ConnRecord>,
     /// Empty unless [`AnalyzeOptions::exchanges`].
     pub exchanges: Vec<ExchangeRecord>,
+    /// Empty unless [`AnalyzeOptions::cross_traffic`].
+    pub cross_traffic: Vec<CrossTrafficRecord>,
     pub stats: CaptureStats,
 }
 
 impl Rows {
     /// Turns a finished connection into its rows.
-    fn retire(&mut self, c: &Conn, exchanges: bool) {
+    fn retire(&mut self, c: &Conn, opts: &AnalyzeOptions) {
         self.conns.push(ConnRecord::from_conn(c));
-        if exchanges {
+        if opts.exchanges {
             self.exchanges.extend(ExchangeRecord::from_conn(c));
+        }
+        if opts.cross_traffic {
+            self.cross_traffic.extend(CrossTrafficRecord::from_conn(c));
         }
     }
 }
@@ -286,7 +294,7 @@ impl Tracker {
             if let Some(old) = self.table.get(&key) {
                 if old.conn.is_reused_by(tcp.seq) {
                     let old = self.table.remove(&key).expect("entry just seen");
-                    self.done.retire(&old.conn, self.opts.exchanges);
+                    self.done.retire(&old.conn, &self.opts);
                 }
             }
         }
@@ -309,12 +317,12 @@ impl Tracker {
 
     /// Finalizes closed connections quiet for longer than the linger time.
     fn sweep(&mut self, now: u64) {
-        let (linger, exchanges) = (self.opts.linger_ns, self.opts.exchanges);
-        let done = &mut self.done;
+        let linger = self.opts.linger_ns;
+        let (done, opts) = (&mut self.done, &self.opts);
         self.table.retain(|_, Slot { conn: c, .. }| {
             let closed = c.termination() != Termination::Incomplete;
             if closed && c.last_ns.saturating_add(linger) < now {
-                done.retire(c, exchanges);
+                done.retire(c, opts);
                 false
             } else {
                 true
@@ -329,7 +337,7 @@ impl Tracker {
         // thousand live connections were copied over and over.
         self.done.conns.reserve(self.table.len());
         for (_, slot) in self.table.drain() {
-            self.done.retire(&slot.conn, self.opts.exchanges);
+            self.done.retire(&slot.conn, &self.opts);
         }
         Rows { stats: self.stats, ..self.done }
     }
@@ -341,10 +349,12 @@ impl Tracker {
 pub fn merge(parts: Vec<Rows>) -> Rows {
     let mut rows = Vec::with_capacity(parts.iter().map(|p| p.conns.len()).sum());
     let mut exchanges = Vec::with_capacity(parts.iter().map(|p| p.exchanges.len()).sum());
+    let mut cross_traffic = Vec::with_capacity(parts.iter().map(|p| p.cross_traffic.len()).sum());
     let mut stats = CaptureStats::default();
-    for (i, Rows { conns: r, exchanges: x, stats: s }) in parts.into_iter().enumerate() {
+    for (i, Rows { conns: r, exchanges: x, cross_traffic: ct, stats: s }) in parts.into_iter().enumerate() {
         rows.extend(r);
         exchanges.extend(x);
+        cross_traffic.extend(ct);
         if i == 0 {
             // Every shard saw every frame; shard 0 alone counted those of no flow.
             (stats.frames, stats.first_ns, stats.last_ns) = (s.frames, s.first_ns, s.last_ns);
@@ -357,19 +367,27 @@ pub fn merge(parts: Vec<Rows>) -> Rows {
         stats.connections += s.connections;
     }
     // Names (first frame numbers) are unique, so both orders are total: the same whichever
-    // shard finished which connection, and whenever.
+    // shard finished which connection, and whenever. A connection's profile rows are made
+    // in order (server to client first, then by time): a stable sort keeps it.
     rows.sort_unstable_by_key(|r| r.conn_id);
     exchanges.sort_unstable_by_key(|x: &ExchangeRecord| (x.conn_id, x.exchange));
-    // Exchanges follow their connections in the same order: renumber them in one walk.
-    let mut at = 0;
-    for x in &mut exchanges {
-        while at + 1 < rows.len() && rows[at].conn_id < x.conn_id {
-            at += 1;
-        }
-        x.conn_id = at as u64;
-    }
+    cross_traffic.sort_by_key(|x: &CrossTrafficRecord| x.conn_id);
+    renumber(&rows, exchanges.iter_mut().map(|x| &mut x.conn_id));
+    renumber(&rows, cross_traffic.iter_mut().map(|x| &mut x.conn_id));
     for (i, r) in rows.iter_mut().enumerate() {
         r.conn_id = i as u64;
     }
-    Rows { conns: rows, exchanges, stats }
+    Rows { conns: rows, exchanges, cross_traffic, stats }
+}
+
+/// Gives rows that follow their connections (named by first frame, in order) the
+/// connections' numbers, in one walk.
+fn renumber<'a>(conns: &[ConnRecord], ids: impl Iterator<Item = &'a mut u64>) {
+    let mut at = 0;
+    for id in ids {
+        while at + 1 < conns.len() && conns[at].conn_id < *id {
+            at += 1;
+        }
+        *id = at as u64;
+    }
 }

@@ -37,7 +37,7 @@ fn busy_capture() -> Vec<u8> {
 #[test]
 fn any_thread_count_gives_the_single_threaded_result() {
     let bytes = busy_capture();
-    let base = AnalyzeOptions { exchanges: true, ..AnalyzeOptions::default() };
+    let base = AnalyzeOptions { exchanges: true, cross_traffic: true, ..AnalyzeOptions::default() };
     let single = analyze(&bytes[..], &base, |_| true).unwrap();
     assert_eq!(single.conns.len(), 300);
     assert_eq!(single.stats.connections, 300);
@@ -55,10 +55,11 @@ fn any_thread_count_gives_the_single_threaded_result() {
         assert_eq!(split.stats, single.stats, "{threads} threads");
         assert!(split.conns == single.conns, "{threads} threads: rows differ");
         assert!(split.exchanges == single.exchanges, "{threads} threads: exchange rows differ");
+        assert!(split.cross_traffic == single.cross_traffic, "{threads} threads: cross-traffic rows differ");
     }
     // Without the option the connection rows are the same and no exchange rows are kept.
     let plain = analyze_slice(&bytes, &AnalyzeOptions { threads: 3, ..AnalyzeOptions::default() }, |_| true).unwrap();
-    assert!(plain.conns == single.conns && plain.exchanges.is_empty());
+    assert!(plain.conns == single.conns && plain.exchanges.is_empty() && plain.cross_traffic.is_empty());
 }
 
 #[test]

@@ -52,6 +52,9 @@ def analyze_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, help="threads for a large capture (default: by processors and size)")
     p.add_argument("--exchanges", metavar="PATH", dest="exchanges_out",
                    help="also write one row per request/response exchange, the replay's workload (Parquet, or CSV with --csv)")
+    p.add_argument("--cross-traffic", metavar="PATH", dest="cross_traffic_out",
+                   help="also write each connection direction's cross traffic over time, about a second a row (iBox; "
+                        "`trace to-paths --cross-traffic` makes it the paths' ABW over time)")
     return p
 
 
@@ -64,14 +67,17 @@ def analyze_main(argv: list[str]) -> int:
     capture = check_capture(args.capture)
     check_output(args.output)
     check_output(args.exchanges_out)
+    check_output(args.cross_traffic_out)
     with _Progress(capture) as progress:
         summary = analyze_files(capture, args.output, args.exchanges_out, args.server, progress, args.threads,
-                                args.rows, csv=args.csv)
+                                args.rows, csv=args.csv, cross_traffic_out=args.cross_traffic_out)
     print_summary(capture, summary, args.rows)
     if args.output is not None:
         print(f"wrote {args.output}")
     if args.exchanges_out is not None:
         print(f"wrote {args.exchanges_out}: {summary['exchanges']:,} exchanges")
+    if args.cross_traffic_out is not None:
+        print(f"wrote {args.cross_traffic_out}: {summary['cross_traffic_bins']:,} bins of cross traffic over time")
     return 0
 
 
@@ -259,7 +265,8 @@ def _follow(capture: "Path", every: float, out) -> None:
         time.sleep(every)
 
 
-def _to_paths(conns: "Path", output: "Path", server_name: str, include_pruned: bool) -> None:
+def _to_paths(conns: "Path", output: "Path", server_name: str, include_pruned: bool,
+              cross_traffic: "Path | None" = None) -> None:
     """What `pathtwin trace to-paths` does (``register`` declares its arguments): the
     topology, and beside it every estimate with its kind and confidence (JSON)."""
     import json
@@ -267,7 +274,8 @@ def _to_paths(conns: "Path", output: "Path", server_name: str, include_pruned: b
     from .. import trace
 
     df = trace.read_table(conns)
-    topo = trace.to_paths(df, server_name=server_name, include_pruned=include_pruned)
+    profile = trace.read_table(cross_traffic) if cross_traffic is not None else None
+    topo = trace.to_paths(df, server_name=server_name, include_pruned=include_pruned, cross_traffic=profile)
     sidecar = trace.estimates_path(output)
     check_output(str(output))
     check_output(str(sidecar))
@@ -347,11 +355,12 @@ def register(app) -> None:
         output: Path = typer.Option(..., "-o", "--output", help="paths topology to write (TOML)"),
         server_name: str = typer.Option("server", "--server-name", help="host name of the server in the topology"),
         include_pruned: bool = typer.Option(False, "--include-pruned", help="also use connections with an incomplete handshake, termination or sequence"),
+        cross_traffic: Optional[Path] = typer.Option(None, "--cross-traffic", help="profile table of `trace analyze --cross-traffic`: write each path's ABW over time (abw_steps)"),
     ) -> None:
         """Turn per-connection inferences into a paths topology for `pathtwin sim` / `pathtwin emu`:
         per client and direction, capacity (packet pairs), ABW (network-limited transfers; else
         a bound, and ABW = capacity), queue and loss; beside it, PATHS.estimates.json says what
         each value is and how sure."""
-        _to_paths(conns, output, server_name, include_pruned)
+        _to_paths(conns, output, server_name, include_pruned, cross_traffic)
 
     app.add_typer(group, name="trace")
