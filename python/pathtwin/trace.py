@@ -234,8 +234,8 @@ def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: b
     - **ABW over time** (with ``cross_traffic``, the profile bins of ``cross_traffic()`` /
       `trace analyze --cross-traffic`): per direction, the client's connection with the
       most point bins gives ``abw_steps``, one step per point bin at its start (seconds
-      from the capture's first connection, as a replay starts it): the written capacity
-      less the bin's cross traffic. Bins that only bound the cross traffic add no step (the
+      from the capture's first connection, as a replay starts it; the first from 0 s):
+      the written capacity less the bin's cross traffic. Bins that only bound the cross traffic add no step (the
       one before holds); fewer than two points write no steps. This is iBox's non-reactive
       cross traffic, replayed by the model's placeholders.
 
@@ -465,15 +465,18 @@ def _abw_steps(entry: dict, est: dict, g: pd.DataFrame, bins: pd.DataFrame, t0: 
         conn = int(points["conn_id"].value_counts().idxmax())
         points = points[points["conn_id"].eq(conn)].sort_values("start_s")
         chosen = mine[mine["conn_id"].eq(conn)]
-        written = [[f"{max(s - t0, 0.0):.3f}s", f"{min(max(_written_rate(capacity - x), 1000), capacity)}bit"]
-                   for s, x in zip(points["start_s"], points["cross_bps"])]
+        # The first point holds from the start: before it the connection was in slow start
+        # (no standing queue), which says nothing of the cross traffic.
+        starts = [0.0] + [max(s - t0, 0.0) for s in points["start_s"].iloc[1:]]
+        written = [[f"{s:.3f}s", f"{min(max(_written_rate(capacity - x), 1000), capacity)}bit"]
+                   for s, x in zip(starts, points["cross_bps"])]
         steps[_STEPS_KEY[d]] = written
         err = points["cross_error_bps"].dropna()
         est[d]["abw_steps"] = {
             "kind": "profile", "connection": conn, "points": int(len(points)), "bins": int(len(chosen)),
             "steps": len(written), "max_error_bps": float(err.max()) if len(err) else None,
-            "how": "capacity less the cross traffic of each bin with a standing queue (iBox); "
-                   "bins that only bound it keep the step before"}
+            "how": "capacity less the cross traffic of each bin with a standing queue (iBox), the "
+                   "first from the start; bins that only bound it keep the step before"}
     if steps:
         entry["abw_steps"] = steps
 

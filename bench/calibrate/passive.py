@@ -1,0 +1,135 @@
+"""Passive calibration, closed loop (issue #25): a capture of a transfer over a known path
+becomes a model (`trace to-paths`, with and without the cross traffic over time), the same
+transfer runs again over the model, and its throughput and RTT are compared with the
+capture's truth: median error of the per-second goodput, Kolmogorov–Smirnov distance of the
+per-second goodput samples, the response's completion time, and the server's mean and
+largest RTT as the two captures' analyses give them.
+
+The ground truth here is simulated (a path whose cross traffic steps over time, as iBox's
+traces show it), so that the loop runs in seconds and its truth is exact; the capture is the
+simulator's at the server, as a server operator would record it.
+
+    python bench/calibrate/passive.py [--out DIR]
+
+The truths have no random loss, so a run is deterministic: one seed says it all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import pathtwin
+from pathtwin import trace
+from pathtwin.config import parse_quantity
+
+#: (name, ABW steps of the server→client direction as (from s, Mbit/s), capacity Mbit/s,
+#: RTT ms, response bytes)
+CASES = [
+    ("steps 12/4/9", [(0, 12), (3, 4), (6, 9)], 20, 40, "8MB"),
+    ("steps 6/15/3/10", [(0, 6), (2, 15), (5, 3), (8, 10)], 20, 60, "10MB"),
+    ("constant 5", [(0, 5)], 20, 40, "4MB"),
+]
+
+
+def truth_config(steps, capacity, rtt, response, seed) -> dict:
+    path = {"between": ["server", "client"], "rtt": f"{rtt}ms", "capacity": f"{capacity}mbit",
+            "abw": f"{steps[0][1]}mbit", "queue": "150KB", "enforce_bounds": False}
+    if len(steps) > 1:
+        path["abw_steps"] = {"a_to_b": [[f"{t}s", f"{r}mbit"] for t, r in steps[1:]]}
+    return {"hosts": ["server", "client"], "run": {"duration": "30s", "seed": seed, "pcap": ["server"], "until_done": True},
+            "tcp": {"cc": "cubic", "max_window": "512KiB", "rcv_window": "512KiB"}, "path": [path],
+            "flow": [{"from": "client", "to": "server", "app": "reqresp", "request": "300B", "response": response,
+                      "requests": 1}]}
+
+
+def model_config(topo: dict, truth: dict, seed: int) -> dict:
+    """The inferred paths with the truth's workload and run settings (captured at the server
+    as the truth was)."""
+    cfg = {"hosts": ["server", "client"], "run": {**truth["run"], "seed": seed + 1000}, "tcp": truth["tcp"],
+           "path": [dict(p, between=["server", "client"]) for p in topo["path"]], "flow": truth["flow"]}
+    return cfg
+
+
+def ks(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sample Kolmogorov–Smirnov distance: the largest gap between the empirical CDFs."""
+    a, b = np.sort(a), np.sort(b)
+    x = np.concatenate([a, b])
+    return float(np.max(np.abs(np.searchsorted(a, x, side="right") / len(a) - np.searchsorted(b, x, side="right") / len(b))))
+
+
+def per_second(result) -> np.ndarray:
+    """The transfer's goodput in each whole second it was under way (bytes read, both ends)."""
+    s = result.flow_series
+    end = float(result.flows["response_time_mean_s"].iloc[0])
+    s = s[(s["time_s"] > 0) & (s["time_s"] <= np.floor(end))]
+    sec = np.ceil(s["time_s"].to_numpy() - 1e-9).astype(int)
+    return np.array([s["goodput_bps"].to_numpy()[sec == k].mean() for k in np.unique(sec)])
+
+
+def server_rtt(capture: Path) -> tuple[float, float]:
+    """The server's mean and largest RTT over the transfer, from the capture's analysis."""
+    conns, _ = trace.analyze(capture)
+    return float(conns["rtt_mean_ms"].iloc[0]), float(conns["rtt_max_ms"].iloc[0])
+
+
+def compare(truth, model, truth_dir: Path, model_dir: Path) -> dict:
+    gt, gm = per_second(truth), per_second(model)
+    (mean_t, max_t), (mean_m, max_m) = (server_rtt(d / "pcap" / "server.pcap") for d in (truth_dir, model_dir))
+    n = min(len(gt), len(gm))
+    rt = float(truth.flows["response_time_mean_s"].iloc[0])
+    rm = float(model.flows["response_time_mean_s"].iloc[0])
+    return {"goodput_median_error": float(np.median(np.abs(gm[:n] - gt[:n]) / gt[:n])),
+            "goodput_ks": ks(gt, gm), "completion_error": (rm - rt) / rt,
+            "rtt_mean_error": (mean_m - mean_t) / mean_t, "rtt_max_error": (max_m - max_t) / max_t}
+
+
+def run_case(name, steps, capacity, rtt, response, seed, work: Path) -> dict:
+    truth_cfg = truth_config(steps, capacity, rtt, response, seed)
+    truth = pathtwin.simulate(truth_cfg, out=work / "truth")
+    conns, bins, _ = trace.cross_traffic(work / "truth" / "pcap" / "server.pcap")
+    row: dict = {"case": name, "seed": seed}
+    for label, profile in (("profile", bins), ("constant", None)):
+        topo = trace.to_paths(conns, server_name="server", cross_traffic=profile)
+        topo["path"][0]["between"] = ["server", "client"]
+        model = pathtwin.simulate(model_config(topo, truth_cfg, seed), out=work / label)
+        row[label] = compare(truth, model, work / "truth", work / label)
+        row[label]["steps"] = len(topo["path"][0].get("abw_steps", {}).get("a_to_b", []))
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, help="write passive.json here")
+    args = ap.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, steps, capacity, rtt, response in CASES:
+            work = Path(tmp) / f"{len(rows)}"
+            rows.append(run_case(name, steps, capacity, rtt, response, 1, work))
+    print(f"{'case':18} {'model':8} {'steps':>5} {'goodput med err':>15} {'goodput KS':>10} {'completion':>10} "
+          f"{'RTT mean':>9} {'RTT max':>8}")
+    for r in rows:
+        for label in ("profile", "constant"):
+            m = r[label]
+            print(f"{r['case']:18} {label:8} {m['steps']:>5} {100 * m['goodput_median_error']:>14.1f}% "
+                  f"{m['goodput_ks']:>10.2f} {100 * m['completion_error']:>+9.1f}% {100 * m['rtt_mean_error']:>+8.1f}% "
+                  f"{100 * m['rtt_max_error']:>+7.1f}%")
+    for label in ("profile", "constant"):
+        med = np.median([r[label]["goodput_median_error"] for r in rows])
+        ksg = np.median([r[label]["goodput_ks"] for r in rows])
+        comp = np.median([abs(r[label]["completion_error"]) for r in rows])
+        print(f"median over runs, {label:8}: goodput error {100 * med:.1f} %, goodput KS {ksg:.2f}, |completion error| {100 * comp:.1f} %")
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "passive.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
