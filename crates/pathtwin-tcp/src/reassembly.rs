@@ -136,8 +136,9 @@ impl Reassembly {
         self.recent_len = n;
     }
 
-    /// SACK blocks for the next outgoing segment (empty when nothing is out of order).
-    pub fn sack_blocks(&self) -> SackBlocks {
+    /// SACK blocks for the next outgoing segment (empty when nothing is out of order), at
+    /// most `max` of them (fewer fit beside the timestamp option).
+    pub fn sack_blocks(&self, max: usize) -> SackBlocks {
         let mut blocks = SackBlocks::EMPTY;
         if self.ooo.is_empty() {
             return blocks;
@@ -148,12 +149,15 @@ impl Reassembly {
             }
         };
         for &s in &self.recent[..self.recent_len] {
+            if blocks.len() == max {
+                break;
+            }
             if let Some(r) = self.ooo.containing(s) {
                 add(r, &mut blocks);
             }
         }
         for r in self.ooo.iter().rev() {
-            if blocks.len() == SackBlocks::MAX {
+            if blocks.len() >= max {
                 break;
             }
             add(r, &mut blocks);
@@ -174,7 +178,7 @@ mod tests {
         let a = r.on_segment(1, 100, false, W);
         assert_eq!(a, Arrival { delivered: 100, ..Default::default() });
         assert_eq!(r.rcv_nxt(), 101);
-        assert!(r.sack_blocks().is_empty());
+        assert!(r.sack_blocks(SackBlocks::MAX).is_empty());
     }
 
     #[test]
@@ -182,10 +186,10 @@ mod tests {
         let mut r = Reassembly::new(1);
         assert!(r.on_segment(101, 100, false, W).out_of_order);
         assert!(r.on_segment(301, 100, false, W).out_of_order);
-        assert_eq!(r.sack_blocks().as_slice(), [(301, 401), (101, 201)]);
+        assert_eq!(r.sack_blocks(SackBlocks::MAX).as_slice(), [(301, 401), (101, 201)]);
         let a = r.on_segment(1, 100, false, W);
         assert_eq!((a.delivered, a.filled_gap), (200, true));
-        assert_eq!(r.sack_blocks().as_slice(), [(301, 401)]);
+        assert_eq!(r.sack_blocks(SackBlocks::MAX).as_slice(), [(301, 401)]);
         let a = r.on_segment(201, 100, false, W);
         assert_eq!((a.delivered, a.filled_gap), (200, true));
         assert_eq!(r.rcv_nxt(), 401);
@@ -198,13 +202,13 @@ mod tests {
         for s in [101, 301, 501, 701, 901] {
             r.on_segment(s, 100, false, W);
         }
-        let b = r.sack_blocks();
+        let b = r.sack_blocks(SackBlocks::MAX);
         assert_eq!(b.len(), 4);
         assert_eq!(b.as_slice()[0], (901, 1001));
         assert_eq!(b.as_slice()[1], (701, 801));
         // Extending an older block makes it first again.
         r.on_segment(201, 100, false, W);
-        assert_eq!(r.sack_blocks().as_slice()[0], (101, 401));
+        assert_eq!(r.sack_blocks(SackBlocks::MAX).as_slice()[0], (101, 401));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! side.
 //!
 //! Timers: the retransmission timer (RFC 6298), RACK's reordering timer and the tail loss
-//! probe timer (RFC 8985 §6.3, §7.2), the delayed-ACK timer, a pacing wake-up and TIME-WAIT;
+//! probe timer (RFC 8985 §6.3, §7.2), the delayed-ACK timer (`crate::delack`), a pacing
+//! wake-up and TIME-WAIT;
 //! [`Endpoint::poll_timeout`] reports the earliest. Unlike Linux, which keeps the first
 //! three in one slot, the retransmission timer keeps running under the other two, so a
 //! fired probe re-arms it explicitly (RFC 8985 §7.3).
@@ -39,11 +40,13 @@ mod output;
 
 use crate::cc::{CcParams, CongestionControl, Controller};
 use crate::config::TcpConfig;
+use crate::delack::DelayedAck;
 use crate::monaco::{AccumulationEstimator, AccumulationFeedback, ControlSender};
 use crate::rack::{Rack, TlpProbe};
 use crate::reassembly::Reassembly;
 use crate::recovery::{Flavour, Recovery};
 use crate::rtt::RttEstimator;
+use crate::segment::TIMESTAMP_OPTION_BYTES;
 use crate::scoreboard::Scoreboard;
 use crate::segment::{Control, Segment};
 use crate::stats::{Event, Stats};
@@ -54,6 +57,14 @@ use std::collections::VecDeque;
 const RTO_AFTER_SYN_TIMEOUT: Duration = Duration::from_secs(3);
 /// RFC 9293 §3.7.1: the MSS to assume when the peer's SYN has no MSS option.
 const DEFAULT_PEER_MSS: u32 = 536;
+
+/// The options of a peer's SYN that the handshake settles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PeerSyn {
+    mss: Option<u16>,
+    sack: bool,
+    timestamps: bool,
+}
 
 /// Connection state, RFC 9293 §3.3.2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -101,6 +112,8 @@ pub struct Endpoint {
     isn: u64,
     /// Both SYNs carried SACK-permitted.
     sack_ok: bool,
+    /// Both SYNs carried the timestamp option (RFC 7323).
+    ts_ok: bool,
 
     // Handshake.
     /// A SYN (or SYN-ACK) must be (re)sent.
@@ -110,8 +123,8 @@ pub struct Endpoint {
     /// initial window is one segment (RFC 5681 §3.1).
     syn_retransmitted: bool,
     peer_isn: u64,
-    /// The options of the peer's SYN (MSS, SACK-permitted), kept until the handshake ends.
-    peer_syn: Option<(Option<u16>, bool)>,
+    /// The options of the peer's SYN, kept until the handshake ends.
+    peer_syn: Option<PeerSyn>,
 
     // Send side. Data occupies [data_start, data_start + written); our FIN follows it.
     snd_una: u64,
@@ -179,9 +192,8 @@ pub struct Endpoint {
     // Receive side.
     rx: Reassembly,
     ack_now: bool,
-    /// In-order bytes received since the last ACK we sent.
-    unacked_bytes: u64,
-    delack_at: Option<Instant>,
+    /// When in-order data is acknowledged (the delayed-ACK timer is its deadline).
+    delack: DelayedAck,
     time_wait_at: Option<Instant>,
     rst_pending: Option<Segment>,
 
@@ -200,11 +212,13 @@ impl Endpoint {
             smss: cfg.mss,
             initial_cwnd: (cfg.initial_window as u64 * cfg.mss as u64).min(cfg.max_window),
             max_window: cfg.max_window,
+            slow_start: cfg.slow_start,
         };
         Endpoint {
             smss: cfg.mss,
             isn,
             sack_ok: false,
+            ts_ok: false,
             syn_pending: state == State::SynSent,
             syn_sent_at: None,
             syn_retransmitted: false,
@@ -218,7 +232,7 @@ impl Endpoint {
             fin_sent: false,
             peer_wnd: 0,
             sb: Scoreboard::new(),
-            rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
+            rtt: RttEstimator::with_style(cfg.rto_style, cfg.initial_rto, cfg.min_rto, cfg.max_rto),
             rto_at: None,
             rto_repeats: 0,
             timeout_recover: None,
@@ -245,8 +259,7 @@ impl Endpoint {
             control_rx: AccumulationEstimator::default(),
             rx: Reassembly::new(0),
             ack_now: false,
-            unacked_bytes: 0,
-            delack_at: None,
+            delack: DelayedAck::default(),
             time_wait_at: None,
             rst_pending: None,
             events: VecDeque::with_capacity(4),
@@ -295,7 +308,7 @@ impl Endpoint {
     /// TIME-WAIT.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let control = self.control_tx.as_ref().and_then(ControlSender::poll_timeout);
-        [self.rto_at, self.delack_at, self.time_wait_at, self.pacing_wakeup, self.rack_at, self.pto_at, control]
+        [self.rto_at, self.delack.deadline(), self.time_wait_at, self.pacing_wakeup, self.rack_at, self.pto_at, control]
             .into_iter()
             .flatten()
             .min()
@@ -306,15 +319,21 @@ impl Endpoint {
         if self.pacing_wakeup.is_some_and(|t| t <= now) {
             self.pacing_wakeup = None;
         }
-        if self.delack_at.is_some_and(|t| t <= now) {
-            self.delack_at = None;
+        if self.delack.on_timer(&self.cfg, now, self.rtt.rto()) {
             self.ack_now = true;
         }
         if self.rack_at.is_some_and(|t| t <= now) {
             self.rack_at = None;
             // RFC 8985 §6.3: the reordering window of a segment ran out.
             if self.rack_detect_loss(now) {
+                let was = self.recovery.in_recovery();
                 self.maybe_enter_recovery(now, false, 0);
+                // Linux's `tcp_rack_reo_timeout` counts one delivered segment for PRR on
+                // entering recovery (`tcp_cwnd_reduction(sk, 1, 0, 0)`).
+                let (pipe, smss) = (self.sb.pipe(), self.smss as u64);
+                if let Some(prr) = self.recovery.prr_mut().filter(|_| !was) {
+                    prr.on_ack(smss, pipe, false, false, smss);
+                }
             }
         }
         if self.pto_at.is_some_and(|t| t <= now) {
@@ -430,11 +449,15 @@ impl Endpoint {
     }
 
     /// The handshake completed (on the SYN-ACK for the client, on the ACK of our SYN-ACK
-    /// for the server): fix the MSS, SACK use and initial window, and take the handshake's
-    /// RTT sample.
-    fn establish(&mut self, now: Instant, peer_mss: Option<u16>, peer_sack: bool, ecn: bool) {
-        self.smss = self.cfg.mss.min(peer_mss.map_or(DEFAULT_PEER_MSS, u32::from));
-        self.sack_ok = self.cfg.sack && peer_sack;
+    /// for the server): fix the MSS, SACK and timestamp use and initial window, and take
+    /// the handshake's RTT sample. With timestamps every segment carries 12 bytes of options
+    /// that the MSS option does not count, so the payload per segment is 12 less (Linux's
+    /// `tcp_current_mss`: 1448 for an MSS of 1460).
+    fn establish(&mut self, now: Instant, peer: PeerSyn, ecn: bool) {
+        self.ts_ok = self.cfg.timestamps && peer.timestamps;
+        let ts_room = if self.ts_ok { TIMESTAMP_OPTION_BYTES } else { 0 };
+        self.smss = self.cfg.mss.min(peer.mss.map_or(DEFAULT_PEER_MSS, u32::from)).saturating_sub(ts_room).max(1);
+        self.sack_ok = self.cfg.sack && peer.sack;
         self.ecn_ok = ecn;
         if self.syn_retransmitted {
             self.rtt.restart_after_syn_timeout(RTO_AFTER_SYN_TIMEOUT);
@@ -447,7 +470,7 @@ impl Endpoint {
         } else {
             (self.cfg.initial_window as u64 * smss).min(self.cfg.max_window)
         };
-        self.cc = self.cfg.cc.controller(&CcParams { smss: self.smss, initial_cwnd, max_window: self.cfg.max_window });
+        self.cc = self.cfg.cc.controller(&CcParams { smss: self.smss, initial_cwnd, max_window: self.cfg.max_window, slow_start: self.cfg.slow_start });
         if self.cfg.cc.uses_control_packets() {
             self.control_tx = Some(ControlSender::default());
         }
@@ -483,7 +506,7 @@ impl Endpoint {
     }
 
     fn take_rtt_sample(&mut self, r: Duration) {
-        self.rtt.on_sample(r);
+        self.rtt.on_sample(r, self.snd_una, self.snd_max);
         self.stats.on_rtt_sample(r, self.rtt.srtt());
     }
 
