@@ -76,8 +76,16 @@ pub struct TcpConfig {
     pub max_window: u64,
     /// Receive buffer, advertised as the window. Simulated applications read instantly, so
     /// the advertised window is always the whole buffer. 4 MiB, Linux's default `tcp_rmem`
-    /// maximum order of magnitude.
+    /// maximum order of magnitude. With `rcv_autotuning`, Linux's `tcp_rmem[2]`, the most
+    /// the buffer may grow to.
     pub rcv_buffer: u64,
+    /// Linux's receive-window autotuning (`crate::rcvwin`): the window starts at 64 KiB and
+    /// follows what the application reads per round trip, and while it grows every segment
+    /// is acknowledged at once. Off in `ns2` (a fixed window of `rcv_buffer`).
+    pub rcv_autotuning: bool,
+    /// With `rcv_autotuning`, the buffer a connection starts with: Linux's `tcp_rmem[1]`,
+    /// 128 KiB.
+    pub rcv_buffer_initial: u64,
     pub cc: CcAlgorithm,
     /// Duplicate ACKs that trigger fast retransmit (RFC 5681 §3.2: 3).
     pub dupack_threshold: u32,
@@ -177,6 +185,8 @@ impl TcpConfig {
             slow_start: SlowStart::Rfc5681,
             max_window: 4 << 20,
             rcv_buffer: 4 << 20,
+            rcv_autotuning: false,
+            rcv_buffer_initial: 128 << 10,
             cc: CcAlgorithm::NewReno,
             dupack_threshold: 3,
             limited_transmit: true,
@@ -194,9 +204,9 @@ impl TcpConfig {
     }
 
     /// Linux 6.x's TCP with its default sysctls, as the emulator's kernel runs it
-    /// (`docs/tcp-defaults.md` gives the source of each value). Not modelled: receive-window
-    /// autotuning (the window is fixed at `tcp_rmem[2]`, which the sender's 4-MiB
-    /// `tcp_wmem[2]` reaches first), the sender's buffer accounting in skb truesize, pacing
+    /// (`docs/tcp-defaults.md` gives the source of each value). Not modelled: the sender's
+    /// buffer autotuning and its accounting in skb truesize (`max_window` stands for
+    /// `tcp_wmem[2]`), pacing
     /// (CUBIC and Reno are not paced without the fq qdisc), SACK compression
     /// (`tcp_comp_sack_nr`), undo of spurious recoveries (F-RTO, D-SACK, Eifel), the
     /// receiver's ping-pong mode, and restarting cwnd after idle.
@@ -230,8 +240,11 @@ impl TcpConfig {
             slow_start: SlowStart::Linux,
             // net.ipv4.tcp_wmem[2] = 4 MiB.
             max_window: 4 << 20,
-            // net.ipv4.tcp_rmem[2] = 32 MiB (Linux 6.18; 6 MiB in earlier 6.x).
+            // net.ipv4.tcp_rmem = 4096 131072 33554432 (Linux 6.18; tcp_rmem[2] was 6 MiB
+            // in earlier 6.x), net.ipv4.tcp_moderate_rcvbuf = 1.
             rcv_buffer: 32 << 20,
+            rcv_autotuning: true,
+            rcv_buffer_initial: 128 << 10,
             // CONFIG_DEFAULT_TCP_CONG = "cubic", `tcp_cubic.c` with its module defaults.
             cc: CcAlgorithm::Cubic(CubicParams::LINUX),
             // net.ipv4.tcp_reordering = 3.

@@ -19,6 +19,8 @@
 //!   rcv_wnd/(2·MSS)) quick ACKs (`tcp_incr_quickack`); while any are left, every in-order
 //!   segment is acknowledged at once, and each ACK sent while one was owed uses one up
 //!   (`tcp_dec_quickack_mode`). A sender's first round trips then see an ACK per segment.
+//! - *Window growth* (`rcvwin`): each segment that grows Linux's receive window asks for
+//!   one quick ACK.
 //! - *Adaptive timeout* (`TcpConfig::adaptive_ato`): `ato` starts at `TCP_ATO_MIN` (40 ms)
 //!   and follows the gaps m between data arrivals (`tcp_event_data_recv`: m ≤ 20 ms gives
 //!   ato/2 + 20 ms, m < ato gives ato/2 + m, at most the RTO); a timer that fires doubles it
@@ -136,6 +138,12 @@ impl DelayedAck {
             self.grant_quick_acks(cfg, mss);
             self.ato = cfg.delayed_ack_timeout;
         }
+    }
+
+    /// The receive window grew: the next ACK goes at once (`tcp_grow_window`'s
+    /// `icsk_ack.quick |= 1`).
+    pub fn quick_once(&mut self) {
+        self.quick = self.quick.max(1);
     }
 
     /// A segment carrying our ACK was sent (`tcp_event_ack_sent`, `tcp_dec_quickack_mode`).

@@ -63,6 +63,7 @@
 //!   retransmissions, and the tail loss probe's state (RFC 8985 §7).
 //! - `scoreboard`: the sender's record of segments in flight (RFC 6675 scoreboard).
 //! - `reassembly`: the receiver's out-of-order ranges and SACK blocks (RFC 2018).
+//! - `rcvwin`: the window a Linux receiver advertises, with its buffer autotuning.
 //! - `delack`: when the receiver acknowledges in-order data (RFC 5681 §4.2, with Linux's
 //!   quick-ACK mode and adaptive delayed-ACK timeout).
 //! - [`endpoint`]: the state machine tying these together.
@@ -75,6 +76,7 @@ pub mod monaco;
 mod rack;
 mod ranges;
 pub mod rate;
+mod rcvwin;
 mod reassembly;
 mod recovery;
 pub mod rtt;

@@ -456,6 +456,12 @@ impl Endpoint {
             // A retransmission of data we hold: our ACK of it was lost or late.
             self.delack.on_duplicate(&self.cfg, mss);
         }
+        let srtt = self.rtt.srtt();
+        if let Some(w) = self.rcvwin.as_mut().filter(|_| seg.len > 0 && !duplicate) {
+            if w.on_segment(now, seg.len as u64, self.stats.bytes_delivered, srtt) {
+                self.delack.quick_once();
+            }
+        }
         if in_order_only && self.cfg.delayed_ack {
             if self.delack.on_in_order_data(&self.cfg, now, a.delivered, mss, self.rtt.rto(), self.rtt.srtt()) {
                 self.ack_now = true;

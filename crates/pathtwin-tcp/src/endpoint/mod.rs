@@ -43,6 +43,7 @@ use crate::config::TcpConfig;
 use crate::delack::DelayedAck;
 use crate::monaco::{AccumulationEstimator, AccumulationFeedback, ControlSender};
 use crate::rack::{Rack, TlpProbe};
+use crate::rcvwin::RcvWindow;
 use crate::reassembly::Reassembly;
 use crate::recovery::{Flavour, Recovery};
 use crate::rtt::RttEstimator;
@@ -191,6 +192,8 @@ pub struct Endpoint {
 
     // Receive side.
     rx: Reassembly,
+    /// Linux's receive-window autotuning, once established (`TcpConfig::rcv_autotuning`).
+    rcvwin: Option<RcvWindow>,
     ack_now: bool,
     /// When in-order data is acknowledged (the delayed-ACK timer is its deadline).
     delack: DelayedAck,
@@ -258,6 +261,7 @@ impl Endpoint {
             control_tx: None,
             control_rx: AccumulationEstimator::default(),
             rx: Reassembly::new(0),
+            rcvwin: None,
             ack_now: false,
             delack: DelayedAck::default(),
             time_wait_at: None,
@@ -435,6 +439,22 @@ impl Endpoint {
         self.sb.pipe().saturating_sub(self.sb.rate().dupack_credit())
     }
 
+    /// The receive window we advertise: Linux's autotuned one, or the whole buffer.
+    fn advertised_window(&self) -> u64 {
+        self.rcvwin.as_ref().map_or(self.cfg.rcv_buffer, RcvWindow::window)
+    }
+
+    /// The window our SYN or SYN-ACK announces: with autotuning, the largest multiple of the
+    /// MSS up to 65535, as Linux's `tcp_select_initial_window`.
+    fn syn_window(&self) -> u64 {
+        if self.cfg.rcv_autotuning {
+            let mss = self.cfg.mss as u64;
+            65_535 / mss * mss
+        } else {
+            self.cfg.rcv_buffer
+        }
+    }
+
     /// End of the application's data in sequence space (where our FIN goes).
     fn data_end(&self) -> u64 {
         self.data_start.saturating_add(self.written)
@@ -482,6 +502,9 @@ impl Endpoint {
             self.tlp = self.cfg.tlp;
         } else if self.sack_ok && self.cfg.lost_retransmit {
             self.sb.use_lost_retransmit();
+        }
+        if self.cfg.rcv_autotuning {
+            self.rcvwin = Some(RcvWindow::new(self.smss as u64, self.cfg.rcv_buffer_initial, self.cfg.rcv_buffer, now));
         }
         self.snd_una = self.isn + 1;
         self.snd_max = self.isn + 1;

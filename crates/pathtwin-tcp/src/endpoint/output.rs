@@ -110,7 +110,7 @@ impl Endpoint {
             Segment {
                 seq: self.isn,
                 flags: Flags::SYN | ecn_setup,
-                wnd: self.cfg.rcv_buffer,
+                wnd: self.syn_window(),
                 mss,
                 sack_permitted: self.cfg.sack,
                 timestamps: self.cfg.timestamps,
@@ -124,7 +124,7 @@ impl Endpoint {
                 seq: self.isn,
                 ack: self.rx.rcv_nxt(),
                 flags: Flags::SYN | Flags::ACK | ecn_setup,
-                wnd: self.cfg.rcv_buffer,
+                wnd: self.syn_window(),
                 mss,
                 sack_permitted: self.cfg.sack && peer.sack,
                 timestamps: self.cfg.timestamps && peer.timestamps,
@@ -333,7 +333,7 @@ impl Endpoint {
             ack: self.rx.rcv_nxt(),
             flags: flags | Flags::ACK | ece,
             len,
-            wnd: self.cfg.rcv_buffer,
+            wnd: self.advertised_window(),
             sack: match (self.sack_ok, self.ts_ok) {
                 (false, _) => SackBlocks::EMPTY,
                 (true, false) => self.rx.sack_blocks(SackBlocks::MAX),
