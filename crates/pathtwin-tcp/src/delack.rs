@@ -63,7 +63,10 @@ impl DelayedAck {
 
     /// `tcp_incr_quickack`: at least min(max, rcv_wnd/(2·MSS)) quick ACKs (2 when that is 0).
     fn grant_quick_acks(&mut self, cfg: &TcpConfig, mss: u64) {
-        let by_window = (cfg.rcv_buffer / (2 * mss.max(1))).max(2);
+        let by_window = match cfg.rcv_buffer / (2 * mss.max(1)) {
+            0 => 2,
+            n => n,
+        };
         let quick = by_window.min(cfg.quickacks as u64) as u32;
         self.quick = self.quick.max(quick);
     }
@@ -225,6 +228,13 @@ mod tests {
         let mut d = DelayedAck::default();
         let acks: Vec<bool> = (0..4).map(|i| run(&small, &mut d, t(i))).collect();
         assert_eq!(acks, [true, true, false, true]);
+        // rcv_wnd/(2·MSS) = 1 grants one; only 0 becomes 2 (`if (quickacks == 0) quickacks = 2`).
+        for (buffer, quick) in [(3 * MSS, 1), (MSS, 2)] {
+            let cfg = TcpConfig { rcv_buffer: buffer, ..TcpConfig::linux() };
+            let mut d = DelayedAck::default();
+            d.on_in_order_data(&cfg, t(0), 100, MSS, Duration::from_millis(260), None);
+            assert_eq!(d.quick_acks_left(), quick, "buffer {buffer}");
+        }
     }
 
     #[test]

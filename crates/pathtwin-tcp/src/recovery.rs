@@ -98,8 +98,12 @@ impl Prr {
         let (ssthresh, out) = (self.ssthresh as i128, self.out as i128);
         let sndcnt = if (pipe as i128) > ssthresh {
             // PRR-SSRB's proportional part: ceil(ssthresh·delivered/prior_cwnd) − out.
-            let prior = self.prior_cwnd as i128;
-            (ssthresh * self.delivered as i128 + prior - 1) / prior - out
+            // Linux counts all four in packets, so the ceiling is a whole segment: rounded
+            // up to one here (in bytes, a fraction of a segment would be lost to the
+            // whole-segment sending and the reduction would lag by one segment).
+            let (prior, seg) = (self.prior_cwnd as i128, smss.max(1) as i128);
+            let allowed = (ssthresh * self.delivered as i128 + prior - 1) / prior;
+            (allowed + seg - 1) / seg * seg - out
         } else {
             let mut n = (self.delivered as i128 - out).max(delivered as i128);
             if una_advanced && !newly_lost {
@@ -317,8 +321,10 @@ mod tests {
         prr.on_ack(MSS, 18 * MSS, false, false, MSS);
         assert_eq!(r.window(14 * MSS), 19 * MSS);
         r.prr_mut().unwrap().on_sent(MSS);
-        // Ten more SACKs, one per ACK: 14/20 of what is delivered may go out, in whole
-        // segments: 6 more, 7 of the 11 delivered with the fast retransmission.
+        // Ten more SACKs, one per ACK: RFC 6937's sndcnt = ceil(delivered·14/20) − out, in
+        // segments as Linux's `tcp_cwnd_reduction` counts: after 11 delivered ceil(7.7) = 8
+        // may have gone, the fast retransmission and 7 more (one on every ACK but the 3rd,
+        // 6th and 9th, where the ceiling stays put: 2.8, 4.9, 7.0).
         let mut sent = 0;
         let mut pipe = 19 * MSS;
         for _ in 0..10 {
@@ -331,7 +337,7 @@ mod tests {
                 sent += 1;
             }
         }
-        assert_eq!(sent, 6);
+        assert_eq!(sent, 7);
         // Once pipe is below ssthresh: what is delivered, plus one when SND.UNA advances.
         let prr = r.prr_mut().unwrap();
         prr.on_ack(3 * MSS, 10 * MSS, true, false, MSS);
