@@ -344,10 +344,15 @@ def main(argv=None) -> int:
     ap.add_argument("--fresh", action="store_true", help="run the kernel again even where the cache has it")
     ap.add_argument("--list", action="store_true", help="print the cells and their estimated run time, and stop")
     ap.add_argument("--kernel-only", action="store_true", help="only fill the kernel cache (run it on a quiet machine)")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="only the cells whose kernel runs are all in the cache (simulate while the kernel runs fill it)")
     args = ap.parse_args(argv)
     cells = QUICK if args.quick else grid(args.cells)
     if args.only:
         cells = [c for c in cells if args.only in c.name]
+    if args.cached_only:
+        cache = load_cache(args.cache)
+        cells = [c for c in cells if all(f"{c.name}#{s}" in cache for s in range(1, args.seeds + 1))]
     if args.list:
         for c in cells:
             print(f"{c.name:60} ~{estimated_s(c):5.1f} s")

@@ -108,13 +108,14 @@ impl PcapWriter {
         }
         if seg.timestamps {
             // Linux's layout (`tcp_options_write`): SACK-permitted or two NOPs, then TS
-            // (kind 8, RFC 7323 §3) with TSval the sender's clock in ms; TSecr is not
-            // modelled (0). SACK blocks follow two NOPs.
+            // (kind 8, RFC 7323 §3) with TSval and TSecr on a 1-ms clock, as Linux's
+            // (TSecr 0 before the peer's first TSval). SACK blocks follow two NOPs.
             let lead = if seg.sack_permitted { [4, 2] } else { [1, 1] };
             t[o..o + 2].copy_from_slice(&lead);
             t[o + 2..o + 4].copy_from_slice(&[8, 10]);
-            t[o + 4..o + 8].copy_from_slice(&((time_ns / 1_000_000) as u32).to_be_bytes());
-            t[o + 8..o + 12].copy_from_slice(&[0; 4]);
+            t[o + 4..o + 8].copy_from_slice(&((seg.ts_val.as_nanos() / 1_000_000) as u32).to_be_bytes());
+            let ecr = seg.ts_ecr.map_or(0, |t| (t.as_nanos() / 1_000_000) as u32);
+            t[o + 8..o + 12].copy_from_slice(&ecr.to_be_bytes());
             o += 12;
             if !seg.sack.is_empty() {
                 t[o..o + 2].copy_from_slice(&[1, 1]);

@@ -118,10 +118,6 @@ pub(crate) struct CumAck {
     /// Send time of the newest acknowledged segment not previously SACKed, when Karn's rule
     /// allows an RTT sample (none of the acknowledged segments was ever retransmitted).
     pub rtt_sent_at: Option<Instant>,
-    /// Send time of the latest transmission among the newly acknowledged segments not
-    /// previously SACKed, retransmissions included: what a timestamp echo would measure from
-    /// (RFC 7323 §4.3: the receiver echoes the segment that advanced its cumulative point).
-    pub echo_sent_at: Option<Instant>,
 }
 
 /// Result of [`Scoreboard::rack_detect_loss`].
@@ -305,7 +301,6 @@ impl Scoreboard {
         let mut out = CumAck::default();
         let mut karn_ok = true;
         let mut newest: Option<Instant> = None;
-        let mut echo: Option<(u64, Instant)> = None;
         while let Some(&s) = self.segs.front() {
             if s.start >= ack {
                 break;
@@ -313,9 +308,6 @@ impl Scoreboard {
             karn_ok &= !s.has(EVER_RETX);
             if !s.has(SACKED) {
                 newest = Some(s.sent_at);
-                if echo.is_none_or(|(order, _)| s.order > order) {
-                    echo = Some((s.order, s.sent_at));
-                }
                 if let Some(d) = delivery.as_deref_mut() {
                     d.note(s.sent_at, s.order, s.end.min(ack), s.has(EVER_RETX));
                 }
@@ -340,7 +332,6 @@ impl Scoreboard {
         if karn_ok {
             out.rtt_sent_at = newest;
         }
-        out.echo_sent_at = echo.map(|(_, t)| t);
         out
     }
 

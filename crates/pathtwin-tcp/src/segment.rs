@@ -15,6 +15,7 @@
 //! sequence number, as on the wire. The window field holds the advertised window already
 //! scaled to bytes, so window scaling (RFC 7323) is implicit.
 
+use pathtwin_core::time::Instant;
 use std::fmt;
 use std::ops::{BitAnd, BitOr, BitOrAssign};
 
@@ -241,9 +242,15 @@ pub struct Segment {
     /// SACK-permitted option, sent on SYN segments only.
     pub sack_permitted: bool,
     /// The timestamp option (RFC 7323 §3): on a SYN, offered; after the handshake, on every
-    /// segment of a connection that negotiated it. Its values are not modelled (RTT samples
-    /// come from the sender's own record of send times); it takes its room in the header.
+    /// segment of a connection that negotiated it. It takes its room in the header and
+    /// carries `ts_val` and `ts_ecr`.
     pub timestamps: bool,
+    /// With `timestamps`, TSval: when the segment was sent (the model's clock, in
+    /// nanoseconds where Linux's clock ticks in milliseconds).
+    pub ts_val: Instant,
+    /// With `timestamps`, TSecr: the TS.Recent the sender holds (RFC 7323 §4.3), the TSval
+    /// of the peer's segment that last advanced its cumulative point; `None` before one.
+    pub ts_ecr: Option<Instant>,
     /// The IP header's ECN codepoint (not part of the TCP header).
     pub ecn: Ecn,
     /// Set on a Monaco control packet, which is not a TCP segment at all.

@@ -115,6 +115,14 @@ pub struct Endpoint {
     sack_ok: bool,
     /// Both SYNs carried the timestamp option (RFC 7323).
     ts_ok: bool,
+    /// RFC 7323 §4.3's TS.Recent, echoed as TSecr: the peer's TSval from its SYN, then from
+    /// each segment at or below `last_ack_sent` (Linux's `tcp_replace_ts_recent`: not after
+    /// `rcv_wup`), so that an ACK echoes the transmission that advanced our cumulative point
+    /// (a retransmission that filled a hole, or the original of a spuriously retransmitted
+    /// segment) and the sender's RTT sample from it is a true one.
+    ts_recent: Option<Instant>,
+    /// RCV.NXT as of the last segment we sent (RFC 7323's Last.ACK.sent, Linux's `rcv_wup`).
+    last_ack_sent: u64,
 
     // Handshake.
     /// A SYN (or SYN-ACK) must be (re)sent.
@@ -222,6 +230,8 @@ impl Endpoint {
             isn,
             sack_ok: false,
             ts_ok: false,
+            ts_recent: None,
+            last_ack_sent: 0,
             syn_pending: state == State::SynSent,
             syn_sent_at: None,
             syn_retransmitted: false,

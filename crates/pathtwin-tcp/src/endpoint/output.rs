@@ -54,7 +54,7 @@ impl Endpoint {
             // Not TCP: not counted in the segment statistics.
             return Some(Segment { control: Some(c), ..Segment::default() });
         }
-        let seg = match self.state {
+        let mut seg = match self.state {
             State::Closed | State::Listen => None,
             State::SynSent | State::SynReceived => self.transmit_syn(now),
             _ => match self.transmit_data(now) {
@@ -65,7 +65,14 @@ impl Endpoint {
                 }
             },
         };
-        if let Some(s) = &seg {
+        if let Some(s) = &mut seg {
+            if s.timestamps {
+                s.ts_val = now;
+                s.ts_ecr = self.ts_recent;
+            }
+            if s.flags.ack() {
+                self.last_ack_sent = s.ack;
+            }
             self.count_sent(s);
         }
         seg
@@ -342,6 +349,9 @@ impl Endpoint {
             mss: None,
             sack_permitted: false,
             timestamps: self.ts_ok,
+            // Stamped in `poll_transmit`, which knows the time.
+            ts_val: Instant::ZERO,
+            ts_ecr: None,
             ecn: Ecn::NotEct,
             control: None,
         }
