@@ -120,6 +120,12 @@ pub struct TcpConfig {
     /// trip in proportion to what is delivered, instead of dropping to ssthresh at once and
     /// waiting for pipe to fall below it. Off in `ns2`.
     pub prr: bool,
+    /// As a receiver, let a SACK block that reaches the peer's out-of-order FIN cover it, as
+    /// Linux's do (the FIN's segment sits in the out-of-order queue with an end_seq past the
+    /// FIN, and SACK blocks are those ends): the sender's last segment is then SACKed whole,
+    /// so RACK learns from a tail loss probe that carries the FIN. Off in `ns2`, whose
+    /// blocks stop at the data (its replays' results were made so).
+    pub sack_covers_fin: bool,
     /// Added to TLP's probe timeout of 2·SRTT when more than one segment is in flight:
     /// Linux's `TCP_TIMEOUT_MIN` (2 ms, `tcp_schedule_loss_probe`); RFC 8985 §7.2 adds
     /// nothing (0 in `ns2`). With one segment both add 200 ms.
@@ -195,6 +201,7 @@ impl TcpConfig {
             tlp: true,
             lost_retransmit: false,
             prr: false,
+            sack_covers_fin: false,
             pto_slack: Duration::ZERO,
             rearm_rto_on_head_retransmit: false,
             ns2_rto_restart_every_ack: false,
@@ -259,6 +266,7 @@ impl TcpConfig {
             lost_retransmit: false,
             // `tcp_cwnd_reduction` (PRR, RFC 6937) in the Recovery state.
             prr: true,
+            sack_covers_fin: true,
             // TCP_TIMEOUT_MIN = 2 jiffies.
             pto_slack: Duration::from_millis(2),
             rearm_rto_on_head_retransmit: true,

@@ -39,6 +39,8 @@ pub(crate) struct Reassembly {
     /// Sequence number of the peer's FIN, once seen.
     fin_at: Option<u64>,
     fin_received: bool,
+    /// SACK blocks reaching `fin_at` cover the FIN (`TcpConfig::sack_covers_fin`).
+    sack_covers_fin: bool,
 }
 
 impl Reassembly {
@@ -51,7 +53,14 @@ impl Reassembly {
             recent_len: 0,
             fin_at: None,
             fin_received: false,
+            sack_covers_fin: false,
         }
+    }
+
+    /// SACK blocks that reach the peer's FIN cover it (`TcpConfig::sack_covers_fin`).
+    pub fn with_sack_covering_fin(mut self, on: bool) -> Self {
+        self.sack_covers_fin = on;
+        self
     }
 
     pub fn rcv_nxt(&self) -> u64 {
@@ -143,7 +152,14 @@ impl Reassembly {
         if self.ooo.is_empty() {
             return blocks;
         }
+        // A block that reaches the peer's FIN covers it too: Linux's out-of-order queue
+        // holds the FIN's segment with an end_seq past the FIN, and its SACK blocks are
+        // those ends. A block stopping short of the FIN leaves the sender's last segment
+        // (which carries it) never wholly SACKed, so RACK cannot learn from its delivery
+        // and a lost segment before it waits for the retransmission timer.
+        let fin = self.fin_at.filter(|_| self.sack_covers_fin);
         let add = |r: (u64, u64), blocks: &mut SackBlocks| {
+            let r = if fin == Some(r.1) { (r.0, r.1 + 1) } else { r };
             if !blocks.iter().any(|b| b == r) {
                 blocks.push(r.0, r.1);
             }
@@ -171,6 +187,22 @@ mod tests {
     use super::*;
 
     const W: u64 = 1 << 20;
+
+    #[test]
+    fn a_sack_block_reaching_an_out_of_order_fin_covers_it() {
+        let mut r = Reassembly::new(1).with_sack_covering_fin(true);
+        r.on_segment(1, 100, false, W);
+        // 101..201 lost; the last segment, 201..301 with the FIN (sequence 301), arrives.
+        let a = r.on_segment(201, 100, true, W);
+        assert!(a.out_of_order && !a.fin);
+        assert_eq!(r.sack_blocks(SackBlocks::MAX).iter().collect::<Vec<_>>(), [(201, 302)]);
+        let mut ns2 = r.clone().with_sack_covering_fin(false);
+        assert_eq!(ns2.sack_blocks(SackBlocks::MAX).iter().collect::<Vec<_>>(), [(201, 301)]);
+        assert_eq!(ns2.on_segment(101, 100, false, W).delivered, 200);
+        let a = r.on_segment(101, 100, false, W);
+        assert_eq!((a.delivered, a.fin), (200, true));
+        assert!(r.sack_blocks(SackBlocks::MAX).is_empty());
+    }
 
     #[test]
     fn in_order_data_is_delivered_at_once() {

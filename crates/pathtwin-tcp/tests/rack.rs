@@ -113,3 +113,22 @@ fn reordering_within_the_window_is_not_taken_for_loss() {
     assert_eq!(unseen.ep[0].stats().retransmits, 1);
 }
 
+
+#[test]
+fn a_tail_loss_before_the_fin_is_repaired_by_the_probe_without_a_timeout() {
+    // Linux's profile over a 10 ms path without a bottleneck: 10000 bytes and the FIN, seven
+    // segments sent at 10 ms once connected; the last two are lost. The ACKs of the first
+    // five arrive at 20 ms (quick ACKs), so SRTT = 10 ms and the probe goes PTO = 2·SRTT +
+    // 2 ms (`tcp_schedule_loss_probe`) later, at 42 ms: the last segment again, FIN and all.
+    // Its SACK (which covers the FIN, as Linux's does) arrives at 52 ms and RACK deems
+    // segment 5 lost at once: retransmitted at 52 ms, as the kernel recovers, with no timeout.
+    let mut sim = Sim::symmetric(TcpConfig::linux(), ms(5));
+    sim.set_drop(0, drop_data_indices(&[5, 6]));
+    sim.ep[0].send(10_000);
+    sim.ep[0].close();
+    sim.run_until(at_ms(2000));
+    let st = sim.ep[0].stats();
+    assert_eq!((st.timeouts, st.tail_loss_probes), (0, 1), "{st:?}");
+    assert_eq!(sim.send_times_of(0, data_seq(6, 1448)), [at_ms(10), at_ms(42)]);
+    assert_eq!(sim.send_times_of(0, data_seq(5, 1448)), [at_ms(10), at_ms(52)]);
+}

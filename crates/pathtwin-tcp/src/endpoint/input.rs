@@ -45,7 +45,7 @@ impl Endpoint {
             State::Listen => {
                 if seg.flags.syn() && !seg.flags.ack() {
                     self.peer_isn = seg.seq;
-                    self.rx = Reassembly::new(seg.seq + 1);
+                    self.rx = Reassembly::new(seg.seq + 1).with_sack_covering_fin(self.cfg.sack_covers_fin);
                     self.peer_syn = Some(PeerSyn { mss: seg.mss, sack: seg.sack_permitted, timestamps: seg.timestamps });
                     self.peer_ecn_setup = is_ecn_setup_syn(seg.flags);
                     self.peer_wnd = seg.wnd;
@@ -59,7 +59,7 @@ impl Endpoint {
             State::SynSent => {
                 if seg.flags.syn() && seg.flags.ack() && seg.ack == self.isn + 1 {
                     self.peer_isn = seg.seq;
-                    self.rx = Reassembly::new(seg.seq + 1);
+                    self.rx = Reassembly::new(seg.seq + 1).with_sack_covering_fin(self.cfg.sack_covers_fin);
                     self.peer_wnd = seg.wnd;
                     // RFC 3168 §6.1.1: an ECN-setup SYN-ACK has ECE and not CWR.
                     let ecn = self.ecn_requested && seg.flags.contains(Flags::ECE) && !seg.flags.contains(Flags::CWR);
