@@ -53,7 +53,7 @@ pub(crate) struct RcvWindow {
     mss: u64,
     rcv_ssthresh: u64,
     window_clamp: u64,
-    /// The most the ceiling can reach: half of `tcp_rmem[2]`.
+    /// The most the ceiling can reach: the window `tcp_rmem[2]` holds (`win_from_space`).
     max_clamp: u64,
     /// `rcvq_space.space`: bytes read in the last round trip that raised the ceiling.
     space: u64,
