@@ -43,7 +43,8 @@ const MIN_GROW_LEN: u64 = 128;
 /// first window after the initial one is 131072·158/256 = 80896 bytes in a kernel capture).
 const SCALING_RATIO: (u64, u64) = (158, 256);
 
-fn win_from_space(space: u64) -> u64 {
+/// The payload a buffer of `space` bytes of skb truesize holds (Linux's `tcp_win_from_space`).
+pub(crate) fn win_from_space(space: u64) -> u64 {
     (space as u128 * SCALING_RATIO.0 as u128 / SCALING_RATIO.1 as u128) as u64
 }
 
