@@ -71,8 +71,8 @@ def describe(rows: list[dict]) -> str:
         return vals[min(len(vals) - 1, int(p * len(vals)))] if vals else float("nan")
 
     out = []
-    for name, key in (("kernel's cost", "cost_emu"), ("simulator's cost", "cost_sim"), ("simulator − kernel", "excess")):
-        v = [r[key] * 1e3 for r in lossy]
+    for name, key in (("kernel's cost", "cost_emu"), ("simulator's cost", "cost_sim"), ("|simulator − kernel|", "excess")):
+        v = [(abs(r[key]) if key == "excess" else r[key]) * 1e3 for r in lossy]
         out.append(f"  {name:20} median {q(v, 0.5):7.1f} ms  p90 {q(v, 0.9):7.1f} ms  max {max(v, default=float('nan')):7.1f} ms")
     same = sum(r["emu"]["retransmits"] == r["sim"]["retransmits"] for r in lossy)
     out.append(f"  {len(lossy)} of {len(rows)} seeds lost something; the same retransmission count in {same}")

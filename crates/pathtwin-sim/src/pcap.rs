@@ -125,6 +125,12 @@ impl PcapWriter {
             t[o..o + 2].copy_from_slice(&[4, 2]);
             o += 2;
         }
+        if seg.window_scale {
+            // NOP, window scale (kind 3) with shift 0: the capture writes windows unscaled
+            // (at most 65535), so a reader must not scale them.
+            t[o..o + 4].copy_from_slice(&[1, 3, 3, 0]);
+            o += 4;
+        }
         if !seg.sack.is_empty() {
             t[o] = 5;
             t[o + 1] = (2 + 8 * seg.sack.len()) as u8;

@@ -126,6 +126,21 @@ pub struct TcpConfig {
     /// so RACK learns from a tail loss probe that carries the FIN. Off in `ns2`, whose
     /// blocks stop at the data (its replays' results were made so).
     pub sack_covers_fin: bool,
+    /// When the application closes while everything it wrote fits in the window at once,
+    /// send the FIN in a segment of its own after the data, as the kernel does for a
+    /// program that writes and then closes: `write()` transmits what the window allows
+    /// before it returns, and `tcp_send_fin` piggybacks the FIN only on an skb not yet sent.
+    /// It matters when the last data is lost: the bare FIN may arrive and be SACKed (RACK
+    /// then repairs the tail at once), and a tail loss probe is that bare FIN. Off in
+    /// `ns2` (the FIN rides on the last data segment whenever it can).
+    pub fin_alone_after_sent_data: bool,
+    /// Offer the window-scale option (RFC 7323 §2) on the SYN: only its 4 bytes of room are
+    /// modelled (windows are already scaled). They matter where the handshake's round trip
+    /// is the connection's min_RTT: RACK takes a retransmission SACKed sooner than min_RTT
+    /// after it went for an ACK of the original (RFC 8985 §6.2 step 2, `tcp_rack_advance`),
+    /// and a bare FIN's round trip is shorter than a 60-byte SYN's by those 4 bytes (Linux
+    /// sends wscale: `net.ipv4.tcp_window_scaling = 1`). Off in `ns2`.
+    pub window_scale: bool,
     /// Added to TLP's probe timeout of 2·SRTT when more than one segment is in flight:
     /// Linux's `TCP_TIMEOUT_MIN` (2 ms, `tcp_schedule_loss_probe`); RFC 8985 §7.2 adds
     /// nothing (0 in `ns2`). With one segment both add 200 ms.
@@ -202,6 +217,8 @@ impl TcpConfig {
             lost_retransmit: false,
             prr: false,
             sack_covers_fin: false,
+            fin_alone_after_sent_data: false,
+            window_scale: false,
             pto_slack: Duration::ZERO,
             rearm_rto_on_head_retransmit: false,
             ns2_rto_restart_every_ack: false,
@@ -271,6 +288,8 @@ impl TcpConfig {
             // `tcp_cwnd_reduction` (PRR, RFC 6937) in the Recovery state.
             prr: true,
             sack_covers_fin: true,
+            fin_alone_after_sent_data: true,
+            window_scale: true,
             // TCP_TIMEOUT_MIN = 2 jiffies.
             pto_slack: Duration::from_millis(2),
             rearm_rto_on_head_retransmit: true,

@@ -41,6 +41,8 @@ pub(crate) struct Reassembly {
     fin_received: bool,
     /// SACK blocks reaching `fin_at` cover the FIN (`TcpConfig::sack_covers_fin`).
     sack_covers_fin: bool,
+    /// The last out-of-order arrival was the FIN alone (its block goes first).
+    fin_latest: bool,
 }
 
 impl Reassembly {
@@ -54,6 +56,7 @@ impl Reassembly {
             fin_at: None,
             fin_received: false,
             sack_covers_fin: false,
+            fin_latest: false,
         }
     }
 
@@ -115,6 +118,7 @@ impl Reassembly {
         } else if seq > self.rcv_nxt {
             // A FIN alone, or data beyond the window, above a hole.
             a.out_of_order = true;
+            self.fin_latest = fin && len == 0;
         }
         if let Some(f) = self.fin_at {
             if !self.fin_received && self.rcv_nxt == f {
@@ -130,6 +134,7 @@ impl Reassembly {
     /// Records that the out-of-order segment starting at `start` arrived last: its block
     /// moves to the front, and older entries inside the same block are dropped.
     fn note_recent(&mut self, start: u64) {
+        self.fin_latest = false;
         let block = self.ooo.containing(start);
         let mut kept = [0u64; SackBlocks::MAX];
         kept[0] = start;
@@ -149,8 +154,17 @@ impl Reassembly {
     /// most `max` of them (fewer fit beside the timestamp option).
     pub fn sack_blocks(&self, max: usize) -> SackBlocks {
         let mut blocks = SackBlocks::EMPTY;
-        if self.ooo.is_empty() {
+        // A FIN alone above a hole is one sequence number in Linux's out-of-order queue,
+        // and SACKed as such (bench/fidelity's kernel captures: `sack 1 {10001:10002}`).
+        let lone_fin = self
+            .fin_at
+            .filter(|&f| self.sack_covers_fin && f > self.rcv_nxt && self.ooo.containing(f - 1).is_none())
+            .map(|f| (f, f + 1));
+        if self.ooo.is_empty() && lone_fin.is_none() {
             return blocks;
+        }
+        if let Some(b) = lone_fin.filter(|_| self.fin_latest) {
+            blocks.push(b.0, b.1);
         }
         // A block that reaches the peer's FIN covers it too: Linux's out-of-order queue
         // holds the FIN's segment with an end_seq past the FIN, and its SACK blocks are
@@ -178,6 +192,9 @@ impl Reassembly {
             }
             add(r, &mut blocks);
         }
+        if let Some(b) = lone_fin.filter(|_| !self.fin_latest && blocks.len() < max) {
+            blocks.push(b.0, b.1);
+        }
         blocks
     }
 }
@@ -201,6 +218,14 @@ mod tests {
         assert_eq!(ns2.on_segment(101, 100, false, W).delivered, 200);
         let a = r.on_segment(101, 100, false, W);
         assert_eq!((a.delivered, a.fin), (200, true));
+        assert!(r.sack_blocks(SackBlocks::MAX).is_empty());
+        // A FIN alone above a hole is SACKed as its one sequence number, as Linux's.
+        let mut r = Reassembly::new(1).with_sack_covering_fin(true);
+        r.on_segment(1, 100, false, W);
+        let a = r.on_segment(201, 0, true, W);
+        assert!(a.out_of_order && !a.fin);
+        assert_eq!(r.sack_blocks(SackBlocks::MAX).iter().collect::<Vec<_>>(), [(201, 202)]);
+        assert_eq!(r.on_segment(101, 100, false, W), Arrival { delivered: 100, filled_gap: false, fin: true, ..Default::default() });
         assert!(r.sack_blocks(SackBlocks::MAX).is_empty());
     }
 

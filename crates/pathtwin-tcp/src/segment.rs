@@ -241,6 +241,9 @@ pub struct Segment {
     pub mss: Option<u16>,
     /// SACK-permitted option, sent on SYN segments only.
     pub sack_permitted: bool,
+    /// The window-scale option (RFC 7323 §2, NOP and 3 bytes), sent on SYN segments only.
+    /// Only its room is modelled: advertised windows are already scaled.
+    pub window_scale: bool,
     /// The timestamp option (RFC 7323 §3): on a SYN, offered; after the handshake, on every
     /// segment of a connection that negotiated it. It takes its room in the header and
     /// carries `ts_val` and `ts_ecr`.
@@ -290,7 +293,7 @@ impl Segment {
     /// the option takes a word-aligned 12 bytes (behind SACK-permitted on a SYN, behind two
     /// NOPs otherwise) and SACK blocks follow two NOPs (4 + 8 per block): a data segment's
     /// header is 32 bytes, which is why Linux's payload per 1500-byte packet is 1448. The
-    /// window-scale option Linux adds to its SYN (4 more bytes) is not modelled.
+    /// window-scale option on a SYN takes 4 more bytes (NOP and 3).
     ///
     /// A Monaco control packet is a fixed 20-byte header, the size of the paper's Linux
     /// implementation's and of a TCP header without options.
@@ -300,6 +303,9 @@ impl Segment {
         }
         let mut options = 0u32;
         if self.mss.is_some() {
+            options += 4;
+        }
+        if self.window_scale {
             options += 4;
         }
         if self.timestamps {
@@ -351,6 +357,9 @@ mod tests {
         // SYN: MSS (4) + SACK-permitted and TS (12).
         let syn = Segment { timestamps: true, mss: Some(1460), sack_permitted: true, ..Default::default() };
         assert_eq!(syn.header_bytes(), 36);
+        // Linux's SYN: MSS, SACK-permitted and timestamps, NOP and window scale: 40 bytes of
+        // header, 60 on the wire as the kernel's captures show.
+        assert_eq!(Segment { window_scale: true, ..syn }.header_bytes(), 40);
         // SACK beside timestamps: 12 + NOP NOP SACK (4 + 8n), at most 3 blocks in 40 bytes.
         let mut ack = Segment { timestamps: true, ..Default::default() };
         ack.sack.push(10, 20);

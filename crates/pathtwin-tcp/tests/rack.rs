@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use pathtwin_core::time::Duration;
-use pathtwin_tcp::{Event, TcpConfig};
+use pathtwin_tcp::{Event, Segment, TcpConfig};
 
 const MSS: u64 = 1460;
 
@@ -131,4 +131,96 @@ fn a_tail_loss_before_the_fin_is_repaired_by_the_probe_without_a_timeout() {
     assert_eq!((st.timeouts, st.tail_loss_probes), (0, 1), "{st:?}");
     assert_eq!(sim.send_times_of(0, data_seq(6, 1448)), [at_ms(10), at_ms(42)]);
     assert_eq!(sim.send_times_of(0, data_seq(5, 1448)), [at_ms(10), at_ms(52)]);
+}
+
+#[test]
+fn a_program_that_closes_after_its_data_left_sends_the_fin_alone_and_its_sack_repairs_the_tail() {
+    // As the kernel under a program that writes 10 KB and then closes (bench/fidelity's
+    // captures): the seven data segments leave inside write(), the FIN alone after them.
+    // The last two data segments are lost; the bare FIN arrives and is SACKed at 20 ms,
+    // which shows RACK that segments 5 and 6, sent before it, are lost once their RTT
+    // (10 ms) and the reordering window (min_RTT/4 = 2.5 ms) have passed since they went:
+    // at 22.5 ms, without a probe or a timeout. PRR lets one segment go at that timer
+    // (`tcp_rack_reo_timeout` counts one delivery for `tcp_cwnd_reduction`), segment 6
+    // on the ACK of segment 5's retransmission, at 32.5 ms.
+    let mut sim = Sim::symmetric(TcpConfig::linux(), ms(5));
+    sim.set_drop(0, drop_data_indices(&[5, 6]));
+    sim.run_until(at_ms(10));
+    sim.ep[0].send(10_000);
+    sim.ep[0].close();
+    sim.run_until(at_ms(2000));
+    let st = sim.ep[0].stats();
+    assert_eq!((st.timeouts, st.tail_loss_probes), (0, 0), "{st:?}");
+    let fin = sim.sent[0].iter().find(|(_, s)| s.flags.fin()).expect("a FIN");
+    assert_eq!((fin.0, fin.1.len, fin.1.seq), (at_ms(10), 0, data_seq(0, 1448) + 10_000));
+    let at_us = |us| at_ms(0) + Duration::from_micros(us);
+    assert_eq!(sim.send_times_of(0, data_seq(5, 1448)), [at_ms(10), at_us(22_500)]);
+    assert_eq!(sim.send_times_of(0, data_seq(6, 1448)), [at_ms(10), at_us(32_500)]);
+    // The simulator's own TCP (ns2) puts the FIN on the last data segment.
+    let mut ns2 = Sim::symmetric(TcpConfig::ns2(), ms(5));
+    ns2.run_until(at_ms(10));
+    ns2.ep[0].send(10_000);
+    ns2.ep[0].close();
+    ns2.run_until(at_ms(2000));
+    assert!(ns2.sent[0].iter().any(|(_, s)| s.flags.fin() && s.len > 0));
+}
+
+#[test]
+fn a_bare_fin_probe_sacked_sooner_than_min_rtt_is_ignored_and_the_tail_waits_for_the_rto() {
+    // bench/fidelity's kernel capture (BBR, 10 KB over 1 Mbit/s and 10 ms): the last data
+    // segments and the FIN are lost, the tail loss probe is the bare FIN, and its SACK comes
+    // back sooner than min_RTT after the probe went: the FIN and its SACK (52 + 64 bytes)
+    // are shorter than the SYN and SYN-ACK (60 + 60) whose round trip set min_RTT, 32 µs at
+    // 1 Mbit/s. RACK takes such a SACK of a retransmission for one of the original
+    // (`tcp_rack_advance`, RFC 8985 §6.2 step 2) and marks nothing lost: the kernel waited
+    // for the RTO, and so does the simulator.
+    let link = LinkCfg::bottleneck(ms(5), 1_000_000, 100);
+    let mut sim = Sim::new(TcpConfig::linux(), TcpConfig::linux(), link, link);
+    let (mut data, mut fins) = (0, 0);
+    sim.set_drop(
+        0,
+        Box::new(move |s: &Segment| {
+            if s.len > 0 {
+                data += 1;
+                data == 6 || data == 7
+            } else if s.flags.fin() {
+                fins += 1;
+                fins == 1
+            } else {
+                false
+            }
+        }),
+    );
+    sim.run_until(at_ms(20));
+    assert!(sim.ep[0].srtt().is_some(), "connected");
+    sim.ep[0].send(10_000);
+    sim.ep[0].close();
+    sim.run_until(at_ms(5000));
+    let st = sim.ep[0].stats();
+    assert_eq!((st.tail_loss_probes, st.timeouts), (1, 1), "{st:?}");
+    assert_eq!(st.bytes_acked, 10_000);
+    // Without the window-scale option's 4 bytes the SYN's round trip is the shorter one, the
+    // probe's SACK counts, and RACK repairs the tail without the timer.
+    let cfg = TcpConfig { window_scale: false, ..TcpConfig::linux() };
+    let mut sim = Sim::new(cfg.clone(), cfg, link, link);
+    let (mut data, mut fins) = (0, 0);
+    sim.set_drop(
+        0,
+        Box::new(move |s: &Segment| {
+            if s.len > 0 {
+                data += 1;
+                data == 6 || data == 7
+            } else if s.flags.fin() {
+                fins += 1;
+                fins == 1
+            } else {
+                false
+            }
+        }),
+    );
+    sim.run_until(at_ms(20));
+    sim.ep[0].send(10_000);
+    sim.ep[0].close();
+    sim.run_until(at_ms(5000));
+    assert_eq!(sim.ep[0].stats().timeouts, 0, "{:?}", sim.ep[0].stats());
 }

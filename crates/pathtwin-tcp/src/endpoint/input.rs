@@ -46,7 +46,7 @@ impl Endpoint {
                 if seg.flags.syn() && !seg.flags.ack() {
                     self.peer_isn = seg.seq;
                     self.rx = Reassembly::new(seg.seq + 1).with_sack_covering_fin(self.cfg.sack_covers_fin);
-                    self.peer_syn = Some(PeerSyn { mss: seg.mss, sack: seg.sack_permitted, timestamps: seg.timestamps });
+                    self.peer_syn = Some(PeerSyn { mss: seg.mss, sack: seg.sack_permitted, timestamps: seg.timestamps, window_scale: seg.window_scale });
                     self.peer_ecn_setup = is_ecn_setup_syn(seg.flags);
                     self.peer_wnd = seg.wnd;
                     self.state = State::SynReceived;
@@ -63,7 +63,7 @@ impl Endpoint {
                     self.peer_wnd = seg.wnd;
                     // RFC 3168 §6.1.1: an ECN-setup SYN-ACK has ECE and not CWR.
                     let ecn = self.ecn_requested && seg.flags.contains(Flags::ECE) && !seg.flags.contains(Flags::CWR);
-                    self.establish(now, PeerSyn { mss: seg.mss, sack: seg.sack_permitted, timestamps: seg.timestamps }, ecn);
+                    self.establish(now, PeerSyn { mss: seg.mss, sack: seg.sack_permitted, timestamps: seg.timestamps, window_scale: seg.window_scale }, ecn);
                     self.ack_now = true;
                 }
                 return;

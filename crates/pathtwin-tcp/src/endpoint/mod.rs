@@ -65,6 +65,7 @@ struct PeerSyn {
     mss: Option<u16>,
     sack: bool,
     timestamps: bool,
+    window_scale: bool,
 }
 
 /// Connection state, RFC 9293 §3.3.2.
@@ -142,6 +143,9 @@ pub struct Endpoint {
     data_start: u64,
     written: u64,
     close_requested: bool,
+    /// The close came when everything written could go at once: the FIN goes alone
+    /// (`TcpConfig::fin_alone_after_sent_data`).
+    fin_alone: bool,
     fin_sent: bool,
     peer_wnd: u64,
     sb: Scoreboard,
@@ -242,6 +246,7 @@ impl Endpoint {
             data_start: isn + 1,
             written: 0,
             close_requested: false,
+            fin_alone: false,
             fin_sent: false,
             peer_wnd: 0,
             sb: Scoreboard::new(),
@@ -313,8 +318,25 @@ impl Endpoint {
         match self.state {
             State::Listen => self.state = State::Closed,
             State::Closed | State::TimeWait => {}
-            _ => self.close_requested = true,
+            _ => {
+                if !self.close_requested && self.cfg.fin_alone_after_sent_data {
+                    self.fin_alone = self.unsent_fits_the_window();
+                }
+                self.close_requested = true;
+            }
         }
+    }
+
+    /// Whether all written data not yet sent would go at once: what Linux's `write()`
+    /// sends before it returns (cwnd, the peer's window and the send buffer allow it all).
+    fn unsent_fits_the_window(&self) -> bool {
+        if !matches!(self.state, State::Established | State::CloseWait) || self.recovery.in_recovery() || !self.sb.is_open() {
+            return false;
+        }
+        let unsent = self.data_end().saturating_sub(self.snd_max);
+        let room = self.cc.cwnd().saturating_sub(self.sb.outstanding());
+        let edge = self.snd_una.saturating_add(self.peer_wnd.min(self.cfg.max_window));
+        unsent <= room && self.snd_max + unsent <= edge
     }
 
     /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work:

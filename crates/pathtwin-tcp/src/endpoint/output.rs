@@ -121,6 +121,7 @@ impl Endpoint {
                 mss,
                 sack_permitted: self.cfg.sack,
                 timestamps: self.cfg.timestamps,
+                window_scale: self.cfg.window_scale,
                 ..Segment::default()
             }
         } else {
@@ -135,6 +136,7 @@ impl Endpoint {
                 mss,
                 sack_permitted: self.cfg.sack && peer.sack,
                 timestamps: self.cfg.timestamps && peer.timestamps,
+                window_scale: self.cfg.window_scale && peer.window_scale,
                 ..Segment::default()
             }
         };
@@ -218,7 +220,7 @@ impl Endpoint {
             if len == 0 || (len < want && in_flight > 0) {
                 return None;
             }
-            (len, self.close_requested && start + len == data_end)
+            (len, self.close_requested && !self.fin_alone && start + len == data_end)
         } else if self.close_requested && !self.fin_sent {
             (0, true)
         } else {
@@ -348,6 +350,7 @@ impl Endpoint {
             },
             mss: None,
             sack_permitted: false,
+            window_scale: false,
             timestamps: self.ts_ok,
             // Stamped in `poll_transmit`, which knows the time.
             ts_val: Instant::ZERO,
