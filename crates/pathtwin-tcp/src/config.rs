@@ -142,9 +142,17 @@ pub struct TcpConfig {
     /// sends wscale: `net.ipv4.tcp_window_scaling = 1`). Off in `ns2`.
     pub window_scale: bool,
     /// Added to TLP's probe timeout of 2·SRTT when more than one segment is in flight:
-    /// Linux's `TCP_TIMEOUT_MIN` (2 ms, `tcp_schedule_loss_probe`); RFC 8985 §7.2 adds
-    /// nothing (0 in `ns2`). With one segment both add 200 ms.
+    /// Linux's `TCP_TIMEOUT_MIN` (`tcp_schedule_loss_probe`), two jiffies: 8 ms with the
+    /// emulator's kernel's `CONFIG_HZ` = 250 (a kernel capture shows the probe 2·SRTT +
+    /// 7–8 ms after the last ACK); RFC 8985 §7.2 adds nothing (0 in `ns2`). With one
+    /// segment both add 200 ms.
     pub pto_slack: Duration,
+    /// Linux's jiffy, the tick its RACK reordering timer counts in: the time left is
+    /// rounded up to whole ticks and two more are added (`tcp_rack_mark_lost`:
+    /// `usecs_to_jiffies(timeout) + TCP_TIMEOUT_MIN`). 4 ms with `CONFIG_HZ` = 250 (a kernel
+    /// capture shows the retransmission 8 ms after the SACK that started a 2.5-ms window);
+    /// zero in `ns2` (the timer fires when the window runs out).
+    pub rack_timer_tick: Duration,
     /// Restart the retransmission timer whenever the first unacknowledged segment is
     /// retransmitted, as Linux's `tcp_xmit_retransmit_queue` does (`rearm_timer` for
     /// `rtx_head`); RFC 6298 restarts it only on ACKs of new data and at fast retransmit.
@@ -220,6 +228,7 @@ impl TcpConfig {
             fin_alone_after_sent_data: false,
             window_scale: false,
             pto_slack: Duration::ZERO,
+            rack_timer_tick: Duration::ZERO,
             rearm_rto_on_head_retransmit: false,
             ns2_rto_restart_every_ack: false,
             ecn: false,
@@ -291,7 +300,9 @@ impl TcpConfig {
             fin_alone_after_sent_data: true,
             window_scale: true,
             // TCP_TIMEOUT_MIN = 2 jiffies.
-            pto_slack: Duration::from_millis(2),
+            // TCP_TIMEOUT_MIN = 2 jiffies at CONFIG_HZ = 250.
+            pto_slack: Duration::from_millis(8),
+            rack_timer_tick: Duration::from_millis(4),
             rearm_rto_on_head_retransmit: true,
             ns2_rto_restart_every_ack: false,
             // net.ipv4.tcp_ecn = 2.

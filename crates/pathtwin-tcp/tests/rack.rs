@@ -119,9 +119,10 @@ fn a_tail_loss_before_the_fin_is_repaired_by_the_probe_without_a_timeout() {
     // Linux's profile over a 10 ms path without a bottleneck: 10000 bytes and the FIN, seven
     // segments sent at 10 ms once connected; the last two are lost. The ACKs of the first
     // five arrive at 20 ms (quick ACKs), so SRTT = 10 ms and the probe goes PTO = 2·SRTT +
-    // 2 ms (`tcp_schedule_loss_probe`) later, at 42 ms: the last segment again, FIN and all.
-    // Its SACK (which covers the FIN, as Linux's does) arrives at 52 ms and RACK deems
-    // segment 5 lost at once: retransmitted at 52 ms, as the kernel recovers, with no timeout.
+    // two jiffies (8 ms at CONFIG_HZ = 250, `tcp_schedule_loss_probe`) later, at 48 ms: the
+    // last segment again, FIN and all. Its SACK (which covers the FIN, as Linux's does)
+    // arrives at 58 ms and RACK deems segment 5 lost at once: retransmitted at 58 ms, as
+    // the kernel recovers, with no timeout.
     let mut sim = Sim::symmetric(TcpConfig::linux(), ms(5));
     sim.set_drop(0, drop_data_indices(&[5, 6]));
     sim.ep[0].send(10_000);
@@ -129,8 +130,8 @@ fn a_tail_loss_before_the_fin_is_repaired_by_the_probe_without_a_timeout() {
     sim.run_until(at_ms(2000));
     let st = sim.ep[0].stats();
     assert_eq!((st.timeouts, st.tail_loss_probes), (0, 1), "{st:?}");
-    assert_eq!(sim.send_times_of(0, data_seq(6, 1448)), [at_ms(10), at_ms(42)]);
-    assert_eq!(sim.send_times_of(0, data_seq(5, 1448)), [at_ms(10), at_ms(52)]);
+    assert_eq!(sim.send_times_of(0, data_seq(6, 1448)), [at_ms(10), at_ms(48)]);
+    assert_eq!(sim.send_times_of(0, data_seq(5, 1448)), [at_ms(10), at_ms(58)]);
 }
 
 #[test]
@@ -139,10 +140,12 @@ fn a_program_that_closes_after_its_data_left_sends_the_fin_alone_and_its_sack_re
     // captures): the seven data segments leave inside write(), the FIN alone after them.
     // The last two data segments are lost; the bare FIN arrives and is SACKed at 20 ms,
     // which shows RACK that segments 5 and 6, sent before it, are lost once their RTT
-    // (10 ms) and the reordering window (min_RTT/4 = 2.5 ms) have passed since they went:
-    // at 22.5 ms, without a probe or a timeout. PRR lets one segment go at that timer
-    // (`tcp_rack_reo_timeout` counts one delivery for `tcp_cwnd_reduction`), segment 6
-    // on the ACK of segment 5's retransmission, at 32.5 ms.
+    // (10 ms) and the reordering window (min_RTT/4 = 2.5 ms) have passed since they went,
+    // 2.5 ms later; Linux's timer counts that in jiffies and adds two (`tcp_rack_mark_lost`;
+    // 4-ms jiffies at CONFIG_HZ = 250): 3 jiffies, at 32 ms, without a probe or a timeout
+    // (the kernel capture: 8.2 ms after the SACK, the jiffies being aligned to its clock).
+    // PRR lets one segment go at that timer (`tcp_rack_reo_timeout` counts one delivery for
+    // `tcp_cwnd_reduction`), segment 6 on the ACK of segment 5's retransmission, at 42 ms.
     let mut sim = Sim::symmetric(TcpConfig::linux(), ms(5));
     sim.set_drop(0, drop_data_indices(&[5, 6]));
     sim.run_until(at_ms(10));
@@ -153,9 +156,8 @@ fn a_program_that_closes_after_its_data_left_sends_the_fin_alone_and_its_sack_re
     assert_eq!((st.timeouts, st.tail_loss_probes), (0, 0), "{st:?}");
     let fin = sim.sent[0].iter().find(|(_, s)| s.flags.fin()).expect("a FIN");
     assert_eq!((fin.0, fin.1.len, fin.1.seq), (at_ms(10), 0, data_seq(0, 1448) + 10_000));
-    let at_us = |us| at_ms(0) + Duration::from_micros(us);
-    assert_eq!(sim.send_times_of(0, data_seq(5, 1448)), [at_ms(10), at_us(22_500)]);
-    assert_eq!(sim.send_times_of(0, data_seq(6, 1448)), [at_ms(10), at_us(32_500)]);
+    assert_eq!(sim.send_times_of(0, data_seq(5, 1448)), [at_ms(10), at_ms(32)]);
+    assert_eq!(sim.send_times_of(0, data_seq(6, 1448)), [at_ms(10), at_ms(42)]);
     // The simulator's own TCP (ns2) puts the FIN on the last data segment.
     let mut ns2 = Sim::symmetric(TcpConfig::ns2(), ms(5));
     ns2.run_until(at_ms(10));

@@ -349,7 +349,15 @@ impl Endpoint {
             self.rtt.srtt().unwrap_or(Duration::MAX),
         );
         let scan = self.sb.rack_detect_loss(now, latest, rack.loss_delay(reo_wnd));
-        self.rack_at = scan.deadline;
+        let tick = self.cfg.rack_timer_tick.as_nanos();
+        self.rack_at = scan.deadline.map(|d| {
+            if tick == 0 {
+                return d;
+            }
+            // Linux's `usecs_to_jiffies(timeout) + TCP_TIMEOUT_MIN`.
+            let ticks = d.saturating_since(now).as_nanos().div_ceil(tick) + 2;
+            now + Duration::from_nanos(ticks * tick)
+        });
         self.stats.lost_retransmissions += scan.lost_retransmissions;
         scan.lost
     }
