@@ -3,13 +3,16 @@ kernel TCP on the fast subset of bench/fidelity's grid (`QUICK`: each controller
 and RED, loss and none, 10 to 200 ms, one and four flows), the same file in both engines
 through `pathtwin.simulate` and `pathtwin.emulate`.
 
-Tolerances (bench/fidelity/README.md says where they come from): the median over seeds of
-each cell's completion time within CELL_TOLERANCE of the kernel's, and the median error over
-the cells within MEDIAN_TOLERANCE. On the full grid the subset's cells were within 3 % of the
-kernel (before the Linux profile: up to 27 %), and the kernel's own spread across these seeds
-is below 1 % without loss; with loss both engines drop the same packets for a seed, so the
-per-seed spread, large in both, cancels in the comparison. Without root only the profile's
-plumbing is checked.
+Tolerances are the issue's goals, applied to the subset: the median over seeds of each
+cell's completion time within CELL_TOLERANCE (10 %) of the kernel's, and the median error
+over the cells within MEDIAN_TOLERANCE (5 %). Measured 2026-11-26 (bench/fidelity/README.md):
+the subset's errors were −6.8 % (four Reno flows over RED, whose kernel runs spread 8 %
+across the seeds) and within 2 % for the other seven, median 0.3 %; with the simulator's
+own TCP (`profile = "ns2"`) they were up to 29 %, median 11 %, which these bounds fail. The
+kernel's spread across these seeds is below 1 % without loss; with loss both engines drop
+the same packets for a seed as long as they send the same packets, so the per-seed spread,
+large in both, mostly cancels. Without root only the profile's plumbing is checked (under
+CI a missing privilege fails).
 """
 
 from __future__ import annotations
