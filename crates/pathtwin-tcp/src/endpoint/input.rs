@@ -166,10 +166,10 @@ impl Endpoint {
         };
         self.stats.lost_retransmissions += self.sb.lost_retransmissions() - lost_retx_before;
         let advanced = ack > self.snd_una;
-        let mut cum_acked = 0;
+        let mut cum_delivered = 0;
         if advanced {
             let cum = self.sb.ack(ack, delivery.as_mut());
-            cum_acked = cum.acked;
+            cum_delivered = cum.delivered;
             self.snd_una = ack;
             self.rto_repeats = 0;
             if self.timeout_recover.is_some_and(|r| ack >= r) {
@@ -261,7 +261,10 @@ impl Endpoint {
         let newly_lost = self.sb.lost_total() > lost_before;
         let pipe = self.sb.pipe();
         if let Some(prr) = self.recovery.prr_mut() {
-            prr.on_ack(cum_acked + newly_sacked, pipe, advanced, newly_lost, smss);
+            // What this ACK delivered, each byte once: previously SACKed bytes that the
+            // cumulative ACK now covers were counted when SACKed (counting them again let a
+            // hole's repair release the whole SACKed range at once).
+            prr.on_ack(cum_delivered + newly_sacked, pipe, advanced, newly_lost, smss);
         }
         // ns-2's Agent/TCP/Linux restarts the timer on every ACK it accepts (see
         // `TcpConfig::ns2_rto_restart_every_ack`); RFC 6298 (5.3) only on new data (above).
