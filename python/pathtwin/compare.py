@@ -10,6 +10,10 @@ mean RTT, bytes delivered, and where either run has them completed responses and
 mean time. ``Comparison.frame()`` is that as a DataFrame, ``plot_comparison`` draws it (PNG);
 `pathtwin compare` prints it. It reads only the result directories' ``run.json`` and
 ``flows.parquet``.
+
+A simulation stands in for the kernel only with ``[tcp] profile = "linux"``
+(docs/tcp-defaults.md): ``Comparison.notes`` says so when a simulation with the default
+profile, ``"ns2"``, is compared with an emulation.
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ class Comparison:
     rows: list[dict[str, Any]]
     only_a: list[str] = field(default_factory=list)
     only_b: list[str] = field(default_factory=list)
+    #: What the reader should know before trusting the differences (one sentence each).
+    notes: list[str] = field(default_factory=list)
 
     def frame(self):
         """``rows`` as a DataFrame."""
@@ -116,6 +122,25 @@ def _number(v) -> float:
     return x
 
 
+def sim_profiles(run: dict[str, Any]) -> set[str]:
+    """The TCP profiles a simulation's connections ran with: ``[tcp] profile`` (``"ns2"``
+    when unset) and each flow's own ``tcp.profile``."""
+    config = run.get("config") or {}
+    default = (config.get("tcp") or {}).get("profile") or "ns2"
+    return {default} | {(f.get("tcp") or {}).get("profile") or default for f in config.get("flow") or []}
+
+
+def _notes(a: Run, b: Run) -> list[str]:
+    engines = {a.run.get("engine"), b.run.get("engine")}
+    if engines != {"sim", "emu"}:
+        return []
+    sim = a if a.run.get("engine") == "sim" else b
+    if "ns2" in sim_profiles(sim.run):
+        return [f"{sim.name} ran the simulator's own TCP (profile \"ns2\"); against the kernel, simulate the file "
+                "with [tcp] profile = \"linux\" (docs/tcp-defaults.md)"]
+    return []
+
+
 def compare_runs(run_a, run_b) -> Comparison:
     """Matches the flows of two result directories (or ``Run``s) by label and sets their
     metrics side by side. A one-line error if either is not a run with flows, or if no flow
@@ -149,7 +174,7 @@ def compare_runs(run_a, run_b) -> Comparison:
             rel = diff / abs(va) if va == va and va != 0 else math.nan
             rows.append({"flow": k, "metric": name, "unit": unit, "a": va, "b": vb, "diff": diff, "rel": rel})
     return Comparison(a=a, b=b, flows=common, rows=rows, only_a=[k for k in ka if k not in row_b],
-                      only_b=[k for k in kb if k not in row_a])
+                      only_b=[k for k in kb if k not in row_a], notes=_notes(a, b))
 
 
 def plot_comparison(c: Comparison, out_dir) -> list[Path]:

@@ -18,7 +18,7 @@
 
 use std::net::IpAddr;
 
-use pathtwin_core::config::{Config, ConfigError};
+use pathtwin_core::config::{Config, ConfigError, TcpProfile};
 use pathtwin_core::element::{Element, Occupancy, QueueStats};
 use pathtwin_core::qdisc::AqmStats;
 use pathtwin_core::results::{self, EMU_PIPES, PACKET_FLOWS, QUEUE_SERIES, ROUTES, TIMING};
@@ -381,10 +381,18 @@ fn available_congestion_controls() -> Vec<String> {
     std::fs::read_to_string(CC_AVAILABLE).map(|s| s.split_whitespace().map(str::to_string).collect()).unwrap_or_default()
 }
 
+/// Why `profile = "ns2"` cannot be emulated.
+pub(crate) const NS2_PROFILE_IN_EMULATOR: &str =
+    "\"ns2\" is the simulator's own TCP; the emulator runs the kernel's, which is what \"linux\" describes (remove it, or use `pathtwin sim`)";
+
 /// The kernel runs its own congestion controls with the machine's module parameters: the
 /// per-controller tables of `[tcp]` (`[tcp.cubic]`, …) are the simulator's, and silently
 /// running something else than asked would make a comparison meaningless.
 fn reject_simulator_only_settings(cfg: &Config) -> Result<(), EmuError> {
+    // The kernel is Linux: `profile = "linux"` describes it, `"ns2"` is the simulator's own TCP.
+    if cfg.tcp.profile == Some(TcpProfile::Ns2) {
+        return Err(EmuError::Config(ConfigError::invalid("tcp.profile", NS2_PROFILE_IN_EMULATOR)));
+    }
     match cfg.tcp.controller_tables().iter().find(|(_, set)| *set) {
         Some((name, _)) => Err(EmuError::Config(ConfigError::invalid(
             format!("tcp.{name}"),

@@ -91,7 +91,8 @@ impl PcapWriter {
         buf[16..20].copy_from_slice(&dst);
         let sum = checksum::of(&buf[..20]);
         buf[10..12].copy_from_slice(&sum.to_be_bytes());
-        // TCP header (RFC 9293 §3.1) and options (MSS, SACK-permitted, SACK: RFC 2018).
+        // TCP header (RFC 9293 §3.1) and options (MSS, SACK-permitted, SACK: RFC 2018;
+        // timestamps: RFC 7323).
         let t = &mut buf[20..hdr_len];
         t[0..2].copy_from_slice(&src_port.to_be_bytes());
         t[2..4].copy_from_slice(&dst_port.to_be_bytes());
@@ -105,9 +106,30 @@ impl PcapWriter {
             t[o..o + 4].copy_from_slice(&[2, 4, (mss >> 8) as u8, mss as u8]);
             o += 4;
         }
-        if seg.sack_permitted {
+        if seg.timestamps {
+            // Linux's layout (`tcp_options_write`): SACK-permitted or two NOPs, then TS
+            // (kind 8, RFC 7323 §3) with TSval and TSecr on a 1-ms clock, as Linux's
+            // (TSecr 0 before the peer's first TSval). SACK blocks follow two NOPs.
+            let lead = if seg.sack_permitted { [4, 2] } else { [1, 1] };
+            t[o..o + 2].copy_from_slice(&lead);
+            t[o + 2..o + 4].copy_from_slice(&[8, 10]);
+            t[o + 4..o + 8].copy_from_slice(&((seg.ts_val.as_nanos() / 1_000_000) as u32).to_be_bytes());
+            let ecr = seg.ts_ecr.map_or(0, |t| (t.as_nanos() / 1_000_000) as u32);
+            t[o + 8..o + 12].copy_from_slice(&ecr.to_be_bytes());
+            o += 12;
+            if !seg.sack.is_empty() {
+                t[o..o + 2].copy_from_slice(&[1, 1]);
+                o += 2;
+            }
+        } else if seg.sack_permitted {
             t[o..o + 2].copy_from_slice(&[4, 2]);
             o += 2;
+        }
+        if seg.window_scale {
+            // NOP, window scale (kind 3) with shift 0: the capture writes windows unscaled
+            // (at most 65535), so a reader must not scale them.
+            t[o..o + 4].copy_from_slice(&[1, 3, 3, 0]);
+            o += 4;
         }
         if !seg.sack.is_empty() {
             t[o] = 5;

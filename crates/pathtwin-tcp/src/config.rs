@@ -1,22 +1,39 @@
 //! Endpoint configuration: [`TcpConfig`], its validation ([`ConfigError`]), and its reading
 //! from the config's TCP settings ([`TcpConfig::from_settings`]).
 //!
-//! This module owns the defaults and says where each comes from. It does not own the schema
+//! This module owns the defaults and says where each comes from: two sets, one per
+//! [`TcpProfile`] ([`TcpConfig::ns2`], the simulator's own, and [`TcpConfig::linux`], Linux
+//! 6.x's as the emulator's kernel runs them; `docs/tcp-defaults.md` tabulates both with
+//! their sources). It does not own the schema
 //! (`pathtwin_core::config`'s `[tcp]`, whose choices such as [`NewRenoTimer`] this struct
 //! uses as they are), nor a controller's table: each controller reads its own beside its
 //! code (`VegasParams::from_settings`, ...), and [`CcAlgorithm`] maps the name `cc` to it.
 //! Errors from settings name the key that caused them, as the config file writes it.
 
-use crate::cc::{CcAlgorithm, CcParamError};
-use pathtwin_core::config::{self as schema, NewRenoTimer, TcpSettings};
+use crate::cc::{CcAlgorithm, CcParamError, CubicParams, SlowStart};
+use crate::rtt::RtoStyle;
+use pathtwin_core::config::{self as schema, NewRenoTimer, TcpProfile, TcpSettings};
 use pathtwin_core::time::Duration;
 
 /// Everything an endpoint can be configured with. All sizes are bytes unless said otherwise.
+/// The field docs give the `ns2` profile's value ([`TcpConfig::ns2`], the [`Default`]);
+/// [`TcpConfig::linux`] gives Linux's, each with its source.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TcpConfig {
+    /// Which profile the defaults came from (what `[tcp] profile` said); every behaviour
+    /// it selects is one of the fields below.
+    pub profile: TcpProfile,
     /// Largest payload this end is willing to receive, announced in the SYN's MSS option;
     /// the connection uses the smaller of both ends' values. 1460 = Ethernet 1500 − 40.
+    /// With timestamps, each segment carries 12 bytes less payload (1448).
     pub mss: u32,
+    /// Offer TCP timestamps (RFC 7323); used when both ends offer them. They take 12 bytes
+    /// of every segment's header, so the payload per segment is the MSS less 12, as Linux's
+    /// `tcp_current_mss` makes it; and they give an RTT sample from an ACK of retransmitted
+    /// data, where Karn's rule gives none (Linux's `tcp_ack_update_rtt` falls back on the
+    /// echoed timestamp), so that the first ACK after a timeout collapses the backed-off RTO.
+    /// Off in `ns2`.
+    pub timestamps: bool,
     /// Offer SACK (RFC 2018); used when both ends offer it.
     pub sack: bool,
     /// Delay ACKs of in-order data (RFC 5681 §4.2); false acknowledges every segment.
@@ -24,8 +41,21 @@ pub struct TcpConfig {
     /// Acknowledge at the latest every this many full-sized segments (RFC 5681 §4.2: 2).
     pub delayed_ack_every: u32,
     /// Longest an ACK is delayed. 40 ms is Linux's `TCP_DELACK_MIN`, the delay Linux uses in
-    /// steady bulk transfer; RFC 5681 only bounds it by 500 ms.
+    /// steady bulk transfer; RFC 5681 only bounds it by 500 ms. With `adaptive_ato` it is
+    /// where the adaptive timeout starts and its floor (Linux's `TCP_ATO_MIN`).
     pub delayed_ack_timeout: Duration,
+    /// Adapt the delayed-ACK timeout to the data's inter-arrival gaps as Linux's `ato` does
+    /// (`tcp_event_data_recv`, `tcp_send_delayed_ack`, `tcp_delack_timer_handler`): between
+    /// `delayed_ack_timeout` and `delayed_ack_max`, and below max(SRTT, 40 ms). Off in `ns2`.
+    pub adaptive_ato: bool,
+    /// The adaptive timeout's ceiling: Linux's `TCP_DELACK_MAX`, 200 ms.
+    pub delayed_ack_max: Duration,
+    /// Quick-ACK mode (Linux's `TCP_MAX_QUICKACKS`, 16): when the first data arrives and
+    /// again after a gap longer than the RTO, acknowledge every in-order segment at once
+    /// for this many ACKs (`tcp_incr_quickack`: at most rcv_wnd/(2·MSS)), so that the
+    /// sender's first round trips are not held back by delayed ACKs. 0 in `ns2` (RFC 5681
+    /// delayed ACKs from the first segment).
+    pub quickacks: u32,
     /// Lower bound on the RTO. RFC 6298 (2.4) says 1 s; 200 ms is Linux's `TCP_RTO_MIN`
     /// and ns-2's `minrto_`, what measured paths are compared with.
     pub min_rto: Duration,
@@ -33,15 +63,29 @@ pub struct TcpConfig {
     pub max_rto: Duration,
     /// RTO before the first RTT sample (RFC 6298 (2.1): 1 s).
     pub initial_rto: Duration,
+    /// How the RTO follows the samples: RFC 6298, or Linux's (RTO = SRTT + max(4·mdev,
+    /// `min_rto`)), see [`RtoStyle`].
+    pub rto_style: RtoStyle,
     /// Initial congestion window in segments (RFC 6928: 10).
     pub initial_window: u32,
+    /// How slow start turns an ACK into window: at most one SMSS per ACK (RFC 5681), or
+    /// every byte acknowledged (Linux's `tcp_slow_start`).
+    pub slow_start: SlowStart,
     /// Maximum window w_max: caps the data in flight (as ns-2's `window_`). 4 MiB, Linux's
     /// default `tcp_wmem` maximum.
     pub max_window: u64,
     /// Receive buffer, advertised as the window. Simulated applications read instantly, so
     /// the advertised window is always the whole buffer. 4 MiB, Linux's default `tcp_rmem`
-    /// maximum order of magnitude.
+    /// maximum order of magnitude. With `rcv_autotuning`, Linux's `tcp_rmem[2]`, the most
+    /// the buffer may grow to.
     pub rcv_buffer: u64,
+    /// Linux's receive-window autotuning (`crate::rcvwin`): the window starts at 64 KiB and
+    /// follows what the application reads per round trip, and while it grows every segment
+    /// is acknowledged at once. Off in `ns2` (a fixed window of `rcv_buffer`).
+    pub rcv_autotuning: bool,
+    /// With `rcv_autotuning`, the buffer a connection starts with: Linux's `tcp_rmem[1]`,
+    /// 128 KiB.
+    pub rcv_buffer_initial: u64,
     pub cc: CcAlgorithm,
     /// Duplicate ACKs that trigger fast retransmit (RFC 5681 §3.2: 3).
     pub dupack_threshold: u32,
@@ -71,6 +115,49 @@ pub struct TcpConfig {
     /// has no such rule. With RACK (which finds lost retransmissions by time) or without
     /// SACK it has no effect.
     pub lost_retransmit: bool,
+    /// With SACK, send during fast recovery by Proportional Rate Reduction (RFC 6937, as
+    /// Linux's `tcp_cwnd_reduction`): the window falls to ssthresh over the recovery's round
+    /// trip in proportion to what is delivered, instead of dropping to ssthresh at once and
+    /// waiting for pipe to fall below it. Off in `ns2`.
+    pub prr: bool,
+    /// As a receiver, let a SACK block that reaches the peer's out-of-order FIN cover it, as
+    /// Linux's do (the FIN's segment sits in the out-of-order queue with an end_seq past the
+    /// FIN, and SACK blocks are those ends): the sender's last segment is then SACKed whole,
+    /// so RACK learns from a tail loss probe that carries the FIN. Off in `ns2`, whose
+    /// blocks stop at the data (its replays' results were made so).
+    pub sack_covers_fin: bool,
+    /// When the application closes while everything it wrote fits in the window at once,
+    /// send the FIN in a segment of its own after the data, as the kernel does for a
+    /// program that writes and then closes: `write()` transmits what the window allows
+    /// before it returns, and `tcp_send_fin` piggybacks the FIN only on an skb not yet sent.
+    /// It matters when the last data is lost: the bare FIN may arrive and be SACKed (RACK
+    /// then repairs the tail at once), and a tail loss probe is that bare FIN. Off in
+    /// `ns2` (the FIN rides on the last data segment whenever it can).
+    pub fin_alone_after_sent_data: bool,
+    /// Offer the window-scale option (RFC 7323 §2) on the SYN: only its 4 bytes of room are
+    /// modelled (windows are already scaled). They matter where the handshake's round trip
+    /// is the connection's min_RTT: RACK takes a retransmission SACKed sooner than min_RTT
+    /// after it went for an ACK of the original (RFC 8985 §6.2 step 2, `tcp_rack_advance`),
+    /// and a bare FIN's round trip is shorter than a 60-byte SYN's by those 4 bytes (Linux
+    /// sends wscale: `net.ipv4.tcp_window_scaling = 1`). Off in `ns2`.
+    pub window_scale: bool,
+    /// Added to TLP's probe timeout of 2·SRTT when more than one segment is in flight:
+    /// Linux's `TCP_TIMEOUT_MIN` (`tcp_schedule_loss_probe`), two jiffies: 8 ms with the
+    /// emulator's kernel's `CONFIG_HZ` = 250 (a kernel capture shows the probe 2·SRTT +
+    /// 7–8 ms after the last ACK); RFC 8985 §7.2 adds nothing (0 in `ns2`). With one
+    /// segment both add 200 ms.
+    pub pto_slack: Duration,
+    /// Linux's jiffy, the tick its RACK reordering timer counts in: the time left is
+    /// rounded up to whole ticks and two more are added (`tcp_rack_mark_lost`:
+    /// `usecs_to_jiffies(timeout) + TCP_TIMEOUT_MIN`). 4 ms with `CONFIG_HZ` = 250 (a kernel
+    /// capture shows the retransmission 8 ms after the SACK that started a 2.5-ms window);
+    /// zero in `ns2` (the timer fires when the window runs out).
+    pub rack_timer_tick: Duration,
+    /// Restart the retransmission timer whenever the first unacknowledged segment is
+    /// retransmitted, as Linux's `tcp_xmit_retransmit_queue` does (`rearm_timer` for
+    /// `rtx_head`); RFC 6298 restarts it only on ACKs of new data and at fast retransmit.
+    /// Off in `ns2` (where `lost_retransmit` turns the same rule on).
+    pub rearm_rto_on_head_retransmit: bool,
     /// ns-2 mimicry, neither RFC 6298 nor Linux: restart the retransmission timer on every
     /// ACK while data is outstanding, duplicate ACKs included, as ns-2.35's `Agent/TCP/Linux`
     /// does (`LinuxTcpAgent::time_processing` calls `set_rtx_timer()` for each ACK it
@@ -90,19 +177,45 @@ pub struct TcpConfig {
 }
 
 impl Default for TcpConfig {
+    /// The `ns2` profile's ([`TcpConfig::ns2`]).
     fn default() -> Self {
+        TcpConfig::ns2()
+    }
+}
+
+impl TcpConfig {
+    /// The defaults of a profile.
+    pub fn for_profile(profile: TcpProfile) -> TcpConfig {
+        match profile {
+            TcpProfile::Ns2 => TcpConfig::ns2(),
+            TcpProfile::Linux => TcpConfig::linux(),
+        }
+    }
+
+    /// The simulator's own TCP, as the ns-2 comparisons and the papers' reproductions run
+    /// it: the sources are on each field.
+    pub fn ns2() -> TcpConfig {
         TcpConfig {
+            profile: TcpProfile::Ns2,
             mss: 1460,
+            timestamps: false,
             sack: true,
             delayed_ack: true,
             delayed_ack_every: 2,
             delayed_ack_timeout: Duration::from_millis(40),
+            adaptive_ato: false,
+            delayed_ack_max: Duration::from_millis(200),
+            quickacks: 0,
             min_rto: Duration::from_millis(200),
             max_rto: Duration::from_secs(60),
             initial_rto: Duration::from_secs(1),
+            rto_style: RtoStyle::Rfc6298,
             initial_window: 10,
+            slow_start: SlowStart::Rfc5681,
             max_window: 4 << 20,
             rcv_buffer: 4 << 20,
+            rcv_autotuning: false,
+            rcv_buffer_initial: 128 << 10,
             cc: CcAlgorithm::NewReno,
             dupack_threshold: 3,
             limited_transmit: true,
@@ -110,8 +223,91 @@ impl Default for TcpConfig {
             rack: true,
             tlp: true,
             lost_retransmit: false,
+            prr: false,
+            sack_covers_fin: false,
+            fin_alone_after_sent_data: false,
+            window_scale: false,
+            pto_slack: Duration::ZERO,
+            rack_timer_tick: Duration::ZERO,
+            rearm_rto_on_head_retransmit: false,
             ns2_rto_restart_every_ack: false,
             ecn: false,
+            time_wait: Duration::from_secs(60),
+        }
+    }
+
+    /// Linux 6.x's TCP with its default sysctls, as the emulator's kernel runs it
+    /// (`docs/tcp-defaults.md` gives the source of each value). Not modelled: the sender's
+    /// buffer autotuning (`max_window` stands for the data `tcp_wmem[2]` holds), pacing
+    /// (CUBIC and Reno are not paced without the fq qdisc), SACK compression
+    /// (`tcp_comp_sack_nr`), undo of spurious recoveries (F-RTO, D-SACK, Eifel), the
+    /// receiver's ping-pong mode, and restarting cwnd after idle.
+    pub fn linux() -> TcpConfig {
+        TcpConfig {
+            profile: TcpProfile::Linux,
+            // The MSS option: Ethernet's 1500 − 40 (`tcp_advertise_mss`); 1448 per segment
+            // with timestamps (`tcp_current_mss`).
+            mss: 1460,
+            // net.ipv4.tcp_timestamps = 1.
+            timestamps: true,
+            // net.ipv4.tcp_sack = 1.
+            sack: true,
+            delayed_ack: true,
+            // `__tcp_ack_snd_check`: more than one full segment received unacknowledged.
+            delayed_ack_every: 2,
+            // TCP_ATO_MIN = TCP_DELACK_MIN = HZ/25 (40 ms); TCP_DELACK_MAX = HZ/5 (200 ms).
+            delayed_ack_timeout: Duration::from_millis(40),
+            adaptive_ato: true,
+            delayed_ack_max: Duration::from_millis(200),
+            // TCP_MAX_QUICKACKS = 16 (`include/net/tcp.h`).
+            quickacks: 16,
+            // TCP_RTO_MIN = HZ/5 (net.ipv4.tcp_rto_min_us = 200000), TCP_RTO_MAX = 120 s,
+            // TCP_TIMEOUT_INIT = 1 s.
+            min_rto: Duration::from_millis(200),
+            max_rto: Duration::from_secs(120),
+            initial_rto: Duration::from_secs(1),
+            rto_style: RtoStyle::Linux,
+            // TCP_INIT_CWND = 10.
+            initial_window: 10,
+            slow_start: SlowStart::Linux,
+            // net.ipv4.tcp_wmem[2] = 4 MiB of skb truesize (`sk_wmem_queued` counts every
+            // queued skb's truesize against `sk_sndbuf`): at the payload-to-truesize ratio
+            // of the receive side's segments (`rcvwin`'s 158/256, measured in a kernel
+            // capture), 2.59 MB of data, sent or unacknowledged. The grid's 100 Mbit/s,
+            // 200 ms cells are held to it in the kernel: BBR's long-lived flow under 0.5 %
+            // loss gets 44 Mbit/s there, the simulator 68 with 4 MiB and 44 with this.
+            max_window: crate::rcvwin::win_from_space(4 << 20),
+            // net.ipv4.tcp_rmem = 4096 131072 33554432 (Linux 6.18; tcp_rmem[2] was 6 MiB
+            // in earlier 6.x), net.ipv4.tcp_moderate_rcvbuf = 1.
+            rcv_buffer: 32 << 20,
+            rcv_autotuning: true,
+            rcv_buffer_initial: 128 << 10,
+            // CONFIG_DEFAULT_TCP_CONG = "cubic", `tcp_cubic.c` with its module defaults.
+            cc: CcAlgorithm::Cubic(CubicParams::LINUX),
+            // net.ipv4.tcp_reordering = 3.
+            dupack_threshold: 3,
+            // Linux sends new data on the first duplicate ACKs (Disorder state).
+            limited_transmit: true,
+            // Without SACK, Linux restarts the timer on every ACK of new data.
+            newreno_timer: NewRenoTimer::SlowButSteady,
+            // net.ipv4.tcp_recovery = 1 (RACK), net.ipv4.tcp_early_retrans = 3 (TLP).
+            rack: true,
+            tlp: true,
+            lost_retransmit: false,
+            // `tcp_cwnd_reduction` (PRR, RFC 6937) in the Recovery state.
+            prr: true,
+            sack_covers_fin: true,
+            fin_alone_after_sent_data: true,
+            window_scale: true,
+            // TCP_TIMEOUT_MIN = 2 jiffies.
+            // TCP_TIMEOUT_MIN = 2 jiffies at CONFIG_HZ = 250.
+            pto_slack: Duration::from_millis(8),
+            rack_timer_tick: Duration::from_millis(4),
+            rearm_rto_on_head_retransmit: true,
+            ns2_rto_restart_every_ack: false,
+            // net.ipv4.tcp_ecn = 2.
+            ecn: false,
+            // TCP_TIMEWAIT_LEN = 60 s.
             time_wait: Duration::from_secs(60),
         }
     }
@@ -182,11 +378,12 @@ impl TcpConfig {
 
     /// The endpoint config for merged settings (`[tcp]` overridden by a flow's) whose `cc`
     /// was written under `cc_key` (`"tcp"`, `"flow[3].tcp"`, or `"flow[3]"` for the flow's
-    /// `cc` shortcut); what they leave out keeps [`TcpConfig::default`]. Check each
+    /// `cc` shortcut); what they leave out keeps their profile's default
+    /// ([`TcpConfig::for_profile`], `ns2` when they name none). Check each
     /// section's controller tables with [`TcpConfig::check_tables`] first, so that their
     /// errors name the section.
     pub fn from_settings(s: &TcpSettings, cc_key: &str) -> Result<TcpConfig, schema::ConfigError> {
-        let mut c = TcpConfig::default();
+        let mut c = TcpConfig::for_profile(s.profile.unwrap_or_default());
         if let Some(v) = s.mss {
             c.mss = v;
         }

@@ -49,11 +49,13 @@
 //! # Module map
 //!
 //! - [`segment`]: the segment header model and its size on the wire.
-//! - [`config`]: [`TcpConfig`] and its reading from the config's `[tcp]` settings.
-//! - [`rtt`]: RFC 6298 round-trip estimation and the retransmission timeout.
+//! - [`config`]: [`TcpConfig`], its two profiles of defaults (`ns2`, `linux`) and its reading
+//!   from the config's `[tcp]` settings.
+//! - [`rtt`]: round-trip estimation and the retransmission timeout (RFC 6298, or Linux's).
 //! - [`cc`]: the congestion-control trait, the choice of controller ([`CcAlgorithm`], with
 //!   the names a config gives them), Reno (RFC 5681), Vegas and Vegas-k, BIC, CUBIC (RFC
-//!   9438 with HyStart++), BBR v1 and Monaco, each reading its own `[tcp.*]` table.
+//!   9438 with HyStart++, or Linux's with its HyStart), BBR v1 and Monaco, each reading its
+//!   own `[tcp.*]` table.
 //! - [`monaco`]: Monaco's control packets and the receiver's accumulation estimator.
 //! - [`rate`]: delivery-rate estimation (draft-cheng-iccrg-delivery-rate-estimation).
 //! - `recovery`: which loss-recovery flavour runs and its state (RFC 5681, 6582, 6675).
@@ -61,15 +63,20 @@
 //!   retransmissions, and the tail loss probe's state (RFC 8985 §7).
 //! - `scoreboard`: the sender's record of segments in flight (RFC 6675 scoreboard).
 //! - `reassembly`: the receiver's out-of-order ranges and SACK blocks (RFC 2018).
+//! - `rcvwin`: the window a Linux receiver advertises, with its buffer autotuning.
+//! - `delack`: when the receiver acknowledges in-order data (RFC 5681 §4.2, with Linux's
+//!   quick-ACK mode and adaptive delayed-ACK timeout).
 //! - [`endpoint`]: the state machine tying these together.
 
 pub mod cc;
 pub mod config;
+mod delack;
 pub mod endpoint;
 pub mod monaco;
 mod rack;
 mod ranges;
 pub mod rate;
+mod rcvwin;
 mod reassembly;
 mod recovery;
 pub mod rtt;
@@ -79,14 +86,15 @@ mod stats;
 
 pub use cc::{
     AckEvent, Bbr, BbrMode, Bic, BicParams, CcAlgorithm, CcParamError, CcParams, CongestionControl, Cubic, CubicParams, DeliveryEvent,
-    Monaco, MonacoParams, Reno, SentEvent, Vegas, VegasParams,
+    Monaco, MonacoParams, Reno, SentEvent, SlowStart, Vegas, VegasParams,
 };
 pub use monaco::AccumulationFeedback;
 pub use config::{ConfigError, TcpConfig};
 /// The config schema's choices that [`TcpConfig`] and [`VegasParams`] hold as they are
 /// (declared once, in `pathtwin_core::config`).
-pub use pathtwin_core::config::{NewRenoTimer, RoundRtt, VegasRules};
+pub use pathtwin_core::config::{NewRenoTimer, RoundRtt, TcpProfile, VegasRules};
 pub use rate::RateSample;
+pub use rtt::RtoStyle;
 pub use endpoint::{Endpoint, State};
 pub use segment::{Control, Ecn, Flags, SackBlocks, Segment};
 pub use stats::{Event, Stats};

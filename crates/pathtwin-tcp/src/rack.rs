@@ -61,15 +61,19 @@ pub(crate) enum TlpOutcome {
 }
 
 /// TLP_calc_PTO (RFC 8985 §7.2): 2·SRTT, plus WCDelAckT when one segment is in flight,
-/// 1 s without an RTT sample; never later than the retransmission timer.
+/// 1 s without an RTT sample; never later than the retransmission timer. `slack` is added
+/// when more than one segment is in flight: zero in the RFC, 2 ms (`TCP_TIMEOUT_MIN`) in
+/// Linux's `tcp_schedule_loss_probe`, whose one-segment allowance is `TCP_RTO_MIN`, the
+/// same 200 ms.
 pub(crate) fn pto_deadline(
     now: Instant,
     srtt: Option<Duration>,
     one_segment: bool,
+    slack: Duration,
     rto_at: Option<Instant>,
 ) -> Instant {
     let pto = match srtt {
-        Some(s) => s + s + if one_segment { TLP_WC_DEL_ACK } else { Duration::ZERO },
+        Some(s) => s + s + if one_segment { TLP_WC_DEL_ACK } else { slack },
         None => TLP_PTO_NO_SRTT,
     };
     let at = now + pto;
@@ -219,10 +223,14 @@ mod tests {
     #[test]
     fn pto_is_two_srtt_plus_delayed_ack_allowance_capped_by_rto() {
         let srtt = Some(Duration::from_millis(30));
-        assert_eq!(pto_deadline(t(100), srtt, false, None), t(160));
-        assert_eq!(pto_deadline(t(100), srtt, true, None), t(360));
-        assert_eq!(pto_deadline(t(100), srtt, true, Some(t(300))), t(300));
-        assert_eq!(pto_deadline(t(100), None, false, None), t(1100));
+        let z = Duration::ZERO;
+        assert_eq!(pto_deadline(t(100), srtt, false, z, None), t(160));
+        assert_eq!(pto_deadline(t(100), srtt, true, z, None), t(360));
+        assert_eq!(pto_deadline(t(100), srtt, true, z, Some(t(300))), t(300));
+        assert_eq!(pto_deadline(t(100), None, false, z, None), t(1100));
+        // Linux: + TCP_TIMEOUT_MIN with several segments in flight.
+        assert_eq!(pto_deadline(t(100), srtt, false, Duration::from_millis(2), None), t(162));
+        assert_eq!(pto_deadline(t(100), srtt, true, Duration::from_millis(2), None), t(360));
     }
 
     #[test]

@@ -39,6 +39,10 @@ pub(crate) struct Reassembly {
     /// Sequence number of the peer's FIN, once seen.
     fin_at: Option<u64>,
     fin_received: bool,
+    /// SACK blocks reaching `fin_at` cover the FIN (`TcpConfig::sack_covers_fin`).
+    sack_covers_fin: bool,
+    /// The last out-of-order arrival was the FIN alone (its block goes first).
+    fin_latest: bool,
 }
 
 impl Reassembly {
@@ -51,7 +55,15 @@ impl Reassembly {
             recent_len: 0,
             fin_at: None,
             fin_received: false,
+            sack_covers_fin: false,
+            fin_latest: false,
         }
+    }
+
+    /// SACK blocks that reach the peer's FIN cover it (`TcpConfig::sack_covers_fin`).
+    pub fn with_sack_covering_fin(mut self, on: bool) -> Self {
+        self.sack_covers_fin = on;
+        self
     }
 
     pub fn rcv_nxt(&self) -> u64 {
@@ -106,6 +118,7 @@ impl Reassembly {
         } else if seq > self.rcv_nxt {
             // A FIN alone, or data beyond the window, above a hole.
             a.out_of_order = true;
+            self.fin_latest = fin && len == 0;
         }
         if let Some(f) = self.fin_at {
             if !self.fin_received && self.rcv_nxt == f {
@@ -121,6 +134,7 @@ impl Reassembly {
     /// Records that the out-of-order segment starting at `start` arrived last: its block
     /// moves to the front, and older entries inside the same block are dropped.
     fn note_recent(&mut self, start: u64) {
+        self.fin_latest = false;
         let block = self.ooo.containing(start);
         let mut kept = [0u64; SackBlocks::MAX];
         kept[0] = start;
@@ -136,27 +150,50 @@ impl Reassembly {
         self.recent_len = n;
     }
 
-    /// SACK blocks for the next outgoing segment (empty when nothing is out of order).
-    pub fn sack_blocks(&self) -> SackBlocks {
+    /// SACK blocks for the next outgoing segment (empty when nothing is out of order), at
+    /// most `max` of them (fewer fit beside the timestamp option).
+    pub fn sack_blocks(&self, max: usize) -> SackBlocks {
         let mut blocks = SackBlocks::EMPTY;
-        if self.ooo.is_empty() {
+        // A FIN alone above a hole is one sequence number in Linux's out-of-order queue,
+        // and SACKed as such (bench/fidelity's kernel captures: `sack 1 {10001:10002}`).
+        let lone_fin = self
+            .fin_at
+            .filter(|&f| self.sack_covers_fin && f > self.rcv_nxt && self.ooo.containing(f - 1).is_none())
+            .map(|f| (f, f + 1));
+        if self.ooo.is_empty() && lone_fin.is_none() {
             return blocks;
         }
+        if let Some(b) = lone_fin.filter(|_| self.fin_latest) {
+            blocks.push(b.0, b.1);
+        }
+        // A block that reaches the peer's FIN covers it too: Linux's out-of-order queue
+        // holds the FIN's segment with an end_seq past the FIN, and its SACK blocks are
+        // those ends. A block stopping short of the FIN leaves the sender's last segment
+        // (which carries it) never wholly SACKed, so RACK cannot learn from its delivery
+        // and a lost segment before it waits for the retransmission timer.
+        let fin = self.fin_at.filter(|_| self.sack_covers_fin);
         let add = |r: (u64, u64), blocks: &mut SackBlocks| {
+            let r = if fin == Some(r.1) { (r.0, r.1 + 1) } else { r };
             if !blocks.iter().any(|b| b == r) {
                 blocks.push(r.0, r.1);
             }
         };
         for &s in &self.recent[..self.recent_len] {
+            if blocks.len() == max {
+                break;
+            }
             if let Some(r) = self.ooo.containing(s) {
                 add(r, &mut blocks);
             }
         }
         for r in self.ooo.iter().rev() {
-            if blocks.len() == SackBlocks::MAX {
+            if blocks.len() >= max {
                 break;
             }
             add(r, &mut blocks);
+        }
+        if let Some(b) = lone_fin.filter(|_| !self.fin_latest && blocks.len() < max) {
+            blocks.push(b.0, b.1);
         }
         blocks
     }
@@ -169,12 +206,36 @@ mod tests {
     const W: u64 = 1 << 20;
 
     #[test]
+    fn a_sack_block_reaching_an_out_of_order_fin_covers_it() {
+        let mut r = Reassembly::new(1).with_sack_covering_fin(true);
+        r.on_segment(1, 100, false, W);
+        // 101..201 lost; the last segment, 201..301 with the FIN (sequence 301), arrives.
+        let a = r.on_segment(201, 100, true, W);
+        assert!(a.out_of_order && !a.fin);
+        assert_eq!(r.sack_blocks(SackBlocks::MAX).iter().collect::<Vec<_>>(), [(201, 302)]);
+        let mut ns2 = r.clone().with_sack_covering_fin(false);
+        assert_eq!(ns2.sack_blocks(SackBlocks::MAX).iter().collect::<Vec<_>>(), [(201, 301)]);
+        assert_eq!(ns2.on_segment(101, 100, false, W).delivered, 200);
+        let a = r.on_segment(101, 100, false, W);
+        assert_eq!((a.delivered, a.fin), (200, true));
+        assert!(r.sack_blocks(SackBlocks::MAX).is_empty());
+        // A FIN alone above a hole is SACKed as its one sequence number, as Linux's.
+        let mut r = Reassembly::new(1).with_sack_covering_fin(true);
+        r.on_segment(1, 100, false, W);
+        let a = r.on_segment(201, 0, true, W);
+        assert!(a.out_of_order && !a.fin);
+        assert_eq!(r.sack_blocks(SackBlocks::MAX).iter().collect::<Vec<_>>(), [(201, 202)]);
+        assert_eq!(r.on_segment(101, 100, false, W), Arrival { delivered: 100, filled_gap: false, fin: true, ..Default::default() });
+        assert!(r.sack_blocks(SackBlocks::MAX).is_empty());
+    }
+
+    #[test]
     fn in_order_data_is_delivered_at_once() {
         let mut r = Reassembly::new(1);
         let a = r.on_segment(1, 100, false, W);
         assert_eq!(a, Arrival { delivered: 100, ..Default::default() });
         assert_eq!(r.rcv_nxt(), 101);
-        assert!(r.sack_blocks().is_empty());
+        assert!(r.sack_blocks(SackBlocks::MAX).is_empty());
     }
 
     #[test]
@@ -182,10 +243,10 @@ mod tests {
         let mut r = Reassembly::new(1);
         assert!(r.on_segment(101, 100, false, W).out_of_order);
         assert!(r.on_segment(301, 100, false, W).out_of_order);
-        assert_eq!(r.sack_blocks().as_slice(), [(301, 401), (101, 201)]);
+        assert_eq!(r.sack_blocks(SackBlocks::MAX).as_slice(), [(301, 401), (101, 201)]);
         let a = r.on_segment(1, 100, false, W);
         assert_eq!((a.delivered, a.filled_gap), (200, true));
-        assert_eq!(r.sack_blocks().as_slice(), [(301, 401)]);
+        assert_eq!(r.sack_blocks(SackBlocks::MAX).as_slice(), [(301, 401)]);
         let a = r.on_segment(201, 100, false, W);
         assert_eq!((a.delivered, a.filled_gap), (200, true));
         assert_eq!(r.rcv_nxt(), 401);
@@ -198,13 +259,13 @@ mod tests {
         for s in [101, 301, 501, 701, 901] {
             r.on_segment(s, 100, false, W);
         }
-        let b = r.sack_blocks();
+        let b = r.sack_blocks(SackBlocks::MAX);
         assert_eq!(b.len(), 4);
         assert_eq!(b.as_slice()[0], (901, 1001));
         assert_eq!(b.as_slice()[1], (701, 801));
         // Extending an older block makes it first again.
         r.on_segment(201, 100, false, W);
-        assert_eq!(r.sack_blocks().as_slice()[0], (101, 401));
+        assert_eq!(r.sack_blocks(SackBlocks::MAX).as_slice()[0], (101, 401));
     }
 
     #[test]

@@ -19,6 +19,15 @@
 //!   IsLost — with RACK (RFC 8985), when RACK deems it lost — ends when RecoveryPoint is
 //!   acknowledged, and the window is the controller's cwnd measured against pipe — no
 //!   inflation. The scoreboard does the rest.
+//! - **SACK with PRR** (RFC 6937, in Linux's form: `tcp_init_cwnd_reduction`,
+//!   `tcp_cwnd_reduction` in `net/ipv4/tcp_input.c`): instead of the controller's reduced
+//!   cwnd, the window after each ACK is pipe + sndcnt ([`Prr`]): while pipe exceeds
+//!   ssthresh, what may be sent is ssthresh/prior_cwnd of what was delivered (the
+//!   reduction spread over the round trip: "proportional"); below it, what was delivered
+//!   plus one segment when the cumulative ACK advanced without a new loss, up to ssthresh
+//!   ("slow-start reduction bound"); at least the fast retransmission. The controller sets
+//!   ssthresh and, at the episode's end, cwnd = ssthresh, as Linux's
+//!   `tcp_end_cwnd_reduction`.
 //!
 //! The inflated window has no bound of its own: during a NewReno episode of N round trips
 //! each duplicate ACK of the new data it let out adds one SMSS, and partial ACKs only take
@@ -54,6 +63,69 @@ pub(crate) enum AckOutcome {
     RetransmitFront { first: bool },
 }
 
+/// Proportional Rate Reduction state of one SACK recovery episode (RFC 6937's
+/// prr_delivered, prr_out and RecoverFS; Linux's `prior_cwnd` stands for RecoverFS), in
+/// bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Prr {
+    /// cwnd before the reduction (Linux's `prior_cwnd`).
+    prior_cwnd: u64,
+    /// The controller's ssthresh for the episode.
+    ssthresh: u64,
+    /// Bytes delivered (cumulatively or by SACK) during the episode.
+    delivered: u64,
+    /// Bytes sent during the episode.
+    out: u64,
+    /// pipe + sndcnt as of the last ACK: the window until the next.
+    window: u64,
+}
+
+impl Prr {
+    /// `tcp_init_cwnd_reduction`: an episode starts from `prior_cwnd` towards `ssthresh`;
+    /// until the first ACK is counted, only the fast retransmission may go.
+    pub fn new(prior_cwnd: u64, ssthresh: u64, pipe: u64) -> Prr {
+        Prr { prior_cwnd: prior_cwnd.max(1), ssthresh, delivered: 0, out: 0, window: pipe }
+    }
+
+    /// `tcp_cwnd_reduction` for an ACK (or a RACK timer) that delivered `delivered` bytes,
+    /// leaving `pipe` in the network; `una_advanced` and `newly_lost` as Linux's
+    /// `FLAG_SND_UNA_ADVANCED` and `rs->losses`.
+    pub fn on_ack(&mut self, delivered: u64, pipe: u64, una_advanced: bool, newly_lost: bool, smss: u64) {
+        if delivered == 0 {
+            return;
+        }
+        self.delivered += delivered;
+        let (ssthresh, out) = (self.ssthresh as i128, self.out as i128);
+        let sndcnt = if (pipe as i128) > ssthresh {
+            // PRR-SSRB's proportional part: ceil(ssthresh·delivered/prior_cwnd) − out.
+            // Linux counts all four in packets, so the ceiling is a whole segment: rounded
+            // up to one here (in bytes, a fraction of a segment would be lost to the
+            // whole-segment sending and the reduction would lag by one segment).
+            let (prior, seg) = (self.prior_cwnd as i128, smss.max(1) as i128);
+            let allowed = (ssthresh * self.delivered as i128 + prior - 1) / prior;
+            (allowed + seg - 1) / seg * seg - out
+        } else {
+            let mut n = (self.delivered as i128 - out).max(delivered as i128);
+            if una_advanced && !newly_lost {
+                n += smss as i128;
+            }
+            n.min(ssthresh - pipe as i128)
+        };
+        // "Force a fast retransmit upon entering fast recovery."
+        let sndcnt = if self.out == 0 { sndcnt.max(smss as i128) } else { sndcnt };
+        self.window = pipe + sndcnt.max(0) as u64;
+    }
+
+    /// Bytes were sent during the episode (`prr_out`).
+    pub fn on_sent(&mut self, bytes: u64) {
+        self.out += bytes;
+    }
+
+    pub fn window(&self) -> u64 {
+        self.window
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct Recovery {
     flavour: Flavour,
@@ -66,11 +138,13 @@ pub(crate) struct Recovery {
     partial_acks: u32,
     /// Reno/NewReno: the inflated window during fast recovery.
     inflated: u64,
+    /// SACK with PRR: the episode's PRR state.
+    prr: Option<Prr>,
 }
 
 impl Recovery {
     pub fn new(flavour: Flavour) -> Self {
-        Recovery { flavour, in_recovery: false, recover: 0, dupacks: 0, partial_acks: 0, inflated: 0 }
+        Recovery { flavour, in_recovery: false, recover: 0, dupacks: 0, partial_acks: 0, inflated: 0, prr: None }
     }
 
     pub fn flavour(&self) -> Flavour {
@@ -89,10 +163,29 @@ impl Recovery {
     /// The window the sender may fill: the inflated one during Reno/NewReno fast recovery,
     /// the controller's `cwnd` otherwise.
     pub fn window(&self, cc_cwnd: u64) -> u64 {
-        if self.in_recovery && self.flavour != Flavour::Sack {
-            self.inflated
+        if !self.in_recovery {
+            return cc_cwnd;
+        }
+        match (self.flavour, &self.prr) {
+            (Flavour::Sack, Some(prr)) => prr.window(),
+            (Flavour::Sack, None) => cc_cwnd,
+            _ => self.inflated,
+        }
+    }
+
+    /// Starts PRR for the episode just entered (SACK only).
+    pub fn start_prr(&mut self, prr: Prr) {
+        if self.in_recovery && self.flavour == Flavour::Sack {
+            self.prr = Some(prr);
+        }
+    }
+
+    /// The episode's PRR state, while one runs.
+    pub fn prr_mut(&mut self) -> Option<&mut Prr> {
+        if self.in_recovery {
+            self.prr.as_mut()
         } else {
-            cc_cwnd
+            None
         }
     }
 
@@ -104,6 +197,7 @@ impl Recovery {
         }
         if ack >= self.recover {
             self.in_recovery = false;
+            self.prr = None;
             return AckOutcome::Exit;
         }
         match self.flavour {
@@ -166,6 +260,7 @@ impl Recovery {
     /// RFC 6675 §5.1).
     pub fn on_rto(&mut self, snd_max: u64) {
         self.in_recovery = false;
+        self.prr = None;
         self.recover = snd_max;
         self.dupacks = 0;
     }
@@ -212,6 +307,43 @@ mod tests {
         s.on_rto(200_000);
         assert!(!s.may_enter(199_999));
         assert!(s.may_enter(200_000));
+    }
+
+    #[test]
+    fn prr_spreads_the_reduction_over_the_round_trip_then_conserves_packets() {
+        // 20 segments in flight, cwnd 20 → ssthresh 14 (β = 0.7), one segment lost.
+        let mut r = Recovery::new(Flavour::Sack);
+        r.enter(100_000, 14 * MSS, 3, MSS);
+        r.start_prr(Prr::new(20 * MSS, 14 * MSS, 19 * MSS));
+        // The entering ACK SACKed one segment: sndcnt = ceil(14·1/20) − 0 = 1, the fast
+        // retransmission.
+        let prr = r.prr_mut().unwrap();
+        prr.on_ack(MSS, 18 * MSS, false, false, MSS);
+        assert_eq!(r.window(14 * MSS), 19 * MSS);
+        r.prr_mut().unwrap().on_sent(MSS);
+        // Ten more SACKs, one per ACK: RFC 6937's sndcnt = ceil(delivered·14/20) − out, in
+        // segments as Linux's `tcp_cwnd_reduction` counts: after 11 delivered ceil(7.7) = 8
+        // may have gone, the fast retransmission and 7 more (one on every ACK but the 3rd,
+        // 6th and 9th, where the ceiling stays put: 2.8, 4.9, 7.0).
+        let mut sent = 0;
+        let mut pipe = 19 * MSS;
+        for _ in 0..10 {
+            pipe -= MSS;
+            let prr = r.prr_mut().unwrap();
+            prr.on_ack(MSS, pipe, false, false, MSS);
+            while pipe + MSS <= r.window(14 * MSS) {
+                r.prr_mut().unwrap().on_sent(MSS);
+                pipe += MSS;
+                sent += 1;
+            }
+        }
+        assert_eq!(sent, 7);
+        // Once pipe is below ssthresh: what is delivered, plus one when SND.UNA advances.
+        let prr = r.prr_mut().unwrap();
+        prr.on_ack(3 * MSS, 10 * MSS, true, false, MSS);
+        assert_eq!(r.window(14 * MSS), 14 * MSS, "capped at ssthresh");
+        assert_eq!(r.on_cumulative_ack(100_000, MSS, MSS), AckOutcome::Exit);
+        assert_eq!(r.window(14 * MSS), 14 * MSS, "the controller's cwnd after the episode");
     }
 
     #[test]

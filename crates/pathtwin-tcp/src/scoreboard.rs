@@ -115,6 +115,9 @@ impl Candidate {
 pub(crate) struct CumAck {
     /// Sequence numbers newly acknowledged.
     pub acked: u64,
+    /// Of those, the ones not SACKed before: what this ACK delivered (Linux's
+    /// `tcp_newly_delivered` counts each segment once, when SACKed or else when acked).
+    pub delivered: u64,
     /// Send time of the newest acknowledged segment not previously SACKed, when Karn's rule
     /// allows an RTT sample (none of the acknowledged segments was ever retransmitted).
     pub rtt_sent_at: Option<Instant>,
@@ -317,12 +320,18 @@ impl Scoreboard {
                 self.sacked_segs -= s.has(SACKED) as u64;
                 self.forget(&s, s.len());
                 out.acked += s.len();
+                if !s.has(SACKED) {
+                    out.delivered += s.len();
+                }
                 self.segs.pop_front();
             } else {
                 // The peer acknowledged part of a segment.
                 let units = ack - s.start;
                 self.forget(&s, units);
                 out.acked += units;
+                if !s.has(SACKED) {
+                    out.delivered += units;
+                }
                 self.segs[0].start = ack;
                 break;
             }
@@ -746,6 +755,20 @@ mod tests {
         assert_eq!(a.acked, 2 * MSS);
         assert_eq!(a.rtt_sent_at, None, "Karn: segment 2 was retransmitted");
         assert!(sb.is_empty());
+        sb.check_counters();
+    }
+
+    #[test]
+    fn a_cumulative_ack_delivers_only_what_was_not_sacked_before() {
+        // Segment 0 lost, 1..=3 SACKed (300 bytes delivered then); the repair's cumulative
+        // ACK covers 400 bytes but delivers 100, as Linux's `tcp_clean_rtx_queue` counts
+        // (`tcp_count_delivered` only for segments not SACKed): what PRR is given.
+        let mut sb = board(5);
+        assert_eq!(sb.sack(&blocks(&[(seg(1).0, seg(3).1)]), 1, 1 + 5 * MSS, 3, MSS, None), 3 * MSS);
+        let a = sb.ack(seg(3).1, None);
+        assert_eq!((a.acked, a.delivered), (4 * MSS, MSS));
+        let a = sb.ack(seg(4).1, None);
+        assert_eq!((a.acked, a.delivered), (MSS, MSS));
         sb.check_counters();
     }
 

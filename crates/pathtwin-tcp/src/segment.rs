@@ -15,6 +15,7 @@
 //! sequence number, as on the wire. The window field holds the advertised window already
 //! scaled to bytes, so window scaling (RFC 7323) is implicit.
 
+use pathtwin_core::time::Instant;
 use std::fmt;
 use std::ops::{BitAnd, BitOr, BitOrAssign};
 
@@ -187,6 +188,10 @@ pub struct SackBlocks {
 impl SackBlocks {
     /// Blocks that fit in one header without the timestamp option (RFC 2018 §3).
     pub const MAX: usize = 4;
+    /// Blocks that fit beside the timestamp option: 40 bytes of options hold 12 for the
+    /// timestamps and 4 + 8·3 for SACK (RFC 2018 §3; Linux's `TCP_NUM_SACKS` limit applies
+    /// the same arithmetic in `tcp_established_options`).
+    pub const MAX_WITH_TIMESTAMPS: usize = 3;
     pub const EMPTY: SackBlocks = SackBlocks { blocks: [(0, 0); SackBlocks::MAX], len: 0 };
 
     /// Appends `[start, end)`; returns false (and changes nothing) when already full or the
@@ -236,6 +241,19 @@ pub struct Segment {
     pub mss: Option<u16>,
     /// SACK-permitted option, sent on SYN segments only.
     pub sack_permitted: bool,
+    /// The window-scale option (RFC 7323 §2, NOP and 3 bytes), sent on SYN segments only.
+    /// Only its room is modelled: advertised windows are already scaled.
+    pub window_scale: bool,
+    /// The timestamp option (RFC 7323 §3): on a SYN, offered; after the handshake, on every
+    /// segment of a connection that negotiated it. It takes its room in the header and
+    /// carries `ts_val` and `ts_ecr`.
+    pub timestamps: bool,
+    /// With `timestamps`, TSval: when the segment was sent (the model's clock, in
+    /// nanoseconds where Linux's clock ticks in milliseconds).
+    pub ts_val: Instant,
+    /// With `timestamps`, TSecr: the TS.Recent the sender holds (RFC 7323 §4.3), the TSval
+    /// of the peer's segment that last advanced its cumulative point; `None` before one.
+    pub ts_ecr: Option<Instant>,
     /// The IP header's ECN codepoint (not part of the TCP header).
     pub ecn: Ecn,
     /// Set on a Monaco control packet, which is not a TCP segment at all.
@@ -244,6 +262,9 @@ pub struct Segment {
 
 /// The fixed TCP header without options (RFC 9293 §3.1).
 pub const TCP_BASE_HEADER: u32 = 20;
+/// Room the timestamp option takes in every segment after the handshake: 10 bytes (RFC 7323
+/// §3) behind two NOPs, Linux's `TCPOLEN_TSTAMP_ALIGNED`.
+pub const TIMESTAMP_OPTION_BYTES: u32 = 12;
 
 impl Segment {
     /// The strict-priority band of the packet: band 0 for Monaco's out-of-band control
@@ -268,6 +289,12 @@ impl Segment {
     /// (SACK-permitted: 2; SACK: 2 + 8 per block). Padding models the NOP/EOL filler real
     /// stacks add so that the data offset is a whole number of 32-bit words.
     ///
+    /// With timestamps (RFC 7323 §3: 10 bytes) the layout is Linux's (`tcp_options_write`):
+    /// the option takes a word-aligned 12 bytes (behind SACK-permitted on a SYN, behind two
+    /// NOPs otherwise) and SACK blocks follow two NOPs (4 + 8 per block): a data segment's
+    /// header is 32 bytes, which is why Linux's payload per 1500-byte packet is 1448. The
+    /// window-scale option on a SYN takes 4 more bytes (NOP and 3).
+    ///
     /// A Monaco control packet is a fixed 20-byte header, the size of the paper's Linux
     /// implementation's and of a TCP header without options.
     pub fn header_bytes(&self) -> u32 {
@@ -277,6 +304,17 @@ impl Segment {
         let mut options = 0u32;
         if self.mss.is_some() {
             options += 4;
+        }
+        if self.window_scale {
+            options += 4;
+        }
+        if self.timestamps {
+            // SACK-permitted shares the timestamps' word pair (or two NOPs do).
+            options += 12;
+            if !self.sack.is_empty() {
+                options += 4 + 8 * self.sack.len() as u32;
+            }
+            return TCP_BASE_HEADER + options;
         }
         if self.sack_permitted {
             options += 2;
@@ -309,6 +347,27 @@ mod tests {
         assert_eq!(ack.header_bytes(), 20 + 28); // 26 -> 28
         ack.sack.push(70, 80);
         assert_eq!(ack.header_bytes(), 20 + 36); // 34 -> 36
+    }
+
+    #[test]
+    fn timestamps_take_twelve_bytes_as_linux_lays_them_out() {
+        // A data segment: NOP NOP TS = 32-byte header, 1448 + 32 + 20 = 1500.
+        let data = Segment { timestamps: true, len: 1448, ..Default::default() };
+        assert_eq!(data.header_bytes(), 32);
+        // SYN: MSS (4) + SACK-permitted and TS (12).
+        let syn = Segment { timestamps: true, mss: Some(1460), sack_permitted: true, ..Default::default() };
+        assert_eq!(syn.header_bytes(), 36);
+        // Linux's SYN: MSS, SACK-permitted and timestamps, NOP and window scale: 40 bytes of
+        // header, 60 on the wire as the kernel's captures show.
+        assert_eq!(Segment { window_scale: true, ..syn }.header_bytes(), 40);
+        // SACK beside timestamps: 12 + NOP NOP SACK (4 + 8n), at most 3 blocks in 40 bytes.
+        let mut ack = Segment { timestamps: true, ..Default::default() };
+        ack.sack.push(10, 20);
+        assert_eq!(ack.header_bytes(), 20 + 24);
+        ack.sack.push(30, 40);
+        ack.sack.push(50, 60);
+        assert_eq!(ack.header_bytes(), 20 + 40);
+        assert_eq!(SackBlocks::MAX_WITH_TIMESTAMPS, 3);
     }
 
     #[test]

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use pathtwin_core::time::Duration;
-use pathtwin_tcp::{Event, TcpConfig};
+use pathtwin_tcp::{Event, Segment, TcpConfig};
 
 const MSS: u64 = 1460;
 
@@ -113,3 +113,116 @@ fn reordering_within_the_window_is_not_taken_for_loss() {
     assert_eq!(unseen.ep[0].stats().retransmits, 1);
 }
 
+
+#[test]
+fn a_tail_loss_before_the_fin_is_repaired_by_the_probe_without_a_timeout() {
+    // Linux's profile over a 10 ms path without a bottleneck: 10000 bytes and the FIN, seven
+    // segments sent at 10 ms once connected; the last two are lost. The ACKs of the first
+    // five arrive at 20 ms (quick ACKs), so SRTT = 10 ms and the probe goes PTO = 2·SRTT +
+    // two jiffies (8 ms at CONFIG_HZ = 250, `tcp_schedule_loss_probe`) later, at 48 ms: the
+    // last segment again, FIN and all. Its SACK (which covers the FIN, as Linux's does)
+    // arrives at 58 ms and RACK deems segment 5 lost at once: retransmitted at 58 ms, as
+    // the kernel recovers, with no timeout.
+    let mut sim = Sim::symmetric(TcpConfig::linux(), ms(5));
+    sim.set_drop(0, drop_data_indices(&[5, 6]));
+    sim.ep[0].send(10_000);
+    sim.ep[0].close();
+    sim.run_until(at_ms(2000));
+    let st = sim.ep[0].stats();
+    assert_eq!((st.timeouts, st.tail_loss_probes), (0, 1), "{st:?}");
+    assert_eq!(sim.send_times_of(0, data_seq(6, 1448)), [at_ms(10), at_ms(48)]);
+    assert_eq!(sim.send_times_of(0, data_seq(5, 1448)), [at_ms(10), at_ms(58)]);
+}
+
+#[test]
+fn a_program_that_closes_after_its_data_left_sends_the_fin_alone_and_its_sack_repairs_the_tail() {
+    // As the kernel under a program that writes 10 KB and then closes (bench/fidelity's
+    // captures): the seven data segments leave inside write(), the FIN alone after them.
+    // The last two data segments are lost; the bare FIN arrives and is SACKed at 20 ms,
+    // which shows RACK that segments 5 and 6, sent before it, are lost once their RTT
+    // (10 ms) and the reordering window (min_RTT/4 = 2.5 ms) have passed since they went,
+    // 2.5 ms later; Linux's timer counts that in jiffies and adds two (`tcp_rack_mark_lost`;
+    // 4-ms jiffies at CONFIG_HZ = 250): 3 jiffies, at 32 ms, without a probe or a timeout
+    // (the kernel capture: 8.2 ms after the SACK, the jiffies being aligned to its clock).
+    // PRR lets one segment go at that timer (`tcp_rack_reo_timeout` counts one delivery for
+    // `tcp_cwnd_reduction`), segment 6 on the ACK of segment 5's retransmission, at 42 ms.
+    let mut sim = Sim::symmetric(TcpConfig::linux(), ms(5));
+    sim.set_drop(0, drop_data_indices(&[5, 6]));
+    sim.run_until(at_ms(10));
+    sim.ep[0].send(10_000);
+    sim.ep[0].close();
+    sim.run_until(at_ms(2000));
+    let st = sim.ep[0].stats();
+    assert_eq!((st.timeouts, st.tail_loss_probes), (0, 0), "{st:?}");
+    let fin = sim.sent[0].iter().find(|(_, s)| s.flags.fin()).expect("a FIN");
+    assert_eq!((fin.0, fin.1.len, fin.1.seq), (at_ms(10), 0, data_seq(0, 1448) + 10_000));
+    assert_eq!(sim.send_times_of(0, data_seq(5, 1448)), [at_ms(10), at_ms(32)]);
+    assert_eq!(sim.send_times_of(0, data_seq(6, 1448)), [at_ms(10), at_ms(42)]);
+    // The simulator's own TCP (ns2) puts the FIN on the last data segment.
+    let mut ns2 = Sim::symmetric(TcpConfig::ns2(), ms(5));
+    ns2.run_until(at_ms(10));
+    ns2.ep[0].send(10_000);
+    ns2.ep[0].close();
+    ns2.run_until(at_ms(2000));
+    assert!(ns2.sent[0].iter().any(|(_, s)| s.flags.fin() && s.len > 0));
+}
+
+#[test]
+fn a_bare_fin_probe_sacked_sooner_than_min_rtt_is_ignored_and_the_tail_waits_for_the_rto() {
+    // bench/fidelity's kernel capture (BBR, 10 KB over 1 Mbit/s and 10 ms): the last data
+    // segments and the FIN are lost, the tail loss probe is the bare FIN, and its SACK comes
+    // back sooner than min_RTT after the probe went: the FIN and its SACK (52 + 64 bytes)
+    // are shorter than the SYN and SYN-ACK (60 + 60) whose round trip set min_RTT, 32 µs at
+    // 1 Mbit/s. RACK takes such a SACK of a retransmission for one of the original
+    // (`tcp_rack_advance`, RFC 8985 §6.2 step 2) and marks nothing lost: the kernel waited
+    // for the RTO, and so does the simulator.
+    let link = LinkCfg::bottleneck(ms(5), 1_000_000, 100);
+    let mut sim = Sim::new(TcpConfig::linux(), TcpConfig::linux(), link, link);
+    let (mut data, mut fins) = (0, 0);
+    sim.set_drop(
+        0,
+        Box::new(move |s: &Segment| {
+            if s.len > 0 {
+                data += 1;
+                data == 6 || data == 7
+            } else if s.flags.fin() {
+                fins += 1;
+                fins == 1
+            } else {
+                false
+            }
+        }),
+    );
+    sim.run_until(at_ms(20));
+    assert!(sim.ep[0].srtt().is_some(), "connected");
+    sim.ep[0].send(10_000);
+    sim.ep[0].close();
+    sim.run_until(at_ms(5000));
+    let st = sim.ep[0].stats();
+    assert_eq!((st.tail_loss_probes, st.timeouts), (1, 1), "{st:?}");
+    assert_eq!(st.bytes_acked, 10_000);
+    // Without the window-scale option's 4 bytes the SYN's round trip is the shorter one, the
+    // probe's SACK counts, and RACK repairs the tail without the timer.
+    let cfg = TcpConfig { window_scale: false, ..TcpConfig::linux() };
+    let mut sim = Sim::new(cfg.clone(), cfg, link, link);
+    let (mut data, mut fins) = (0, 0);
+    sim.set_drop(
+        0,
+        Box::new(move |s: &Segment| {
+            if s.len > 0 {
+                data += 1;
+                data == 6 || data == 7
+            } else if s.flags.fin() {
+                fins += 1;
+                fins == 1
+            } else {
+                false
+            }
+        }),
+    );
+    sim.run_until(at_ms(20));
+    sim.ep[0].send(10_000);
+    sim.ep[0].close();
+    sim.run_until(at_ms(5000));
+    assert_eq!(sim.ep[0].stats().timeouts, 0, "{:?}", sim.ep[0].stats());
+}

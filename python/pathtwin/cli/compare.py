@@ -42,6 +42,7 @@ def format_comparison(c) -> str:
     for side, keys in (("A", c.only_a), ("B", c.only_b)):
         if keys:
             lines.append(f"only in {side}: {', '.join(keys[:10])}" + (f" and {len(keys) - 10} more" if len(keys) > 10 else ""))
+    lines.extend(f"note: {n}" for n in c.notes)
     return "\n".join(lines)
 
 

@@ -13,6 +13,11 @@ simulator's large default window stands for Linux's autotuning), and ``delayed_a
 for a "quick" client. Unlike the agent, the simulator can impose a "delayed" client policy,
 so such clients keep the default delayed ACKs.
 
+The simulated TCP is the run's ``[tcp]``: the default profile, ``"ns2"``, so that a replay's
+results stay what they were; a what-if ``tcp = {"profile": "linux"}`` makes the simulator
+stand in for the hosts' kernels as the emulated replay runs them (Linux's segment size, ACK
+policy, receive-window autotuning and CUBIC: docs/tcp-defaults.md).
+
 Two differences from an emulated run, both of the simulator's model: a flow's ``tcp`` table
 applies to both ends of its connection (the what-if ``tcp`` is the run's ``[tcp]``, under
 the per-connection client settings, which are what matter at the client end: MSS, window and

@@ -4,13 +4,42 @@
 //! takes, the defaults, and the ranges are the engine's (the simulator's endpoint,
 //! `pathtwin_tcp`, beside each controller; the emulator's kernel).
 //!
-//! The choices a setting names ([`RoundRtt`], [`VegasRules`], [`NewRenoTimer`]) are declared
-//! here once, and the endpoint uses these very types in its parameters: there is no second
+//! The choices a setting names ([`TcpProfile`], [`RoundRtt`], [`VegasRules`], [`NewRenoTimer`])
+//! are declared here once, and the endpoint uses these very types in its parameters: there is no second
 //! copy to keep in step with the schema.
 
 use crate::time::Duration;
 use crate::units::Size;
 use serde::{Deserialize, Serialize};
+
+/// Which TCP the simulator's endpoints stand for: the defaults of every setting a config
+/// leaves unset (`[tcp] profile`, or a flow's `tcp.profile`). The values and the source of
+/// each are in `docs/tcp-defaults.md`; `pathtwin_tcp`'s `TcpConfig::from_settings` applies them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TcpProfile {
+    /// The simulator's TCP as the ns-2 comparisons, `bench/tcp` and the papers'
+    /// reproductions run it (RFC 5681/6298/6675 with RACK-TLP, 1460-byte segments, slow start
+    /// of at most one segment per ACK, CUBIC of RFC 9438 with HyStart++). The default of
+    /// `pathtwin sim`.
+    #[default]
+    Ns2,
+    /// Linux 6.x's TCP, as the emulator's kernel runs it: timestamps (1448-byte segments),
+    /// the kernel's RTO and quick-ACK rules, PRR, slow start by every segment acknowledged,
+    /// and the kernel's CUBIC (HyStart). For runs that stand in for the kernel (a replay in
+    /// the simulator, a comparison with an emulation of the same file).
+    Linux,
+}
+
+impl TcpProfile {
+    /// The name a config writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            TcpProfile::Ns2 => "ns2",
+            TcpProfile::Linux => "linux",
+        }
+    }
+}
 
 /// `[tcp.vegas]`: Vegas's thresholds (Brakmo & Peterson 1995), in packets queued at the
 /// bottleneck. Unset fields come from `preset`; without one, from `"ns2"`.
@@ -80,7 +109,9 @@ pub enum VegasPreset {
 #[serde(deny_unknown_fields)]
 pub struct CubicSettings {
     /// `"rfc9438"`: C = 0.4, β = 0.7; `"linux-2.6"`: β = 819/1024, as the 2.6-era code,
-    /// without HyStart; `"ns2"`: `"linux-2.6"` as ns-2.35's port runs it (no look-ahead).
+    /// without HyStart; `"ns2"`: `"linux-2.6"` as ns-2.35's port runs it (no look-ahead);
+    /// `"linux"`: Linux 6.x's `tcp_cubic.c` (β = 717/1024, HyStart's ACK train and delay
+    /// detectors). Without a preset: `"linux"` under `profile = "linux"`, else `"rfc9438"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<CubicPreset>,
     /// C, in segments per second cubed.
@@ -112,6 +143,8 @@ pub enum CubicPreset {
     Linux26,
     #[serde(rename = "ns2")]
     Ns2,
+    #[serde(rename = "linux")]
+    Linux,
 }
 
 /// `[tcp.bic]`: BIC's constants; unset fields keep Linux 2.6's `tcp_bic.c` values.
@@ -185,6 +218,11 @@ pub enum NewRenoTimer {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TcpSettings {
+    /// Which TCP the unset settings default to: `"ns2"` (the default) or `"linux"`
+    /// ([`TcpProfile`]). The emulator's kernel is Linux: it takes `"linux"` and refuses
+    /// `"ns2"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<TcpProfile>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cc: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -253,6 +291,7 @@ impl TcpSettings {
     /// `self` with every field that `over` sets replaced.
     pub fn overridden_by(&self, over: &TcpSettings) -> TcpSettings {
         TcpSettings {
+            profile: over.profile.or(self.profile),
             cc: over.cc.clone().or_else(|| self.cc.clone()),
             vegas: over.vegas.clone().or_else(|| self.vegas.clone()),
             cubic: over.cubic.clone().or_else(|| self.cubic.clone()),

@@ -16,12 +16,13 @@
 //! each accepted socket inherits them. What the kernel sets only per route or per namespace
 //! (`initial_window`, `min_rto`, `sack`, `ecn`) belongs in `[tcp]`, and what only the
 //! simulator's TCP has (RACK and TLP switches, duplicate-ACK threshold, NewReno's timer
-//! variant, the delayed-ACK timeout, controller tables) cannot be run at all: either is a
-//! one-line error naming the key, never a silently different run.
+//! variant, the delayed-ACK timeout, controller tables, `profile = "ns2"`) cannot be run at
+//! all: either is a one-line error naming the key, never a silently different run.
+//! `profile = "linux"` is what the kernel is, and changes nothing.
 
 use std::net::Ipv4Addr;
 
-use pathtwin_core::config::{Config, ConfigError, FlowConfig, TcpSettings};
+use pathtwin_core::config::{Config, ConfigError, FlowConfig, TcpProfile, TcpSettings};
 use pathtwin_core::time::Instant;
 use pathtwin_core::topology::Network;
 
@@ -146,6 +147,9 @@ fn socket_options(i: usize, f: &FlowConfig, global: &TcpSettings, available_cc: 
     if let Some((name, _)) = t.controller_tables().iter().find(|(_, set)| *set) {
         return refuse(name, "the emulator runs the kernel's congestion control and cannot set its parameters (they are the simulator's); remove the table or use `pathtwin sim`");
     }
+    if t.profile == Some(TcpProfile::Ns2) {
+        return refuse("profile", crate::emulator::NS2_PROFILE_IN_EMULATOR);
+    }
     let per_host = "the kernel sets it per route or per host, not per connection; set it in [tcp] for every connection of the emulation";
     for (key, set) in [("initial_window", t.initial_window.is_some()), ("min_rto", t.min_rto.is_some()), ("sack", t.sack.is_some()), ("ecn", t.ecn.is_some())] {
         if set {
@@ -252,6 +256,10 @@ mod tests {
         assert_eq!(err("cc = \"vegas\""), "flow[0].cc: the kernel has no congestion control \"vegas\" (available: reno cubic bbr)");
         assert!(err("[flow.tcp]\ninitial_window = 4").starts_with("flow[0].tcp.initial_window: the kernel sets it per route"));
         assert!(err("[flow.tcp]\nrack = false").starts_with("flow[0].tcp.rack: a setting of the simulator's TCP"));
+        assert!(err("[flow.tcp]\nprofile = \"ns2\"").starts_with("flow[0].tcp.profile: \"ns2\" is the simulator's own TCP"));
+        // The kernel is Linux: `profile = "linux"` is accepted and changes nothing.
+        let linux = planned("[[flow]]\nfrom = \"a\"\nto = \"b\"\n[flow.tcp]\nprofile = \"linux\"\n").unwrap();
+        assert_eq!(linux.entries[0].options, SocketOptions::default());
         assert!(err("[flow.tcp.cubic]\nbeta = 0.5").starts_with("flow[0].tcp.cubic: the emulator runs the kernel's congestion control"));
         assert_eq!(err("[flow.tcp]\nmss = 40"), "flow[0].tcp.mss: 40 is outside the 88..65535 bytes the kernel takes");
         assert_eq!(planned("[[flow]]\nfrom = \"a\"\nto = \"c\"\n").unwrap_err().to_string(), "flow[0]: no route between a and c");

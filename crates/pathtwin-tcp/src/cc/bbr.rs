@@ -625,7 +625,7 @@ mod tests {
 
     impl Feed {
         fn new() -> Feed {
-            let bbr = Bbr::new(&CcParams { smss: MSS as u32, initial_cwnd: 10 * MSS, max_window: u64::MAX });
+            let bbr = Bbr::new(&CcParams { smss: MSS as u32, initial_cwnd: 10 * MSS, max_window: u64::MAX, slow_start: crate::cc::SlowStart::Rfc5681 });
             Feed { bbr, now: Instant::ZERO, delivered: 0 }
         }
 

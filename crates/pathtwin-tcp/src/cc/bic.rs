@@ -221,7 +221,7 @@ mod tests {
     const MSS: u64 = 1000;
 
     fn bic(cwnd_segments: u64) -> Bic {
-        Bic::new(&CcParams { smss: MSS as u32, initial_cwnd: cwnd_segments * MSS, max_window: u64::MAX }, BicParams::default())
+        Bic::new(&CcParams { smss: MSS as u32, initial_cwnd: cwnd_segments * MSS, max_window: u64::MAX, slow_start: crate::cc::SlowStart::Rfc5681 }, BicParams::default())
     }
 
     /// One round trip of ACKs, one per segment, with the sender cwnd-limited.
@@ -302,7 +302,7 @@ mod tests {
         b.on_enter_recovery(Instant::ZERO, 900 * MSS);
         let beta = 819.0 / 1024.0;
         assert!((b.w_max() - 900.0 * (1.0 + beta) / 2.0).abs() < 1e-9);
-        let mut no_fc = Bic::new(&CcParams { smss: MSS as u32, initial_cwnd: 1000 * MSS, max_window: u64::MAX }, BicParams { fast_convergence: false, ..Default::default() });
+        let mut no_fc = Bic::new(&CcParams { smss: MSS as u32, initial_cwnd: 1000 * MSS, max_window: u64::MAX, slow_start: crate::cc::SlowStart::Rfc5681 }, BicParams { fast_convergence: false, ..Default::default() });
         no_fc.on_enter_recovery(Instant::ZERO, 1000 * MSS);
         no_fc.cwnd = 900.0;
         no_fc.on_enter_recovery(Instant::ZERO, 900 * MSS);

@@ -31,12 +31,41 @@
 //! (RFC 9438 §5.8's application-limited rule in the RFC 7661 form Reno uses here). The
 //! epoch's clock keeps running while the sender is not cwnd-limited (Linux restarts it after
 //! idle periods; a bulk sender has none).
+//!
+//! **Linux's form** ([`CubicParams::LINUX`], `linux = true`; `net/ipv4/tcp_cubic.c` of Linux
+//! 6.x, `bictcp_update`, `cubictcp_recalc_ssthresh`, `cubictcp_acked`, `cubictcp_state`),
+//! where it differs from the above:
+//!
+//! - β = 717/1024 (`beta`); ssthresh = max(cwnd·β, 2) of cwnd, not of FlightSize.
+//! - Slow start ends by Linux's HyStart (ACK train and delay, `hystart.rs`), not HyStart++,
+//!   and runs in every slow start: a timeout resets CUBIC (`bictcp_reset` on entering the
+//!   Loss state), forgetting W_max and delay_min, so HyStart runs again after it.
+//! - The curve is aimed at t + delay_min (the smallest RTT sample, which `cubictcp_acked`
+//!   does not update during an epoch's first second), not t + SRTT.
+//! - Per ACK, cwnd grows by acked/cnt with cnt = cwnd/(target − cwnd) (100·cwnd at or above
+//!   the target), at most 20 while no loss has set W_max (the window grows at least 5 % per
+//!   round trip after HyStart's exit or a timeout, "initial growth ... too conservative"),
+//!   never below 2 (at most 1.5× per round trip).
+//! - Reno-friendliness: the estimated Reno window starts at cwnd and gains one segment per
+//!   cwnd·`beta_scale`/8 segments acknowledged (`beta_scale` = 8·(1024 + 717)/3/(1024 − 717)
+//!   = 15 in integers, so α ≈ 0.53); while it is above cwnd, cnt ≤ cwnd/(W_est − cwnd).
+//!   Linux's integer arithmetic (cwnd in whole segments, cnt recomputed once per jiffy) is
+//!   not modelled.
 
-use super::hystart::HyStartPlusPlus;
+use super::hystart::{HyStartLinux, HyStartPlusPlus, LinuxAck};
 use super::round::RoundCounter;
-use super::{AckEvent, CcParamError, CcParams, CongestionControl, SentEvent};
-use pathtwin_core::config::{CubicPreset, CubicSettings};
-use pathtwin_core::time::Instant;
+use super::{AckEvent, CcParamError, CcParams, CongestionControl, SentEvent, SlowStart};
+use pathtwin_core::config::{CubicPreset, CubicSettings, TcpProfile};
+use pathtwin_core::time::{Duration, Instant};
+
+/// Linux's `beta`, 717/1024 (`tcp_cubic.c`).
+const LINUX_BETA: f64 = 717.0 / 1024.0;
+/// Linux's cap on cnt while no loss has set W_max: at least 5 % growth per round trip.
+const LINUX_INITIAL_CNT: f64 = 20.0;
+/// Linux's floor on cnt: at most one segment per two acknowledged.
+const LINUX_MIN_CNT: f64 = 2.0;
+/// `cubictcp_acked` ignores RTT samples in an epoch's first second (`HZ`).
+const LINUX_DELAY_MIN_HOLDOFF: Duration = Duration::from_secs(1);
 
 /// CUBIC's constants and switches.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -59,27 +88,41 @@ pub struct CubicParams {
     /// `bictcp_update` adds, so the term is zero), which lags the curve by a round trip and
     /// holds long-RTT flows back.
     pub rtt_lookahead: bool,
+    /// Linux 6.x's `tcp_cubic.c` where it differs from RFC 9438: its HyStart, its growth
+    /// rules and its reset on a timeout (see the module doc).
+    pub linux: bool,
 }
 
 impl CubicParams {
     /// RFC 9438's recommended values, with HyStart++ on.
-    pub const RFC9438: CubicParams = CubicParams { c: 0.4, beta: 0.7, fast_convergence: true, reno_friendly: true, hystart: true, rtt_lookahead: true };
+    pub const RFC9438: CubicParams = CubicParams { c: 0.4, beta: 0.7, fast_convergence: true, reno_friendly: true, hystart: true, rtt_lookahead: true, linux: false };
     /// Linux 2.6's early `tcp_cubic.c`: β = 819/1024 (Linux changed it to 717/1024 in
     /// 2.6.25), C = 0.4, fast convergence and TCP friendliness on, and no HyStart (added
     /// in 2.6.29).
-    pub const LINUX_2_6: CubicParams = CubicParams { c: 0.4, beta: 819.0 / 1024.0, fast_convergence: true, reno_friendly: true, hystart: false, rtt_lookahead: true };
+    pub const LINUX_2_6: CubicParams = CubicParams { c: 0.4, beta: 819.0 / 1024.0, fast_convergence: true, reno_friendly: true, hystart: false, rtt_lookahead: true, linux: false };
     /// ns-2.35's `Agent/TCP/Linux` with `select_ca cubic`: Linux 2.6's constants as
     /// [`Self::LINUX_2_6`], without the round trip of look-ahead (see `rtt_lookahead`).
     pub const NS2: CubicParams = CubicParams { rtt_lookahead: false, ..CubicParams::LINUX_2_6 };
+    /// Linux 6.x's `tcp_cubic.c` with its module defaults: `bic_scale` = 41 (C = 41·10/1024
+    /// ≈ 0.4), `beta` = 717, `fast_convergence` = 1, `tcp_friendliness` = 1, `hystart` = 1
+    /// with both detectors (`hystart_detect` = 3).
+    pub const LINUX: CubicParams = CubicParams { c: 0.4, beta: LINUX_BETA, fast_convergence: true, reno_friendly: true, hystart: true, rtt_lookahead: true, linux: true };
 
-    /// The parameters of a `[tcp.cubic]` table: its preset's (`"rfc9438"` without one), with
-    /// the keys it sets replaced; [`CubicParams::RFC9438`] without a table.
-    pub fn from_settings(v: Option<&CubicSettings>) -> Result<Self, CcParamError> {
-        let Some(v) = v else { return Ok(CubicParams::RFC9438) };
+    /// The parameters of a `[tcp.cubic]` table: its preset's, with the keys it sets
+    /// replaced. Without a preset (or a table) the profile's: [`CubicParams::LINUX`] under
+    /// `profile = "linux"`, else [`CubicParams::RFC9438`].
+    pub fn from_settings(v: Option<&CubicSettings>, profile: TcpProfile) -> Result<Self, CcParamError> {
+        let default = match profile {
+            TcpProfile::Linux => CubicParams::LINUX,
+            TcpProfile::Ns2 => CubicParams::RFC9438,
+        };
+        let Some(v) = v else { return Ok(default) };
         let mut p = match v.preset {
-            None | Some(CubicPreset::Rfc9438) => CubicParams::RFC9438,
+            None => default,
+            Some(CubicPreset::Rfc9438) => CubicParams::RFC9438,
             Some(CubicPreset::Linux26) => CubicParams::LINUX_2_6,
             Some(CubicPreset::Ns2) => CubicParams::NS2,
+            Some(CubicPreset::Linux) => CubicParams::LINUX,
         };
         p.c = v.c.unwrap_or(p.c);
         p.beta = v.beta.unwrap_or(p.beta);
@@ -112,6 +155,8 @@ struct Epoch {
     w_max: f64,
     w_est: f64,
     alpha: f64,
+    /// Linux: segments acknowledged towards the next step of W_est (`ack_cnt`).
+    ack_cnt: f64,
 }
 
 /// CUBIC (RFC 9438).
@@ -132,7 +177,12 @@ pub struct Cubic {
     after_timeout: bool,
     /// HyStart++ while the initial slow start lasts.
     hystart: Option<HyStartPlusPlus>,
+    /// Linux's HyStart (with `linux` and `hystart`), reset on a timeout.
+    hystart_linux: Option<HyStartLinux>,
+    /// Linux's delay_min: the smallest RTT sample since the last reset.
+    delay_min: Option<Duration>,
     rounds: RoundCounter,
+    slow_start: SlowStart,
 }
 
 impl Cubic {
@@ -147,8 +197,11 @@ impl Cubic {
             cwnd_prior: 0.0,
             epoch: None,
             after_timeout: false,
-            hystart: params.hystart.then(HyStartPlusPlus::new),
+            hystart: (params.hystart && !params.linux).then(HyStartPlusPlus::new),
+            hystart_linux: (params.hystart && params.linux).then(HyStartLinux::default),
+            delay_min: None,
             rounds: RoundCounter::default(),
+            slow_start: p.slow_start,
         }
     }
 
@@ -172,17 +225,19 @@ impl Cubic {
         self.after_timeout = false;
         self.w_max = Some(w_max);
         let alpha = if cwnd_epoch >= self.cwnd_prior { 1.0 } else { 3.0 * (1.0 - p.beta) / (1.0 + p.beta) };
-        Epoch { start: now, k: ((w_max - cwnd_epoch) / p.c).cbrt(), w_max, w_est: cwnd_epoch, alpha }
+        Epoch { start: now, k: ((w_max - cwnd_epoch) / p.c).cbrt(), w_max, w_est: cwnd_epoch, alpha, ack_cnt: 0.0 }
     }
 
     fn congestion_event(&mut self, flight: u64) {
         let p = self.params;
         let w = self.cwnd;
-        let previous = self.w_max().unwrap_or(0.0);
+        // Linux compares with the last loss's W_max (`last_max_cwnd`), not an epoch's origin.
+        let previous = if p.linux { self.w_max } else { self.w_max() }.unwrap_or(0.0);
         self.w_max = Some(if p.fast_convergence && w < previous { w * (1.0 + p.beta) / 2.0 } else { w });
         self.cwnd_prior = w;
         // min(FlightSize, cwnd): with SACK, FlightSize after a long recovery spans several windows (SACKed data included), and β times that re-inflates ssthresh at each timeout; Linux (and ns-2's port) scale cwnd.
-        self.ssthresh = ((flight as f64 / self.smss).min(w) * p.beta).max(2.0);
+        let base = if p.linux { w } else { (flight as f64 / self.smss).min(w) };
+        self.ssthresh = (base * p.beta).max(2.0);
         self.epoch = None;
         self.hystart = None;
     }
@@ -213,6 +268,94 @@ impl Cubic {
     }
 }
 
+impl Cubic {
+    /// `bictcp_update` and `tcp_cong_avoid_ai` (Linux 6.x), in segments: one ACK of `acked`
+    /// segments in congestion avoidance.
+    fn congestion_avoidance_linux(&mut self, now: Instant, acked: f64) {
+        let p = self.params;
+        let cwnd = self.cwnd;
+        let mut e = match self.epoch {
+            Some(e) => e,
+            None => {
+                // A new epoch: K = 0 and the origin at cwnd unless a loss set W_max above it.
+                let (k, origin) = match self.w_max {
+                    Some(w) if w > cwnd => (((w - cwnd) / p.c).cbrt(), w),
+                    _ => (0.0, cwnd),
+                };
+                Epoch { start: now, k, w_max: origin, w_est: cwnd, alpha: 0.0, ack_cnt: 0.0 }
+            }
+        };
+        let t = (now - e.start).as_secs_f64() + self.delay_min.map_or(0.0, |d| d.as_secs_f64());
+        let target = p.c * (t - e.k).powi(3) + e.w_max;
+        let mut cnt = if target > cwnd { cwnd / (target - cwnd) } else { 100.0 * cwnd };
+        if self.w_max.is_none() {
+            cnt = cnt.min(LINUX_INITIAL_CNT);
+        }
+        if p.reno_friendly {
+            // beta_scale = 8·(1024 + β)/3/(1024 − β), in integers as Linux computes it.
+            let b = (p.beta * 1024.0).round();
+            let beta_scale = (8.0 * (1024.0 + b) / 3.0).floor() / (1024.0 - b);
+            let step = cwnd * beta_scale.floor() / 8.0;
+            e.ack_cnt += acked;
+            if step > 0.0 {
+                while e.ack_cnt > step {
+                    e.ack_cnt -= step;
+                    e.w_est += 1.0;
+                }
+            }
+            if e.w_est > cwnd {
+                cnt = cnt.min(cwnd / (e.w_est - cwnd));
+            }
+        }
+        cnt = cnt.max(LINUX_MIN_CNT);
+        self.cwnd += acked / cnt;
+        self.epoch = Some(e);
+    }
+
+    /// `cubictcp_acked`: the RTT sample for delay_min (held off in an epoch's first second)
+    /// and, in slow start, HyStart. Returns true when HyStart ends slow start.
+    fn on_ack_linux(&mut self, ev: &AckEvent) -> bool {
+        let Some(rtt) = ev.rtt else { return false };
+        if self.epoch.is_some_and(|e| ev.now.saturating_since(e.start) < LINUX_DELAY_MIN_HOLDOFF) {
+            return false;
+        }
+        let rtt = rtt.max(Duration::from_nanos(1));
+        let delay_min = self.delay_min.map_or(rtt, |d| d.min(rtt));
+        self.delay_min = Some(delay_min);
+        let in_slow_start = self.cwnd < self.ssthresh;
+        match (&mut self.hystart_linux, self.rounds.snd_una()) {
+            (Some(h), Some(snd_una)) if in_slow_start => h.on_ack(&LinuxAck {
+                now: ev.now,
+                rtt,
+                snd_una,
+                snd_nxt: self.rounds.snd_nxt(),
+                cwnd: self.cwnd,
+                smss: self.smss,
+                srtt: ev.srtt,
+                delay_min,
+            }),
+            _ => false,
+        }
+    }
+
+    /// Slow start's growth from an ACK of `acked` segments (`tcp_slow_start` with
+    /// [`SlowStart::Linux`]); returns what is left for congestion avoidance.
+    fn slow_start(&mut self, acked: f64, divisor: f64) -> f64 {
+        match self.slow_start {
+            SlowStart::Rfc5681 => {
+                self.cwnd += acked.min(1.0) / divisor;
+                0.0
+            }
+            SlowStart::Linux => {
+                let grown = (self.cwnd + acked / divisor).min(self.ssthresh.max(self.cwnd));
+                let left = acked - (grown - self.cwnd) * divisor;
+                self.cwnd = grown;
+                left.max(0.0)
+            }
+        }
+    }
+}
+
 impl CongestionControl for Cubic {
     fn name(&self) -> &'static str {
         "cubic"
@@ -220,16 +363,37 @@ impl CongestionControl for Cubic {
 
     fn on_ack(&mut self, ev: &AckEvent) {
         let round_ended = self.rounds.on_ack(ev.bytes_acked);
+        // Linux runs `pkts_acked` (delay_min, HyStart) on every ACK, before `cong_avoid`.
+        let hystart_exit = self.params.linux && self.on_ack_linux(ev);
         if ev.in_recovery {
             return;
         }
         let cwnd_bytes = self.cwnd * self.smss;
         let pipe = ev.pipe_before as f64;
         let acked = ev.bytes_acked as f64 / self.smss;
+        if self.params.linux {
+            if hystart_exit {
+                self.ssthresh = self.cwnd;
+            }
+            let mut acked = acked;
+            if self.cwnd < self.ssthresh {
+                if 2.0 * pipe < cwnd_bytes {
+                    return;
+                }
+                acked = self.slow_start(acked, 1.0);
+                if acked <= 0.0 {
+                    return;
+                }
+            } else if pipe + self.smss <= cwnd_bytes {
+                return;
+            }
+            self.congestion_avoidance_linux(ev.now, acked);
+            return;
+        }
         if self.cwnd < self.ssthresh {
             let divisor = self.hystart.as_ref().map_or(1.0, |h| h.growth_divisor());
             if 2.0 * pipe >= cwnd_bytes {
-                self.cwnd += acked.min(1.0) / divisor;
+                self.slow_start(acked, divisor);
             }
             if let Some(h) = self.hystart.as_mut() {
                 if h.on_ack(ev.rtt, round_ended) {
@@ -266,6 +430,12 @@ impl CongestionControl for Cubic {
         self.hystart = None;
         self.after_timeout = true;
         self.cwnd = 1.0;
+        if self.params.linux {
+            // `cubictcp_state(TCP_CA_Loss)`: `bictcp_reset` and `bictcp_hystart_reset`.
+            self.w_max = None;
+            self.delay_min = None;
+            self.hystart_linux = self.params.hystart.then(HyStartLinux::default);
+        }
     }
 
     fn cwnd(&self) -> u64 {
@@ -285,17 +455,21 @@ mod tests {
 
     #[test]
     fn a_table_starts_from_its_preset_and_is_checked() {
-        assert_eq!(CubicParams::from_settings(None), Ok(CubicParams::RFC9438));
+        assert_eq!(CubicParams::from_settings(None, TcpProfile::Ns2), Ok(CubicParams::RFC9438));
         let ns2 = CubicSettings { preset: Some(CubicPreset::Ns2), rtt_lookahead: Some(true), ..Default::default() };
-        assert_eq!(CubicParams::from_settings(Some(&ns2)), Ok(CubicParams::LINUX_2_6));
+        assert_eq!(CubicParams::from_settings(Some(&ns2), TcpProfile::Ns2), Ok(CubicParams::LINUX_2_6));
         let bad = CubicSettings { preset: Some(CubicPreset::Linux26), beta: Some(1.5), ..Default::default() };
-        assert_eq!(CubicParams::from_settings(Some(&bad)).unwrap_err().to_string(), "tcp.cubic.beta = 1.5: must be between 0 and 1 (exclusive)");
+        assert_eq!(CubicParams::from_settings(Some(&bad), TcpProfile::Ns2).unwrap_err().to_string(), "tcp.cubic.beta = 1.5: must be between 0 and 1 (exclusive)");
+        // The profile chooses the preset a table does not name.
+        assert_eq!(CubicParams::from_settings(None, TcpProfile::Linux), Ok(CubicParams::LINUX));
+        let no_hystart = CubicSettings { hystart: Some(false), ..Default::default() };
+        assert_eq!(CubicParams::from_settings(Some(&no_hystart), TcpProfile::Linux), Ok(CubicParams { hystart: false, ..CubicParams::LINUX }));
     }
 
     const MSS: u64 = 1000;
 
     fn cubic(params: CubicParams, cwnd_segments: u64) -> Cubic {
-        Cubic::new(&CcParams { smss: MSS as u32, initial_cwnd: cwnd_segments * MSS, max_window: u64::MAX }, params)
+        Cubic::new(&CcParams { smss: MSS as u32, initial_cwnd: cwnd_segments * MSS, max_window: u64::MAX, slow_start: crate::cc::SlowStart::Rfc5681 }, params)
     }
 
     /// A CUBIC flow that has just lost at a window of 100 segments, cwnd-limited (FlightSize

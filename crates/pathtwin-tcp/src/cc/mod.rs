@@ -75,6 +75,31 @@ pub struct CcParams {
     /// The configured maximum window w_max; controllers may use it to stop growing a
     /// window that could never be used.
     pub max_window: u64,
+    /// How slow start turns an ACK into window.
+    pub slow_start: SlowStart,
+}
+
+/// How slow start turns an ACK of N new bytes into window: RFC 3465 §2.2's limit L.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SlowStart {
+    /// cwnd += min(N, SMSS) (RFC 5681 eq. 2, RFC 3465's L = 1): with delayed ACKs the
+    /// window grows ×1.5 per round trip.
+    #[default]
+    Rfc5681,
+    /// cwnd += N, up to ssthresh, the rest of N going to congestion avoidance: Linux's
+    /// `tcp_slow_start` (`net/ipv4/tcp_cong.c`), which every Linux controller calls; the
+    /// window doubles per round trip whatever the ACK ratio.
+    Linux,
+}
+
+impl SlowStart {
+    /// The growth slow start takes from an ACK of `acked` bytes, in bytes.
+    pub fn increase(self, acked: u64, smss: u64) -> u64 {
+        match self {
+            SlowStart::Rfc5681 => acked.min(smss),
+            SlowStart::Linux => acked,
+        }
+    }
 }
 
 /// An ACK that advanced the cumulative acknowledgment point.
@@ -253,6 +278,14 @@ impl CcAlgorithm {
         }
     }
 
+    /// Whether PRR (`TcpConfig::prr`) shapes this controller's window in fast recovery.
+    /// Linux runs `tcp_cwnd_reduction` only for controllers without a `cong_control` hook
+    /// of their own; BBR has one (it sets cwnd from its model, packet-conserving in
+    /// recovery), and Monaco's window follows its receiver's answers.
+    pub fn reduces_by_prr(&self) -> bool {
+        !matches!(self, CcAlgorithm::Bbr | CcAlgorithm::Monaco(_))
+    }
+
     /// Whether the endpoint must run Monaco's control protocol for this controller.
     pub fn uses_control_packets(&self) -> bool {
         matches!(self, CcAlgorithm::Monaco(_))
@@ -365,7 +398,7 @@ const BUILT_IN: [(&str, FromSettings); 7] = [
     ("newreno", |_| Ok(CcAlgorithm::NewReno)),
     ("vegas", |s| VegasParams::from_settings(s.vegas.as_ref()).map(CcAlgorithm::Vegas)),
     ("bic", |s| BicParams::from_settings(s.bic.as_ref()).map(CcAlgorithm::Bic)),
-    ("cubic", |s| CubicParams::from_settings(s.cubic.as_ref()).map(CcAlgorithm::Cubic)),
+    ("cubic", |s| CubicParams::from_settings(s.cubic.as_ref(), s.profile.unwrap_or_default()).map(CcAlgorithm::Cubic)),
     ("bbr", |_| Ok(CcAlgorithm::Bbr)),
     ("monaco", |s| MonacoParams::from_settings(s.monaco.as_ref()).map(CcAlgorithm::Monaco)),
 ];
@@ -408,7 +441,7 @@ mod tests {
 
     #[test]
     fn bbr_is_named_and_built_with_newreno_recovery_without_sack() {
-        let params = CcParams { smss: 1000, initial_cwnd: 10_000, max_window: 1 << 20 };
+        let params = CcParams { smss: 1000, initial_cwnd: 10_000, max_window: 1 << 20, slow_start: crate::cc::SlowStart::Rfc5681 };
         assert_eq!(CcAlgorithm::Bbr.name(), "bbr");
         let cc = CcAlgorithm::Bbr.build(&params);
         assert_eq!(cc.name(), "bbr");
@@ -437,7 +470,7 @@ mod tests {
         let vegas_k = CcAlgorithm::Vegas(VegasParams::NS2.with_base_rtt_window(8));
         assert_eq!((vegas_k.name(), vegas_k.config_name()), ("vegas-k", "vegas"));
         assert_eq!(CcAlgorithm::from_settings("vegas-k", &settings), None);
-        let params = CcParams { smss: 1460, initial_cwnd: 14600, max_window: 1 << 22 };
+        let params = CcParams { smss: 1460, initial_cwnd: 14600, max_window: 1 << 22, slow_start: crate::cc::SlowStart::Rfc5681 };
         for a in built_in {
             // NewReno shares Reno's window evolution (it differs only in recovery).
             let controller = if a == CcAlgorithm::NewReno { "reno" } else { a.name() };

@@ -302,7 +302,7 @@ mod tests {
     const MSS: u64 = 1000;
 
     fn monaco(slow_start: bool, cwnd_segments: u64) -> Monaco {
-        let cc = CcParams { smss: MSS as u32, initial_cwnd: cwnd_segments * MSS, max_window: 1 << 30 };
+        let cc = CcParams { smss: MSS as u32, initial_cwnd: cwnd_segments * MSS, max_window: 1 << 30, slow_start: crate::cc::SlowStart::Rfc5681 };
         Monaco::new(&cc, MonacoParams { slow_start, ..MonacoParams::PAPER })
     }
 

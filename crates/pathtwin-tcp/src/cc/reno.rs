@@ -2,7 +2,9 @@
 //! loss recovery, which the endpoint runs).
 //!
 //! - Slow start while cwnd < ssthresh: cwnd += min(N, SMSS) per ACK of N new bytes
-//!   (RFC 5681 eq. 2; RFC 3465's L = 1 SMSS, so delayed ACKs make it grow ×1.5 per RTT).
+//!   (RFC 5681 eq. 2; RFC 3465's L = 1 SMSS, so delayed ACKs make it grow ×1.5 per RTT);
+//!   with [`SlowStart::Linux`], cwnd += N up to ssthresh and the rest of N counts towards
+//!   congestion avoidance (Linux's `tcp_slow_start` and `tcp_reno_cong_avoid`).
 //! - Congestion avoidance: appropriate byte counting (RFC 3465 §2.1, allowed by RFC 5681
 //!   §3.1): bytes acked accumulate, and each time they reach cwnd, cwnd grows by one SMSS —
 //!   never more than one SMSS per ACK, exactly one per window.
@@ -22,7 +24,7 @@
 //! receiver's window, w_max or the application therefore does not build up a cwnd it has
 //! never tested.
 
-use super::{AckEvent, CcParams, CongestionControl};
+use super::{AckEvent, CcParams, CongestionControl, SlowStart};
 use pathtwin_core::time::Instant;
 
 /// RFC 5681 Reno congestion control.
@@ -33,11 +35,12 @@ pub struct Reno {
     ssthresh: u64,
     /// Bytes acknowledged since cwnd last grew in congestion avoidance (RFC 3465).
     ca_acked: u64,
+    slow_start: SlowStart,
 }
 
 impl Reno {
     pub fn new(p: &CcParams) -> Self {
-        Reno { smss: p.smss as u64, cwnd: p.initial_cwnd.max(1), ssthresh: u64::MAX, ca_acked: 0 }
+        Reno { smss: p.smss as u64, cwnd: p.initial_cwnd.max(1), ssthresh: u64::MAX, ca_acked: 0, slow_start: p.slow_start }
     }
 
     fn halve(&mut self, flight: u64) {
@@ -54,20 +57,29 @@ impl CongestionControl for Reno {
         if ev.in_recovery {
             return;
         }
+        let mut acked = ev.bytes_acked;
         if self.cwnd < self.ssthresh {
             if 2 * ev.pipe_before < self.cwnd {
                 return;
             }
-            self.cwnd += ev.bytes_acked.min(self.smss);
-        } else {
-            if ev.pipe_before + self.smss <= self.cwnd {
+            let grow = self.slow_start.increase(acked, self.smss);
+            if self.slow_start == SlowStart::Rfc5681 {
+                self.cwnd += grow;
                 return;
             }
-            self.ca_acked += ev.bytes_acked;
-            if self.ca_acked >= self.cwnd {
-                self.ca_acked -= self.cwnd;
-                self.cwnd += self.smss;
+            let grown = (self.cwnd + grow).min(self.ssthresh);
+            acked -= grown - self.cwnd;
+            self.cwnd = grown;
+            if acked == 0 {
+                return;
             }
+        } else if ev.pipe_before + self.smss <= self.cwnd {
+            return;
+        }
+        self.ca_acked += acked;
+        if self.ca_acked >= self.cwnd {
+            self.ca_acked -= self.cwnd;
+            self.cwnd += self.smss;
         }
     }
 
@@ -111,7 +123,7 @@ mod tests {
     const MSS: u64 = 1000;
 
     fn reno() -> Reno {
-        Reno::new(&CcParams { smss: MSS as u32, initial_cwnd: 10 * MSS, max_window: u64::MAX })
+        Reno::new(&CcParams { smss: MSS as u32, initial_cwnd: 10 * MSS, max_window: u64::MAX, slow_start: crate::cc::SlowStart::Rfc5681 })
     }
 
     fn ack(bytes: u64, pipe_before: u64) -> AckEvent {
@@ -133,6 +145,16 @@ mod tests {
         assert_eq!(r.cwnd(), 11 * MSS);
         r.on_ack(&ack(500, 11 * MSS));
         assert_eq!(r.cwnd(), 11 * MSS + 500);
+    }
+
+    #[test]
+    fn linux_slow_start_takes_every_acknowledged_byte_up_to_ssthresh() {
+        let mut r = Reno::new(&CcParams { smss: MSS as u32, initial_cwnd: 10 * MSS, max_window: u64::MAX, slow_start: SlowStart::Linux });
+        r.on_ack(&ack(2 * MSS, 10 * MSS)); // a delayed ACK for two segments: +2
+        assert_eq!(r.cwnd(), 12 * MSS);
+        r.ssthresh = 13 * MSS;
+        r.on_ack(&ack(2 * MSS, 12 * MSS)); // one to ssthresh, one to congestion avoidance
+        assert_eq!((r.cwnd(), r.ca_acked), (13 * MSS, MSS));
     }
 
     #[test]

@@ -42,6 +42,16 @@ impl RoundCounter {
         self.snd_nxt = self.snd_nxt.max(ev.seq + ev.bytes);
     }
 
+    /// SND.UNA as rebuilt from the ACKs, once something was sent.
+    pub(crate) fn snd_una(&self) -> Option<u64> {
+        self.snd_una
+    }
+
+    /// One past the highest byte sent (SND.NXT).
+    pub(crate) fn snd_nxt(&self) -> u64 {
+        self.snd_nxt
+    }
+
     /// Bytes of new data sent since the current round began (ns-2's `t_seqno_ − v_begseq_`).
     pub(crate) fn sent_this_round(&self) -> u64 {
         self.round_end.map_or(0, |start| self.snd_nxt.saturating_sub(start))

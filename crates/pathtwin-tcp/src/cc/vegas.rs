@@ -447,7 +447,7 @@ mod tests {
     const NS2_RULES: VegasParams = VegasParams { rules: VegasRules::Ns2, ..VegasParams::NS2 };
 
     fn vegas(params: VegasParams, cwnd_segments: u64) -> Vegas {
-        let mut v = Vegas::new(&CcParams { smss: MSS as u32, initial_cwnd: cwnd_segments * MSS, max_window: u64::MAX }, params);
+        let mut v = Vegas::new(&CcParams { smss: MSS as u32, initial_cwnd: cwnd_segments * MSS, max_window: u64::MAX, slow_start: crate::cc::SlowStart::Rfc5681 }, params);
         // Start in congestion avoidance at this window.
         v.ssthresh = v.cwnd;
         v
@@ -550,7 +550,7 @@ mod tests {
 
     #[test]
     fn ns2_slow_start_doubles_every_other_round_and_leaves_with_an_eighth_off() {
-        let mut v = Vegas::new(&CcParams { smss: MSS as u32, initial_cwnd: 3 * MSS, max_window: u64::MAX }, NS2_RULES);
+        let mut v = Vegas::new(&CcParams { smss: MSS as u32, initial_cwnd: 3 * MSS, max_window: u64::MAX, slow_start: crate::cc::SlowStart::Rfc5681 }, NS2_RULES);
         let mut tx = FakeSender::new(MSS);
         let mut windows = vec![v.cwnd() / MSS];
         for _ in 0..6 {
@@ -570,7 +570,7 @@ mod tests {
 
     #[test]
     fn slow_start_grows_every_other_round_and_ends_when_diff_exceeds_gamma() {
-        let mut v = Vegas::new(&CcParams { smss: MSS as u32, initial_cwnd: 4 * MSS, max_window: u64::MAX }, VegasParams::NS2);
+        let mut v = Vegas::new(&CcParams { smss: MSS as u32, initial_cwnd: 4 * MSS, max_window: u64::MAX, slow_start: crate::cc::SlowStart::Rfc5681 }, VegasParams::NS2);
         let mut tx = FakeSender::new(MSS);
         let mut windows = vec![v.cwnd() / MSS];
         for _ in 0..5 {

@@ -8,11 +8,11 @@
 //! counts) and within `delayed_ack_timeout`; out-of-order data, data filling a hole,
 //! duplicates and FINs are acknowledged at once.
 
-use super::{Endpoint, State};
+use super::{Endpoint, PeerSyn, State};
 use crate::cc::{AckEvent, CongestionControl, DeliveryEvent};
 use crate::rack::{pto_deadline, TlpOutcome};
 use crate::reassembly::Reassembly;
-use crate::recovery::{AckOutcome, Flavour};
+use crate::recovery::{AckOutcome, Flavour, Prr};
 use crate::segment::{Ecn, Flags, Segment};
 use crate::stats::Event;
 use pathtwin_core::config::NewRenoTimer;
@@ -34,6 +34,9 @@ impl Endpoint {
             self.on_rst();
             return;
         }
+        if seg.timestamps {
+            self.note_ts_val(seg);
+        }
         match self.state {
             State::Closed => {
                 self.reply_rst(seg);
@@ -42,8 +45,8 @@ impl Endpoint {
             State::Listen => {
                 if seg.flags.syn() && !seg.flags.ack() {
                     self.peer_isn = seg.seq;
-                    self.rx = Reassembly::new(seg.seq + 1);
-                    self.peer_syn = Some((seg.mss, seg.sack_permitted));
+                    self.rx = Reassembly::new(seg.seq + 1).with_sack_covering_fin(self.cfg.sack_covers_fin);
+                    self.peer_syn = Some(PeerSyn { mss: seg.mss, sack: seg.sack_permitted, timestamps: seg.timestamps, window_scale: seg.window_scale });
                     self.peer_ecn_setup = is_ecn_setup_syn(seg.flags);
                     self.peer_wnd = seg.wnd;
                     self.state = State::SynReceived;
@@ -56,11 +59,11 @@ impl Endpoint {
             State::SynSent => {
                 if seg.flags.syn() && seg.flags.ack() && seg.ack == self.isn + 1 {
                     self.peer_isn = seg.seq;
-                    self.rx = Reassembly::new(seg.seq + 1);
+                    self.rx = Reassembly::new(seg.seq + 1).with_sack_covering_fin(self.cfg.sack_covers_fin);
                     self.peer_wnd = seg.wnd;
                     // RFC 3168 §6.1.1: an ECN-setup SYN-ACK has ECE and not CWR.
                     let ecn = self.ecn_requested && seg.flags.contains(Flags::ECE) && !seg.flags.contains(Flags::CWR);
-                    self.establish(now, seg.mss, seg.sack_permitted, ecn);
+                    self.establish(now, PeerSyn { mss: seg.mss, sack: seg.sack_permitted, timestamps: seg.timestamps, window_scale: seg.window_scale }, ecn);
                     self.ack_now = true;
                 }
                 return;
@@ -79,8 +82,8 @@ impl Endpoint {
                 if !seg.flags.ack() || seg.ack != self.isn + 1 {
                     return;
                 }
-                let (mss, sack) = self.peer_syn.unwrap_or((None, false));
-                self.establish(now, mss, sack, self.peer_ecn_setup);
+                let peer = self.peer_syn.unwrap_or_default();
+                self.establish(now, peer, self.peer_ecn_setup);
                 // The ACK may carry data: fall through.
             }
             _ => {}
@@ -98,6 +101,16 @@ impl Endpoint {
         }
     }
 
+    /// RFC 7323 §4.3 (Linux's `tcp_store_ts_recent` on a SYN, `tcp_replace_ts_recent`
+    /// after): TS.Recent takes the TSval of a SYN and of a segment that does not start above
+    /// Last.ACK.sent, unless older than the one held.
+    fn note_ts_val(&mut self, seg: &Segment) {
+        let in_window = seg.flags.syn() || seg.seq <= self.last_ack_sent;
+        if in_window && self.ts_recent.is_none_or(|r| seg.ts_val >= r) {
+            self.ts_recent = Some(seg.ts_val);
+        }
+    }
+
     fn on_rst(&mut self) {
         match self.state {
             State::Closed | State::Listen => return,
@@ -109,7 +122,7 @@ impl Endpoint {
         self.rack_at = None;
         self.pto_at = None;
         self.tlp_pending = false;
-        self.delack_at = None;
+        self.delack.clear();
         self.time_wait_at = None;
         self.pacing_wakeup = None;
         self.ack_now = false;
@@ -153,15 +166,26 @@ impl Endpoint {
         };
         self.stats.lost_retransmissions += self.sb.lost_retransmissions() - lost_retx_before;
         let advanced = ack > self.snd_una;
+        let mut cum_delivered = 0;
         if advanced {
             let cum = self.sb.ack(ack, delivery.as_mut());
+            cum_delivered = cum.delivered;
             self.snd_una = ack;
             self.rto_repeats = 0;
             if self.timeout_recover.is_some_and(|r| ack >= r) {
                 self.timeout_recover = None;
             }
             self.limited_transmit_bytes = 0;
-            let rtt = cum.rtt_sent_at.map(|t| now.saturating_since(t));
+            // Karn's rule; with timestamps, an ACK of retransmitted data still measures from
+            // the transmission it echoes (Linux's `tcp_ack_update_rtt` falls back on
+            // `tcp_rtt_tsopt_us` when the sequence-based sample is invalid). The echo is the
+            // peer's TS.Recent, not our guess of which transmission arrived: after a
+            // spurious retransmission the original arrived first, and measuring from the
+            // retransmission gave samples below the path's RTT (and BBR a min_rtt far too
+            // small: a quarter of the kernel's goodput under 2 % loss).
+            let echo = if self.ts_ok { seg.ts_ecr } else { None };
+            let sent_at = cum.rtt_sent_at.or(echo);
+            let rtt = sent_at.map(|t| now.saturating_since(t));
             if let Some(r) = rtt {
                 self.take_rtt_sample(r);
             }
@@ -232,6 +256,16 @@ impl Endpoint {
             }
         }
         self.maybe_enter_recovery(now, is_dupack, dupacks);
+        // PRR sets the window from what this ACK delivered, after its loss detection and any
+        // recovery entry (Linux's `tcp_cong_control` after `tcp_fastretrans_alert`).
+        let newly_lost = self.sb.lost_total() > lost_before;
+        let pipe = self.sb.pipe();
+        if let Some(prr) = self.recovery.prr_mut() {
+            // What this ACK delivered, each byte once: previously SACKed bytes that the
+            // cumulative ACK now covers were counted when SACKed (counting them again let a
+            // hole's repair release the whole SACKed range at once).
+            prr.on_ack(cum_delivered + newly_sacked, pipe, advanced, newly_lost, smss);
+        }
         // ns-2's Agent/TCP/Linux restarts the timer on every ACK it accepts (see
         // `TcpConfig::ns2_rto_restart_every_ack`); RFC 6298 (5.3) only on new data (above).
         if self.cfg.ns2_rto_restart_every_ack && !self.sb.is_empty() {
@@ -280,7 +314,7 @@ impl Endpoint {
     pub(super) fn arm_pto(&mut self, now: Instant) {
         self.pto_at = self.tlp_allowed().then(|| {
             let one_segment = self.sb.outstanding() <= self.smss as u64;
-            pto_deadline(now, self.rtt.srtt(), one_segment, self.rto_at)
+            pto_deadline(now, self.rtt.srtt(), one_segment, self.cfg.pto_slack, self.rto_at)
         });
     }
 
@@ -318,7 +352,15 @@ impl Endpoint {
             self.rtt.srtt().unwrap_or(Duration::MAX),
         );
         let scan = self.sb.rack_detect_loss(now, latest, rack.loss_delay(reo_wnd));
-        self.rack_at = scan.deadline;
+        let tick = self.cfg.rack_timer_tick.as_nanos();
+        self.rack_at = scan.deadline.map(|d| {
+            if tick == 0 {
+                return d;
+            }
+            // Linux's `usecs_to_jiffies(timeout) + TCP_TIMEOUT_MIN`.
+            let ticks = d.saturating_since(now).as_nanos().div_ceil(tick) + 2;
+            now + Duration::from_nanos(ticks * tick)
+        });
         self.stats.lost_retransmissions += scan.lost_retransmissions;
         scan.lost
     }
@@ -373,10 +415,14 @@ impl Endpoint {
         self.tlp_probe = None;
         let smss = self.smss as u64;
         let flight = self.flight_to_halve(self.sb.outstanding() - self.limited_transmit_bytes);
+        let prior_cwnd = self.cc.cwnd();
         self.cc.on_enter_recovery(now, flight);
         self.recovery.enter(self.snd_max, self.cc.cwnd(), self.cfg.dupack_threshold, smss);
         self.sb.mark_front_lost();
         self.force_retx = true;
+        if self.cfg.prr && self.cfg.cc.reduces_by_prr() {
+            self.recovery.start_prr(Prr::new(prior_cwnd, self.cc.ssthresh(), self.sb.pipe()));
+        }
         // The fast retransmission of the first unacknowledged segment restarts the timer.
         // RFC 6298 (5.1) only starts a timer that is not running, so the one running since
         // the last ACK of new data would otherwise expire about one RTO after that ACK: when
@@ -427,19 +473,27 @@ impl Endpoint {
             }
         }
         let fin = seg.flags.fin();
+        let duplicate = seg.len > 0 && seg.seq_end() <= self.rx.rcv_nxt();
         let a = self.rx.on_segment(seg.seq, seg.len as u64, fin, self.cfg.rcv_buffer);
         if a.delivered > 0 {
             self.stats.bytes_delivered += a.delivered;
             self.unreported += a.delivered;
         }
         let in_order_only = a.delivered > 0 && !a.filled_gap && !a.out_of_order && !fin;
+        let mss = self.smss as u64;
+        if duplicate {
+            // A retransmission of data we hold: our ACK of it was lost or late.
+            self.delack.on_duplicate(&self.cfg, mss);
+        }
+        let srtt = self.rtt.srtt();
+        if let Some(w) = self.rcvwin.as_mut().filter(|_| seg.len > 0 && !duplicate) {
+            if w.on_segment(now, seg.len as u64, self.stats.bytes_delivered, srtt) {
+                self.delack.quick_once();
+            }
+        }
         if in_order_only && self.cfg.delayed_ack {
-            self.unacked_bytes += a.delivered;
-            let limit = (self.cfg.delayed_ack_every as u64 - 1) * self.smss as u64;
-            if self.unacked_bytes > limit {
+            if self.delack.on_in_order_data(&self.cfg, now, a.delivered, mss, self.rtt.rto(), self.rtt.srtt()) {
                 self.ack_now = true;
-            } else if self.delack_at.is_none() {
-                self.delack_at = Some(now + self.cfg.delayed_ack_timeout);
             }
         } else {
             self.ack_now = true;

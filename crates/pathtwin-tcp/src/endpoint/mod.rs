@@ -3,7 +3,8 @@
 //! side.
 //!
 //! Timers: the retransmission timer (RFC 6298), RACK's reordering timer and the tail loss
-//! probe timer (RFC 8985 §6.3, §7.2), the delayed-ACK timer, a pacing wake-up and TIME-WAIT;
+//! probe timer (RFC 8985 §6.3, §7.2), the delayed-ACK timer (`crate::delack`), a pacing
+//! wake-up and TIME-WAIT;
 //! [`Endpoint::poll_timeout`] reports the earliest. Unlike Linux, which keeps the first
 //! three in one slot, the retransmission timer keeps running under the other two, so a
 //! fired probe re-arms it explicitly (RFC 8985 §7.3).
@@ -39,11 +40,14 @@ mod output;
 
 use crate::cc::{CcParams, CongestionControl, Controller};
 use crate::config::TcpConfig;
+use crate::delack::DelayedAck;
 use crate::monaco::{AccumulationEstimator, AccumulationFeedback, ControlSender};
 use crate::rack::{Rack, TlpProbe};
+use crate::rcvwin::RcvWindow;
 use crate::reassembly::Reassembly;
 use crate::recovery::{Flavour, Recovery};
 use crate::rtt::RttEstimator;
+use crate::segment::TIMESTAMP_OPTION_BYTES;
 use crate::scoreboard::Scoreboard;
 use crate::segment::{Control, Segment};
 use crate::stats::{Event, Stats};
@@ -54,6 +58,15 @@ use std::collections::VecDeque;
 const RTO_AFTER_SYN_TIMEOUT: Duration = Duration::from_secs(3);
 /// RFC 9293 §3.7.1: the MSS to assume when the peer's SYN has no MSS option.
 const DEFAULT_PEER_MSS: u32 = 536;
+
+/// The options of a peer's SYN that the handshake settles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PeerSyn {
+    mss: Option<u16>,
+    sack: bool,
+    timestamps: bool,
+    window_scale: bool,
+}
 
 /// Connection state, RFC 9293 §3.3.2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -101,6 +114,16 @@ pub struct Endpoint {
     isn: u64,
     /// Both SYNs carried SACK-permitted.
     sack_ok: bool,
+    /// Both SYNs carried the timestamp option (RFC 7323).
+    ts_ok: bool,
+    /// RFC 7323 §4.3's TS.Recent, echoed as TSecr: the peer's TSval from its SYN, then from
+    /// each segment at or below `last_ack_sent` (Linux's `tcp_replace_ts_recent`: not after
+    /// `rcv_wup`), so that an ACK echoes the transmission that advanced our cumulative point
+    /// (a retransmission that filled a hole, or the original of a spuriously retransmitted
+    /// segment) and the sender's RTT sample from it is a true one.
+    ts_recent: Option<Instant>,
+    /// RCV.NXT as of the last segment we sent (RFC 7323's Last.ACK.sent, Linux's `rcv_wup`).
+    last_ack_sent: u64,
 
     // Handshake.
     /// A SYN (or SYN-ACK) must be (re)sent.
@@ -110,8 +133,8 @@ pub struct Endpoint {
     /// initial window is one segment (RFC 5681 §3.1).
     syn_retransmitted: bool,
     peer_isn: u64,
-    /// The options of the peer's SYN (MSS, SACK-permitted), kept until the handshake ends.
-    peer_syn: Option<(Option<u16>, bool)>,
+    /// The options of the peer's SYN, kept until the handshake ends.
+    peer_syn: Option<PeerSyn>,
 
     // Send side. Data occupies [data_start, data_start + written); our FIN follows it.
     snd_una: u64,
@@ -120,6 +143,9 @@ pub struct Endpoint {
     data_start: u64,
     written: u64,
     close_requested: bool,
+    /// The close came when everything written could go at once: the FIN goes alone
+    /// (`TcpConfig::fin_alone_after_sent_data`).
+    fin_alone: bool,
     fin_sent: bool,
     peer_wnd: u64,
     sb: Scoreboard,
@@ -178,10 +204,11 @@ pub struct Endpoint {
 
     // Receive side.
     rx: Reassembly,
+    /// Linux's receive-window autotuning, once established (`TcpConfig::rcv_autotuning`).
+    rcvwin: Option<RcvWindow>,
     ack_now: bool,
-    /// In-order bytes received since the last ACK we sent.
-    unacked_bytes: u64,
-    delack_at: Option<Instant>,
+    /// When in-order data is acknowledged (the delayed-ACK timer is its deadline).
+    delack: DelayedAck,
     time_wait_at: Option<Instant>,
     rst_pending: Option<Segment>,
 
@@ -200,11 +227,15 @@ impl Endpoint {
             smss: cfg.mss,
             initial_cwnd: (cfg.initial_window as u64 * cfg.mss as u64).min(cfg.max_window),
             max_window: cfg.max_window,
+            slow_start: cfg.slow_start,
         };
         Endpoint {
             smss: cfg.mss,
             isn,
             sack_ok: false,
+            ts_ok: false,
+            ts_recent: None,
+            last_ack_sent: 0,
             syn_pending: state == State::SynSent,
             syn_sent_at: None,
             syn_retransmitted: false,
@@ -215,10 +246,11 @@ impl Endpoint {
             data_start: isn + 1,
             written: 0,
             close_requested: false,
+            fin_alone: false,
             fin_sent: false,
             peer_wnd: 0,
             sb: Scoreboard::new(),
-            rtt: RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
+            rtt: RttEstimator::with_style(cfg.rto_style, cfg.initial_rto, cfg.min_rto, cfg.max_rto),
             rto_at: None,
             rto_repeats: 0,
             timeout_recover: None,
@@ -244,9 +276,9 @@ impl Endpoint {
             control_tx: None,
             control_rx: AccumulationEstimator::default(),
             rx: Reassembly::new(0),
+            rcvwin: None,
             ack_now: false,
-            unacked_bytes: 0,
-            delack_at: None,
+            delack: DelayedAck::default(),
             time_wait_at: None,
             rst_pending: None,
             events: VecDeque::with_capacity(4),
@@ -286,8 +318,25 @@ impl Endpoint {
         match self.state {
             State::Listen => self.state = State::Closed,
             State::Closed | State::TimeWait => {}
-            _ => self.close_requested = true,
+            _ => {
+                if !self.close_requested && self.cfg.fin_alone_after_sent_data {
+                    self.fin_alone = self.unsent_fits_the_window();
+                }
+                self.close_requested = true;
+            }
         }
+    }
+
+    /// Whether all written data not yet sent would go at once: what Linux's `write()`
+    /// sends before it returns (cwnd, the peer's window and the send buffer allow it all).
+    fn unsent_fits_the_window(&self) -> bool {
+        if !matches!(self.state, State::Established | State::CloseWait) || self.recovery.in_recovery() || !self.sb.is_open() {
+            return false;
+        }
+        let unsent = self.data_end().saturating_sub(self.snd_max);
+        let room = self.cc.cwnd().saturating_sub(self.sb.outstanding());
+        let edge = self.snd_una.saturating_add(self.peer_wnd.min(self.cfg.max_window));
+        unsent <= room && self.snd_max + unsent <= edge
     }
 
     /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work:
@@ -295,7 +344,7 @@ impl Endpoint {
     /// TIME-WAIT.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let control = self.control_tx.as_ref().and_then(ControlSender::poll_timeout);
-        [self.rto_at, self.delack_at, self.time_wait_at, self.pacing_wakeup, self.rack_at, self.pto_at, control]
+        [self.rto_at, self.delack.deadline(), self.time_wait_at, self.pacing_wakeup, self.rack_at, self.pto_at, control]
             .into_iter()
             .flatten()
             .min()
@@ -306,15 +355,21 @@ impl Endpoint {
         if self.pacing_wakeup.is_some_and(|t| t <= now) {
             self.pacing_wakeup = None;
         }
-        if self.delack_at.is_some_and(|t| t <= now) {
-            self.delack_at = None;
+        if self.delack.on_timer(&self.cfg, now, self.rtt.rto()) {
             self.ack_now = true;
         }
         if self.rack_at.is_some_and(|t| t <= now) {
             self.rack_at = None;
             // RFC 8985 §6.3: the reordering window of a segment ran out.
             if self.rack_detect_loss(now) {
+                let was = self.recovery.in_recovery();
                 self.maybe_enter_recovery(now, false, 0);
+                // Linux's `tcp_rack_reo_timeout` counts one delivered segment for PRR on
+                // entering recovery (`tcp_cwnd_reduction(sk, 1, 0, 0)`).
+                let (pipe, smss) = (self.sb.pipe(), self.smss as u64);
+                if let Some(prr) = self.recovery.prr_mut().filter(|_| !was) {
+                    prr.on_ack(smss, pipe, false, false, smss);
+                }
             }
         }
         if self.pto_at.is_some_and(|t| t <= now) {
@@ -416,6 +471,22 @@ impl Endpoint {
         self.sb.pipe().saturating_sub(self.sb.rate().dupack_credit())
     }
 
+    /// The receive window we advertise: Linux's autotuned one, or the whole buffer.
+    fn advertised_window(&self) -> u64 {
+        self.rcvwin.as_ref().map_or(self.cfg.rcv_buffer, RcvWindow::window)
+    }
+
+    /// The window our SYN or SYN-ACK announces: with autotuning, the largest multiple of the
+    /// MSS up to 65535, as Linux's `tcp_select_initial_window`.
+    fn syn_window(&self) -> u64 {
+        if self.cfg.rcv_autotuning {
+            let mss = self.cfg.mss as u64;
+            65_535 / mss * mss
+        } else {
+            self.cfg.rcv_buffer
+        }
+    }
+
     /// End of the application's data in sequence space (where our FIN goes).
     fn data_end(&self) -> u64 {
         self.data_start.saturating_add(self.written)
@@ -430,11 +501,15 @@ impl Endpoint {
     }
 
     /// The handshake completed (on the SYN-ACK for the client, on the ACK of our SYN-ACK
-    /// for the server): fix the MSS, SACK use and initial window, and take the handshake's
-    /// RTT sample.
-    fn establish(&mut self, now: Instant, peer_mss: Option<u16>, peer_sack: bool, ecn: bool) {
-        self.smss = self.cfg.mss.min(peer_mss.map_or(DEFAULT_PEER_MSS, u32::from));
-        self.sack_ok = self.cfg.sack && peer_sack;
+    /// for the server): fix the MSS, SACK and timestamp use and initial window, and take
+    /// the handshake's RTT sample. With timestamps every segment carries 12 bytes of options
+    /// that the MSS option does not count, so the payload per segment is 12 less (Linux's
+    /// `tcp_current_mss`: 1448 for an MSS of 1460).
+    fn establish(&mut self, now: Instant, peer: PeerSyn, ecn: bool) {
+        self.ts_ok = self.cfg.timestamps && peer.timestamps;
+        let ts_room = if self.ts_ok { TIMESTAMP_OPTION_BYTES } else { 0 };
+        self.smss = self.cfg.mss.min(peer.mss.map_or(DEFAULT_PEER_MSS, u32::from)).saturating_sub(ts_room).max(1);
+        self.sack_ok = self.cfg.sack && peer.sack;
         self.ecn_ok = ecn;
         if self.syn_retransmitted {
             self.rtt.restart_after_syn_timeout(RTO_AFTER_SYN_TIMEOUT);
@@ -447,7 +522,7 @@ impl Endpoint {
         } else {
             (self.cfg.initial_window as u64 * smss).min(self.cfg.max_window)
         };
-        self.cc = self.cfg.cc.controller(&CcParams { smss: self.smss, initial_cwnd, max_window: self.cfg.max_window });
+        self.cc = self.cfg.cc.controller(&CcParams { smss: self.smss, initial_cwnd, max_window: self.cfg.max_window, slow_start: self.cfg.slow_start });
         if self.cfg.cc.uses_control_packets() {
             self.control_tx = Some(ControlSender::default());
         }
@@ -459,6 +534,9 @@ impl Endpoint {
             self.tlp = self.cfg.tlp;
         } else if self.sack_ok && self.cfg.lost_retransmit {
             self.sb.use_lost_retransmit();
+        }
+        if self.cfg.rcv_autotuning {
+            self.rcvwin = Some(RcvWindow::new(self.smss as u64, self.cfg.rcv_buffer_initial, self.cfg.rcv_buffer, now));
         }
         self.snd_una = self.isn + 1;
         self.snd_max = self.isn + 1;
@@ -483,7 +561,7 @@ impl Endpoint {
     }
 
     fn take_rtt_sample(&mut self, r: Duration) {
-        self.rtt.on_sample(r);
+        self.rtt.on_sample(r, self.snd_una, self.snd_max);
         self.stats.on_rtt_sample(r, self.rtt.srtt());
     }
 

@@ -54,7 +54,7 @@ impl Endpoint {
             // Not TCP: not counted in the segment statistics.
             return Some(Segment { control: Some(c), ..Segment::default() });
         }
-        let seg = match self.state {
+        let mut seg = match self.state {
             State::Closed | State::Listen => None,
             State::SynSent | State::SynReceived => self.transmit_syn(now),
             _ => match self.transmit_data(now) {
@@ -65,7 +65,14 @@ impl Endpoint {
                 }
             },
         };
-        if let Some(s) = &seg {
+        if let Some(s) = &mut seg {
+            if s.timestamps {
+                s.ts_val = now;
+                s.ts_ecr = self.ts_recent;
+            }
+            if s.flags.ack() {
+                self.last_ack_sent = s.ack;
+            }
             self.count_sent(s);
         }
         seg
@@ -110,22 +117,26 @@ impl Endpoint {
             Segment {
                 seq: self.isn,
                 flags: Flags::SYN | ecn_setup,
-                wnd: self.cfg.rcv_buffer,
+                wnd: self.syn_window(),
                 mss,
                 sack_permitted: self.cfg.sack,
+                timestamps: self.cfg.timestamps,
+                window_scale: self.cfg.window_scale,
                 ..Segment::default()
             }
         } else {
-            let peer_sack = self.peer_syn.is_some_and(|(_, sack)| sack);
+            let peer = self.peer_syn.unwrap_or_default();
             // A server accepts ECN whenever asked (Linux's `tcp_ecn` 1 and 2 alike).
             let ecn_setup = if self.peer_ecn_setup { Flags::ECE } else { Flags::EMPTY };
             Segment {
                 seq: self.isn,
                 ack: self.rx.rcv_nxt(),
                 flags: Flags::SYN | Flags::ACK | ecn_setup,
-                wnd: self.cfg.rcv_buffer,
+                wnd: self.syn_window(),
                 mss,
-                sack_permitted: self.cfg.sack && peer_sack,
+                sack_permitted: self.cfg.sack && peer.sack,
+                timestamps: self.cfg.timestamps && peer.timestamps,
+                window_scale: self.cfg.window_scale && peer.window_scale,
                 ..Segment::default()
             }
         };
@@ -209,7 +220,7 @@ impl Endpoint {
             if len == 0 || (len < want && in_flight > 0) {
                 return None;
             }
-            (len, self.close_requested && start + len == data_end)
+            (len, self.close_requested && !self.fin_alone && start + len == data_end)
         } else if self.close_requested && !self.fin_sent {
             (0, true)
         } else {
@@ -275,7 +286,9 @@ impl Endpoint {
         // the queue (`tcp_xmit_retransmit_queue`: `if (skb == tcp_write_queue_head(sk))
         // inet_csk_reset_xmit_timer(..., icsk_rto, ...)`), so the repair is not cut short
         // by the timer that has run since the episode began.
-        if r.start == self.snd_una && self.recovery.in_recovery() && self.sb.detects_lost_retransmissions() {
+        // Linux does so whenever it retransmits the head (`rearm_rto_on_head_retransmit`).
+        let rearm = self.cfg.rearm_rto_on_head_retransmit || (self.recovery.in_recovery() && self.sb.detects_lost_retransmissions());
+        if r.start == self.snd_una && rearm {
             self.rto_at = Some(now + self.rtt.rto());
         }
         self.emit_retransmission(r, now)
@@ -305,6 +318,9 @@ impl Endpoint {
             self.next_send_at = self.next_send_at.max(now) + Duration::from_nanos(gap);
         }
         self.cc.on_packet_sent(&SentEvent { now, seq, bytes: units, pipe: self.sb.pipe(), retransmission });
+        if let Some(prr) = self.recovery.prr_mut() {
+            prr.on_sent(units);
+        }
     }
 
     fn transmit_pure_ack(&mut self) -> Option<Segment> {
@@ -317,9 +333,8 @@ impl Endpoint {
     /// A segment after the handshake: it always acknowledges, carries SACK blocks when SACK
     /// is in use, and discharges any ACK we owe.
     fn header(&mut self, seq: u64, flags: Flags, len: u32) -> Segment {
-        self.ack_now = false;
-        self.unacked_bytes = 0;
-        self.delack_at = None;
+        let owed = std::mem::take(&mut self.ack_now);
+        self.delack.on_ack_sent(&self.cfg, owed);
         // RFC 3168 §6.1.3: ECE on every segment we send until the peer's CWR arrives.
         let ece = if self.ecn_ok && self.ece_pending { Flags::ECE } else { Flags::EMPTY };
         Segment {
@@ -327,10 +342,19 @@ impl Endpoint {
             ack: self.rx.rcv_nxt(),
             flags: flags | Flags::ACK | ece,
             len,
-            wnd: self.cfg.rcv_buffer,
-            sack: if self.sack_ok { self.rx.sack_blocks() } else { SackBlocks::EMPTY },
+            wnd: self.advertised_window(),
+            sack: match (self.sack_ok, self.ts_ok) {
+                (false, _) => SackBlocks::EMPTY,
+                (true, false) => self.rx.sack_blocks(SackBlocks::MAX),
+                (true, true) => self.rx.sack_blocks(SackBlocks::MAX_WITH_TIMESTAMPS),
+            },
             mss: None,
             sack_permitted: false,
+            window_scale: false,
+            timestamps: self.ts_ok,
+            // Stamped in `poll_transmit`, which knows the time.
+            ts_val: Instant::ZERO,
+            ts_ecr: None,
             ecn: Ecn::NotEct,
             control: None,
         }
