@@ -162,8 +162,18 @@ def sink(port: int, flows: int, bucket: float) -> int:
             if len(row) <= slot:
                 row.extend([0] * (slot + 1 - len(row)))
             row[slot] += len(b)
-    print(json.dumps({"t0": t0, "bucket": bucket, "bytes": counts}), flush=True)
+    print(json.dumps({"t0": t0, "bucket": bucket, "bytes": counts, "rmem_max": _rmem_max()}), flush=True)
     return 0
+
+
+def _rmem_max() -> int | None:
+    """The largest receive buffer this host's TCP autotunes to (its network namespace's
+    ``tcp_rmem`` maximum): what bounds a flow's window towards it."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_rmem") as f:
+            return int(f.read().split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def send(addr: str, port: int, flows: int, duration: float) -> int:

@@ -5,7 +5,10 @@ Per host pair, one ``[[path]]``: ``rtt`` the smaller of the two directions' mini
 trips (both are the same round trip, measured from either end); a ``reactivity`` table per
 direction, ABW as a function of the number of foreground flows (``abw`` when one flow count
 was measured); capacity the model's default 100 Mbit/s unless a measured ABW comes near it;
-queues derived by the model (Eq. 2 and 4). Per source, each class of two or more
+queues derived by the model (Eq. 2 and 4) with ``wmax`` the flows' largest possible window,
+the smaller of the two receivers' ``tcp_rmem`` maximum (the model's default, 64 KB without
+window scaling, would make Eq. 4 infeasible for every path whose bandwidth-delay product
+exceeds it, which a kernel with window scaling does not care about). Per source, each class of two or more
 destinations whose delays correlate becomes a ``[[shared]]`` class (its queue's ABW is then
 the flow-weighted mean of its paths' ABW, NSDI'09 §2.3, which the model computes while
 running; the findings give it for equal flows on every member path).
@@ -54,6 +57,9 @@ def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict
             if top >= 0.9 * DEFAULT_CAPACITY_BPS:
                 # Capacity must exceed ABW for placeholders to exist; one decimal step above.
                 p["capacity"] = rate(10 ** math.ceil(math.log10(top / 0.9)))
+            rmem = [r.get("receiver_rmem_max") for k in (ab, ba) for r in tput[k].values()]
+            if rmem and all(isinstance(x, int) and x > 0 for x in rmem):
+                p["wmax"] = f"{min(rmem)}B"
             if all(len(t) == 1 for t in tables):
                 p["abw"] = [rate(next(iter(t.values()))) for t in tables]
             else:

@@ -42,7 +42,9 @@ def parallel_flows(src: MeasuredHost, dst: MeasuredHost, flows: int, duration_s:
         got = hostmod.result(dst, sink, f"the sink of {flows} flow(s) from {src.name}", timeout=60)
     finally:
         hostmod.stop(sink)
-    return summarize(got["bytes"], got["bucket"], duration_s, sent["mss"], sent["mtu"], flows, t0_ns=got["t0"])
+    rec = summarize(got["bytes"], got["bucket"], duration_s, sent["mss"], sent["mtu"], flows, t0_ns=got["t0"])
+    rec["receiver_rmem_max"] = got.get("rmem_max")
+    return rec
 
 
 def summarize(per_flow: list[list[int]], bucket_s: float, duration_s: float, mss: int, mtu: int, flows: int,
