@@ -58,8 +58,9 @@ def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict
                 # Capacity must exceed ABW for placeholders to exist; one decimal step above.
                 p["capacity"] = rate(10 ** math.ceil(math.log10(top / 0.9)))
             rmem = [r.get("receiver_rmem_max") for k in (ab, ba) for r in tput[k].values()]
-            if rmem and all(isinstance(x, int) and x > 0 for x in rmem):
-                p["wmax"] = f"{min(rmem)}B"
+            known = [x for x in rmem if isinstance(x, int) and x > 0]
+            if known and len(known) == len(rmem):
+                p["wmax"] = f"{min(known)}B"
             if all(len(t) == 1 for t in tables):
                 p["abw"] = [rate(next(iter(t.values()))) for t in tables]
             else:
