@@ -219,3 +219,16 @@ def test_cli_refusals_without_a_ground_truth(tmp_path):
 def test_settings_check_names_the_option():
     with pytest.raises(PathtwinError, match="--port"):
         Settings(port=80).check()
+
+
+def test_bytes_per_bucket_from_counter_samples():
+    # Counters read at uneven times (a sink late to read): 1 MB/s for one flow, 2 MB/s for
+    # another that connected at 0.25 s; the buckets come out even.
+    from pathtwin.measure.throughput import buckets
+
+    t0 = 10**18
+    times = [0.0, 0.07, 0.25, 0.31, 0.33, 0.74, 1.0]
+    samples = [(t0 + int(x * 1e9), [int(1e6 * x), int(2e6 * max(0.0, x - 0.25))]) for x in times]
+    b = buckets(samples, t0, 0.25, 2)
+    assert b[0] == [250_000] * 4
+    assert b[1] == [0, 500_000, 500_000, 500_000]

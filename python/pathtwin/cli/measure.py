@@ -139,13 +139,21 @@ def _report(m) -> None:
         if "error" in c:
             print(f"from {s}: not tested ({c['error']})")
             continue
-        classes = "; ".join("{" + ", ".join(x) + "}" for x in c["classes"]) or "no shared bottleneck"
+        classes = "; ".join("{" + ", ".join(x) + "}" + _shared_abw(c["shared_abw_bps"][i])
+                            for i, x in enumerate(c["classes"])) or "no shared bottleneck"
         line = f"from {s}: {classes}"
         if c["disagreements"]:
             line += "; Rubenstein's test disagrees on " + ", ".join("/".join(p) for p in c["disagreements"])
         print(line)
     print(f"model: {m.out}")
     print(f"record (every value's samples and spread, both tests' verdicts): {m.state}")
+
+
+def _shared_abw(by_flows: dict) -> str:
+    """NSDI'09 §2.3's ABW of a shared queue with n flows on each of its paths."""
+    if not by_flows:
+        return ""
+    return " (shared ABW, n flows per path: " + ", ".join(f"{n}: {v / 1e6:.2f}" for n, v in by_flows.items()) + " Mbit/s)"
 
 
 def register(app: typer.Typer) -> None:

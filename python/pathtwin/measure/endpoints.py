@@ -33,6 +33,8 @@ MAGIC = 0x70747731  # "ptw1"
 PROBE_BYTES = 64
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 IP_MTU = 14  # <linux/in.h>; not exported by Python's socket module
+#: Offset of ``tcpi_bytes_received`` in Linux's ``struct tcp_info``.
+TCPI_BYTES_RECEIVED = 128
 
 
 def _stamp_socket(s: socket.socket) -> None:
@@ -117,9 +119,22 @@ def probe(port: int, interval: float, duration: float, dests: list[str]) -> int:
     return 0
 
 
-def sink(port: int, flows: int, bucket: float) -> int:
-    """Accepts ``flows`` connections and reads them to their end. Result: the bytes each
-    connection delivered in every ``bucket`` seconds from the first accept (``t0``, ns)."""
+def _bytes_received(c: socket.socket) -> int | None:
+    """The kernel's count of bytes this connection received (``tcpi_bytes_received``, Linux
+    4.1+), or None where the kernel keeps none."""
+    try:
+        info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
+    except OSError:
+        return None
+    return struct.unpack_from("Q", info, TCPI_BYTES_RECEIVED)[0] if len(info) >= TCPI_BYTES_RECEIVED + 8 else None
+
+
+def sink(port: int, flows: int, every: float) -> int:
+    """Accepts ``flows`` connections and reads them to their end. Result: every ``every``
+    seconds from the first accept (``t0``, ns), the time (ns) and each connection's bytes
+    received so far (``samples``). The counts are the kernel's (``kernel``: true), taken with
+    the time they are read at: a sink that is late to read (a busy machine) shifts no bytes
+    between samples, as counting what ``recv`` returns would."""
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("0.0.0.0", port))
@@ -127,18 +142,40 @@ def sink(port: int, flows: int, bucket: float) -> int:
     print("ready", flush=True)
     sel = selectors.DefaultSelector()
     sel.register(ls, selectors.EVENT_READ, None)
-    counts: list[list[int]] = []
+    conns: list[socket.socket | None] = []
+    read: list[int] = []  # bytes recv() returned, per connection
+    last: list[int] = []  # the newest count per connection
+    kernel = True
+    samples: list[tuple[int, list[int]]] = []
     t0 = 0
     accepted, open_ = 0, 0
+
+    def sample() -> None:
+        nonlocal kernel
+        for i, c in enumerate(conns):
+            if c is not None:
+                k = _bytes_received(c)
+                if k is None:
+                    kernel = False
+                last[i] = k if kernel and k is not None else read[i]
+        samples.append((time.time_ns(), list(last)))
+
+    next_sample = 0.0
     while accepted < flows or open_ > 0:
-        for key, _ev in sel.select(timeout=1.0):
+        now = time.monotonic()
+        if accepted and now >= next_sample:
+            sample()
+            next_sample = now + every
+        for key, _ev in sel.select(timeout=every if accepted else 1.0):
             if key.data is None:
                 c, _ = ls.accept()
                 c.setblocking(False)
                 if accepted == 0:
                     t0 = time.time_ns()
                 sel.register(c, selectors.EVENT_READ, accepted)
-                counts.append([])
+                conns.append(c)
+                read.append(0)
+                last.append(0)
                 accepted += 1
                 open_ += 1
                 if accepted == flows:
@@ -152,17 +189,15 @@ def sink(port: int, flows: int, bucket: float) -> int:
                 continue
             except OSError:
                 b = b""
+            read[k] += len(b)
             if not b:
+                sample()  # its final count, while the socket still exists
                 sel.unregister(key.fileobj)
                 key.fileobj.close()  # type: ignore[union-attr]
+                conns[k] = None
                 open_ -= 1
-                continue
-            slot = int((time.time_ns() - t0) / 1e9 / bucket)
-            row = counts[k]
-            if len(row) <= slot:
-                row.extend([0] * (slot + 1 - len(row)))
-            row[slot] += len(b)
-    print(json.dumps({"t0": t0, "bucket": bucket, "bytes": counts, "rmem_max": _rmem_max()}), flush=True)
+    sample()
+    print(json.dumps({"t0": t0, "samples": samples, "kernel": kernel, "rmem_max": _rmem_max()}), flush=True)
     return 0
 
 
@@ -221,7 +256,7 @@ def main(argv: list[str]) -> int:
     sk = sub.add_parser("sink")
     sk.add_argument("--port", type=int, required=True)
     sk.add_argument("--flows", type=int, required=True)
-    sk.add_argument("--bucket", type=float, default=0.25)
+    sk.add_argument("--every", type=float, default=0.05)
     sd = sub.add_parser("send")
     sd.add_argument("--port", type=int, required=True)
     sd.add_argument("--flows", type=int, required=True)
@@ -233,7 +268,7 @@ def main(argv: list[str]) -> int:
     if a.cmd == "probe":
         return probe(a.port, a.interval, a.duration, a.dests)
     if a.cmd == "sink":
-        return sink(a.port, a.flows, a.bucket)
+        return sink(a.port, a.flows, a.every)
     return send(a.addr, a.port, a.flows, a.duration)
 
 

@@ -233,7 +233,9 @@ def _header(names: list[str], f: dict, context: Optional[dict]) -> list[str]:
         if "error" in c:
             lines.append(f"from {s}: shared bottlenecks not tested: {c['error']}")
             continue
-        cls = "; ".join("{" + ", ".join(x) + "}" for x in c["classes"]) or "none"
+        cls = "; ".join("{" + ", ".join(x) + "} (flow-weighted ABW, n flows per path: "
+                        + ", ".join(f"{n}: {v / 1e6:.2f}" for n, v in c["shared_abw_bps"][i].items()) + " Mbit/s)"
+                        for i, x in enumerate(c["classes"])) or "none"
         extra = []
         if c["disagreements"]:
             extra.append("Rubenstein disagrees on " + ", ".join("/".join(p) for p in c["disagreements"]))

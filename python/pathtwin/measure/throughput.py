@@ -2,7 +2,8 @@
 reactivity table's entries (NSDI'09 §3.3 and §4.5: iperf with one to eight or ten flows).
 
 N connections from the source to a sink on the destination send as fast as the kernel's
-TCP lets them for ``duration``; the sink counts the bytes each delivered per quarter second.
+TCP lets them for ``duration``; the sink reads each connection's count of received bytes from
+the kernel (``tcp_info``) every 50 ms with the time, which gives the bytes per quarter second.
 The first quarter of the run (slow start, and the cross traffic's first reaction) is left
 out; the rest gives the mean, and its quarter-second samples the spread. The model's ABW is
 an IP-level rate (placeholders take C − ABW of the wire), so goodput is scaled by the
@@ -23,8 +24,9 @@ import numpy as np
 from . import hosts as hostmod
 from .hosts import MeasuredHost
 
-#: The sink's sampling period (s).
+#: The rate samples' period (s), and how often the sink reads its counters.
 BUCKET_S = 0.25
+SAMPLE_S = 0.05
 #: Share of a run left out at its start.
 WARMUP_SHARE = 0.25
 
@@ -34,7 +36,7 @@ def parallel_flows(src: MeasuredHost, dst: MeasuredHost, flows: int, duration_s:
     the throughput record (rates in bit/s): ``abw_bps`` (IP level, what a model's ABW is),
     ``goodput_bps``, per flow ``flow_goodput_bps``, and its confidence: ``samples``
     (quarter-second samples used), ``std_bps`` and ``cv`` of the aggregate's samples."""
-    sink = hostmod.start(dst, "sink", "--port", str(port), "--flows", str(flows), "--bucket", repr(BUCKET_S))
+    sink = hostmod.start(dst, "sink", "--port", str(port), "--flows", str(flows), "--every", repr(SAMPLE_S))
     try:
         sender = src.popen([sys.executable, str(hostmod.ENDPOINTS), "send", "--port", str(port), "--flows", str(flows),
                             "--duration", repr(duration_s), dst.ip], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -42,9 +44,23 @@ def parallel_flows(src: MeasuredHost, dst: MeasuredHost, flows: int, duration_s:
         got = hostmod.result(dst, sink, f"the sink of {flows} flow(s) from {src.name}", timeout=60)
     finally:
         hostmod.stop(sink)
-    rec = summarize(got["bytes"], got["bucket"], duration_s, sent["mss"], sent["mtu"], flows, t0_ns=got["t0"])
+    rec = summarize(buckets(got["samples"], got["t0"], BUCKET_S, flows), BUCKET_S, duration_s, sent["mss"], sent["mtu"],
+                    flows, t0_ns=got["t0"])
     rec["receiver_rmem_max"] = got.get("rmem_max")
+    rec["kernel_counts"] = bool(got.get("kernel"))
     return rec
+
+
+def buckets(samples: list, t0_ns: int, bucket_s: float, flows: int) -> list[list[int]]:
+    """Bytes each connection received per ``bucket_s`` from ``t0_ns``, from the sink's
+    ``(time ns, [bytes so far per connection])`` samples, linearly interpolated between them."""
+    if not samples:
+        return [[] for _ in range(flows)]
+    t = np.array([s[0] for s in samples], dtype=float)
+    n = max(len(s[1]) for s in samples)
+    cum = np.array([list(s[1]) + [0] * (n - len(s[1])) for s in samples], dtype=float)
+    edges = t0_ns + np.arange(0, math.floor((t[-1] - t0_ns) / (bucket_s * 1e9)) + 1) * bucket_s * 1e9
+    return [np.diff(np.interp(edges, t, cum[:, i])).round().astype(int).tolist() for i in range(n)]
 
 
 def summarize(per_flow: list[list[int]], bucket_s: float, duration_s: float, mss: int, mtu: int, flows: int,
