@@ -249,3 +249,52 @@ def test_measure_emulated_ground_truth(tmp_path, no_namespace_left_behind):
         return missed
 
     met_in_one_of(2, run, shortfalls)
+
+
+@needs_root
+def test_interrupted_measurement_resumes(tmp_path, no_namespace_left_behind):
+    """Ctrl-C keeps every finished step in the state file; the same command measures only
+    what is missing and writes the model; other settings are refused."""
+    import signal
+
+    from conftest import default_sigint
+
+    out = tmp_path / "model.toml"
+    state = tmp_path / "model.measure.json"
+    def command(flows: str) -> list[str]:
+        return [sys.executable, "-m", "pathtwin.cli", "measure", "--emulate", str(GROUND_TRUTH), "--hosts", "s,d3",
+                "--flows", flows, "--duration", "2s", "--probe-interval", "20ms", "--probe-duration", "3s", "-o", str(out)]
+
+    cmd = command("1,2")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    deadline = time.monotonic() + 300
+    steps: dict = {}
+    while time.monotonic() < deadline and p.poll() is None:
+        try:
+            steps = json.loads(state.read_text())["steps"]
+        except (OSError, ValueError, KeyError):
+            steps = {}
+        if len(steps) >= 2:  # the probes and one throughput test
+            break
+        time.sleep(0.1)
+    assert p.poll() is None, f"finished before it could be interrupted: {p.communicate()[1][-500:]}"
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 130, stderr[-1000:]
+    assert f"what was measured is kept in {state}" in stdout
+    assert "Traceback" not in stderr
+    kept = json.loads(state.read_text())["steps"]
+    assert "probe" in kept and len(kept) >= 2 and not out.exists()
+
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-1000:]
+    assert f"resuming from {state}" in again.stdout
+    final = json.loads(state.read_text())
+    assert set(final["steps"]) == {"probe", "tput s->d3 1", "tput s->d3 2", "tput d3->s 1", "tput d3->s 2"}
+    for k, v in kept.items():  # measured once: the first run's records, untouched
+        assert final["steps"][k] == v, k
+    cfg = tomllib.loads(out.read_text())
+    assert [p_["between"] for p_ in cfg["path"]] == [["s", "d3"]]
+
+    other = subprocess.run(command("1,4"), capture_output=True, text=True, timeout=120)
+    assert other.returncode == 2 and "measured with other settings (flows)" in other.stderr
