@@ -232,3 +232,15 @@ def test_bytes_per_bucket_from_counter_samples():
     b = buckets(samples, t0, 0.25, 2)
     assert b[0] == [250_000] * 4
     assert b[1] == [0, 500_000, 500_000, 500_000]
+
+
+def test_validate_refusals(tmp_path):
+    model = tmp_path / "m.toml"
+    r = run_cli("measure", "validate", model)
+    assert r.returncode == 2 and r.stderr.strip() == f"pathtwin: error: {model}: no such file"
+    model.write_text('hosts = ["a", "b"]\n')
+    r = run_cli("measure", "validate", model)
+    assert r.returncode == 2 and "no measurement record beside" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    (tmp_path / "m.measure.json").write_text(json.dumps({"format": 1, "settings": {}, "steps": {}, "findings": {}}))
+    r = run_cli("measure", "validate", model)
+    assert r.returncode == 2 and "the measurement is not complete" in r.stderr

@@ -252,9 +252,11 @@ def test_measure_emulated_ground_truth(tmp_path, no_namespace_left_behind):
 
 
 @needs_root
-def test_interrupted_measurement_resumes(tmp_path, no_namespace_left_behind):
+def test_interrupted_measurement_resumes_and_its_twin_validates(tmp_path, no_namespace_left_behind):
     """Ctrl-C keeps every finished step in the state file; the same command measures only
-    what is missing and writes the model; other settings are refused."""
+    what is missing and writes the model; other settings are refused. Then `pathtwin measure
+    validate` repeats the tests in the model's twin: each within NSDI'09 §4.5's 20 % of what
+    was measured in the ground truth."""
     import signal
 
     from conftest import default_sigint
@@ -298,3 +300,13 @@ def test_interrupted_measurement_resumes(tmp_path, no_namespace_left_behind):
 
     other = subprocess.run(command("1,4"), capture_output=True, text=True, timeout=120)
     assert other.returncode == 2 and "measured with other settings (flows)" in other.stderr
+
+    val = subprocess.run([sys.executable, "-m", "pathtwin.cli", "measure", "validate", str(out), "-o", str(tmp_path / "v.json")],
+                         capture_output=True, text=True, timeout=600)
+    assert val.returncode == 0, val.stderr[-1000:]
+    rows = json.loads((tmp_path / "v.json").read_text())["rows"]
+    assert len(rows) == 4
+    for r in rows:
+        assert r["measured_bps"] == final["steps"][f"tput {r['pair']} {r['flows']}"]["abw_bps"]
+        assert abs(r["twin_bps"] - r["measured_bps"]) <= 0.2 * r["measured_bps"], r
+    assert "100 % of the tests within 20 %" in val.stdout

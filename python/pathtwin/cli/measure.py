@@ -1,8 +1,12 @@
 """`pathtwin measure --emulate GROUND_TRUTH.toml [HOST... | --hosts a,b,c] -o model.toml`:
 measures every ordered pair of hosts (base RTT, ABW with 1..N flows, shared bottlenecks)
 and writes a paths topology, with rich progress bars per pair and step, a resume file
-beside the output, and every value's confidence in it. The work is ``pathtwin.measure``'s;
-this module parses, draws and reports.
+beside the output, and every value's confidence in it; `pathtwin measure validate
+MODEL.toml` repeats the measurement's throughput tests in an emulation of the model and
+compares. The work is ``pathtwin.measure``'s; this module parses, draws and reports.
+
+`measure` is a group whose default command is `paths`: ``pathtwin measure ARGS`` is
+``pathtwin measure paths ARGS`` unless ARGS start with a subcommand's name.
 
 Real hosts (``pathtwin measure HOST...`` without ``--emulate``) need an agent on each host,
 which does not exist yet: the command says so in one line.
@@ -14,8 +18,21 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from ..errors import PathtwinError
+
+#: The subcommand `pathtwin measure ARGS` runs when ARGS name no other.
+DEFAULT = "paths"
+
+
+class _DefaultGroup(TyperGroup):
+    """A group that hands arguments naming none of its subcommands to ``DEFAULT``."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = [DEFAULT, *args]
+        return super().parse_args(ctx, args)
 
 
 class _Bars:
@@ -65,7 +82,7 @@ def _time(text: str, what: str) -> float:
     return parse_quantity("time", text, what)
 
 
-def measure(
+def paths(
     hosts: Optional[List[str]] = typer.Argument(None, help="Hosts to measure (with --emulate: hosts of the ground truth)."),
     emulate: Optional[Path] = typer.Option(None, "--emulate", help="Measure between hosts of an emulation of this "
                                            "topology, its [[flow]] cross traffic running as real kernel TCP (root)."),
@@ -79,9 +96,9 @@ def measure(
     probe_duration: str = typer.Option("15s", "--probe-duration", help="Length of the probe series."),
     port: int = typer.Option(47000, "--port", help="UDP port of the probes; the TCP tests use the next one."),
 ) -> None:
-    """Measure paths between hosts (base RTT, ABW and reactivity with 1..N TCP flows,
-    shared bottlenecks) and write a paths topology for `pathtwin sim` and `pathtwin emu`.
-    An interrupted run keeps what it measured; the same command resumes it."""
+    """(default) Measure paths between hosts (base RTT, ABW and reactivity with 1..N TCP
+    flows, shared bottlenecks) and write a paths topology for `pathtwin sim` and `pathtwin
+    emu`. An interrupted run keeps what it measured; the same command resumes it."""
     from ..measure import Settings, parse_flows
 
     if emulate is None:
@@ -156,6 +173,32 @@ def _shared_abw(by_flows: dict) -> str:
     return " (shared ABW, n flows per path: " + ", ".join(f"{n}: {v / 1e6:.2f}" for n, v in by_flows.items()) + " Mbit/s)"
 
 
+def validate(
+    model: Path = typer.Argument(..., help="A model `pathtwin measure` wrote (its NAME.measure.json beside it)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the comparison as JSON."),
+) -> None:
+    """Repeat the measurement's throughput tests in an emulation of the model (root) and
+    compare the twin's ABW with the measured one, per pair and flow count (NSDI'09 §4.5)."""
+    from ..measure.validate import WITHIN
+    from ..measure.validate import validate as run_validation
+    from ._light import text_table
+
+    bars = _Bars()
+    try:
+        v = run_validation(model, out=out, progress=bars)
+    finally:
+        bars.close()
+    rows = [(r["pair"], str(r["flows"]), f"{r['measured_bps'] / 1e6:.2f}", f"{r['twin_bps'] / 1e6:.2f}", f"{r['error'] * 100:+.1f}%")
+            for r in v.rows]
+    print(text_table(("path", "flows", "measured Mbit/s", "twin Mbit/s", "error"), rows))
+    print(f"{v.within * 100:.0f} % of the tests within {WITHIN * 100:.0f} % (NSDI'09 Figure 8: 80 % of its paths)")
+
+
 def register(app: typer.Typer) -> None:
-    """Adds `pathtwin measure`."""
-    app.command()(measure)
+    """Adds `pathtwin measure` (default: `paths`) and `pathtwin measure validate`."""
+    group = typer.Typer(cls=_DefaultGroup, no_args_is_help=True, rich_markup_mode=None,
+                        help="Measure paths between hosts into a path model (`pathtwin measure [paths] ...`), "
+                             "and check the model's twin against the measurement (`pathtwin measure validate`).")
+    group.command(DEFAULT)(paths)
+    group.command()(validate)
+    app.add_typer(group, name="measure")
