@@ -49,6 +49,7 @@ def test_a_wheel_installs_and_reproduces_from_another_directory(tmp_path):
     [wheel] = wheels.glob("pathtwin-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("pathtwin/examples/nsdi09-figure5.toml", "pathtwin/examples/nsdi09-table2.toml",
+                   "pathtwin/examples/groundtruth/campus.toml", "pathtwin/measure/endpoints.py",
                    "pathtwin/py.typed", "pathtwin/_native.pyi", "pathtwin/cli/__main__.py"):
         assert needed in names, (needed, names)
     assert sum(n.startswith("pathtwin/_native") and n.endswith(".so") for n in names) == 1, names

@@ -1,0 +1,279 @@
+"""The small programs a measurement runs inside the measured hosts: a UDP echo server, a
+UDP prober, a TCP sink and a TCP sender. Standard library only, run as a script
+(``python endpoints.py echo|probe|sink|send ...``) so that a host needs nothing but a Python
+interpreter (an emulated host shares this file system; a real host will get this file from
+the agent). Each prints ``ready`` when it listens and one JSON line with its result.
+
+Time stamps are ``CLOCK_REALTIME`` nanoseconds. Received datagrams are stamped by the kernel
+(``SO_TIMESTAMPNS``), not when Python gets round to reading them, so a busy interpreter adds
+no delay to a one-way delay. Between network namespaces of one machine both ends read the
+same clock, so receiver time minus sender time *is* the one-way delay; between real hosts it
+is the delay plus an unknown clock offset, which the uses of one-way delays here (minimum and
+correlation of a series) do not depend on.
+
+Not here: what the numbers mean (``probes``, ``throughput``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import selectors
+import socket
+import struct
+import sys
+import time
+
+#: A probe: magic, round, destination index, sender's time (ns); padded to PROBE_BYTES.
+PROBE = struct.Struct("!IIIq")
+#: An echo: the probe, then the echo server's kernel receive time and its send time (ns).
+ECHO = struct.Struct("!IIIqqq")
+MAGIC = 0x70747731  # "ptw1"
+#: Bytes of a probe datagram's payload: light (the series must not load the path).
+PROBE_BYTES = 64
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+IP_MTU = 14  # <linux/in.h>; not exported by Python's socket module
+#: Offset of ``tcpi_bytes_received`` in Linux's ``struct tcp_info``.
+TCPI_BYTES_RECEIVED = 128
+
+
+def _stamp_socket(s: socket.socket) -> None:
+    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+
+def _recv_stamped(s: socket.socket) -> tuple[bytes, int, tuple]:
+    """One datagram, the kernel's receive time (ns; the clock now if it gave none) and the sender."""
+    data, anc, _flags, addr = s.recvmsg(2048, socket.CMSG_SPACE(16))
+    for level, kind, payload in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= 16:
+            sec, nsec = struct.unpack("qq", payload[:16])
+            return data, sec * 1_000_000_000 + nsec, addr
+    return data, time.time_ns(), addr
+
+
+def echo(port: int) -> int:
+    """Answers every probe with the probe, its kernel receive time and the send time."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", port))
+    _stamp_socket(s)
+    print("ready", flush=True)
+    while True:
+        data, rx, addr = _recv_stamped(s)
+        if len(data) < PROBE.size:
+            continue
+        magic, rnd, dest, sent = PROBE.unpack_from(data)
+        if magic != MAGIC:
+            continue
+        s.sendto(ECHO.pack(magic, rnd, dest, sent, rx, time.time_ns()), addr)
+
+
+def probe(port: int, interval: float, duration: float, dests: list[str]) -> int:
+    """Every ``interval`` seconds for ``duration``, one probe to each destination back to back
+    (the order of ``dests``), the echoes collected until a second after the last round.
+    Result: per destination, the lists ``round``, ``sent``, ``remote_rx``, ``back`` (ns;
+    rounds without an echo are missing) and ``rounds`` sent."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    _stamp_socket(s)
+    s.setblocking(False)
+    sel = selectors.DefaultSelector()
+    sel.register(s, selectors.EVENT_READ)
+    got: list[dict[str, list[int]]] = [{"round": [], "sent": [], "remote_rx": [], "back": []} for _ in dests]
+    rounds = max(1, int(duration / interval))
+    pad = b"\0" * (PROBE_BYTES - PROBE.size)
+    print("ready", flush=True)
+    start = time.monotonic()
+    next_round, sent_rounds = 0, 0
+    end = start + rounds * interval + 1.0
+    while True:
+        now = time.monotonic()
+        if next_round < rounds and now >= start + next_round * interval:
+            for i, d in enumerate(dests):
+                try:
+                    s.sendto(PROBE.pack(MAGIC, next_round, i, time.time_ns()) + pad, (d, port))
+                except (BlockingIOError, OSError):
+                    pass  # a full socket buffer or an unreachable host is a lost probe
+            next_round += 1
+            sent_rounds = next_round
+            continue
+        if now >= end:
+            break
+        wake = start + next_round * interval if next_round < rounds else end
+        for _key, _ev in sel.select(timeout=max(0.0, wake - now)):
+            while True:
+                try:
+                    data, back, _addr = _recv_stamped(s)
+                except BlockingIOError:
+                    break
+                if len(data) < ECHO.size:
+                    continue
+                magic, rnd, dest, sent, rx, _tx = ECHO.unpack_from(data)
+                if magic != MAGIC or dest >= len(dests):
+                    continue
+                g = got[dest]
+                g["round"].append(rnd)
+                g["sent"].append(sent)
+                g["remote_rx"].append(rx)
+                g["back"].append(back)
+    print(json.dumps({"rounds": sent_rounds, "interval": interval, "dests": dests, "series": got}), flush=True)
+    return 0
+
+
+def _bytes_received(c: socket.socket) -> int | None:
+    """The kernel's count of bytes this connection received (``tcpi_bytes_received``, Linux
+    4.1+), or None where the kernel keeps none."""
+    try:
+        info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
+    except OSError:
+        return None
+    return struct.unpack_from("Q", info, TCPI_BYTES_RECEIVED)[0] if len(info) >= TCPI_BYTES_RECEIVED + 8 else None
+
+
+def sink(port: int, flows: int, every: float) -> int:
+    """Accepts ``flows`` connections and reads them to their end. Result: every ``every``
+    seconds from the first accept (``t0``, ns), the time (ns) and each connection's bytes
+    received so far (``samples``). The counts are the kernel's (``kernel``: true), taken with
+    the time they are read at: a sink that is late to read (a busy machine) shifts no bytes
+    between samples, as counting what ``recv`` returns would."""
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("0.0.0.0", port))
+    ls.listen(flows + 4)
+    print("ready", flush=True)
+    sel = selectors.DefaultSelector()
+    sel.register(ls, selectors.EVENT_READ, None)
+    conns: list[socket.socket | None] = []
+    read: list[int] = []  # bytes recv() returned, per connection
+    last: list[int] = []  # the newest count per connection
+    kernel = True
+    samples: list[tuple[int, list[int]]] = []
+    t0 = 0
+    accepted, open_ = 0, 0
+
+    def sample() -> None:
+        nonlocal kernel
+        for i, c in enumerate(conns):
+            if c is not None:
+                k = _bytes_received(c)
+                if k is None:
+                    kernel = False
+                last[i] = k if kernel and k is not None else read[i]
+        samples.append((time.time_ns(), list(last)))
+
+    next_sample = 0.0
+    while accepted < flows or open_ > 0:
+        now = time.monotonic()
+        if accepted and now >= next_sample:
+            sample()
+            next_sample = now + every
+        for key, _ev in sel.select(timeout=every if accepted else 1.0):
+            if key.data is None:
+                c, _ = ls.accept()
+                c.setblocking(False)
+                if accepted == 0:
+                    t0 = time.time_ns()
+                sel.register(c, selectors.EVENT_READ, accepted)
+                conns.append(c)
+                read.append(0)
+                last.append(0)
+                accepted += 1
+                open_ += 1
+                if accepted == flows:
+                    sel.unregister(ls)
+                    ls.close()
+                continue
+            k = key.data
+            try:
+                b = key.fileobj.recv(262144)  # type: ignore[union-attr]
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                b = b""
+            read[k] += len(b)
+            if not b:
+                sample()  # its final count, while the socket still exists
+                sel.unregister(key.fileobj)
+                key.fileobj.close()  # type: ignore[union-attr]
+                conns[k] = None
+                open_ -= 1
+    sample()
+    print(json.dumps({"t0": t0, "samples": samples, "kernel": kernel, "rmem_max": _rmem_max()}), flush=True)
+    return 0
+
+
+def _rmem_max() -> int | None:
+    """The largest receive buffer this host's TCP autotunes to (its network namespace's
+    ``tcp_rmem`` maximum): what bounds a flow's window towards it."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_rmem") as f:
+            return int(f.read().split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def send(addr: str, port: int, flows: int, duration: float) -> int:
+    """Opens ``flows`` connections at once and keeps them all sending for ``duration``
+    seconds. Result: bytes each wrote, the segment payload (``mss``) and the path MTU, which
+    turn goodput into the IP-level rate a path model's ABW is."""
+    socks = []
+    for _ in range(flows):
+        c = socket.create_connection((addr, port), timeout=10)
+        c.setblocking(False)
+        socks.append(c)
+    mss = socks[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
+    try:
+        mtu = socks[0].getsockopt(socket.IPPROTO_IP, IP_MTU)
+    except OSError:
+        mtu = 1500
+    sel = selectors.DefaultSelector()
+    for i, c in enumerate(socks):
+        sel.register(c, selectors.EVENT_WRITE, i)
+    chunk = b"m" * 262144
+    wrote = [0] * flows
+    end = time.monotonic() + duration
+    while time.monotonic() < end:
+        for key, _ev in sel.select(timeout=0.1):
+            try:
+                wrote[key.data] += key.fileobj.send(chunk)  # type: ignore[union-attr]
+            except (BlockingIOError, InterruptedError):
+                pass
+    for c in socks:
+        c.close()
+    print(json.dumps({"wrote": wrote, "mss": mss, "mtu": mtu}), flush=True)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="endpoints.py")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("echo")
+    e.add_argument("--port", type=int, required=True)
+    pr = sub.add_parser("probe")
+    pr.add_argument("--port", type=int, required=True)
+    pr.add_argument("--interval", type=float, required=True)
+    pr.add_argument("--duration", type=float, required=True)
+    pr.add_argument("dests", nargs="+")
+    sk = sub.add_parser("sink")
+    sk.add_argument("--port", type=int, required=True)
+    sk.add_argument("--flows", type=int, required=True)
+    sk.add_argument("--every", type=float, default=0.05)
+    sd = sub.add_parser("send")
+    sd.add_argument("--port", type=int, required=True)
+    sd.add_argument("--flows", type=int, required=True)
+    sd.add_argument("--duration", type=float, required=True)
+    sd.add_argument("addr")
+    a = p.parse_args(argv)
+    if a.cmd == "echo":
+        return echo(a.port)
+    if a.cmd == "probe":
+        return probe(a.port, a.interval, a.duration, a.dests)
+    if a.cmd == "sink":
+        return sink(a.port, a.flows, a.every)
+    return send(a.addr, a.port, a.flows, a.duration)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        sys.exit(130)

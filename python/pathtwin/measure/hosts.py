@@ -1,0 +1,78 @@
+"""What a measurement needs of a host, and starting the endpoint programs in one.
+
+A measured host is anything with a ``name``, an IPv4 address ``ip`` and a ``popen(args,
+**kwargs)`` that starts a process *on that host* — an emulated host (``pathtwin.Emulation``'s
+``Host``, whose processes run in its network namespace) satisfies it as it is; a real host
+reached through an agent will too. The endpoint programs are ``endpoints.py``, run by the
+same interpreter as this process.
+
+Not here: what the programs measure (``probes``, ``throughput``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+from ..errors import PathtwinError
+
+ENDPOINTS = Path(__file__).with_name("endpoints.py")
+
+
+class MeasuredHost(Protocol):
+    name: str
+
+    @property
+    def ip(self) -> str: ...
+
+    def popen(self, args: Sequence[str], **kwargs: Any) -> subprocess.Popen: ...
+
+
+def start(host: MeasuredHost, *args: str) -> subprocess.Popen:
+    """Starts ``endpoints.py ARGS`` on ``host`` and returns once it printed ``ready`` (a
+    program that cannot start exits, which ends the wait)."""
+    p = host.popen([sys.executable, str(ENDPOINTS), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None  # a pipe
+    line = p.stdout.readline()
+    if line.strip() != "ready":
+        stop(p)
+        err = _stderr_tail(p)
+        raise PathtwinError(f"host {host.name}: the {args[0]} program did not start" + (f": {err}" if err else ""))
+    return p
+
+
+def result(host: MeasuredHost, p: subprocess.Popen, what: str, timeout: float) -> dict:
+    """The JSON line a started program prints at its end."""
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop(p)
+        raise PathtwinError(f"host {host.name}: {what} did not finish within {timeout:.0f} s") from None
+    lines = [ln for ln in (out or "").splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not lines:
+        tail = (err or "").strip().splitlines()
+        raise PathtwinError(f"host {host.name}: {what} failed (exit {p.returncode})" + (f": {tail[-1]}" if tail else ""))
+    return json.loads(lines[-1])
+
+
+def stop(p: subprocess.Popen) -> None:
+    """Ends a program (a server that runs until told) and waits for it."""
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _stderr_tail(p: subprocess.Popen) -> str:
+    try:
+        err = p.stderr.read() if p.stderr is not None else ""
+    except (OSError, ValueError):
+        return ""
+    lines = (err or "").strip().splitlines()
+    return lines[-1] if lines else ""

@@ -1,0 +1,140 @@
+"""The probe series: from each source, one light UDP probe to every destination back to back
+every ``interval`` for ``duration``, echoed by a server on each host. One series gives both
+what a path model needs from probes:
+
+- the base RTT of a pair: the minimum round trip of the series (NSDI'09 §3.3: "simple ping
+  packets, sent frequently over long periods"; the smallest saw no queue);
+- the one-way delays towards each destination (echo server's kernel receive time minus the
+  probe's send time) that shared-congestion detection correlates (``shared``; ALGORITHMS.md
+  §7's "UDP probes to both destinations back to back every ~99 ms").
+
+All sources probe at once: the probes are 64-byte datagrams (a few kbit/s per path), and a
+source's rounds go to its destinations back to back as DCW needs. Between emulated hosts the
+sender's and the receiver's clocks are one clock (network namespaces share
+``CLOCK_REALTIME``), so one-way delays are absolute; between real hosts they carry an unknown
+offset, which the minimum RTT does not use and correlation does not see.
+
+Not here: the programs (``endpoints``), the clustering (``shared``).
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from ..errors import PathtwinError
+from . import hosts as hostmod
+from .hosts import MeasuredHost
+
+
+@dataclass
+class ProbeSeries:
+    """One source's probes to one destination: per answered round its send, remote receive
+    and return times (ns), and how many rounds were sent."""
+
+    src: str
+    dst: str
+    rounds: int
+    interval_s: float
+    round: np.ndarray
+    sent: np.ndarray
+    remote_rx: np.ndarray
+    back: np.ndarray
+
+    @property
+    def rtt_s(self) -> np.ndarray:
+        return (self.back - self.sent) / 1e9
+
+    @property
+    def one_way_s(self) -> np.ndarray:
+        """Forward one-way delays (s): exact between emulated hosts, offset by the clocks'
+        difference between real ones."""
+        return (self.remote_rx - self.sent) / 1e9
+
+    def summary(self) -> dict:
+        """Base RTT (the minimum) with what says how far to trust it: samples and losses,
+        the 5th percentile and median (how much queueing the series saw above the minimum)."""
+        n = len(self.round)
+        if n == 0:
+            return {"samples": 0, "lost": self.rounds, "rtt_min_ms": None}
+        rtt = self.rtt_s * 1e3
+        return {"samples": n, "lost": self.rounds - n, "rtt_min_ms": round(float(rtt.min()), 4),
+                "rtt_p5_ms": round(float(np.percentile(rtt, 5)), 4), "rtt_median_ms": round(float(np.median(rtt)), 4)}
+
+    def to_json(self) -> dict:
+        return {"src": self.src, "dst": self.dst, "rounds": self.rounds, "interval_s": self.interval_s,
+                "round": self.round.tolist(), "sent": self.sent.tolist(), "remote_rx": self.remote_rx.tolist(),
+                "back": self.back.tolist()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ProbeSeries":
+        arr = lambda k: np.asarray(d[k], dtype=np.int64)  # noqa: E731
+        return cls(d["src"], d["dst"], int(d["rounds"]), float(d["interval_s"]), arr("round"), arr("sent"),
+                   arr("remote_rx"), arr("back"))
+
+
+class EchoServers:
+    """An echo server on each host for the duration of a ``with`` block."""
+
+    def __init__(self, hosts: Sequence[MeasuredHost], port: int):
+        self.hosts = list(hosts)
+        self.port = port
+        self._procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> "EchoServers":
+        try:
+            for h in self.hosts:
+                self._procs.append(hostmod.start(h, "echo", "--port", str(self.port)))
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for p in self._procs:
+            hostmod.stop(p)
+        self._procs.clear()
+
+
+def probe_all(sources: Sequence[MeasuredHost], dests: dict[str, Sequence[MeasuredHost]], port: int,
+              interval_s: float, duration_s: float,
+              on_done: Optional[Callable[[str], None]] = None) -> dict[str, dict[str, ProbeSeries]]:
+    """Runs every source's probe series at once (echo servers must be running on the
+    destinations); returns ``{source: {destination: ProbeSeries}}``. ``on_done(source)`` is
+    called as each source's series ends."""
+    procs = []
+    try:
+        for s in sources:
+            addrs = [d.ip for d in dests[s.name]]
+            procs.append((s, hostmod.start(s, "probe", "--port", str(port), "--interval", repr(interval_s),
+                                           "--duration", repr(duration_s), *addrs)))
+        out: dict[str, dict[str, ProbeSeries]] = {}
+        for s, p in procs:
+            res = hostmod.result(s, p, "the probe series", timeout=duration_s + 30)
+            names = [d.name for d in dests[s.name]]
+            out[s.name] = {}
+            for name, g in zip(names, res["series"]):
+                arr = lambda k: np.asarray(g[k], dtype=np.int64)  # noqa: E731
+                out[s.name][name] = ProbeSeries(s.name, name, int(res["rounds"]), float(res["interval"]),
+                                                arr("round"), arr("sent"), arr("remote_rx"), arr("back"))
+            if on_done is not None:
+                on_done(s.name)
+        return out
+    finally:
+        for _s, p in procs:
+            hostmod.stop(p)
+
+
+def check_probe_settings(interval_s: float, duration_s: float) -> None:
+    """A series DCW can use: positive times and at least 25 rounds (ALGORITHMS.md §7)."""
+    if not (interval_s > 0 and math.isfinite(interval_s)):
+        raise PathtwinError(f"--probe-interval: must be positive, not {interval_s:g} s")
+    if not (duration_s > 0 and math.isfinite(duration_s)):
+        raise PathtwinError(f"--probe-duration: must be positive, not {duration_s:g} s")
+    if duration_s / interval_s < 25:
+        raise PathtwinError(f"--probe-duration {duration_s:g} s at --probe-interval {interval_s * 1e3:g} ms gives "
+                            f"{int(duration_s / interval_s)} probes per path; shared-bottleneck detection needs at least 25")

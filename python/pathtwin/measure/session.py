@@ -1,0 +1,245 @@
+"""One measurement of a set of hosts, step by step, resumable: the probe series from every
+source at once, then, for every ordered pair, the parallel-flow throughput tests one at a
+time (a path carries one test at a time, as the paper's iperf runs did), then the findings
+and the model. Each finished step is in the state file (``state``) before the next starts.
+
+``Settings`` holds and checks what a user can set; ``measure`` runs it with an optional
+``Progress`` told of every step (the command line draws rich bars from it).
+
+Not here: the steps' own work (``probes``, ``throughput``, ``shared``), the file's format
+(``state``), writing the model (``model``), emulated ground truths (``emulated``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Protocol, Sequence
+
+from ..errors import PathtwinError
+from . import model, shared
+from .hosts import MeasuredHost
+from .probes import EchoServers, ProbeSeries, check_probe_settings, probe_all
+from .state import State, state_path
+from .throughput import parallel_flows
+
+#: Flow counts of the reactivity table by default (NSDI'09 §4.5 measured one to eight).
+DEFAULT_FLOWS = (1, 2, 4, 8)
+
+
+@dataclass
+class Settings:
+    """What a measurement does: ``flows`` the flow counts of each direction's reactivity
+    table, ``duration_s`` each throughput test's length, ``probe_interval_s`` and
+    ``probe_duration_s`` the probe series (ALGORITHMS.md §7: ~99 ms for 15 s), ``port`` the
+    first of the two ports used (UDP probes, TCP tests)."""
+
+    flows: list[int] = field(default_factory=lambda: list(DEFAULT_FLOWS))
+    duration_s: float = 10.0
+    probe_interval_s: float = 0.099
+    probe_duration_s: float = 15.0
+    port: int = 47000
+    rho_shared: float = shared.RHO_SHARED
+    min_spread_s: float = shared.MIN_SPREAD_S
+
+    def check(self) -> None:
+        if not self.flows:
+            raise PathtwinError("--flows: give at least one flow count")
+        for n in self.flows:
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise PathtwinError(f"--flows: {n!r} is not a positive number of flows")
+            if n > 256:
+                raise PathtwinError(f"--flows: {n} flows is more than the 256 a test opens at most")
+        if len(set(self.flows)) != len(self.flows):
+            raise PathtwinError(f"--flows: {','.join(map(str, self.flows))} names a flow count twice")
+        if not (self.duration_s > 0 and math.isfinite(self.duration_s)):
+            raise PathtwinError(f"--duration: must be positive, not {self.duration_s:g} s")
+        if self.duration_s < 1.0:
+            raise PathtwinError(f"--duration: {self.duration_s:g} s is too short for TCP to leave slow start; give at least 1 s")
+        check_probe_settings(self.probe_interval_s, self.probe_duration_s)
+        if not 1024 <= self.port <= 65534:
+            raise PathtwinError(f"--port: {self.port} is not between 1024 and 65534")
+
+    def record(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["flows"] = sorted(self.flows)
+        return d
+
+
+def parse_flows(text: str) -> list[int]:
+    """``"1,2,4,8"`` -> ``[1, 2, 4, 8]``; anything else is a one-line error naming ``--flows``."""
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            n = int(item)
+        except ValueError:
+            raise PathtwinError(f"--flows: {item!r} is not a number of flows (expected e.g. 1,2,4,8)") from None
+        out.append(n)
+    s = Settings(flows=out)
+    s.check()
+    return sorted(out)
+
+
+class Progress(Protocol):
+    """What ``measure`` tells a display: the steps ahead, each step's start, and its end."""
+
+    def plan(self, steps: list[tuple[str, str, float]]) -> None:
+        """``(pair, step, expected seconds)`` for every step, done or not."""
+
+    def start(self, pair: str, step: str) -> None: ...
+
+    def done(self, pair: str, step: str) -> None: ...
+
+
+@dataclass
+class Measurement:
+    """What ``measure`` returns: the model (config dict and its TOML), the findings with
+    every value's confidence, and where they were written."""
+
+    config: dict
+    toml: str
+    findings: dict
+    out: Optional[Path]
+    state: Path
+
+
+def _pairs(hosts: Sequence[MeasuredHost]) -> list[tuple[MeasuredHost, MeasuredHost]]:
+    return [(a, b) for a in hosts for b in hosts if a is not b]
+
+
+def check_hosts(names: Sequence[str], known: Sequence[str], what: str = "--hosts") -> list[str]:
+    """``names`` checked against the hosts there are: at least two, no repeats, none unknown."""
+    names = [n.strip() for n in names]
+    for n in names:
+        if not n:
+            raise PathtwinError(f"{what}: an empty host name")
+        if n not in known:
+            raise PathtwinError(f"{what}: no host {n!r}; the hosts are {', '.join(known)}")
+    if len(set(names)) != len(names):
+        raise PathtwinError(f"{what}: {','.join(names)} names a host twice")
+    if len(names) < 2:
+        raise PathtwinError(f"{what}: a measurement needs at least two hosts, got {len(names)}")
+    return names
+
+
+def measure(hosts: Sequence[MeasuredHost], settings: Settings, out: Optional[Path] = None,
+            state_file: Optional[Path] = None, progress: Optional[Progress] = None,
+            context: Optional[dict[str, Any]] = None) -> Measurement:
+    """Measures every ordered pair of ``hosts`` and returns the model. ``out`` (a TOML path)
+    is written at the end; the state file (default: beside ``out``) after every step, and a
+    state measured with the same settings (and ``context``, e.g. the ground truth) is
+    resumed. Ctrl-C raises ``KeyboardInterrupt`` with every finished step kept."""
+    settings.check()
+    names = [h.name for h in hosts]
+    check_hosts(names, names, what="hosts")
+    if state_file is None:
+        if out is None:
+            raise PathtwinError("give an output file or a state file: a measurement keeps its steps in one")
+        state_file = state_path(Path(out))
+    st = State.open(Path(state_file), {**settings.record(), "hosts": names, **(context or {})})
+    flows = sorted(settings.flows)
+    pairs = _pairs(hosts)
+    plan = [(h.name, "probe", settings.probe_duration_s + 1) for h in hosts]
+    plan += [(f"{a.name}->{b.name}", f"{n} flow{'s' if n > 1 else ''}", settings.duration_s) for a, b in pairs for n in flows]
+    if progress is not None:
+        progress.plan(plan)
+        for pair, step, _ in plan:
+            if _step_key(pair, step) in st.steps:
+                progress.done(pair, step)
+
+    if not st.done("probe"):
+        for h in hosts:
+            if progress is not None:
+                progress.start(h.name, "probe")
+        with EchoServers(hosts, settings.port):
+            series = probe_all(hosts, {h.name: [d for d in hosts if d is not h] for h in hosts}, settings.port,
+                               settings.probe_interval_s, settings.probe_duration_s,
+                               on_done=(lambda s: progress.done(s, "probe")) if progress is not None else None)
+        st.record("probe", {s: {d: ps.to_json() for d, ps in by.items()} for s, by in series.items()})
+    tport = settings.port + 1
+    for a, b in pairs:
+        for n in flows:
+            pair, step = f"{a.name}->{b.name}", f"{n} flow{'s' if n > 1 else ''}"
+            key = _step_key(pair, step)
+            if st.done(key):
+                continue
+            if progress is not None:
+                progress.start(pair, step)
+            st.record(key, parallel_flows(a, b, n, settings.duration_s, tport))
+            if progress is not None:
+                progress.done(pair, step)
+
+    findings = analyse(names, st.steps, flows, settings)
+    cfg = model.build(names, findings["rtt"], {k: {int(n): v for n, v in t.items()} for k, t in findings["throughput"].items()},
+                      {s: c["classes"] for s, c in findings["shared"].items()})
+    text = model.toml(cfg, _header(names, findings, context))
+    st.findings = findings
+    st.save()
+    if out is not None:
+        try:
+            Path(out).write_text(text)
+        except OSError as e:
+            raise PathtwinError(f"{out}: cannot write the model ({e.strerror})") from None
+    return Measurement(cfg, text, findings, Path(out) if out is not None else None, Path(state_file))
+
+
+def _step_key(pair: str, step: str) -> str:
+    return "probe" if step == "probe" else f"tput {pair} {step.split()[0]}"
+
+
+def analyse(names: list[str], steps: dict[str, Any], flows: list[int], settings: Settings) -> dict:
+    """The findings from the recorded steps: per ordered pair the base RTT and the throughput
+    table, per source the shared classes, each with its confidence."""
+    probe = {s: {d: ProbeSeries.from_json(v) for d, v in by.items()} for s, by in steps["probe"].items()}
+    rtt = {f"{s}->{d}": ps.summary() for s, by in probe.items() for d, ps in by.items()}
+    tput: dict[str, dict[str, dict]] = {}
+    for a in names:
+        for b in names:
+            if a != b:
+                tput[f"{a}->{b}"] = {str(n): steps[f"tput {a}->{b} {n}"] for n in flows}
+    clusters: dict[str, dict] = {}
+    for s, by in probe.items():
+        dests = list(by)
+        if len(dests) < 2:
+            continue
+        try:
+            delays = {d: shared.interpolate_lost(by[d].round, by[d].one_way_s, by[d].rounds) for d in dests}
+        except PathtwinError as e:
+            clusters[s] = {"classes": [], "error": str(e)}
+            continue
+        c = shared.cluster(delays, rho_shared=settings.rho_shared, min_spread_s=settings.min_spread_s)
+        d = c.as_dict()
+        d["shared_abw_bps"] = [model.shared_abw({k: {int(n): v for n, v in t.items()} for k, t in tput.items()}, s, cls)
+                               for cls in c.classes]
+        clusters[s] = d
+    return {"rtt": rtt, "throughput": tput, "shared": clusters}
+
+
+def _header(names: list[str], f: dict, context: Optional[dict]) -> list[str]:
+    """Comment lines for the model: where it comes from and each value's confidence."""
+    lines = [f"measured by `pathtwin measure` between {', '.join(names)}"]
+    if context and context.get("ground_truth"):
+        lines[0] += f" in an emulation of {context['ground_truth']}"
+    for k, r in f["rtt"].items():
+        if r.get("rtt_min_ms") is None:
+            continue
+        t = f["throughput"][k]
+        abw = ", ".join(f"{n}: {v['abw_bps'] / 1e6:.2f}±{v['std_bps'] / 1e6:.2f} Mbit/s (n={v['samples']})" for n, v in t.items())
+        lines.append(f"{k}: rtt min {r['rtt_min_ms']:.3f} ms (p5 {r['rtt_p5_ms']:.3f}, {r['samples']} probes, "
+                     f"{r['lost']} lost); abw {abw}")
+    for s, c in f["shared"].items():
+        if "error" in c:
+            lines.append(f"from {s}: shared bottlenecks not tested: {c['error']}")
+            continue
+        cls = "; ".join("{" + ", ".join(x) + "} (flow-weighted ABW, n flows per path: "
+                        + ", ".join(f"{n}: {v / 1e6:.2f}" for n, v in c["shared_abw_bps"][i].items()) + " Mbit/s)"
+                        for i, x in enumerate(c["classes"])) or "none"
+        extra = []
+        if c["disagreements"]:
+            extra.append("Rubenstein disagrees on " + ", ".join("/".join(p) for p in c["disagreements"]))
+        if c["undecided"]:
+            extra.append("Rubenstein undecided on " + ", ".join("/".join(p) for p in c["undecided"]))
+        lines.append(f"from {s}: shared {cls}" + (f" ({'; '.join(extra)})" if extra else ""))
+    return lines

@@ -1,0 +1,96 @@
+"""Available bandwidth of a path direction as the throughput of N parallel TCP flows, the
+reactivity table's entries (NSDI'09 §3.3 and §4.5: iperf with one to eight or ten flows).
+
+N connections from the source to a sink on the destination send as fast as the kernel's
+TCP lets them for ``duration``; the sink reads each connection's count of received bytes from
+the kernel (``tcp_info``) every 50 ms with the time, which gives the bytes per quarter second.
+The first quarter of the run (slow start, and the cross traffic's first reaction) is left
+out; the rest gives the mean, and its quarter-second samples the spread. The model's ABW is
+an IP-level rate (placeholders take C − ABW of the wire), so goodput is scaled by the
+packet size over the payload per packet, as the sender's socket reports them (path MTU and
+``TCP_MAXSEG``: 1500/1448 with timestamps).
+
+Not here: the programs (``endpoints``).
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+
+from . import hosts as hostmod
+from .hosts import MeasuredHost
+
+#: The rate samples' period (s), and how often the sink reads its counters.
+BUCKET_S = 0.25
+SAMPLE_S = 0.05
+#: Share of a run left out at its start.
+WARMUP_SHARE = 0.25
+
+
+def parallel_flows(src: MeasuredHost, dst: MeasuredHost, flows: int, duration_s: float, port: int) -> dict:
+    """Runs ``flows`` parallel TCP flows from ``src`` to ``dst`` for ``duration_s``; returns
+    the throughput record (rates in bit/s): ``abw_bps`` (IP level, what a model's ABW is),
+    ``goodput_bps``, per flow ``flow_goodput_bps``, and its confidence: ``samples``
+    (quarter-second samples used), ``std_bps`` and ``cv`` of the aggregate's samples."""
+    sink = hostmod.start(dst, "sink", "--port", str(port), "--flows", str(flows), "--every", repr(SAMPLE_S))
+    try:
+        sender = src.popen([sys.executable, str(hostmod.ENDPOINTS), "send", "--port", str(port), "--flows", str(flows),
+                            "--duration", repr(duration_s), dst.ip], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sent = hostmod.result(src, sender, f"the sender of {flows} flow(s) to {dst.name}", timeout=duration_s + 60)
+        got = hostmod.result(dst, sink, f"the sink of {flows} flow(s) from {src.name}", timeout=60)
+    finally:
+        hostmod.stop(sink)
+    rec = summarize(buckets(got["samples"], got["t0"], BUCKET_S, flows), BUCKET_S, duration_s, sent["mss"], sent["mtu"],
+                    flows, t0_ns=got["t0"])
+    rec["receiver_rmem_max"] = got.get("rmem_max")
+    rec["kernel_counts"] = bool(got.get("kernel"))
+    return rec
+
+
+def buckets(samples: list, t0_ns: int, bucket_s: float, flows: int) -> list[list[int]]:
+    """Bytes each connection received per ``bucket_s`` from ``t0_ns``, from the sink's
+    ``(time ns, [bytes so far per connection])`` samples, linearly interpolated between them."""
+    if not samples:
+        return [[] for _ in range(flows)]
+    t = np.array([s[0] for s in samples], dtype=float)
+    n = max(len(s[1]) for s in samples)
+    cum = np.array([list(s[1]) + [0] * (n - len(s[1])) for s in samples], dtype=float)
+    edges = t0_ns + np.arange(0, math.floor((t[-1] - t0_ns) / (bucket_s * 1e9)) + 1) * bucket_s * 1e9
+    return [np.diff(np.interp(edges, t, cum[:, i])).round().astype(int).tolist() for i in range(n)]
+
+
+def summarize(per_flow: list[list[int]], bucket_s: float, duration_s: float, mss: int, mtu: int, flows: int,
+              t0_ns: int = 0) -> dict:
+    """The throughput record from the sink's per-flow byte counts per bucket (see
+    ``parallel_flows``; ``t0_ns`` the sink's first accept); separated out so that it can be
+    checked on made-up counts."""
+    first = math.ceil(duration_s * WARMUP_SHARE / bucket_s)
+    last = max(first + 1, math.floor(duration_s / bucket_s))  # the bucket the sender stopped in is partial
+    width = max([len(r) for r in per_flow] + [last])
+    m = np.zeros((len(per_flow), width))
+    for i, r in enumerate(per_flow):
+        m[i, :len(r)] = r
+    window = m[:, first:last] * 8 / bucket_s
+    agg = window.sum(axis=0)
+    goodput = float(agg.mean()) if agg.size else 0.0
+    scale = mtu / mss if mss > 0 else 1.0
+    return {
+        "flows": flows,
+        "connected": len(per_flow),
+        "goodput_bps": goodput,
+        "abw_bps": goodput * scale,
+        "flow_goodput_bps": [float(x) for x in window.mean(axis=1)] if agg.size else [],
+        "samples": int(agg.size),
+        "std_bps": float(agg.std(ddof=1)) if agg.size > 1 else 0.0,
+        "cv": float(agg.std(ddof=1) / goodput) if agg.size > 1 and goodput > 0 else 0.0,
+        "mss": mss,
+        "mtu": mtu,
+        "duration_s": duration_s,
+        # When the averaged window was (the sink's clock, ns): for comparing with what else
+        # the path carried meanwhile.
+        "window_ns": [t0_ns + int(first * bucket_s * 1e9), t0_ns + int(last * bucket_s * 1e9)],
+    }

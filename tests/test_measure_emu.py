@@ -1,0 +1,330 @@
+"""`pathtwin measure --emulate` against the router-level ground truth it measures
+(examples/groundtruth/campus.toml), as a user runs it (root).
+
+The expectations come from the ground truth, not from the tool:
+- base RTT of a pair = twice the link delays on its route (the ground truth is a tree) plus
+  each link's serialization of the probe and of its echo (92 and 64 IP bytes);
+- ABW of a direction = the smallest rate on its route less the cross traffic that link
+  direction carried *while the test ran* (per quarter second; within 15 % with several
+  flows, an upper bound with one: see ONE_FLOW_FLOOR). The cross traffic is kernel TCP and
+  backs off from the measurement's flows (the reactivity NSDI'09 §2.3 models), so "rate
+  minus cross traffic" needs the cross traffic of that moment. The test reads it beside the
+  measurement from the emulator's own per-route byte counters
+  (``/run/pathtwin/RUN/stats.json``, refreshed every 250 ms), never from the tool's output;
+- shared bottlenecks: from each source, the destinations whose routes cross a common link
+  direction that the cross traffic loads (only congestion is visible to delay correlation).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, met_in_one_of
+
+pathtwin = pytest.importorskip("pathtwin")
+pytest.importorskip("pywt")
+from pathtwin.config import parse_per_direction, parse_quantity  # noqa: E402
+
+# Under CI (CI set) a missing privilege is a failure: the test then runs and the command
+# says it needs root.
+needs_root = pytest.mark.skipif((os.geteuid() != 0 or shutil.which("ip") is None) and not os.environ.get("CI"),
+                                reason="the emulator needs root and iproute2")
+
+GROUND_TRUTH = EXAMPLES / "groundtruth" / "campus.toml"
+#: Ground truths measured, with the hosts and flow counts (kept small: every ordered pair
+#: takes a 4-s test per flow count) and what the file's comments say about the source s.
+#: two-bottlenecks is checked with four flows: its cross traffic is on more of the time, and
+#: one flow with a 50-ms RTT left part of what the on/off flows gave back unused (5.2 of 7.4
+#: and 6.8 of 8.2 Mbit/s in one run, 12 of 20 tests in another within 12 %): "rate less cross
+#: traffic" is what TCP reaches with several flows, the reactivity the tables record.
+CASES = {
+    "campus": (GROUND_TRUTH, ["s", "d1", "d2", "d3"], [1, 4], {frozenset({"d1", "d2"})}),
+    "two-bottlenecks": (EXAMPLES / "groundtruth" / "two-bottlenecks.toml", ["s", "d1", "d2", "d3", "d4"], [4],
+                        {frozenset({"d1", "d2"}), frozenset({"d3", "d4"})}),
+}
+#: IP bytes of a probe (64 B payload + UDP + IP) and of its echo (36 B payload).
+PROBE_IP, ECHO_IP = 92, 64
+#: Base RTT: the measured minimum may exceed the equation by the emulator's own handling
+#: of a packet (tens to a few hundred µs on a 2-core VM, README), never undercut it.
+RTT_EXCESS_MS = 0.5
+#: ABW with several flows: measured within this fraction of the configured rate less the
+#: cross traffic (the paper's own yardstick is 20 %; this VM's two cores are shared).
+ABW_TOLERANCE = 0.15
+#: ABW with one flow: "rate less cross traffic" is an upper bound (within ABW_TOLERANCE); a
+#: single flow may leave part of what bursty cross traffic gives back unused (seen: 4.9 of
+#: 6.8 Mbit/s on a 58-ms path), so below it only a gross error fails.
+ONE_FLOW_FLOOR = 0.6
+
+
+class Truth:
+    """The ground truth's topology: link directions with rate and delay, routes (a tree)."""
+
+    def __init__(self, path: Path):
+        cfg = tomllib.loads(path.read_text())
+        self.links: dict[tuple[str, str], tuple[float, float]] = {}  # (a, b) -> (bit/s, s)
+        adj: dict[str, list[str]] = {}
+        for i, ln in enumerate(cfg["link"]):
+            a, b = ln["between"]
+            fwd, rev = parse_per_direction("rate", ln["rate"], f"link[{i}].rate")
+            delay = parse_quantity("time", ln["delay"], f"link[{i}].delay")
+            self.links[(a, b)] = (fwd, delay)
+            self.links[(b, a)] = (rev, delay)
+            adj.setdefault(a, []).append(b)
+            adj.setdefault(b, []).append(a)
+        self.adj = adj
+        self.flows = cfg.get("flow", [])
+
+    def route(self, a: str, b: str) -> list[tuple[str, str]]:
+        """Link directions from a to b (the only path in a tree)."""
+        prev = {a: a}
+        todo = deque([a])
+        while todo:
+            n = todo.popleft()
+            for m in self.adj[n]:
+                if m not in prev:
+                    prev[m] = n
+                    todo.append(m)
+        hops, n = [], b
+        while n != a:
+            hops.append((prev[n], n))
+            n = prev[n]
+        return hops[::-1]
+
+    def rtt_ms(self, a: str, b: str) -> float:
+        fwd = sum(2 * d + PROBE_IP * 8 / r for r, d in (self.links[h] for h in self.route(a, b)))
+        back = sum(ECHO_IP * 8 / r for r, _d in (self.links[h] for h in self.route(b, a)))
+        return (fwd + back) * 1e3
+
+    def cross_routes(self) -> list[tuple[str, str]]:
+        """Host pairs the cross traffic's bytes travel (both directions of every [[flow]])."""
+        return sorted({(f["from"], f["to"]) for f in self.flows} | {(f["to"], f["from"]) for f in self.flows})
+
+    def loaded(self) -> set[tuple[str, str]]:
+        """Link directions where the cross traffic queues: those carrying its data (a
+        request/response flow's responses, server to client) between routers."""
+        out = set()
+        for f in self.flows:
+            src, dst = (f["to"], f["from"]) if f.get("app") == "reqresp" else (f["from"], f["to"])
+            out |= {h for h in self.route(src, dst) if h[0] not in (src,) and h[1] not in (dst,)}
+        return out
+
+
+class Observer(threading.Thread):
+    """Samples the emulator's per-route byte counters of the run that process ``pid`` started,
+    with the wall time each new snapshot was first seen."""
+
+    def __init__(self, pid: int, routes: list[tuple[str, str]]):
+        super().__init__(daemon=True)
+        self.pid, self.routes = pid, routes
+        self.samples: list[tuple[float, dict[tuple[str, str], int]]] = []
+        self.stop = threading.Event()
+
+    def _run_dir(self) -> Path | None:
+        for d in Path("/run/pathtwin").glob("*/state.json"):
+            try:
+                if json.loads(d.read_text()).get("pid") == self.pid:
+                    return d.parent
+            except (OSError, ValueError):
+                pass
+        return None
+
+    def run(self) -> None:
+        run_dir, last_t = None, None
+        while not self.stop.is_set():
+            if run_dir is None:
+                run_dir = self._run_dir()
+            else:
+                try:
+                    snap = json.loads((run_dir / "stats.json").read_text())
+                except (OSError, ValueError):
+                    snap = None
+                if snap is not None and snap["t_s"] != last_t:
+                    last_t = snap["t_s"]
+                    got = {(r["src"], r["dst"]): r["bytes_out"] for r in snap["routes"]}
+                    self.samples.append((time.time(), {k: got.get(k, 0) for k in self.routes}))
+            time.sleep(0.02)
+
+    def rates(self, route: tuple[str, str], edges: np.ndarray) -> np.ndarray:
+        """Bit/s the route delivered between consecutive wall times ``edges`` (interpolated)."""
+        t = np.array([s[0] for s in self.samples])
+        b = np.array([s[1][route] for s in self.samples], dtype=float)
+        assert len(t) > 2 and t[0] <= edges[0] and edges[-1] <= t[-1], "the emulator's counters do not cover the test"
+        return np.diff(np.interp(edges, t, b)) * 8 / np.diff(edges)
+
+
+def expected_abw(truth: Truth, obs: Observer, a: str, b: str, window_ns: list[int]) -> tuple[float, str]:
+    """What a->b's route left free during the window: per quarter second (the counters'
+    refresh), the smallest of its links' rates less the cross traffic they carried then,
+    averaged over the window; and the link that was smallest most often. Per quarter second,
+    not per window: on/off cross traffic leaves the uplink the bottleneck while off and the
+    shared link while on, and the mean of a minimum is not the minimum of the means."""
+    t0, t1 = window_ns[0] / 1e9, window_ns[1] / 1e9
+    edges = np.linspace(t0, t1, max(2, round((t1 - t0) / 0.25) + 1))
+    route = truth.route(a, b)
+    cross = {h: np.zeros(len(edges) - 1) for h in route}
+    for r in truth.cross_routes():
+        bps = obs.rates(r, edges)
+        for h in truth.route(*r):
+            if h in cross:
+                cross[h] += bps
+    residual = np.array([truth.links[h][0] - cross[h] for h in route])  # links × intervals
+    at = np.bincount(residual.argmin(axis=0), minlength=len(route)).argmax()
+    return float(residual.min(axis=0).mean()), f"{route[at][0]}->{route[at][1]}"
+
+
+def expected_classes(truth: Truth, src: str, dests: list[str]) -> set[frozenset[str]]:
+    loaded = truth.loaded()
+    on = {d: {h for h in truth.route(src, d) if h in loaded} for d in dests}
+    parent = {d: d for d in dests}
+    for i, a in enumerate(dests):
+        for b in dests[i + 1:]:
+            if on[a] & on[b]:
+                parent[parent[b]] = parent[a]
+                for k in parent:
+                    if parent[k] == b:
+                        parent[k] = parent[a]
+    groups: dict[str, set[str]] = {}
+    for d in dests:
+        groups.setdefault(parent[d], set()).add(d)
+    return {frozenset(g) for g in groups.values() if len(g) >= 2}
+
+
+@needs_root
+@pytest.mark.parametrize("case", CASES)
+def test_measure_emulated_ground_truth(case, tmp_path, no_namespace_left_behind):
+    path, hosts, flow_counts, from_s = CASES[case]
+    truth = Truth(path)
+    # The expectation's derivation agrees with what the file's comments say.
+    assert expected_classes(truth, "s", [d for d in hosts if d != "s"]) == from_s
+
+    def run():
+        out = tmp_path / f"model-{time.monotonic_ns()}.toml"
+        cmd = [sys.executable, "-m", "pathtwin.cli", "measure", "--emulate", str(path), "--hosts", ",".join(hosts),
+               "--flows", ",".join(map(str, flow_counts)), "--duration", "4s", "--probe-interval", "20ms",
+               "--probe-duration", "8s", "-o", str(out)]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        obs = Observer(p.pid, truth.cross_routes())
+        obs.start()
+        try:
+            stdout, stderr = p.communicate(timeout=900)
+        finally:
+            obs.stop.set()
+            obs.join()
+            if p.poll() is None:
+                p.kill()
+        assert p.returncode == 0, stderr[-2000:]
+        record = json.loads(out.with_name(out.stem + ".measure.json").read_text())
+        return out, record, obs, stdout
+
+    def shortfalls(result) -> list[str]:
+        out, record, obs, _stdout = result
+        f, steps = record["findings"], record["steps"]
+        missed = []
+        lines = []
+        for a in hosts:
+            for b in hosts:
+                if a == b:
+                    continue
+                want = truth.rtt_ms(a, b)
+                got = f["rtt"][f"{a}->{b}"]["rtt_min_ms"]
+                lines.append(f"{a}->{b} rtt truth {want:.3f} measured {got:.3f}")
+                if not 0 <= got - want <= RTT_EXCESS_MS:
+                    missed.append(f"{a}->{b}: base RTT {got:.3f} ms, truth {want:.3f} ms")
+                for n in flow_counts:
+                    rec = steps[f"tput {a}->{b} {n}"]
+                    want_bps, at = expected_abw(truth, obs, a, b, rec["window_ns"])
+                    lines.append(f"{a}->{b} {n} flow(s): abw truth {want_bps / 1e6:.2f} at {at}, measured {rec['abw_bps'] / 1e6:.2f}")
+                    low = (1 - ABW_TOLERANCE) if n > 1 else ONE_FLOW_FLOOR
+                    if not low * want_bps <= rec["abw_bps"] <= (1 + ABW_TOLERANCE) * want_bps:
+                        missed.append(f"{a}->{b} {n} flow(s): ABW {rec['abw_bps'] / 1e6:.2f} Mbit/s, truth {want_bps / 1e6:.2f} "
+                                      f"(at {at})")
+        for s in hosts:
+            dests = [d for d in hosts if d != s]
+            want_c = expected_classes(truth, s, dests)
+            got_c = {frozenset(c) for c in f["shared"][s]["classes"]}
+            lines.append(f"from {s}: shared truth {sorted(map(sorted, want_c))} measured {sorted(map(sorted, got_c))}")
+            if got_c != want_c:
+                missed.append(f"from {s}: classes {sorted(map(sorted, got_c))}, truth {sorted(map(sorted, want_c))}")
+        print("\n".join(lines))
+        # The model is a topology the schema accepts, with those classes as [[shared]].
+        cfg = tomllib.loads(out.read_text())
+        assert sorted(cfg["hosts"]) == sorted(hosts) and len(cfg["path"]) == len(hosts) * (len(hosts) - 1) // 2
+        got_shared = {(c["source"], frozenset(c["destinations"])) for c in cfg.get("shared", [])}
+        want_shared = {(s, frozenset(c)) for s in hosts for c in f["shared"][s]["classes"]}
+        if got_shared != want_shared:
+            missed.append(f"model's [[shared]] {got_shared} != findings {want_shared}")
+        return missed
+
+    met_in_one_of(2, run, shortfalls)
+
+
+@needs_root
+def test_interrupted_measurement_resumes_and_its_twin_validates(tmp_path, no_namespace_left_behind):
+    """Ctrl-C keeps every finished step in the state file; the same command measures only
+    what is missing and writes the model; other settings are refused. Then `pathtwin measure
+    validate` repeats the tests in the model's twin: each within NSDI'09 §4.5's 20 % of what
+    was measured in the ground truth."""
+    import signal
+
+    from conftest import default_sigint
+
+    out = tmp_path / "model.toml"
+    state = tmp_path / "model.measure.json"
+    def command(flows: str) -> list[str]:
+        return [sys.executable, "-m", "pathtwin.cli", "measure", "--emulate", str(GROUND_TRUTH), "--hosts", "s,d3",
+                "--flows", flows, "--duration", "2s", "--probe-interval", "20ms", "--probe-duration", "3s", "-o", str(out)]
+
+    cmd = command("1,2")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    deadline = time.monotonic() + 300
+    steps: dict = {}
+    while time.monotonic() < deadline and p.poll() is None:
+        try:
+            steps = json.loads(state.read_text())["steps"]
+        except (OSError, ValueError, KeyError):
+            steps = {}
+        if len(steps) >= 2:  # the probes and one throughput test
+            break
+        time.sleep(0.1)
+    assert p.poll() is None, f"finished before it could be interrupted: {p.communicate()[1][-500:]}"
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 130, stderr[-1000:]
+    assert f"what was measured is kept in {state}" in stdout
+    assert "Traceback" not in stderr
+    kept = json.loads(state.read_text())["steps"]
+    assert "probe" in kept and len(kept) >= 2 and not out.exists()
+
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-1000:]
+    assert f"resuming from {state}" in again.stdout
+    final = json.loads(state.read_text())
+    assert set(final["steps"]) == {"probe", "tput s->d3 1", "tput s->d3 2", "tput d3->s 1", "tput d3->s 2"}
+    for k, v in kept.items():  # measured once: the first run's records, untouched
+        assert final["steps"][k] == v, k
+    cfg = tomllib.loads(out.read_text())
+    assert [p_["between"] for p_ in cfg["path"]] == [["s", "d3"]]
+
+    other = subprocess.run(command("1,4"), capture_output=True, text=True, timeout=120)
+    assert other.returncode == 2 and "measured with other settings (flows)" in other.stderr
+
+    val = subprocess.run([sys.executable, "-m", "pathtwin.cli", "measure", "validate", str(out), "-o", str(tmp_path / "v.json")],
+                         capture_output=True, text=True, timeout=600)
+    assert val.returncode == 0, val.stderr[-1000:]
+    rows = json.loads((tmp_path / "v.json").read_text())["rows"]
+    assert len(rows) == 4
+    for r in rows:
+        assert r["measured_bps"] == final["steps"][f"tput {r['pair']} {r['flows']}"]["abw_bps"]
+        assert abs(r["twin_bps"] - r["measured_bps"]) <= 0.2 * r["measured_bps"], r
+    assert "100 % of the tests within 20 %" in val.stdout
