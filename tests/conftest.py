@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -61,6 +62,22 @@ def owned_by_another_live_process(namespace: str) -> bool:
             return False
         ancestor = _parent(ancestor)
     return Path(f"/proc/{pid}").exists()
+
+
+@pytest.fixture
+def emulator():
+    """The emulator's privileges (root and iproute2). Without them a test is skipped on a
+    developer's machine and fails under CI (``CI`` set, as `.ci/run` does), where a skip
+    would pass unseen."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        reason = "the emulator needs root and iproute2"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}, and CI must run this test")
+        pytest.skip(reason)
+
+
+#: Marks a test that runs the emulator (see ``emulator``).
+needs_root = pytest.mark.usefixtures("emulator")
 
 
 @pytest.fixture

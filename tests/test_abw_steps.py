@@ -7,15 +7,12 @@ its hosts through the API, which removes them.
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
+from conftest import needs_root
 
 pathtwin = pytest.importorskip("pathtwin")
 from pathtwin.errors import PathtwinError  # noqa: E402
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="the emulator needs root and iproute2")
 
 #: (from, ABW in Mbit/s) of the a→b direction; capacity 20 Mbit/s, `abw` 12 before the first.
 STEPS = [(3.0, 4.0), (6.0, 9.0)]

@@ -18,8 +18,6 @@ CI a missing privilege fails).
 
 from __future__ import annotations
 
-import os
-import shutil
 import statistics
 
 import pytest
@@ -30,16 +28,6 @@ from pathtwin.errors import PathtwinError  # noqa: E402
 
 
 
-@pytest.fixture
-def emulator():
-    """The emulator's privileges: without them the kernel comparison is skipped on a
-    developer's machine, and fails under CI (``CI`` set), where a skip would hide that the
-    fidelity check never ran."""
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        reason = "the emulator needs root and iproute2"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}, and CI must run the kernel comparison")
-        pytest.skip(reason)
 
 
 bench = load_script("bench/fidelity/run.py", "bench_fidelity_run")

@@ -18,8 +18,6 @@ The expectations come from the ground truth, not from the tool:
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -30,16 +28,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, met_in_one_of
+from conftest import EXAMPLES, met_in_one_of, needs_root
 
 pathtwin = pytest.importorskip("pathtwin")
 pytest.importorskip("pywt")
 from pathtwin.config import parse_per_direction, parse_quantity  # noqa: E402
 
-# Under CI (CI set) a missing privilege is a failure: the test then runs and the command
-# says it needs root.
-needs_root = pytest.mark.skipif((os.geteuid() != 0 or shutil.which("ip") is None) and not os.environ.get("CI"),
-                                reason="the emulator needs root and iproute2")
 
 GROUND_TRUTH = EXAMPLES / "groundtruth" / "campus.toml"
 #: Ground truths measured, with the hosts and flow counts (kept small: every ordered pair

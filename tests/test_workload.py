@@ -19,12 +19,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import met_in_one_of
+from conftest import met_in_one_of, needs_root
 
 pathtwin = pytest.importorskip("pathtwin")
 from pathtwin.errors import PathtwinError  # noqa: E402
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="the emulator needs root and iproute2")
 
 #: Bytes on the wire per full segment (1500-byte MTU) and payload per segment: the kernel's
 #: (timestamps take 12 bytes of options) and the simulator's.

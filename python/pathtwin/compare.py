@@ -18,7 +18,6 @@ profile, ``"ns2"``, is compared with an emulation.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,20 +81,12 @@ def read_run(path) -> Run:
     run, or has no flows."""
     import pandas as pd
 
-    from .results import FORMAT_VERSION
+    from .results import read_run_json
 
     path = Path(path)
-    run_file = path / "run.json"
     if not path.is_dir():
         raise PathtwinError(f"{path}: no such directory")
-    if not run_file.is_file():
-        raise PathtwinError(f"{path}: not a result directory (no run.json)")
-    try:
-        run = json.loads(run_file.read_text())
-    except json.JSONDecodeError as e:
-        raise PathtwinError(f"{run_file}: invalid JSON at line {e.lineno}") from None
-    if run.get("format_version") != FORMAT_VERSION:
-        raise PathtwinError(f"{run_file}: format_version {run.get('format_version')!r} is not {FORMAT_VERSION}")
+    run = read_run_json(path)
     flows = path / "flows.parquet"
     if "flows" not in run.get("tables", []) or not flows.is_file():
         why = " (an emulation of real applications runs no [[flow]] workload)" if run.get("engine") == "emu" else ""

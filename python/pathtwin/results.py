@@ -246,11 +246,9 @@ def write_result_dir(out: Path, run: dict, tables: Mapping, written: Sequence[st
     return out
 
 
-def read_result_dir(path) -> Result:
-    """Reads a result directory written by any engine."""
-    import pandas as pd
-
-    path = Path(path)
+def read_run_json(path: Path) -> dict:
+    """A result directory's ``run.json``; a one-line error if there is none, it is not JSON,
+    or it is of another format version."""
     run_file = path / "run.json"
     if not run_file.is_file():
         raise PathtwinError(f"{path}: not a result directory (no run.json)")
@@ -260,6 +258,15 @@ def read_result_dir(path) -> Result:
         raise PathtwinError(f"{run_file}: invalid JSON at line {e.lineno}") from None
     if run.get("format_version") != FORMAT_VERSION:
         raise PathtwinError(f"{run_file}: format_version {run.get('format_version')!r} is not {FORMAT_VERSION}")
+    return run
+
+
+def read_result_dir(path) -> Result:
+    """Reads a result directory written by any engine."""
+    import pandas as pd
+
+    path = Path(path)
+    run = read_run_json(path)
     tables = {}
     for name in run.get("tables", []):
         f = path / f"{name}.parquet"
