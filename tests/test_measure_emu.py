@@ -1,12 +1,12 @@
 """`pathtwin measure --emulate` against the router-level ground truth it measures
-(examples/groundtruth/campus.toml), as a user runs it (root).
+(examples/groundtruth/campus.toml, two-bottlenecks.toml), as a user runs it (root).
 
 The expectations come from the ground truth, not from the tool:
 - base RTT of a pair = twice the link delays on its route (the ground truth is a tree) plus
   each link's serialization of the probe and of its echo (92 and 64 IP bytes);
 - ABW of a direction = the smallest rate on its route less the cross traffic that link
   direction carried *while the test ran* (per quarter second; within 15 % with several
-  flows, an upper bound with one: see ONE_FLOW_FLOOR). The cross traffic is kernel TCP and
+  flows, an upper bound with one: see DELIVERED_TOLERANCE). The cross traffic is kernel TCP and
   backs off from the measurement's flows (the reactivity NSDI'09 §2.3 models), so "rate
   minus cross traffic" needs the cross traffic of that moment. The test reads it beside the
   measurement from the emulator's own per-route byte counters
@@ -47,6 +47,11 @@ CASES = {
     "two-bottlenecks": (EXAMPLES / "groundtruth" / "two-bottlenecks.toml", ["s", "d1", "d2", "d3", "d4"], [4],
                         {frozenset({"d1", "d2"}), frozenset({"d3", "d4"})}),
 }
+#: Each throughput test's length. The tool's default is 10 s; 8 s leaves 6 s after the
+#: warm-up quarter. With 4 s, four flows' slow-start overshoot into the default 100-packet
+#: queue was still being repaired inside the averaged window on the 64-ms paths (seen: 8.4 of
+#: an idle 10 Mbit/s link, 7 % of the wire's bytes retransmissions).
+TEST_DURATION_S = 8
 #: IP bytes of a probe (64 B payload + UDP + IP) and of its echo (36 B payload).
 PROBE_IP, ECHO_IP = 92, 64
 #: Base RTT: the measured minimum may exceed the equation by the emulator's own handling
@@ -55,10 +60,15 @@ RTT_EXCESS_MS = 0.5
 #: ABW with several flows: measured within this fraction of the configured rate less the
 #: cross traffic (the paper's own yardstick is 20 %; this VM's two cores are shared).
 ABW_TOLERANCE = 0.15
-#: ABW with one flow: "rate less cross traffic" is an upper bound (within ABW_TOLERANCE); a
-#: single flow may leave part of what bursty cross traffic gives back unused (seen: 4.9 of
-#: 6.8 Mbit/s on a 58-ms path), so below it only a gross error fails.
-ONE_FLOW_FLOOR = 0.6
+#: ABW with one flow: "rate less cross traffic" is only an upper bound (within ABW_TOLERANCE).
+#: One flow through a 40-packet queue that on/off cross traffic overflows in slow start may
+#: lose a window and wait out a timeout: seen 3.2 of 10.3 Mbit/s on s->d1, where four flows
+#: reached 15.2 of 15.2. What one flow gets is what the reactivity table records, not a
+#: truth the ground truth fixes; so for one flow the test checks that the tool measured what
+#: the flow got: within this fraction of the IP bytes the emulator delivered on that route in
+#: the same window (its counters include retransmissions, which goodput does not; seen
+#: 0.93-1.06 across 48 tests).
+DELIVERED_TOLERANCE = 0.10
 
 
 class Truth:
@@ -205,10 +215,10 @@ def test_measure_emulated_ground_truth(case, tmp_path, no_namespace_left_behind)
     def run():
         out = tmp_path / f"model-{time.monotonic_ns()}.toml"
         cmd = [sys.executable, "-m", "pathtwin.cli", "measure", "--emulate", str(path), "--hosts", ",".join(hosts),
-               "--flows", ",".join(map(str, flow_counts)), "--duration", "4s", "--probe-interval", "20ms",
+               "--flows", ",".join(map(str, flow_counts)), "--duration", f"{TEST_DURATION_S}s", "--probe-interval", "20ms",
                "--probe-duration", "8s", "-o", str(out)]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        obs = Observer(p.pid, truth.cross_routes())
+        obs = Observer(p.pid, truth.cross_routes() + [(a, b) for a in hosts for b in hosts if a != b])
         obs.start()
         try:
             stdout, stderr = p.communicate(timeout=900)
@@ -238,11 +248,16 @@ def test_measure_emulated_ground_truth(case, tmp_path, no_namespace_left_behind)
                 for n in flow_counts:
                     rec = steps[f"tput {a}->{b} {n}"]
                     want_bps, at = expected_abw(truth, obs, a, b, rec["window_ns"])
-                    lines.append(f"{a}->{b} {n} flow(s): abw truth {want_bps / 1e6:.2f} at {at}, measured {rec['abw_bps'] / 1e6:.2f}")
-                    low = (1 - ABW_TOLERANCE) if n > 1 else ONE_FLOW_FLOOR
-                    if not low * want_bps <= rec["abw_bps"] <= (1 + ABW_TOLERANCE) * want_bps:
-                        missed.append(f"{a}->{b} {n} flow(s): ABW {rec['abw_bps'] / 1e6:.2f} Mbit/s, truth {want_bps / 1e6:.2f} "
-                                      f"(at {at})")
+                    got_bps = rec["abw_bps"]
+                    delivered = float(obs.rates((a, b), np.array(rec["window_ns"]) / 1e9)[0])
+                    lines.append(f"{a}->{b} {n} flow(s): measured {got_bps / 1e6:.2f} Mbit/s, truth {want_bps / 1e6:.2f} at {at} "
+                                 f"({got_bps / want_bps:.3f}), the emulator delivered {delivered / 1e6:.2f} ({got_bps / delivered:.3f})")
+                    low = (1 - ABW_TOLERANCE) * want_bps if n > 1 else 0.0
+                    if not low <= got_bps <= (1 + ABW_TOLERANCE) * want_bps:
+                        missed.append(f"{a}->{b} {n} flow(s): ABW {got_bps / 1e6:.2f} Mbit/s, truth {want_bps / 1e6:.2f} (at {at})")
+                    if n == 1 and abs(got_bps / delivered - 1) > DELIVERED_TOLERANCE:
+                        missed.append(f"{a}->{b} 1 flow: measured {got_bps / 1e6:.2f} Mbit/s where the emulator delivered "
+                                      f"{delivered / 1e6:.2f}")
         for s in hosts:
             dests = [d for d in hosts if d != s]
             want_c = expected_classes(truth, s, dests)

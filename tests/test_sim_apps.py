@@ -30,6 +30,19 @@ def test_large_bulk_transfer_completes_in_about_size_over_rate():
     # 5 MB of payload in 1460-byte segments of 1500 wire bytes at 10 Mbit/s, plus slow start.
     ideal = 5e6 * 1500 / 1460 * 8 / 10e6
     assert ideal < f.completion_s < ideal * 1.25, f.completion_s
+    # Its goodput is over the time it took, not over the 30-s run it finished early in: the
+    # path's payload rate less slow start's share (the bound above), not 5 MB / 30 s.
+    assert f.goodput_bps == 5e6 * 8 / f.completion_s
+    assert 10e6 * 1460 / 1500 / 1.25 < f.goodput_bps < 10e6 * 1460 / 1500, f.goodput_bps
+
+
+def test_two_entries_between_the_same_hosts_label_their_connections_apart():
+    cfg = path(app="bulk", bytes="100KB")
+    cfg["flow"] = [dict(cfg["flow"][0], count=2), dict(cfg["flow"][0], count=2), dict(cfg["flow"][0], start="1s")]
+    flows = pathtwin.simulate(cfg).flows
+    # One row per connection, told apart by label, in file order.
+    assert list(flows.label) == ["a->b#0", "a->b#1", "a->b#2", "a->b#3", "a->b#4"]
+    assert list(zip(flows.entry, flows.copy)) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
 
 
 def test_onoff_source_sends_only_while_on():

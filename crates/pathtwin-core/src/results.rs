@@ -39,13 +39,13 @@ use Kind::{Category, F64, I64, OptF64, OptI64, OptStr, Str};
 ///
 /// | column | meaning | emulator |
 /// |---|---|---|
-/// | `flow`, `label`, `entry`, `copy` | connection index (entries in file order, copies in turn); `label`, or `from->to`, with `#copy` for an entry of several; entry index and copy number | same |
+/// | `flow`, `label`, `entry`, `copy` | connection index (entries in file order, copies in turn); the label is unique per run (`config::connection_labels`: the entry's `label` or `from->to`, numbered `#n` where several connections would share it); entry index and copy number | same |
 /// | `src`, `dst`, `app` | client host, server host, application | same |
 /// | `cc` | the client's congestion controller | the client socket's `TCP_CONGESTION` |
 /// | `start_s` | when the client opened the connection | when its `connect` was issued (the configured start, plus the workload thread's wake-up lateness) |
 /// | `end_s` | end of the flow's measuring window: its `stop`, or the end of the run, whichever is first | same |
 /// | `bytes_delivered` | bytes the server application read (request/response and replay: plus what the client read), counted until `stop` | bytes its programs read, counted the same way |
-/// | `goodput_bps` | `bytes_delivered` over `end_s − start_s` | same |
+/// | `goodput_bps` | `bytes_delivered` over the time the flow was active ([`goodput_bps`]): until `start_s + completion_s` when it completed, else until `end_s` | same |
 /// | `bytes_sent` | the client's payload bytes sent, retransmissions included | `tcpi_bytes_sent` |
 /// | `segments_sent` | the client's segments, pure ACKs and SYN/FIN included | `tcpi_segs_out` |
 /// | `retransmits` | the client's retransmitted segments | `tcpi_total_retrans` (SYN retransmissions included) |
@@ -312,6 +312,20 @@ pub fn schema(engine: &str, name: &str) -> Option<Schema> {
 }
 
 /// An `i64` cell from a counter (counts stay far below 2^63).
+/// A flow's `goodput_bps`: the bytes it delivered over the time it was active, from `start`
+/// until it completed (a sized transfer read whole, a replay closed) or else until `end`
+/// (its `stop`, or the end of the run). Over the whole run, an 8 MB transfer done at 20 s of
+/// a 40-s run would read half its rate.
+pub fn goodput_bps(delivered_bytes: u64, start: Instant, end: Instant, completed: Option<Instant>) -> f64 {
+    let until = completed.map_or(end, |c| c.min(end));
+    let active = until.saturating_since(start).as_secs_f64();
+    if active > 0.0 {
+        delivered_bytes as f64 * 8.0 / active
+    } else {
+        0.0
+    }
+}
+
 fn count(n: u64) -> Cell<'static> {
     Cell::I(n as i64)
 }

@@ -23,7 +23,7 @@ use crate::pcap::{self, PcapWriter};
 use crate::tcp_settings::check_tables_used;
 use pathtwin_core::app::{Action, App, Step, MIN_WRITE_AHEAD};
 use pathtwin_core::replay::{CLIENT, SERVER};
-use pathtwin_core::config::{Config, ConfigError, FlowConfig};
+use pathtwin_core::config::{connection_labels, Config, ConfigError, FlowConfig};
 use pathtwin_core::driver::{Driver, Engine, RouteId};
 use pathtwin_core::results::{self, FLOWS, FLOW_SERIES, PIPES, QUEUE_SERIES};
 use pathtwin_core::table::{Cell, Table};
@@ -165,6 +165,7 @@ impl Simulation {
         let mut isn_rng = pathtwin_core::rng_for(cfg.run.seed, u64::MAX);
         TcpConfig::check_tables(&cfg.tcp, "tcp")?;
         let mut controllers_used: Vec<&'static str> = Vec::new();
+        let labels = connection_labels(&cfg.flows);
         for (i, f) in cfg.flows.iter().enumerate() {
             let (a, b) = (net.host_id(&f.from).expect("validated"), net.host_id(&f.to).expect("validated"));
             // Validation checked that a pipe flow's hosts are its pipe's ends.
@@ -203,7 +204,7 @@ impl Simulation {
             for copy in 0..f.count {
                 let id = conns.len() as u32;
                 let start = Instant::ZERO + f.start;
-                let label = f.connection_label(copy);
+                let label = labels[i][copy as usize].clone();
                 let isn_c: u64 = isn_rng.gen::<u32>() as u64;
                 let isn_s: u64 = isn_rng.gen::<u32>() as u64;
                 conns.push(Connection {
@@ -411,14 +412,13 @@ impl Simulation {
             let ep = conn.endpoints[CLIENT].stats();
             let end = conn.stop.map_or(now, |s| s.min(now));
             let delivered = conn.delivered_at_stop.unwrap_or_else(|| conn.delivered());
-            let active = end.saturating_since(conn.start).as_secs_f64();
-            let goodput = if active > 0.0 { delivered as f64 * 8.0 / active } else { 0.0 };
             let times = conn.app.response_times();
             let (responses, resp_mean) = match times.len() {
                 0 => (0, f64::NAN),
                 n => (n as i64, times.iter().sum::<f64>() / n as f64),
             };
             let completed = if conn.app.is_replay() { conn.closed_at } else { conn.app.completed_at() };
+            let goodput = results::goodput_bps(delivered, conn.start, end, completed);
             let rtt_mean = if ep.rtt_count > 0 { ep.rtt_sum.as_millis_f64() / ep.rtt_count as f64 } else { f64::NAN };
             flows.push(vec![
                 Cell::I(i as i64),

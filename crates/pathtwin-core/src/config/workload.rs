@@ -3,7 +3,7 @@
 //! its TCP settings — and their checks: hosts, pipes, and the keys each application needs or
 //! does not use. Both engines run it: the simulator on its own TCP endpoints, the emulator
 //! (`pathtwin_emu::workload`, when asked to) as real sockets over the hosts' kernel TCP; a
-//! connection is named the same in both ([`FlowConfig::connection_label`]).
+//! connection is named the same in both ([`connection_labels`]).
 
 use super::{ConfigError, Names, PipeConfig, TcpSettings};
 use crate::time::Duration;
@@ -112,17 +112,43 @@ fn one() -> u32 {
     1
 }
 
-impl FlowConfig {
-    /// The label of copy `copy` of this entry in both engines' tables: the entry's `label`,
-    /// or `from->to`, followed by `#copy` when the entry stands for more than one connection.
-    pub fn connection_label(&self, copy: u32) -> String {
-        match (&self.label, self.count) {
-            (Some(l), 1) => l.clone(),
-            (Some(l), _) => format!("{l}#{copy}"),
-            (None, 1) => format!("{}->{}", self.from, self.to),
-            (None, _) => format!("{}->{}#{copy}", self.from, self.to),
+/// Every connection's label in both engines' tables, per entry and copy: the entry's
+/// `label` (with `#copy` when the entry stands for several connections), or `from->to`.
+/// Entries without a label between the same two hosts (in that direction) number their
+/// connections together, in file order: two entries of two copies each are `a->b#0` ..
+/// `a->b#3`, so that no two rows of a table share a label. [`validate`] refuses explicit
+/// labels that still collide.
+pub fn connection_labels(flows: &[FlowConfig]) -> Vec<Vec<String>> {
+    let unlabelled = |f: &FlowConfig| flows.iter().filter(|g| g.label.is_none() && g.from == f.from && g.to == f.to).map(|g| g.count).sum::<u32>();
+    let mut next: std::collections::HashMap<(&str, &str), u32> = std::collections::HashMap::new();
+    flows
+        .iter()
+        .map(|f| match &f.label {
+            Some(l) if f.count == 1 => vec![l.clone()],
+            Some(l) => (0..f.count).map(|c| format!("{l}#{c}")).collect(),
+            None if unlabelled(f) == 1 => vec![format!("{}->{}", f.from, f.to)],
+            None => {
+                let n = next.entry((f.from.as_str(), f.to.as_str())).or_insert(0);
+                let first = *n;
+                *n += f.count;
+                (first..first + f.count).map(|c| format!("{}->{}#{c}", f.from, f.to)).collect()
+            }
+        })
+        .collect()
+}
+
+/// The first two connections that [`connection_labels`] names alike: (entry, entry, label).
+fn duplicate_label(flows: &[FlowConfig]) -> Option<(usize, usize, String)> {
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (i, labels) in connection_labels(flows).into_iter().enumerate() {
+        for l in labels {
+            if let Some(&j) = seen.get(&l) {
+                return Some((j, i, l));
+            }
+            seen.insert(l, i);
         }
     }
+    None
 }
 
 impl AppKind {
@@ -230,12 +256,40 @@ pub(super) fn validate(flows: &[FlowConfig], pipes: &[PipeConfig], hosts: &Names
             }
         }
     }
+    if let Some((first, second, label)) = duplicate_label(flows) {
+        let whose = if first == second { "another of its connections".to_string() } else { format!("flow[{first}]") };
+        return Err(ConfigError::invalid(format!("flow[{second}].label"), format!("{label:?} already names {whose}: labels tell the results' rows apart")));
+    }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use crate::config::{Config, ConfigError};
+
+    fn labels(flows: &str) -> Result<Vec<Vec<String>>, ConfigError> {
+        let cfg = Config::from_toml(&format!("hosts = [\"a\", \"b\"]\n[[path]]\nbetween = [\"a\", \"b\"]\nrtt = \"10ms\"\nabw = \"1mbit\"\n{flows}"), "t.toml")?;
+        Ok(super::connection_labels(&cfg.flows))
+    }
+
+    #[test]
+    fn every_connection_gets_a_label_of_its_own() {
+        let entry = |extra: &str| format!("[[flow]]\nfrom = \"a\"\nto = \"b\"\n{extra}\n");
+        // One entry: as before, `#copy` only with several copies.
+        assert_eq!(labels(&entry("")).unwrap(), [["a->b"]]);
+        assert_eq!(labels(&entry("count = 2")).unwrap(), [["a->b#0", "a->b#1"]]);
+        // Two unlabelled entries between the same hosts number their connections together.
+        assert_eq!(labels(&(entry("count = 2") + &entry("count = 2"))).unwrap(), [["a->b#0", "a->b#1"], ["a->b#2", "a->b#3"]]);
+        assert_eq!(labels(&(entry("") + &entry(""))).unwrap(), [["a->b#0"], ["a->b#1"]]);
+        // The other direction and labelled entries are counted apart.
+        let mixed = entry("") + "[[flow]]\nfrom = \"b\"\nto = \"a\"\n" + &entry("label = \"web\"\ncount = 2") + &entry("");
+        assert_eq!(labels(&mixed).unwrap(), vec![vec!["a->b#0"], vec!["b->a"], vec!["web#0", "web#1"], vec!["a->b#1"]]);
+        // Labels a user gave twice, or that meet an automatic one, are refused by name.
+        let err = |flows: &str| labels(flows).unwrap_err().to_string();
+        assert_eq!(err(&(entry("label = \"web\"") + &entry("label = \"web\""))), "flow[1].label: \"web\" already names flow[0]: labels tell the results' rows apart");
+        assert_eq!(err(&(entry("") + &entry("label = \"a->b\""))), "flow[1].label: \"a->b\" already names flow[0]: labels tell the results' rows apart");
+        assert_eq!(err(&(entry("label = \"x#1\"") + &entry("label = \"x\"\ncount = 2"))), "flow[1].label: \"x#1\" already names flow[0]: labels tell the results' rows apart");
+    }
 
     /// A server, a client host with two pipes, and one flow whose keys are `flow`.
     fn pipe_flow(flow: &str) -> Result<Config, ConfigError> {

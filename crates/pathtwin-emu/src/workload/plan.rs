@@ -22,7 +22,7 @@
 
 use std::net::Ipv4Addr;
 
-use pathtwin_core::config::{Config, ConfigError, FlowConfig, TcpProfile, TcpSettings};
+use pathtwin_core::config::{connection_labels, Config, ConfigError, FlowConfig, TcpProfile, TcpSettings};
 use pathtwin_core::time::Instant;
 use pathtwin_core::topology::Network;
 
@@ -104,6 +104,7 @@ pub fn plan<P>(cfg: &Config, net: &Network<P>, available_cc: &[String]) -> Resul
     }
     let mut entries = Vec::with_capacity(cfg.flows.len());
     let mut conns = Vec::new();
+    let labels = connection_labels(&cfg.flows);
     for (i, f) in cfg.flows.iter().enumerate() {
         let (client, server) = (net.host_id(&f.from).expect("validated host"), net.host_id(&f.to).expect("validated host"));
         let pipe_slot = match f.pipe {
@@ -122,7 +123,7 @@ pub fn plan<P>(cfg: &Config, net: &Network<P>, available_cc: &[String]) -> Resul
             conns.push(ConnPlan {
                 entry: i,
                 copy,
-                label: f.connection_label(copy),
+                label: labels[i][copy as usize].clone(),
                 start: Instant::ZERO + f.start,
                 stop: f.stop.map(|s| Instant::ZERO + s),
             });

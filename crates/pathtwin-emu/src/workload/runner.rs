@@ -35,6 +35,7 @@ use std::sync::mpsc::SyncSender;
 
 use pathtwin_core::app::{Action, App, Step, MIN_WRITE_AHEAD};
 use pathtwin_core::replay::{CLIENT, SERVER};
+use pathtwin_core::results;
 use pathtwin_core::time::Instant;
 
 use crate::clock::{DeadlineTimer, RealClock};
@@ -629,7 +630,6 @@ impl Runner {
             let start = conn.started_at.unwrap_or(p.start);
             let end = p.stop.map_or(run_end, |s| s.min(run_end));
             let delivered = conn.delivered_at_stop.unwrap_or_else(|| conn.delivered());
-            let active = end.saturating_since(start).as_secs_f64();
             let info = conn.info.clone().unwrap_or_default();
             let times = conn.app.response_times();
             let completed = if conn.app.is_replay() { conn.done_at.filter(|_| conn.error.is_none()) } else { conn.app.completed_at() };
@@ -646,7 +646,7 @@ impl Runner {
                 start_s: start.as_secs_f64(),
                 end_s: end.as_secs_f64(),
                 bytes_delivered: delivered,
-                goodput_bps: if active > 0.0 { delivered as f64 * 8.0 / active } else { 0.0 },
+                goodput_bps: results::goodput_bps(delivered, start, end, completed),
                 bytes_sent: info.bytes_sent.unwrap_or(0),
                 segments_sent: info.segs_out.unwrap_or(0).into(),
                 retransmits: info.total_retrans.unwrap_or(0).into(),
