@@ -42,7 +42,7 @@ def test_two_entries_between_the_same_hosts_label_their_connections_apart():
     flows = pathtwin.simulate(cfg).flows
     # One row per connection, told apart by label, in file order.
     assert list(flows.label) == ["a->b#0", "a->b#1", "a->b#2", "a->b#3", "a->b#4"]
-    assert list(zip(flows.entry, flows.copy)) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
+    assert list(zip(flows["entry"], flows["copy"])) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
 
 
 def test_onoff_source_sends_only_while_on():
