@@ -53,7 +53,7 @@ def test_strict_priority_with_one_band_is_fifo():
 
 
 @pytest.mark.parametrize("extra, key", [
-    ({"qdisc": "red"}, "link[0].red"),
+    ({"qdisc": "red", "red": {"min_th": "5p"}}, "link[0].red.max_th"),
     ({"red": {"min_th": "5p", "max_th": "15p"}}, "link[0].red"),
     ({"qdisc": "red", "red": {"min_th": "15p", "max_th": "5p"}}, "link[0].red.max_th"),
     ({"qdisc": "red", "red": {"min_th": "5p", "max_th": "30KB"}}, "link[0].red.max_th"),

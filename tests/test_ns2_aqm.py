@@ -6,9 +6,11 @@ The expectations are ns-2's own numbers from the same runs: the aggregate goodpu
 bottleneck's throughput within 10 %, the average queue within 15 %, the drops within 15 %
 (not for gentle RED, whose drops run some 20 % above ns-2's with the average queue and the
 goodput within 3 %: open, see the README), and the same orderings: the scenarios by average
-queue, the RTT classes by goodput. Every packet of those scenarios is unmarked (IN); the
-marker tests at the end (bench/aqm/markers.py) put token-bucket, srTCM and trTCM markers in
-front of RIO-C and compare them with ns-2's dsRED edge policers.
+queue, the RTT classes by goodput. "red ns-2 defaults" is a bare `qdisc = "red"` against
+ns-2's `Queue/RED` left at its own defaults (automatic thresholds and weight, byte mode).
+Every packet of those scenarios is unmarked (IN); the marker tests at the end
+(bench/aqm/markers.py) put token-bucket, srTCM and trTCM markers in front of RIO-C and
+compare them with ns-2's dsRED edge policers.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def test_goodput_and_average_queue_agree_with_ns2(rows, scenario):
     assert r["out_mbps"].pathtwin == r["out_mbps"].ns2 == 0, "no packet is OUT"
 
 
-@pytest.mark.parametrize("scenario", ["red 5/15", "rio-c 15/30 in"])
+@pytest.mark.parametrize("scenario", ["red 5/15", "red ns-2 defaults", "rio-c 15/30 in"])
 def test_drops_agree_with_ns2(rows, scenario):
     r = rows[scenario]
     for metric in [m for m in ("drops", "early_drops") if m in r]:

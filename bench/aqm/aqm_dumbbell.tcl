@@ -5,7 +5,8 @@
 # QDISC: red | rio.  The bottleneck r1 -> r2 (20 Mbit/s, 2 ms, bench/tcp/common.tcl) runs
 # Queue/RED or Queue/dsRED/core in RIO-C mode; every flow is a Reno bulk transfer.
 # PARAMS, comma-separated:
-#   red: MIN_TH,MAX_TH,MAX_P,W_Q,GENTLE,WAIT           (packets; GENTLE and WAIT 0 or 1)
+#   red: MIN_TH,MAX_TH,MAX_P,W_Q,GENTLE,WAIT           (packets; GENTLE and WAIT 0 or 1;
+#        empty: ns-2's own defaults, the average queue then in bytes)
 #   rio: IN_MIN,IN_MAX,IN_MAX_P,OUT_MIN,OUT_MAX,OUT_MAX_P,W_Q
 # Every packet leaves the senders unmarked (code point 0), which the RIO queue maps to the
 # IN precedence, as pathtwin's RIO files unmarked traffic (markers_dumbbell.tcl marks). ns-2's dsRED has neither gentle nor wait (dsredq.cc); pathtwin's side turns
@@ -35,20 +36,24 @@ agent_defaults $mss
 
 switch -- $qdisc {
     red {
-        lassign $params min_th max_th max_p w_q gentle wait
-        Queue/RED set thresh_        $min_th
-        Queue/RED set maxthresh_     $max_th
-        Queue/RED set linterm_       [expr {1.0 / $max_p}]
-        Queue/RED set q_weight_      $w_q
-        Queue/RED set gentle_        [expr {$gentle ? "true" : "false"}]
-        Queue/RED set wait_          [expr {$wait ? "true" : "false"}]
-        Queue/RED set bytes_         false
-        Queue/RED set queue_in_bytes_ false
-        Queue/RED set mean_pktsize_  500
-        Queue/RED set setbit_        false
-        Queue/RED set adaptive_      0
-        Queue/RED set cautious_      0
-        Queue/RED set drop_tail_     true
+        # No PARAMS: Queue/RED exactly as ns-2.35 ships it (automatic thresholds and weight,
+        # byte mode, queue in bytes), the defaults pathtwin's bare qdisc = "red" follows.
+        if {[llength $params] > 0} {
+            lassign $params min_th max_th max_p w_q gentle wait
+            Queue/RED set thresh_        $min_th
+            Queue/RED set maxthresh_     $max_th
+            Queue/RED set linterm_       [expr {1.0 / $max_p}]
+            Queue/RED set q_weight_      $w_q
+            Queue/RED set gentle_        [expr {$gentle ? "true" : "false"}]
+            Queue/RED set wait_          [expr {$wait ? "true" : "false"}]
+            Queue/RED set bytes_         false
+            Queue/RED set queue_in_bytes_ false
+            Queue/RED set mean_pktsize_  500
+            Queue/RED set setbit_        false
+            Queue/RED set adaptive_      0
+            Queue/RED set cautious_      0
+            Queue/RED set drop_tail_     true
+        }
         set qtype RED
     }
     rio { set qtype dsRED/core }

@@ -78,6 +78,10 @@ def rio(name: str, inp: tuple, out: tuple) -> Scenario:
 SCENARIOS = {
     "red 5/15": red("red 5/15", 5, 15, 0.1, gentle=False),
     "red gentle 15/45": red("red gentle 15/45", 15, 45, 0.1, gentle=True),
+    # A bare qdisc = "red" against ns-2.35's Queue/RED left at its defaults: thresholds and
+    # weight from the link (6250/18750 bytes, w_q 0.0002 here), byte mode; the average queue
+    # reads in bytes on both sides.
+    "red ns-2 defaults": Scenario("red ns-2 defaults", "red", [], ['qdisc = "red"']),
     # ns-2's RIO defaults (ALGORITHMS.md §2).
     "rio-c 15/30 in": rio("rio-c 15/30 in", (15, 30, 0.02), (5, 15, 0.2)),
 }

@@ -397,9 +397,9 @@ fn hosts_of(p: &PathConfig, d: usize) -> (&str, &str) {
 }
 
 /// A bandwidth queue with the discipline an entry asks for (`qdisc`, and its `red`, `rio`
-/// and `frio` tables; validated with the config).
-fn new_queue<P: PacketMeta + Send + Sync + 'static>(capacity: Rate, abw: Rate, limit: QueueLimit, q: QdiscSpec<'_>, rng: Rng) -> BandwidthQueue<P> {
-    BandwidthQueue::new(capacity, abw, Discipline::from_spec(q, limit, capacity), rng)
+/// and `frio` tables; validated with the config), before a one-way `delay`.
+fn new_queue<P: PacketMeta + Send + Sync + 'static>(capacity: Rate, abw: Rate, limit: QueueLimit, delay: Duration, q: QdiscSpec<'_>, rng: Rng) -> BandwidthQueue<P> {
+    BandwidthQueue::new(capacity, abw, Discipline::from_spec(q, limit, capacity, delay), rng)
 }
 
 fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) -> Result<(), ConfigError> {
@@ -452,7 +452,8 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
         let abw = reactivity.current_abw();
         // A shared queue takes the discipline of its first member path.
         let first = &cfg.paths[specs[members[0]].path];
-        let queue = new_queue(capacity, abw, limit, first.qdisc_spec(), b.rng()).with_reactivity(reactivity);
+        let delay = half_rtt(first.rtt, specs[members[0]].dir);
+        let queue = new_queue(capacity, abw, limit, delay, first.qdisc_spec(), b.rng()).with_reactivity(reactivity);
         let dests = s.destinations.join(",");
         let name = match s.direction {
             SharedDirection::Out => format!("shared[{c}] {}->{{{dests}}}", s.source),
@@ -474,7 +475,7 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
             }
             None => {
                 let abw = s.table.at(1);
-                let mut q = new_queue(s.capacity, abw, s.queue, p.qdisc_spec(), b.rng()).with_propagation(one_way);
+                let mut q = new_queue(s.capacity, abw, s.queue, one_way, p.qdisc_spec(), b.rng()).with_propagation(one_way);
                 if !s.table.is_constant() {
                     q = q.with_reactivity(Reactivity::new(vec![s.table.clone()], s.rule.clone(), cfg.run.flow_idle_timeout));
                 }
@@ -662,7 +663,7 @@ impl<'g> LinkRouter<'g> {
 fn link_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>, l: &LinkConfig, d: usize, from: &str, to: &str) -> Vec<Hop> {
     let rate = l.rate.get(d);
     let limit = l.queue.map(|q| q.get(d)).unwrap_or(DEFAULT_LINK_QUEUE);
-    let q = new_queue(rate, rate, limit, l.qdisc_spec(), b.rng()).with_propagation(l.delay);
+    let q = new_queue(rate, rate, limit, l.delay, l.qdisc_spec(), b.rng()).with_propagation(l.delay);
     let mut hops = vec![Hop { element: b.add(format!("{from}->{to}"), "queue", Element::Queue(q)), slot: 0 }];
     if let Some(loss) = l.loss.map(|x| x.get(d)).filter(|x| x.get() > 0.0) {
         let rng = b.rng();

@@ -81,7 +81,8 @@ fn errors_are_one_line_and_name_the_key() {
         ("qdisc = \"rio\"\nfrio = { min_q = 2 }", "link[0].frio: a frio table needs qdisc = \"frio\""),
         ("qdisc = \"frio\"\nfrio = { min_q = 4, max_q = 4 }", "link[0].frio.max_q: max_q (4) must be above min_q (4)"),
         ("qdisc = \"frio\"\nfrio = { min_q = 6 }", "link[0].frio.min_q: max_q (5) must be above min_q (6)"),
-        ("qdisc = \"red\"\nrio = { coupled = true }", "link[0].red: qdisc = \"red\" needs"),
+        ("qdisc = \"red\"\nrio = { coupled = true }", "link[0].rio: a rio table needs qdisc = \"rio\" or \"frio\""),
+        ("qdisc = \"red\"\nred = { min_th = \"5p\" }", "link[0].red.max_th: give both thresholds, or neither for ns-2's automatic ones"),
     ];
     for (extra, want) in cases {
         let e = error(extra);

@@ -6,7 +6,9 @@ TARGET describes the emulated remote host's path (there is no Internet here): ``
 ``down`` (towards the target, the probes' direction), ``up``, and optionally ``loss_down``,
 ``loss_up`` and ``queue``. Prints throughput, RTTs, retransmissions, the proxy's counts and
 the self-diagnosis verdict; the flow's time series, the probe capture and ``monarch.json``
-are in the output directory.
+are in the output directory. ``--real-tcp`` pairs the flow with real TCP on the same path
+realization (``--seed``); ``--runs K`` repeats both over K realizations and prints the
+distribution of the Monarch/TCP throughput ratio (``monarch-runs.json``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ def register(app: typer.Typer) -> None:
         real_tcp: bool = typer.Option(False, "--real-tcp", help="also run the same transfer as real TCP to the target"),
         target_ip_ids: str = typer.Option("kernel", "--target-ip-ids", help="kernel (the target's own) or sequential (one counter, as the paper's hosts)"),
         target_sysctl: list[str] = typer.Option([], "--target-sysctl", help="KEY=VALUE set in the emulated target, e.g. net.ipv4.icmp_ratelimit=0; repeatable"),
+        seed: int = typer.Option(1, "--seed", help="the path realization (its random loss and reordering); --real-tcp meets the same one"),
+        runs: int = typer.Option(1, "--runs", help="realizations to run (seeds SEED, SEED+1, ...); prints the distribution of throughput and, with --real-tcp, of Monarch/TCP"),
     ) -> None:
         """Emulate a TCP transfer to a remote host with probes it answers (Monarch)."""
         from rich.console import Console
@@ -51,12 +55,24 @@ def register(app: typer.Typer) -> None:
         from ..config import parse_assignments, parse_quantity
 
         nbytes = int(parse_quantity("size", size, "--bytes"))
-        with Console().status(f"transferring {nbytes:,} bytes as {probe} probes ..."):
-            sysctls = parse_assignments(target_sysctl, "--target-sysctl")
-            r = monarch.run(parse_target(target), out, probe=probe, cc=cc, nbytes=nbytes, real_tcp=real_tcp, target_sysctls=sysctls,
-                            target_ip_ids=target_ip_ids)
-        s = r.summary
+        if runs < 1:
+            raise PathtwinError(f"--runs: {runs} is not a positive number of runs")
+        if seed < 0:
+            raise PathtwinError(f"--seed: {seed} is negative")
+        sysctls = parse_assignments(target_sysctl, "--target-sysctl")
+        path = parse_target(target)
         con = Console()
+        if runs > 1:
+            with con.status(f"{runs} realizations of {nbytes:,} bytes as {probe} probes ..."):
+                rs = monarch.runs(path, out, runs, seed=seed, real_tcp=real_tcp, probe=probe, cc=cc, nbytes=nbytes,
+                                  target_sysctls=sysctls, target_ip_ids=target_ip_ids)
+            _print_runs(con, rs, real_tcp)
+            con.print(f"wrote {out}/monarch-runs.json, {out}/run-NN/")
+            return
+        with con.status(f"transferring {nbytes:,} bytes as {probe} probes ..."):
+            r = monarch.run(path, out, probe=probe, cc=cc, nbytes=nbytes, real_tcp=real_tcp, target_sysctls=sysctls,
+                            target_ip_ids=target_ip_ids, seed=seed)
+        s = r.summary
         con.print(f"{probe} probes, {s['cc'] or 'default cc'}: {s['throughput_bps'] / 1e6:.2f} Mbit/s over {s['duration_s']:.2f} s, "
                   f"RTT min {s['min_rtt_ms']:.1f} / mean {s['mean_rtt_ms']:.1f} ms, {s['retransmits']} retransmissions")
         p = s["proxy"]
@@ -66,6 +82,27 @@ def register(app: typer.Typer) -> None:
             con.print(f"[yellow]warning:[/] {w}")
         if "real_tcp" in s:
             t = s["real_tcp"]
-            con.print(f"real TCP on the same path: {t['throughput_bps'] / 1e6:.2f} Mbit/s, RTT min {t['min_rtt_ms']:.1f} ms, "
-                      f"{t['retransmits']} retransmissions")
+            con.print(f"real TCP on the same path realization (seed {seed}): {t['throughput_bps'] / 1e6:.2f} Mbit/s, "
+                      f"RTT min {t['min_rtt_ms']:.1f} ms, {t['retransmits']} retransmissions; Monarch/TCP {s['ratio_to_real_tcp']:.2f}")
         con.print(f"wrote {out}/monarch.json, {r.capture}, {out}/emulation/")
+
+
+def _print_runs(con, rs, real_tcp: bool) -> None:
+    """One line per realization, then each measure's distribution."""
+    from rich.table import Table
+
+    t = Table(box=None)
+    for col in ["run", "seed", "Monarch Mbit/s", "verdict"] + (["TCP Mbit/s", "Monarch/TCP"] if real_tcp else []):
+        t.add_column(col, justify="right")
+    for r in rs.rows:
+        cells = [str(r["run"]), str(r["seed"]), f"{r['throughput_bps'] / 1e6:.2f}", r["verdict"]]
+        if real_tcp:
+            cells += [f"{r['tcp_throughput_bps'] / 1e6:.2f}", f"{r['ratio']:.2f}"]
+        t.add_row(*cells)
+    con.print(t)
+    names = {"throughput_bps": ("Monarch throughput", 1e-6, "Mbit/s"), "tcp_throughput_bps": ("real TCP throughput", 1e-6, "Mbit/s"),
+             "ratio": ("Monarch/TCP", 1.0, "")}
+    for key, d in rs.distribution.items():
+        label, scale, unit = names[key]
+        con.print(f"{label} over {d['n']} realizations: median {d['median'] * scale:.2f}{' ' + unit if unit else ''}, "
+                  f"quartiles {d['q1'] * scale:.2f}-{d['q3'] * scale:.2f}, range {d['min'] * scale:.2f}-{d['max'] * scale:.2f}")

@@ -26,18 +26,23 @@ pub enum QdiscKind {
     Prio,
 }
 
-/// `red = { ... }` of a `[[path]]` or `[[link]]` with `qdisc = "red"`: the thresholds are
-/// required (in packets, `"5p"`, or bytes, `"30KB"`, both in the same unit); the rest default
-/// to Floyd & Jacobson's and ns-2's values (`qdisc::RedParams::with_thresholds`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `red = { ... }` of a `[[path]]` or `[[link]]` with `qdisc = "red"`. With thresholds (both,
+/// in packets, `"5p"`, or bytes, `"30KB"`, in the same unit) the other keys default to Floyd
+/// & Jacobson's and ns-2's long-standing values (`qdisc::RedParams::with_thresholds`);
+/// without them (or without a `red` table at all) RED configures itself from the link's
+/// rate and delay as ns-2.35's `Queue/RED` does with its defaults
+/// (`qdisc::RedParams::ns2_automatic`), and any key given overrides that.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedSettings {
-    pub min_th: QueueLimit,
-    pub max_th: QueueLimit,
-    /// Drop probability at max_th (default 0.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_th: Option<QueueLimit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_th: Option<QueueLimit>,
+    /// Drop probability at max_th (default 0.1, ns-2's `linterm_` 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_p: Option<f64>,
-    /// Weight of the average queue (default 0.002).
+    /// Weight of the average queue (default 0.002; automatic: from rate and delay).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub w_q: Option<f64>,
     /// Gentle RED between max_th and 2·max_th (default true).
@@ -46,7 +51,7 @@ pub struct RedSettings {
     /// ns-2's `wait_` (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<bool>,
-    /// Drop probability scaled by packet size (default false).
+    /// Drop probability scaled by packet size (default false; automatic: true, as ns-2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub byte_mode: Option<bool>,
     /// Mean packet size for the idle decay and byte mode (default 500 B, as ns-2).
@@ -58,7 +63,8 @@ pub struct RedSettings {
     /// Adaptive RED (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<bool>,
-    /// Never drop while the queue holds at most one packet, as ns-2.35's RED (default false).
+    /// Never drop while the queue holds at most one packet, as ns-2.35's RED (default false;
+    /// automatic: true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub short_queue_exempt: Option<bool>,
 }
@@ -66,7 +72,12 @@ pub struct RedSettings {
 impl RedSettings {
     /// Checks the values for the entry named `key` (`link[0].red`).
     pub fn validate(&self, key: &str) -> Result<(), ConfigError> {
-        check_thresholds(self.min_th, self.max_th, key)?;
+        match (self.min_th, self.max_th) {
+            (Some(min_th), Some(max_th)) => check_thresholds(min_th, max_th, key)?,
+            (None, None) => {}
+            (Some(_), None) => return Err(ConfigError::invalid(format!("{key}.max_th"), "give both thresholds, or neither for ns-2's automatic ones")),
+            (None, Some(_)) => return Err(ConfigError::invalid(format!("{key}.min_th"), "give both thresholds, or neither for ns-2's automatic ones")),
+        }
         for (field, v) in [("max_p", self.max_p), ("w_q", self.w_q)] {
             check_probability(v, &format!("{key}.{field}"))?;
         }
@@ -203,7 +214,7 @@ pub struct QdiscSpec<'a> {
 pub(super) fn check(q: QdiscSpec<'_>, key: &str) -> Result<(), ConfigError> {
     match (q.kind, q.red) {
         (QdiscKind::Red, Some(r)) => r.validate(&format!("{key}.red"))?,
-        (QdiscKind::Red, None) => return Err(ConfigError::invalid(format!("{key}.red"), "qdisc = \"red\" needs a red = { min_th = ..., max_th = ... } table")),
+        (QdiscKind::Red, None) => {}
         (_, Some(_)) => return Err(ConfigError::invalid(format!("{key}.red"), "a red table needs qdisc = \"red\"")),
         (_, None) => {}
     }

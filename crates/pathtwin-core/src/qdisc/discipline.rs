@@ -7,7 +7,7 @@
 use super::{AqmStats, Backlog, DropTail, FrioParams, Qdisc, Queued, Red, RedParams, Rio, RioParams, StrictPriority};
 use crate::config::{QdiscKind, QdiscSpec};
 use crate::packet::PacketMeta;
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::units::{QueueLimit, Rate};
 use crate::Rng;
 
@@ -19,11 +19,11 @@ pub enum Discipline<P> {
 impl<P: PacketMeta + Send + Sync + 'static> Discipline<P> {
     /// The discipline an entry's `qdisc` key asks for, with its `red`, `rio` and `frio`
     /// tables (validated with the config), holding at most `limit` before a link of
-    /// `capacity`.
-    pub fn from_spec(q: QdiscSpec<'_>, limit: QueueLimit, capacity: Rate) -> Self {
+    /// `capacity` and one-way `delay` (RED's automatic settings use both).
+    pub fn from_spec(q: QdiscSpec<'_>, limit: QueueLimit, capacity: Rate, delay: Duration) -> Self {
         let other = |q: Box<dyn Qdisc<P>>| Discipline::Other(q);
         match (q.kind, q.red) {
-            (QdiscKind::Red, Some(r)) => other(Box::new(Red::new(RedParams::from_settings(r), limit, capacity))),
+            (QdiscKind::Red, r) => other(Box::new(Red::new(RedParams::from_settings(r, capacity, delay), limit, capacity))),
             (QdiscKind::Rio, _) => other(Box::new(Rio::new(RioParams::from_settings(q.rio), None, limit, capacity))),
             (QdiscKind::Frio, _) => {
                 let rio = RioParams::from_settings(q.rio);

@@ -39,6 +39,9 @@ use crate::time::{Duration, Instant};
 use crate::units::{QueueLimit, Rate};
 use crate::Rng;
 
+/// ns-2's `mean_pktsize_`: the mean packet size RED assumes unless told (bytes).
+pub const NS2_MEAN_PACKET: u32 = 500;
+
 /// RED's parameters. Thresholds count packets or bytes, as the average does.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RedParams {
@@ -78,7 +81,7 @@ impl RedParams {
             gentle: true,
             wait: true,
             byte_mode: false,
-            mean_packet: 500,
+            mean_packet: NS2_MEAN_PACKET,
             ecn: false,
             adaptive: false,
             short_queue_exempt: false,
@@ -86,10 +89,46 @@ impl RedParams {
         }
     }
 
-    /// The parameters of an entry's `red` table: its thresholds, and for every key it leaves
-    /// out the value of [`RedParams::with_thresholds`].
-    pub fn from_settings(r: &RedSettings) -> Self {
-        let d = RedParams::with_thresholds(r.min_th, r.max_th);
+    /// ns-2.35's `Queue/RED` with its default settings (`thresh_` and `maxthresh_` 0,
+    /// `q_weight_` -1, `bytes_` and `queue_in_bytes_` true, `mean_pktsize_` 500, `linterm_`
+    /// 10, gentle and wait on; `red.cc`'s `initialize_params`), on a link of `capacity` and
+    /// one-way `delay`, for packets of `mean_packet` bytes on average. With `ptc` the link's
+    /// rate in mean packets per second:
+    /// - min_th = max(5, ptc · 5 ms / 2) mean packets (half the queue of the 5-ms target
+    ///   delay), max_th = 3 · min_th, both counted in bytes;
+    /// - w_q = 1 − exp(−1 / (10 · rtt · ptc)), rtt = max(100 ms, 3 · (delay + 1 / ptc)): the
+    ///   average's time constant ten round trips of an assumed RTT;
+    /// - byte mode, and no drop while the queue holds at most one packet (ns-2.35).
+    pub fn ns2_automatic(capacity: Rate, delay: Duration, mean_packet: u32) -> Self {
+        const TARGET_DELAY_S: f64 = 0.005;
+        let ptc = capacity.as_f64() / (8.0 * mean_packet as f64);
+        let min_pkts = (TARGET_DELAY_S * ptc / 2.0).max(5.0);
+        let bytes = |pkts: f64| QueueLimit::Bytes((pkts * mean_packet as f64).round() as u64);
+        let rtt = (3.0 * (delay.as_secs_f64() + 1.0 / ptc)).max(0.1);
+        RedParams {
+            w_q: 1.0 - (-1.0 / (10.0 * rtt * ptc)).exp(),
+            byte_mode: true,
+            mean_packet,
+            short_queue_exempt: true,
+            ..RedParams::with_thresholds(bytes(min_pkts), bytes(3.0 * min_pkts))
+        }
+    }
+
+    /// The parameters of an entry's `red` table (none: every key left out) on a link of
+    /// `capacity` and one-way `delay`: with thresholds, theirs, and for every key the table
+    /// leaves out the value of [`RedParams::with_thresholds`]; without, those of
+    /// [`RedParams::ns2_automatic`] for the table's mean packet, then every key it gives.
+    pub fn from_settings(r: Option<&RedSettings>, capacity: Rate, delay: Duration) -> Self {
+        let none = RedSettings::default();
+        let r = r.unwrap_or(&none);
+        let d = match (r.min_th, r.max_th) {
+            (Some(min_th), Some(max_th)) => RedParams::with_thresholds(min_th, max_th),
+            // Validation allows both or neither.
+            _ => {
+                let mean = r.mean_packet.map_or(NS2_MEAN_PACKET, |m| m.bytes() as u32);
+                RedParams::ns2_automatic(capacity, delay, mean)
+            }
+        };
         RedParams {
             max_p: r.max_p.unwrap_or(d.max_p),
             w_q: r.w_q.unwrap_or(d.w_q),
@@ -190,6 +229,26 @@ mod tests {
 
     fn item(ect: bool) -> Queued<Pkt> {
         packet(0, Mark::Unmarked, ect)
+    }
+
+    /// ns-2.35's automatic settings, worked by hand from `red.cc`'s `initialize_params`.
+    #[test]
+    fn automatic_settings_follow_ns2s_rules() {
+        // 20 Mbit/s, 2 ms: 5000 mean packets/s; half the 5-ms target queue is 12.5 packets,
+        // above the floor of 5; the assumed RTT 3 · 2.2 ms is below 100 ms, so 100 ms.
+        let p = RedParams::ns2_automatic(Rate::from_mbps(20), Duration::from_millis(2), 500);
+        assert_eq!((p.min_th, p.max_th), (QueueLimit::Bytes(6250), QueueLimit::Bytes(18_750)));
+        assert!((p.w_q - (1.0 - (-1.0f64 / 5000.0).exp())).abs() < 1e-15, "{}", p.w_q);
+        assert!(p.byte_mode && p.gentle && p.wait && p.short_queue_exempt && !p.ecn && !p.adaptive);
+        assert_eq!((p.max_p, p.mean_packet), (0.1, 500));
+        // 1 Mbit/s, 100 ms: 250 packets/s, so the floor of 5 packets; RTT 3 · 104 ms.
+        let p = RedParams::ns2_automatic(Rate::from_mbps(1), Duration::from_millis(100), 500);
+        assert_eq!((p.min_th, p.max_th), (QueueLimit::Bytes(2500), QueueLimit::Bytes(7500)));
+        assert!((p.w_q - (1.0 - (-1.0f64 / (10.0 * 0.312 * 250.0)).exp())).abs() < 1e-12, "{}", p.w_q);
+        // A table without thresholds starts there and keeps what it gives.
+        let r = RedSettings { ecn: Some(true), w_q: Some(0.01), ..RedSettings::default() };
+        let q = RedParams::from_settings(Some(&r), Rate::from_mbps(20), Duration::from_millis(2));
+        assert_eq!((q.min_th, q.w_q, q.ecn, q.byte_mode), (QueueLimit::Bytes(6250), 0.01, true, true));
     }
 
     fn red(p: RedParams) -> Red<Pkt> {
