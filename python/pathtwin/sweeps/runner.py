@@ -1,0 +1,131 @@
+"""Running a sweep's points on Dask: a ``LocalCluster`` of one single-threaded worker process
+per core by default (simulation is CPU-bound and holds a core), or an existing scheduler
+(``scheduler="tcp://host:8786"``, e.g. a dask-jobqueue cluster on SLURM/PBS). Every point
+is one task; outcomes are recorded in ``sweep.json`` as they arrive, and a ``Progress`` is
+told of each.
+
+Ctrl-C stops the sweep: the points finished so far stay recorded, the others stay pending
+for the next run with the same directory.
+
+Not here: the spec (``spec``), the directory (``store``), what a task does (``point``),
+drawing the progress bar (the command line's).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import PathtwinError
+from .point import PointTask, run_point
+from .spec import SweepSpec
+from .store import SweepDir, partition_dir
+
+#: Emulations at once per machine by default: one (see ``docs/sweeps.md``).
+EMU_PER_MACHINE = 1
+
+
+class Progress(Protocol):
+    """Told of a sweep's progress (the command line draws a rich bar from it)."""
+
+    def start(self, total: int, done: int, failed: int) -> None: ...
+    def point(self, outcome: dict[str, Any]) -> None: ...
+    def close(self) -> None: ...
+
+
+@dataclass
+class Outcome:
+    """How a run of a sweep ended: ``counts`` of done, failed and pending points, and
+    whether Ctrl-C stopped it."""
+
+    counts: dict[str, int]
+    interrupted: bool = False
+
+
+def run(spec: SweepSpec, out: str | os.PathLike, workers: int | None = None, scheduler: str | None = None,
+        force: bool = False, emu_per_machine: int = EMU_PER_MACHINE, progress: Progress | None = None) -> Outcome:
+    """Runs the points of ``spec`` not yet done in ``out``."""
+    from ..results import GitRevision
+
+    if workers is not None and workers < 1:
+        raise PathtwinError(f"--workers: {workers} is not a positive number of workers")
+    if emu_per_machine < 1:
+        raise PathtwinError(f"--emu-per-machine: {emu_per_machine} is not a positive number of emulations")
+    sweep = SweepDir.open(out, spec, force=force, revision=GitRevision().result())
+    todo = sweep.todo()
+    counts = sweep.counts()
+    if progress is not None:
+        progress.start(len(spec.points), counts["done"], counts["failed"])
+    interrupted = False
+    try:
+        if todo:
+            revision = sweep.record["git_revision"]
+            tasks = [PointTask(out=str(sweep.path.resolve()), id=p.id, partition=partition_dir(spec, p), engine=p.engine,
+                               config=p.config or {}, revision=revision, emu_per_machine=emu_per_machine) for p in todo]
+            with _client(workers, scheduler) as client:
+                _run_tasks(client, tasks, sweep, progress)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        sweep.flush(force=True)
+        if progress is not None:
+            progress.close()
+    return Outcome(counts=sweep.counts(), interrupted=interrupted)
+
+
+def _run_tasks(client: Any, tasks: list[PointTask], sweep: SweepDir, progress: Progress | None) -> None:
+    from distributed import as_completed
+
+    prefix = f"pathtwin-point-{sweep.spec.fingerprint}"
+    futures = {client.submit(run_point, t, key=f"{prefix}-{t.id}", pure=False): t for t in tasks}
+    try:
+        for future in as_completed(futures):
+            task = futures[future]
+            if future.status == "finished":
+                outcome = future.result()
+            else:  # the worker died under it (Dask gave up after its retries) or it was cancelled
+                error = future.exception() if future.status == "error" else None
+                outcome = {"id": task.id, "status": "failed",
+                           "error": f"{type(error).__name__}: {error}".splitlines()[0] if error else f"task {future.status}"}
+            sweep.record_outcome(outcome)
+            if progress is not None:
+                progress.point(outcome)
+    finally:
+        client.cancel(list(futures))
+
+
+class _client:
+    """A Dask client: to ``scheduler`` if given, else to a new ``LocalCluster`` of
+    ``workers`` (default: one per core) single-threaded worker processes, closed on exit."""
+
+    def __init__(self, workers: int | None, scheduler: str | None) -> None:
+        self.workers = workers
+        self.scheduler = scheduler
+        self.cluster: Any = None
+        self.client: Any = None
+
+    def __enter__(self) -> Any:
+        from distributed import Client, LocalCluster
+
+        if self.scheduler is not None:
+            try:
+                self.client = Client(self.scheduler, timeout="10s")
+            except (OSError, TimeoutError) as e:
+                raise PathtwinError(f"--scheduler {self.scheduler}: cannot connect ({e})".splitlines()[0]) from None
+            return self.client
+        n = self.workers or os.cpu_count() or 1
+        # One thread per worker: a point holds a core (the simulator runs with the GIL
+        # released); processes, so that workers never share an interpreter. No dashboard:
+        # a sweep on a shared machine must not take a port it was not asked for.
+        self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                                    silence_logs=logging.ERROR)
+        self.client = Client(self.cluster)
+        return self.client
+
+    def __exit__(self, *exc: object) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
