@@ -126,7 +126,7 @@ class _client:
         # One thread per worker: a point holds a core (the simulator runs with the GIL
         # released); processes, so that workers never share an interpreter. No dashboard:
         # a sweep on a shared machine must not take a port it was not asked for.
-        with dask.config.set({"distributed.scheduler.worker-saturation": WORKER_SATURATION}):
+        with dask.config.set({"distributed.scheduler.worker-saturation": WORKER_SATURATION}), _workers_ignore_ctrl_c():
             self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
                                         silence_logs=logging.ERROR)
         self.client = Client(self.cluster)
@@ -137,3 +137,24 @@ class _client:
             self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+
+
+class _workers_ignore_ctrl_c:
+    """SIGINT ignored while the local workers are spawned: they inherit it, so Ctrl-C in a
+    terminal (sent to every process of the foreground group) reaches only this process,
+    which stops the sweep and closes the cluster, instead of each worker dying with a
+    traceback of its own. Only in the main thread, where Python allows it."""
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        self.previous: Any = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
