@@ -227,6 +227,7 @@ def test_an_invalid_point_fails_alone_with_its_error_line(tmp_path):
     ('workers = 3\n', "workers"),
     ('engine = "gpu"\n', "engine"),
     ('[grid]\n"path[0].rtt" = ["20ms"]\n[[case]]\n"path[0].rtt" = "30ms"\n', "path[0].rtt"),
+    ('[set]\n"path[0].rtt" = "30ms"\n[grid]\n"path[0].rtt" = ["20ms"]\n', "path[0].rtt"),
     ('[grid\n', "line 2"),
 ])
 def test_a_bad_spec_is_one_line_naming_the_file_and_key(tmp_path, body, names):
@@ -258,6 +259,53 @@ def test_a_changed_spec_is_refused_unless_forced(tmp_path):
     r = run_cli("sweep", spec, "-o", other, "-q", "--force")
     assert r.returncode == 2 and "not a sweep directory" in r.stderr
     assert sorted(p.name for p in other.iterdir()) == ["keep.txt"]
+
+
+def test_points_failing_at_run_time_leave_empty_tables_with_the_engines_columns(tmp_path):
+    spec = _write_spec(tmp_path, '[set]\n"run.duration" = "2s"\n[grid]\n"tcp.cc" = ["warp", "hyper"]\n')
+    r = run_cli("sweep", spec, "-o", tmp_path / "run", "-j", "1", "-q")
+    assert r.returncode == 1 and "2 points: 0 done, 2 failed" in r.stdout
+    assert r.stdout.count("congestion control") == 2
+    flows = pathtwin.read_sweep(tmp_path / "run").flows
+    assert flows.empty
+    assert set(pathtwin.results.columns("flows")) | {"tcp.cc"} == set(flows.columns)
+
+
+def test_an_existing_dask_cluster_runs_the_points(tmp_path):
+    from distributed import Client, LocalCluster
+
+    spec = _write_spec(tmp_path, '[set]\n"run.duration" = "2s"\n[grid]\nseed = [1, 2, 3]\n')
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        r = run_cli("sweep", spec, "-o", tmp_path / "run", "--scheduler", cluster.scheduler_address, "-q")
+        assert r.returncode == 0, r.stderr
+        # The points ran on that cluster's worker: it holds the sweep's module.
+        loaded = client.run(lambda: __import__("sys").modules.get("pathtwin.sweeps.point") is not None)
+        assert list(loaded.values()) == [True]
+    assert sorted(pathtwin.read_sweep(tmp_path / "run").flows["seed"]) == [1, 2, 3]
+
+
+def test_emulation_leases_keep_to_the_limit_per_machine():
+    """Two workers each start an "emulation" (a sleep under the lease) at once: with a limit
+    of one, their spans never overlap."""
+    from distributed import Client, LocalCluster
+
+    def hold(limit: int) -> tuple[float, float]:
+        import time as t
+
+        from pathtwin.sweeps.point import _emulation_lease
+
+        with _emulation_lease(limit):
+            start = t.monotonic()
+            t.sleep(0.5)
+            return start, t.monotonic()
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        workers = list(client.scheduler_info()["workers"])
+        spans = client.gather([client.submit(hold, 1, workers=[w], pure=False) for w in workers])
+    (a0, a1), (b0, b1) = sorted(spans)
+    assert a1 <= b0, f"two emulations at once: {spans}"
 
 
 @needs_root

@@ -127,7 +127,9 @@ class _emulation_lease:
             get_worker()
         except ValueError:
             return self
-        self.semaphore = Semaphore(max_leases=self.limit, name=f"pathtwin-emu-{socket.gethostname()}")
+        # The limit is in the name: a scheduler keeps one semaphore per name with the limit it
+        # was made with, and a later sweep asking another limit must get its own.
+        self.semaphore = Semaphore(max_leases=self.limit, name=f"pathtwin-emu-{socket.gethostname()}-{self.limit}")
         self.semaphore.acquire()
         return self
 

@@ -154,6 +154,9 @@ def expand(doc: dict[str, Any], origin: str, base_dir: Path) -> SweepSpec:
         raise PathtwinError(f"{origin}: {both[0]} is both a grid axis and a case key")
     for key in [*case_keys, *grid, *fixed]:
         _check_key(key, origin)
+    fixed_and_swept = [k for k in fixed if k in grid or k in case_keys]
+    if fixed_and_swept:
+        raise PathtwinError(f"{origin}: {fixed_and_swept[0]} is both in [set] and an axis")
     if ENGINE_AXIS in fixed:
         raise PathtwinError(f"{origin}: set.engine: give the engine as the spec's `engine`, or sweep it as an axis")
 

@@ -42,6 +42,9 @@ STAGING_DIR = ".staging"
 #: a point finished but not yet recorded when the sweep is killed simply runs again.
 FLUSH_INTERVAL_S = 0.5
 
+#: Tables both engines write for every run.
+COMMON_TABLES = ("flows", "flow_series", "queues", "queue_series", "markers")
+
 _ARROW_TYPES = {"bool": "bool_", "int": "int64", "float": "float64", "string": "string"}
 
 
@@ -215,7 +218,9 @@ def read_sweep(path: str | os.PathLike) -> SweepResult:
     """Reads a sweep directory (finished or not): every table of its done points."""
     path = Path(path)
     record = read_record(path)
-    tables = LazyFrames({name: (lambda name=name: read_table(path, record, name)) for name in record.get("tables", [])})
+    # The tables every run has, even when no point is done yet (then empty, with Rust's columns).
+    names = sorted({*record.get("tables", []), *COMMON_TABLES})
+    tables = LazyFrames({name: (lambda name=name: read_table(path, record, name)) for name in names})
     return SweepResult(run=record, tables=tables, path=path)
 
 
@@ -252,7 +257,9 @@ def read_table(path: Path, record: dict[str, Any], table: str):
     if not files:
         import pandas as pd
 
-        return pd.DataFrame()
+        from ..results import columns
+
+        return pd.DataFrame(columns=[*columns(table, record.get("engine", "sim")), *(a["name"] for a in record["axes"])])
     schemas = {str(s): s for s in (pq.read_schema(f) for f in files)}
     schema = pa.unify_schemas(list(schemas.values()))
     if part is not None:
