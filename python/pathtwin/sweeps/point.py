@@ -41,6 +41,12 @@ class PointTask:
     emu_per_machine: int = 1
 
 
+def run_points(tasks: list[PointTask]) -> list[dict[str, Any]]:
+    """Runs ``tasks`` one after the other (a batch: one Dask task for several short
+    simulation points) and returns their outcomes."""
+    return [run_point(t) for t in tasks]
+
+
 def run_point(task: PointTask) -> dict[str, Any]:
     """Runs ``task`` and returns its outcome: ``id``, ``status`` ("done" or "failed"),
     ``error`` (one line), ``wall_s``, ``tables`` (written into the datasets), ``warnings``."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import PathtwinError
-from .point import PointTask, run_point
+from .point import PointTask, run_points
 from .spec import SweepSpec
 from .store import SweepDir, partition_dir
 
@@ -29,6 +29,14 @@ EMU_PER_MACHINE = 1
 #: there when one ends (Dask's default of 1.1 leaves a worker idle for a round trip to the
 #: scheduler between points, a few milliseconds each).
 WORKER_SATURATION = 2.0
+#: Batches of simulation points (see ``_run_tasks``): about this much wall time each,
+BATCH_S = 0.2
+#: at most this many points,
+MAX_BATCH = 16
+#: and at least this many batches left per worker thread.
+BATCHES_PER_THREAD = 4
+#: Batches out at once per worker thread.
+IN_FLIGHT_PER_THREAD = 2
 
 
 class Progress(Protocol):
@@ -80,25 +88,68 @@ def run(spec: SweepSpec, out: str | os.PathLike, workers: int | None = None, sch
 
 
 def _run_tasks(client: Any, tasks: list[PointTask], sweep: SweepDir, progress: Progress | None) -> None:
+    """Submits the points and records their outcomes as they arrive.
+
+    Emulation points are one task each. Simulation points go out in batches sized as they
+    run: the first alone, then as many as take about ``BATCH_S`` by the points finished so
+    far, never so many that fewer than ``BATCHES_PER_THREAD`` batches would be left per
+    worker thread (the last batches must still spread over every worker). Dask's own cost,
+    a few milliseconds of the scheduler's and the client's CPU per task, is then paid per
+    batch; on a machine whose every core runs a worker, that CPU is taken from the points.
+    ``IN_FLIGHT_PER_THREAD`` batches per thread are out at any time."""
     from distributed import as_completed
 
     prefix = f"pathtwin-point-{sweep.spec.fingerprint}"
-    futures = {client.submit(run_point, t, key=f"{prefix}-{t.id}", pure=False): t for t in tasks}
+    threads = max(1, sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()))
+    queue = [t for t in tasks if t.engine != "emu"]
+    futures: dict[Any, list[PointTask]] = {}
+
+    def submit(batch: list[PointTask]) -> Any:
+        future = client.submit(run_points, batch, key=f"{prefix}-{batch[0].id}-{len(batch)}", pure=False)
+        futures[future] = batch
+        return future
+
+    for t in tasks:
+        if t.engine == "emu":
+            submit([t])
+    for _ in range(IN_FLIGHT_PER_THREAD * threads):
+        if queue:
+            submit([queue.pop(0)])
+    walls: list[float] = []
+    # Results gathered as they come (with_results): asking each future for its result
+    # would cost a round trip to the client's event loop per task (~7 ms here).
+    pending = as_completed(list(futures), with_results=True, raise_errors=False)
     try:
-        # Results gathered as they come (with_results): asking each future for its result
-        # would cost a round trip to the client's event loop per point (~7 ms here).
-        for future, result in as_completed(futures, with_results=True, raise_errors=False):
-            task = futures[future]
-            if isinstance(result, dict):
-                outcome = result
+        for future, result in pending:
+            batch = futures[future]
+            if isinstance(result, list):
+                outcomes = result
             else:  # the worker died under it (Dask gave up after its retries) or it was cancelled
                 error = f"{type(result).__name__}: {result}".splitlines()[0] if isinstance(result, BaseException) else f"task {future.status}"
-                outcome = {"id": task.id, "status": "failed", "error": error}
-            sweep.record_outcome(outcome)
-            if progress is not None:
-                progress.point(outcome)
+                outcomes = [{"id": t.id, "status": "failed", "error": error} for t in batch]
+            for outcome in outcomes:
+                sweep.record_outcome(outcome)
+                if progress is not None:
+                    progress.point(outcome)
+                if outcome.get("wall_s") is not None and outcome["status"] == "done":
+                    walls.append(outcome["wall_s"])
+            if queue:
+                size = _batch_size(walls, len(queue), threads)
+                pending.add(submit(queue[:size]))
+                del queue[:size]
     finally:
         client.cancel(list(futures))
+
+
+def _batch_size(walls: list[float], left: int, threads: int) -> int:
+    """Points in the next batch: ``BATCH_S`` worth by the recent points' mean wall time,
+    at most ``MAX_BATCH``, and at most a ``BATCHES_PER_THREAD``-th share per thread of
+    what is left."""
+    recent = walls[-20:]
+    if not recent:
+        return 1
+    mean = max(sum(recent) / len(recent), 1e-4)
+    return max(1, min(int(BATCH_S / mean), MAX_BATCH, left // (threads * BATCHES_PER_THREAD)))
 
 
 class _client:
