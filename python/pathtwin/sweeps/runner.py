@@ -100,18 +100,24 @@ def _run_tasks(client: Any, tasks: list[PointTask], sweep: SweepDir, progress: P
     from distributed import as_completed
 
     prefix = f"pathtwin-point-{sweep.spec.fingerprint}"
-    threads = max(1, sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()))
+    workers = client.scheduler_info()["workers"].values()
+    threads = max(1, sum(w.get("nthreads", 1) for w in workers))
+    # Emulation points out at once: as many as the machines' leases allow, so that a worker
+    # does not sit waiting for a lease while simulation points could use it.
+    emu_slots = max(1, len({w.get("host") for w in workers})) * tasks[0].emu_per_machine if tasks else 1
     queue = [t for t in tasks if t.engine != "emu"]
+    emu_queue = [t for t in tasks if t.engine == "emu"]
     futures: dict[Any, list[PointTask]] = {}
+    emu_out = 0
 
     def submit(batch: list[PointTask]) -> Any:
         future = client.submit(run_points, batch, key=f"{prefix}-{batch[0].id}-{len(batch)}", pure=False)
         futures[future] = batch
         return future
 
-    for t in tasks:
-        if t.engine == "emu":
-            submit([t])
+    while emu_queue and emu_out < emu_slots:
+        submit([emu_queue.pop(0)])
+        emu_out += 1
     for _ in range(IN_FLIGHT_PER_THREAD * threads):
         if queue:
             submit([queue.pop(0)])
@@ -131,9 +137,14 @@ def _run_tasks(client: Any, tasks: list[PointTask], sweep: SweepDir, progress: P
                 sweep.record_outcome(outcome)
                 if progress is not None:
                     progress.point(outcome)
-                if outcome.get("wall_s") is not None and outcome["status"] == "done":
+                if outcome.get("wall_s") is not None and outcome["status"] == "done" and batch[0].engine != "emu":
                     walls.append(outcome["wall_s"])
-            if queue:
+            if batch[0].engine == "emu":
+                emu_out -= 1
+                if emu_queue:
+                    pending.add(submit([emu_queue.pop(0)]))
+                    emu_out += 1
+            elif queue:
                 size = _batch_size(walls, len(queue), threads)
                 pending.add(submit(queue[:size]))
                 del queue[:size]
