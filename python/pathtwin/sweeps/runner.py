@@ -1,8 +1,9 @@
 """Running a sweep's points on Dask: a ``LocalCluster`` of one single-threaded worker process
 per core by default (simulation is CPU-bound and holds a core), or an existing scheduler
-(``scheduler="tcp://host:8786"``, e.g. a dask-jobqueue cluster on SLURM/PBS). Every point
-is one task; outcomes are recorded in ``sweep.json`` as they arrive, and a ``Progress`` is
-told of each.
+(``scheduler="tcp://host:8786"``, e.g. a dask-jobqueue cluster on SLURM/PBS). Simulation
+points go out in batches sized by their wall time, emulation points one per task and only
+as many at once as the machines' leases allow; outcomes are recorded in ``sweep.json`` as
+they arrive, and a ``Progress`` is told of each.
 
 Ctrl-C stops the sweep: the points finished so far stay recorded, the others stay pending
 for the next run with the same directory.
