@@ -115,6 +115,16 @@ seed = [3, 4]
             > res.flows.groupby("path[0].abw").goodput_bps.mean()["409kbit/4530kbit"])
 
 
+def test_the_example_spec_runs(tmp_path):
+    spec = tomllib.loads((EXAMPLES / "sweep-rtt-cc.toml").read_text())
+    res = pathtwin.sweep(EXAMPLES / "sweep-rtt-cc.toml", tmp_path / "run", workers=1)
+    grid = spec["grid"]
+    expected = len(grid["path[0].rtt"]) * len(grid["tcp.cc"]) * len(grid["seed"])
+    assert res.failed == 0 and len(res.run["points"]) == expected
+    assert len(res.flows) == expected  # the scenario has one flow
+    assert set(res.flows["path[0].rtt"]) == set(grid["path[0].rtt"])
+
+
 LONG_SPEC = """
 [scenario]
 hosts = ["a", "b"]
