@@ -146,10 +146,6 @@ to = "b"
 """
 
 
-def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.sort_values(["tcp.cc", "path[0].rtt", "flow"]).reset_index(drop=True)
-
-
 def test_a_killed_sweep_resumes_with_only_the_rest(tmp_path):
     spec = tmp_path / "long.toml"
     spec.write_text(LONG_SPEC)
@@ -187,11 +183,10 @@ def test_a_killed_sweep_resumes_with_only_the_rest(tmp_path):
 
     whole = pathtwin.sweep(spec, tmp_path / "whole", workers=1)
     resumed = pathtwin.read_sweep(out)
-    for table in ("flows", "queues"):
-        pd.testing.assert_frame_equal(_sorted(resumed.tables[table]) if table == "flows" else resumed.tables[table]
-                                      .sort_values(["tcp.cc", "path[0].rtt", "queue"]).reset_index(drop=True),
-                                      _sorted(whole.tables[table]) if table == "flows" else whole.tables[table]
-                                      .sort_values(["tcp.cc", "path[0].rtt", "queue"]).reset_index(drop=True))
+    for table, key in (("flows", "flow"), ("queues", "queue"), ("flow_series", ["flow", "time_s"])):
+        keys = key if isinstance(key, list) else [key]
+        pd.testing.assert_frame_equal(resumed.tables[table].sort_values(["tcp.cc", "path[0].rtt", *keys]).reset_index(drop=True),
+                                      whole.tables[table].sort_values(["tcp.cc", "path[0].rtt", *keys]).reset_index(drop=True))
 
 
 def test_an_invalid_point_fails_alone_with_its_error_line(tmp_path):
