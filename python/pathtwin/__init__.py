@@ -13,7 +13,8 @@ from .errors import PathtwinError  # noqa: E402
 # Imported on first use: every command, `pathtwin trace analyze` among them, imports this
 # package, and the result and simulation modules (with the json, dataclasses and subprocess
 # they pull in) cost 30 ms of each command's start-up.
-_LAZY = {"Result": ".results", "read_result_dir": ".results", "simulate": ".sim", "compare_runs": ".compare"}
+_LAZY = {"Result": ".results", "read_result_dir": ".results", "simulate": ".sim", "compare_runs": ".compare",
+         "sweep": ".sweeps", "read_sweep": ".sweeps"}
 
 
 def __getattr__(name):
@@ -35,4 +36,5 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["PathtwinError", "Result", "read_result_dir", "simulate", "Emulation", "emulate", "compare_runs", "__version__"]
+__all__ = ["PathtwinError", "Result", "read_result_dir", "simulate", "Emulation", "emulate", "compare_runs", "sweep", "read_sweep",
+           "__version__"]

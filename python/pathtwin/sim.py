@@ -35,8 +35,10 @@ def _run_chunks(sim, on_progress=None) -> bool:
         return False
 
 
-def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=None) -> Result:
+def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=None, revision: str | None = None) -> Result:
     """Simulates ``config`` (a TOML path or text, or a dict); writes ``out`` if given.
+    ``revision`` is the source's git revision for ``run.json`` when the caller knows it
+    already (a sweep asks git once, not once per point); otherwise git is asked.
 
     Returns a ``Result`` whose ``flows``, ``flow_series``, ``queues``, ``queue_series`` and
     ``markers`` (and, with ``[[pipe]]``s, ``pipes``: pipe, client, server, address) are pandas
@@ -58,7 +60,7 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
                 on_warning("[run] pcap needs a result directory; no captures written")
         else:
             captures = native_call(sim.capture_to, Path(out) / "pcap")
-    revision = GitRevision()  # asked now, read after the run
+    git = GitRevision() if revision is None else None  # asked now, read after the run
     watch = Stopwatch()
     if progress:
         completed = _run_with_progress(sim)
@@ -86,7 +88,7 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
     run = run_record(
         engine="sim", config=resolved["config"], resolved_paths=resolved["paths"], elements=resolved["elements"],
         wall_time_s=wall, complete=bool(meta["complete"]) and completed, warnings=sim.warnings,
-        source=origin or None, revision=revision.result(),
+        source=origin or None, revision=git.result() if git is not None else revision,
         simulated_s=meta["simulated_s"], events=meta["events"], interrupted=not completed,
         captures=[str(Path(c).relative_to(Path(out))) for c in captures] if captures else [],
     )
