@@ -174,24 +174,78 @@ def _shared_abw(by_flows: dict) -> str:
 
 
 def validate(
-    model: Path = typer.Argument(..., help="A model `pathtwin measure` wrote (its NAME.measure.json beside it)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the comparison as JSON."),
+    files: List[Path] = typer.Argument(..., help="MODEL.toml (a model `pathtwin measure` wrote), or GROUND_TRUTH.toml "
+                                       "MODEL.toml to grade the model against the ground truth it was measured from."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="MODEL alone: write the comparison as JSON. With a "
+                                       "ground truth: the directory for validation.json and the error CDFs."),
+    flows: str = typer.Option("1,2,4,8", "--flows", help="With a ground truth: flow counts of the per-path experiments."),
+    duration: str = typer.Option("10s", "--duration", help="With a ground truth: length of each experiment."),
+    together: bool = typer.Option(True, "--together/--no-together", help="With a ground truth: also run every pair at "
+                                  "once, one flow each (NSDI'09 Figure 9)."),
 ) -> None:
-    """Repeat the measurement's throughput tests in an emulation of the model (root) and
-    compare the twin's ABW with the measured one, per pair and flow count (NSDI'09 §4.5)."""
+    """Check a model: repeat the measurement's throughput tests in its twin and compare with
+    what was measured (MODEL), or run the same foreground experiments in the ground truth,
+    in the model and in a link-emulator baseline and grade both against the truth
+    (GROUND_TRUTH MODEL -o DIR: validation.json, NSDI'09 §4.5 Figures 8 and 9). Root."""
+    if len(files) == 2:
+        _grade(files[0], files[1], out, flows, duration, together)
+        return
+    if len(files) != 1:
+        raise PathtwinError(f"validate takes MODEL.toml or GROUND_TRUTH.toml MODEL.toml, not {len(files)} files")
     from ..measure.validate import WITHIN
     from ..measure.validate import validate as run_validation
     from ._light import text_table
 
     bars = _Bars()
     try:
-        v = run_validation(model, out=out, progress=bars)
+        v = run_validation(files[0], out=out, progress=bars)
     finally:
         bars.close()
     rows = [(r["pair"], str(r["flows"]), f"{r['measured_bps'] / 1e6:.2f}", f"{r['twin_bps'] / 1e6:.2f}", f"{r['error'] * 100:+.1f}%")
             for r in v.rows]
     print(text_table(("path", "flows", "measured Mbit/s", "twin Mbit/s", "error"), rows))
     print(f"{v.within * 100:.0f} % of the tests within {WITHIN * 100:.0f} % (NSDI'09 Figure 8: 80 % of its paths)")
+
+
+def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: str, together: bool) -> None:
+    from ..measure import parse_flows
+    from ..measure.grade import grade
+    from ._light import text_table
+
+    for f in (truth, model):
+        if not f.is_file():
+            raise PathtwinError(f"{f}: " + ("is a directory, expected a TOML file" if f.is_dir() else "no such file"))
+    if out is None:
+        raise PathtwinError("-o DIR: grading against a ground truth writes validation.json and plots into a directory")
+    if out.exists() and not out.is_dir():
+        raise PathtwinError(f"-o {out}: exists and is not a directory")
+    counts, secs = parse_flows(flows), _time(duration, "--duration")
+    if secs < 1.0:
+        raise PathtwinError(f"--duration: {secs:g} s is too short for TCP to leave slow start; give at least 1 s")
+    bars = _Bars()
+    try:
+        g = grade(truth, model, out, counts, secs, together=together, progress=bars)
+    finally:
+        bars.close()
+    rec = g.record
+    mbps = lambda v: f"{v / 1e6:.2f}"  # noqa: E731
+    err = lambda v: "-" if v is None else f"{v * 100:+.1f}%"  # noqa: E731
+    rows = [(f"{c['src']}->{c['dst']}", c["experiment"], str(c["flows"]), mbps(c["truth_bps"]), mbps(c["model_bps"]),
+             err(c["model_error"]), mbps(c["link_bps"]), err(c["link_error"])) for c in rec["cases"]]
+    print(text_table(("path", "experiment", "flows", "truth Mbit/s", "model Mbit/s", "error", "link Mbit/s", "error"), rows))
+    sm = rec["summary"]
+    for experiment in ("alone", "together"):
+        parts = [f"{env} {sm[f'{experiment}_{env}_within_{b}pct'] * 100:.0f} % within {b} %"
+                 for env in ("model", "link") for b in (10, 20) if sm.get(f"{experiment}_{env}_within_{b}pct") is not None]
+        if parts:
+            print(f"{experiment}: " + ", ".join(parts))
+    for b in rec["shared_bottlenecks"]:
+        print(f"all pairs at once, through the bottleneck from {b['source']} to {{{', '.join(b['destinations'])}}}: truth "
+              f"{mbps(b['truth_bps'])}, model {mbps(b['model_bps'])} ({err(b['model_error'])}), link {mbps(b['link_bps'])} "
+              f"({err(b['link_error'])}) Mbit/s")
+    sh = rec["shared"]
+    print(f"shared bottlenecks: precision {sh['precision']:.2f}, recall {sh['recall']:.2f}")
+    print(f"wrote {out / 'validation.json'} and the error CDFs beside it")
 
 
 def register(app: typer.Typer) -> None:

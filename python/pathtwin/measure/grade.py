@@ -1,0 +1,231 @@
+"""Grading a measured model against the ground truth it was measured from, as NSDI'09 §4.5
+validated its path model against PlanetLab: the same foreground experiments run in three
+emulations — the ground truth with its cross traffic, the measured path model, and the
+link-emulator baseline (every path an independent link whose rate is the ABW one flow
+measured, no reactivity, no shared bottleneck: what a user of a link emulator would
+configure from the same measurements) — and ``validation.json`` records, per experiment,
+what each delivered:
+
+- ``alone`` (Figure 8): each ordered pair by itself with 1..N parallel flows;
+- ``together`` (Figure 9): every ordered pair at once, one flow each — paths that share a
+  bottleneck in truth compete there; the link baseline gives each its full ABW.
+  ``shared_bottlenecks`` sums, per shared class of the truth, what its flows achieved
+  together in each environment: the paper's Figure 9 measure (per-pair numbers of this
+  experiment also meet the hosts' access links, which neither model represents);
+- ``shared``: precision and recall of the model's shared classes against the truth's
+  (``groundtruth``), counted over same-class destination pairs per source;
+- ``base_rtt``: the model's RTT per pair against twice the route's propagation delay.
+
+Plots beside it: the CDF of the relative error of model and baseline per experiment.
+
+Not here: what the ground truth says (``groundtruth``); the throughput test
+(``throughput``); the twin-versus-measurement check (``validate``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from ..errors import PathtwinError
+from .emulated import RUN_FOR, SETTLE_S, ground_truth
+from .groundtruth import GroundTruth, same_class_pairs
+from .session import Progress
+from .throughput import parallel_flows
+
+ENVIRONMENTS = ("truth", "model", "link")
+#: The yardsticks reported: NSDI'09 Figure 8 had 80 % of its paths within 20 %; issue #25
+#: sets 90 % within 10 %.
+WITHIN = (0.10, 0.20)
+#: First TCP port of the tests (the sink of pair k in `together` listens on PORT + k).
+PORT = 47100
+
+
+def link_baseline(model: dict) -> dict:
+    """The model as a link emulator would run it: each path a link (``mode = "link"``) at the
+    one-flow ABW of each direction, the base RTT kept, the default link queue; no
+    reactivity, no shared classes, no capacity above ABW."""
+    paths = []
+    for p in model["path"]:
+        if p.get("reactivity"):
+            abw = [min(t.items(), key=lambda kv: int(kv[0]))[1] for t in p["reactivity"]]
+        else:
+            abw = p["abw"]
+        paths.append({"between": p["between"], "rtt": p["rtt"], "mode": "link", "abw": abw})
+    return {"hosts": model["hosts"], "path": paths, "run": {"duration": RUN_FOR}}
+
+
+@dataclass
+class Grade:
+    """``validation.json``'s content (see the module doc) and where it was written."""
+
+    record: dict
+    out: Path
+
+
+def _experiments(hosts: list[str], flows: list[int], together: bool, duration_s: float) -> list[tuple[str, str, float]]:
+    steps = [(f"{a}->{b}", f"{n} flow{'s' if n > 1 else ''}", duration_s) for a in hosts for b in hosts if a != b for n in flows]
+    if together:
+        steps.append(("all pairs", "together", duration_s))
+    return steps
+
+
+def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], together: bool, duration_s: float,
+                     settle_s: float, progress: Optional[Progress]) -> dict[tuple[str, str, int, str], float]:
+    """ABW (bit/s, IP level) of every experiment in one emulation."""
+    from ..emulation import Emulation
+
+    got: dict[tuple[str, str, int, str], float] = {}
+    with Emulation(cfg, workload=bool(cfg.get("flow")), tcp_info=False) as net:
+        if cfg.get("flow"):
+            time.sleep(settle_s)
+        for a in hosts:
+            for b in hosts:
+                if a == b:
+                    continue
+                for n in flows:
+                    step = f"{n} flow{'s' if n > 1 else ''}"
+                    if progress is not None:
+                        progress.start(f"{env} {a}->{b}", step)
+                    got[(a, b, n, "alone")] = parallel_flows(net[a], net[b], n, duration_s, PORT)["abw_bps"]
+                    if progress is not None:
+                        progress.done(f"{env} {a}->{b}", step)
+        if together:
+            if progress is not None:
+                progress.start(f"{env} all pairs", "together")
+            pairs = [(a, b) for a in hosts for b in hosts if a != b]
+            results: dict[tuple[str, str], float] = {}
+            errors: list[BaseException] = []
+
+            def one(k: int, a: str, b: str) -> None:
+                try:
+                    results[(a, b)] = parallel_flows(net[a], net[b], 1, duration_s, PORT + 1 + k)["abw_bps"]
+                except BaseException as e:  # noqa: BLE001 — re-raised below, in the caller's thread
+                    errors.append(e)
+
+            threads = [threading.Thread(target=one, args=(k, a, b)) for k, (a, b) in enumerate(pairs)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
+            for (a, b), v in results.items():
+                got[(a, b, 1, "together")] = v
+            if progress is not None:
+                progress.done(f"{env} all pairs", "together")
+    return got
+
+
+def _share_within(errors: list[float], bound: float) -> Optional[float]:
+    return sum(abs(e) <= bound for e in errors) / len(errors) if errors else None
+
+
+def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int], duration_s: float, together: bool = True,
+          progress: Optional[Progress] = None, settle_s: float = SETTLE_S) -> Grade:
+    """Runs the experiments (module doc) in the ground truth ``truth_source``, in the model
+    ``model_path`` and in its link baseline, and writes ``out_dir/validation.json`` and the
+    error CDFs (root)."""
+    from ..emulation import require_root
+
+    truth_cfg = ground_truth(truth_source)
+    model = ground_truth(model_path)
+    hosts = list(model["hosts"])
+    missing = [h for h in hosts if h not in truth_cfg["hosts"]]
+    if missing:
+        raise PathtwinError(f"{model_path}: host {missing[0]!r} is not in the ground truth {truth_source}")
+    gt = GroundTruth(truth_cfg)
+    if not flows or any(n < 1 for n in flows):
+        raise PathtwinError("--flows: give positive flow counts")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    require_root()
+    truth_cfg["run"]["duration"] = RUN_FOR
+    model["run"] = {**model.get("run", {}), "duration": RUN_FOR}
+    configs = {"truth": truth_cfg, "model": model, "link": link_baseline(model)}
+    if progress is not None:
+        progress.plan([(f"{env} {pair}", step, d) for env in ENVIRONMENTS for pair, step, d in _experiments(hosts, flows, together, duration_s)])
+    measured = {env: _run_environment(env, configs[env], hosts, flows, together, duration_s, settle_s, progress) for env in ENVIRONMENTS}
+
+    cases = []
+    for key in measured["truth"]:
+        a, b, n, experiment = key
+        case: dict[str, Any] = {"src": a, "dst": b, "flows": n, "experiment": experiment}
+        case.update({f"{env}_bps": measured[env][key] for env in ENVIRONMENTS})
+        for env in ("model", "link"):
+            case[f"{env}_error"] = (case[f"{env}_bps"] - case["truth_bps"]) / case["truth_bps"] if case["truth_bps"] > 0 else None
+        cases.append(case)
+
+    truth_classes = {s: [sorted(c) for c in gt.shared_classes(s, [d for d in hosts if d != s])] for s in hosts}
+    model_classes: dict[str, list] = {}
+    for c in model.get("shared", []):
+        model_classes.setdefault(c["source"], []).append(sorted(c["destinations"]))
+    t_pairs, m_pairs = same_class_pairs(truth_classes), same_class_pairs(model_classes)
+    shared = {"precision": len(t_pairs & m_pairs) / len(m_pairs) if m_pairs else (1.0 if not t_pairs else 0.0),
+              "recall": len(t_pairs & m_pairs) / len(t_pairs) if t_pairs else (1.0 if not m_pairs else 0.0),
+              "truth_classes": truth_classes, "model_classes": model_classes}
+
+    from ..config import parse_quantity
+
+    rtt = {frozenset(p["between"]): parse_quantity("time", p["rtt"], "path.rtt") * 1e3 for p in model["path"]}
+    base_rtt = [{"src": a, "dst": b, "truth_ms": gt.base_rtt_ms(a, b), "model_ms": rtt[frozenset((a, b))]}
+                for a in hosts for b in hosts if a != b]
+
+    # Figure 9's measure: with every pair at once, the bandwidth the flows through each of the
+    # truth's shared bottlenecks achieved together.
+    at_bottlenecks = []
+    if together:
+        for src, classes in truth_classes.items():
+            for members in classes:
+                row: dict[str, Any] = {"source": src, "destinations": members}
+                for env in ENVIRONMENTS:
+                    row[f"{env}_bps"] = sum(measured[env][(src, d, 1, "together")] for d in members)
+                for env in ("model", "link"):
+                    row[f"{env}_error"] = (row[f"{env}_bps"] - row["truth_bps"]) / row["truth_bps"] if row["truth_bps"] > 0 else None
+                at_bottlenecks.append(row)
+
+    summary: dict[str, Any] = {}
+    for experiment in ("alone", "together"):
+        for env in ("model", "link"):
+            errs = [c[f"{env}_error"] for c in cases if c["experiment"] == experiment and c[f"{env}_error"] is not None]
+            for bound in WITHIN:
+                summary[f"{experiment}_{env}_within_{round(bound * 100)}pct"] = _share_within(errs, bound)
+    record = {"ground_truth": str(truth_source), "model": str(model_path), "flows": sorted(flows), "duration_s": duration_s,
+              "cases": cases, "shared": shared, "shared_bottlenecks": at_bottlenecks, "base_rtt": base_rtt, "summary": summary}
+    try:
+        (out_dir / "validation.json").write_text(json.dumps(record, indent=1))
+    except OSError as e:
+        raise PathtwinError(f"{out_dir / 'validation.json'}: cannot write ({e.strerror})") from None
+    _plot(cases, out_dir)
+    return Grade(record, out_dir)
+
+
+def _plot(cases: list[dict], out_dir: Path) -> None:
+    """One CDF of |relative error| per experiment: model and link baseline."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    for experiment, title in (("alone", "each path alone, 1..N flows (NSDI'09 Fig. 8)"),
+                              ("together", "all paths at once (NSDI'09 Fig. 9)")):
+        rows = [c for c in cases if c["experiment"] == experiment]
+        if not rows:
+            continue
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        for env, style in (("model", "-"), ("link", "--")):
+            errs = np.sort([abs(c[f"{env}_error"]) * 100 for c in rows if c[f"{env}_error"] is not None])
+            if len(errs):
+                ax.step(errs, np.arange(1, len(errs) + 1) / len(errs), style, where="post", label=f"{env} ({len(errs)} tests)")
+        ax.set_xlabel("|throughput error| against the ground truth (%)")
+        ax.set_ylabel("share of tests")
+        ax.set_title(title, fontsize=9)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out_dir / f"error_cdf_{experiment}.png", dpi=100)
+        plt.close(fig)
