@@ -8,7 +8,8 @@ against its ``Limits``. It runs them as ``endpoints.py`` from its own installati
 arguments it builds itself from the checked numbers and addresses — never a command, an
 argument list or a program name it was sent, and never through a shell. Everything it
 starts is stopped at its requested duration plus ``GRACE_S``, when the controller's
-connection closes, and when the agent stops. Each refusal is one log line (``refused PEER:
+connection closes, and when the agent stops (and ends itself a little later should the agent
+have been killed outright). Each refusal is one log line (``refused PEER:
 REASON``) and an error reply; a request that does not authenticate, or does not parse, also
 ends its connection. The agent keeps serving other connections whatever one of them sends.
 
@@ -23,6 +24,7 @@ controller's side (``remote``).
 from __future__ import annotations
 
 import json
+import os
 import select
 import signal
 import socket
@@ -81,8 +83,9 @@ class Running:
         args = [sys.executable, str(ENDPOINTS), *operations.argv(op, params, bind=bind)]
         # No shell, no inherited stdin, its own session (a signal to the agent's terminal is
         # not one to it); the arguments are the checked numbers and addresses.
+        env = {**os.environ, "PATHTWIN_ENDPOINT_LIFETIME_S": repr(params["duration"] + GRACE_S + 5)}
         self.p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, start_new_session=True, close_fds=True)
+                                  text=True, start_new_session=True, close_fds=True, env=env)
         self.deadline = time.monotonic() + params["duration"] + GRACE_S
         self._timer = threading.Timer(params["duration"] + GRACE_S, self.stop)
         self._timer.daemon = True

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import selectors
+import signal
 import socket
 import struct
 import sys
@@ -310,6 +313,11 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # A program a real host's agent started ends at its deadline even if the agent is
+    # killed outright (SIGALRM's default action ends the process); emulated hosts set none.
+    _lifetime = os.environ.get("PATHTWIN_ENDPOINT_LIFETIME_S")
+    if _lifetime:
+        signal.alarm(max(1, math.ceil(float(_lifetime))))
     try:
         sys.exit(main(sys.argv[1:]))
     except KeyboardInterrupt:
