@@ -224,6 +224,7 @@ WIRE_REFUSALS = {
                                        "bad MAC"),
     "replayed nonce": (lambda w: _replayed(w)[0], "replayed nonce"),
     "malformed JSON": (lambda w: w.ask(struct.pack("!I", 9) + b"{not json"), "malformed JSON"),
+    "nested too deeply": (lambda w: w.ask(struct.pack("!I", 60_000) + b"[" * 60_000), "malformed JSON (nested too deeply)"),
     "not an object": (lambda w: w.ask(struct.pack("!I", 7) + b"[1,2,3]"), "message is JSON list, not an object"),
     # The header alone: the agent refuses before reading on.
     "oversize message": (lambda w: w.ask(struct.pack("!I", 50_000_000)),
@@ -250,6 +251,34 @@ def test_wire_refusals(agent, case):
     w.close()
     serves(agent)
     assert agent.p.poll() is None
+
+
+def test_an_emulated_host_runs_the_programs_it_always_ran():
+    """A host with ``popen`` (an emulated one) is handed the same arguments as before the
+    operations were typed: no agent-only parameter reaches it."""
+    from pathtwin.measure import hosts as hostmod
+
+    class Fake:
+        name, ip = "h", "10.0.0.1"
+
+        def __init__(self):
+            self.args: list[list[str]] = []
+
+        def popen(self, args, **kw):
+            self.args.append(list(args))
+            return subprocess.Popen([sys.executable, "-c", "print('ready')"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+
+    h = Fake()
+    hostmod.operate(h, "echo", port=47000, duration=30.0).stop()
+    hostmod.operate(h, "probe", port=47000, interval=0.099, duration=15.0, dests=["10.0.0.2", "10.0.0.3"]).stop()
+    hostmod.operate(h, "sink", port=47001, flows=4, every=0.05, duration=10.0).stop()
+    hostmod.operate(h, "send", ready=False, addr="10.0.0.2", port=47001, flows=4, duration=10.0).stop()
+    head = [sys.executable, str(hostmod.ENDPOINTS)]
+    assert h.args == [head + ["echo", "--port", "47000"],
+                      head + ["probe", "--port", "47000", "--interval", "0.099", "--duration", "15.0", "10.0.0.2", "10.0.0.3"],
+                      head + ["sink", "--port", "47001", "--flows", "4", "--every", "0.05"],
+                      head + ["send", "--port", "47001", "--flows", "4", "--duration", "10.0", "10.0.0.2"]]
 
 
 def test_a_replayed_request_does_not_verify_on_another_connection(agent):

@@ -187,6 +187,8 @@ class Agent:
             self._serve(sock, label, programs)
         except OSError as e:
             self.log(f"{label}: connection lost ({e.strerror or e})")
+        except Exception as e:  # a bug here must not become a traceback in the log, nor end the agent
+            self.log(f"{label}: closed after an internal error ({type(e).__name__}: {_line(str(e))})")
         finally:
             for r in programs.values():
                 r.stop()
@@ -224,7 +226,7 @@ class Agent:
                 return
             try:
                 req = json.loads(body)
-            except ValueError:
+            except (ValueError, RecursionError):
                 req = None
             nonce = req.get("nonce") if isinstance(req, dict) else None
             if not isinstance(req, dict) or not isinstance(nonce, str) or not 16 <= len(nonce) <= 128:

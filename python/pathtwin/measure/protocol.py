@@ -119,6 +119,8 @@ def recv(sock: socket.socket, limit: int) -> Optional[dict[str, Any]]:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise WireError(f"malformed JSON ({str(e).splitlines()[0][:80]})") from None
+    except RecursionError:
+        raise WireError("malformed JSON (nested too deeply)") from None
     if not isinstance(obj, dict):
         raise WireError(f"message is JSON {type(obj).__name__}, not an object")
     return obj
