@@ -281,6 +281,21 @@ def test_an_emulated_host_runs_the_programs_it_always_ran():
                       head + ["send", "--port", "47001", "--flows", "4", "--duration", "10.0", "10.0.0.2"]]
 
 
+def test_a_peer_trickling_bytes_is_cut_off(agent):
+    # Four bytes every 3 s never completes a request in the 10 s a new connection has.
+    w = Wire(agent)
+    before = len(agent.refusals())
+    start = time.monotonic()
+    with pytest.raises(OSError):
+        for _ in range(8):
+            w.sock.sendall(b"\0\0\0\x10" if _ == 0 else b"{}{}")
+            time.sleep(3)
+    assert time.monotonic() - start < 20
+    refused_once(agent, before, "no complete request within 10 s", w.label)
+    w.close()
+    serves(agent)
+
+
 def test_a_replayed_request_does_not_verify_on_another_connection(agent):
     first = Wire(agent)
     data = first.frame("info", {})

@@ -200,16 +200,20 @@ class Agent:
         challenge = protocol.new_nonce()
         seen: set[str] = set()
         protocol.send(sock, {"v": protocol.VERSION, "hello": protocol.HELLO, "nonce": challenge})
-        sock.settimeout(FIRST_REQUEST_S)
+        # Until a request authenticates, the whole of it must arrive within FIRST_REQUEST_S.
+        first: Optional[float] = time.monotonic() + FIRST_REQUEST_S
         count = 0
         while True:
             try:
-                msg = protocol.recv(sock, protocol.MAX_REQUEST)
+                msg = protocol.recv(sock, protocol.MAX_REQUEST, deadline=first)
             except protocol.WireError as e:
                 self._refuse(sock, label, str(e))
                 return
             except socket.timeout:
-                self.log(f"{label}: closed, idle")
+                if first is not None:
+                    self._refuse(sock, label, f"no complete request within {FIRST_REQUEST_S:g} s")
+                else:
+                    self.log(f"{label}: closed, idle for {IDLE_S:g} s")
                 return
             if msg is None:
                 return
@@ -240,6 +244,7 @@ class Agent:
                 self._refuse(sock, label, f"more than {MAX_REQUESTS} requests on one connection")
                 return
             seen.add(nonce)
+            first = None
             sock.settimeout(IDLE_S)
             reply: dict[str, Any]
             try:

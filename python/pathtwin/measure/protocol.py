@@ -31,6 +31,7 @@ import secrets
 import socket
 import stat
 import struct
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -105,16 +106,18 @@ def send(sock: socket.socket, obj: dict[str, Any]) -> None:
     sock.sendall(_LEN.pack(len(data)) + data)
 
 
-def recv(sock: socket.socket, limit: int) -> Optional[dict[str, Any]]:
+def recv(sock: socket.socket, limit: int, deadline: Optional[float] = None) -> Optional[dict[str, Any]]:
     """The next message, or None if the peer closed the connection before one began;
-    ``WireError`` for a message longer than ``limit``, cut short, or not a JSON object."""
-    head = _exactly(sock, _LEN.size, at_start=True)
+    ``WireError`` for a message longer than ``limit``, cut short, or not a JSON object;
+    ``socket.timeout`` if it is not all there by ``deadline`` (``time.monotonic``) or the
+    socket's own timeout passes between two reads."""
+    head = _exactly(sock, _LEN.size, at_start=True, deadline=deadline)
     if head is None:
         return None
     (n,) = _LEN.unpack(head)
     if n > limit:
         raise WireError(f"message of {n} bytes is over the limit of {limit}")
-    data = (_exactly(sock, n, at_start=False) or b"") if n else b""
+    data = (_exactly(sock, n, at_start=False, deadline=deadline) or b"") if n else b""
     try:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
@@ -126,9 +129,16 @@ def recv(sock: socket.socket, limit: int) -> Optional[dict[str, Any]]:
     return obj
 
 
-def _exactly(sock: socket.socket, n: int, at_start: bool) -> Optional[bytes]:
+def _exactly(sock: socket.socket, n: int, at_start: bool, deadline: Optional[float]) -> Optional[bytes]:
     buf = bytearray()
     while len(buf) < n:
+        if deadline is not None:
+            # A whole message by the deadline: a peer trickling a byte now and then does not
+            # hold the connection open.
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout("deadline")
+            sock.settimeout(left)
         chunk = sock.recv(min(n - len(buf), 1 << 20))
         if not chunk:
             if at_start and not buf:
