@@ -127,12 +127,12 @@ def agent(tmp_path):
     a.stop()
 
 
-def serves(agent: AgentProcess) -> None:
+def serves(agent: AgentProcess, name: str = "a") -> None:
     """The agent answers a fresh, authenticated request."""
     w = Wire(agent)
     try:
         r = w.ask(w.frame("info", {}))
-        assert r and r["ok"] and r["result"]["name"] == "a", r
+        assert r and r["ok"] and r["result"]["name"] == name, r
     finally:
         w.close()
 
@@ -438,6 +438,51 @@ def test_agents_on_loopback_measure_each_other(tmp_path):
         again = run_cli(*cmd, timeout=120)
         assert again.returncode == 0 and f"resuming from {tmp_path / 'model.measure.json'}" in again.stdout, again.stderr
         assert json.loads((tmp_path / "model.measure.json").read_text())["steps"] == record["steps"]
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_an_interrupted_measurement_of_agents_resumes(tmp_path):
+    """Ctrl-C keeps the finished steps and ends the connections (the agents stop what they
+    ran); the same command measures only what is missing, as with --emulate."""
+    import signal
+
+    from conftest import default_sigint
+
+    tok = token_file(tmp_path)
+    a = AgentProcess(tmp_path, tok, "127.0.0.1:0", "--allow", "127.0.0.0/8", "--max-rate", "20mbit", name="a")
+    b = AgentProcess(tmp_path, tok, "127.0.0.2:0", "--allow", "127.0.0.0/8", "--max-rate", "20mbit", name="b")
+    try:
+        out, state = tmp_path / "model.toml", tmp_path / "model.measure.json"
+        cmd = [sys.executable, "-m", "pathtwin.cli", "measure", f"a={a.host}:{a.port}", f"b={b.host}:{b.port}",
+               "--token-file", str(tok), "--flows", "1,2", "--duration", "1s", "--probe-interval", "20ms",
+               "--probe-duration", "1s", "--port", "47300", "-o", str(out)]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+        deadline = time.monotonic() + 120
+        steps: dict = {}
+        while time.monotonic() < deadline and p.poll() is None and len(steps) < 2:
+            try:
+                steps = json.loads(state.read_text())["steps"]
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
+        assert p.poll() is None, p.communicate()[1][-1000:]
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=60)
+        assert p.returncode == 130 and f"what was measured is kept in {state}" in stdout, stderr[-1000:]
+        assert "Traceback" not in stderr
+        kept = json.loads(state.read_text())["steps"]
+        assert "probe" in kept and not out.exists()
+        again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0 and f"resuming from {state}" in again.stdout, again.stderr[-1000:]
+        final = json.loads(state.read_text())["steps"]
+        assert set(final) == {"probe"} | {f"tput {x} {n}" for x in ("a->b", "b->a") for n in (1, 2)}
+        for k, v in kept.items():
+            assert final[k] == v, k
+        for ag, name in ((a, "a"), (b, "b")):
+            assert ag.p.poll() is None and not ag.refusals(), ag.log()[-2000:]
+            serves(ag, name)
     finally:
         a.stop()
         b.stop()
