@@ -321,6 +321,32 @@ def test_replies_are_signed_for_the_request(agent):
     w.close()
 
 
+def test_programs_done_with_free_their_slots_and_more_at_once_are_refused(agent):
+    # A measurement starts far more programs on one connection than run at once (a sink and
+    # a sender per test): those done with do not count.
+    from pathtwin.measure.agent import MAX_PROGRAMS
+
+    w = Wire(agent)
+    for i in range(MAX_PROGRAMS + 4):
+        r = w.ask(w.frame("echo", {"port": 47100 + i, "duration": 5}))
+        assert r and r["ok"], r
+        assert w.ask(w.frame("stop", {"handle": r["result"]["handle"]}))["ok"]
+    # Running at once: MAX_PROGRAMS, then a refusal; the agent serves on.
+    handles = []
+    for i in range(MAX_PROGRAMS):
+        r = w.ask(w.frame("echo", {"port": 47200 + i, "duration": 5}))
+        assert r and r["ok"], r
+        handles.append(r["result"]["handle"])
+    before = len(agent.refusals())
+    r = w.ask(w.frame("echo", {"port": 47299, "duration": 5}))
+    assert r and not r["ok"] and r["error"] == f"busy: {MAX_PROGRAMS} programs running, the most this agent runs at once"
+    refused_once(agent, before, "busy", w.label)
+    assert w.ask(w.frame("stop", {"handle": handles[0]}))["ok"]
+    assert w.ask(w.frame("echo", {"port": 47299, "duration": 5}))["ok"]
+    w.close()
+    serves(agent)
+
+
 def test_a_program_it_ran_is_stopped_when_the_controller_goes(agent):
     # An echo server asked for 10 s: the controller's connection ends, so does the server.
     w = Wire(agent)

@@ -23,6 +23,7 @@ controller's side (``remote``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import select
@@ -146,6 +147,8 @@ class Agent:
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._lock = threading.Lock()
         self._running: set[Running] = set()
+        self._starting = 0
+        self._handles = itertools.count(1)
         agent = self
 
         class Handler(socketserver.BaseRequestHandler):
@@ -270,10 +273,18 @@ class Agent:
             return self._control(sock, label, op, params, programs)
         p = operations.check(op, params, self.cfg.limits)
         with self._lock:
-            if len(self._running) >= MAX_PROGRAMS:
-                raise Refused(f"busy: {len(self._running)} programs running, the most this agent runs at once")
-        r = Running(str(op), p, self.cfg.bind)
-        handle = f"{op}-{len(programs) + 1}"
+            # A slot is taken before the program starts, so that connections starting
+            # programs at once cannot pass the limit together.
+            self._running = {r for r in self._running if r.p.poll() is None}
+            if len(self._running) + self._starting >= MAX_PROGRAMS:
+                raise Refused(f"busy: {MAX_PROGRAMS} programs running, the most this agent runs at once")
+            self._starting += 1
+            handle = f"{op}-{next(self._handles)}"
+        try:
+            r = Running(str(op), p, self.cfg.bind)
+        finally:
+            with self._lock:
+                self._starting -= 1
         programs[handle] = r
         with self._lock:
             self._running.add(r)
@@ -290,15 +301,23 @@ class Agent:
         if not isinstance(handle, str) or handle not in programs:
             raise Refused(f"{op}: no operation {str(handle)[:40]!r} on this connection")
         r = programs[handle]
-        if op == "stop":
+        if op == "result":
+            timeout = params.get("timeout", 60.0)
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout <= 3600:
+                raise Refused("result: timeout must be a number of seconds in 0..3600")
+        # Either way the program is done with: its handle goes, and its slot.
+        del programs[handle]
+        try:
+            if op == "stop":
+                r.stop()
+                return {}
+            res = r.result(float(timeout))
+            self.log(f"{label}: {handle} done")
+            return res
+        finally:
             r.stop()
-            return {}
-        timeout = params.get("timeout", 60.0)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout <= 3600:
-            raise Refused("result: timeout must be a number of seconds in 0..3600")
-        res = r.result(float(timeout))
-        self.log(f"{label}: {handle} done")
-        return res
+            with self._lock:
+                self._running.discard(r)
 
     def _refuse(self, sock: socket.socket, label: str, reason: str) -> None:
         """Logs ``refused PEER: REASON`` and tells the peer, unauthenticated (the connection
