@@ -506,6 +506,11 @@ def test_an_interrupted_measurement_of_agents_resumes(tmp_path):
         assert set(final) == {"probe"} | {f"tput {x} {n}" for x in ("a->b", "b->a") for n in (1, 2)}
         for k, v in kept.items():
             assert final[k] == v, k
+        # The agents' --max-rate is what all of a test's flows get together (loopback has no
+        # narrower bottleneck): one flow or two, the same.
+        for k in final:
+            if k != "probe":
+                assert 0.7 * 20e6 <= final[k]["goodput_bps"] <= 1.1 * 20e6, (k, final[k]["goodput_bps"])
         for ag, name in ((a, "a"), (b, "b")):
             assert ag.p.poll() is None and not ag.refusals(), ag.log()[-2000:]
             serves(ag, name)

@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import select
 import selectors
 import signal
 import socket
@@ -254,23 +255,25 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
                 except (BlockingIOError, InterruptedError):
                     pass
             continue
-        # Capped: the flows together never get more bytes than the rate since the start
-        # (plus CAP_BURST). The kernel's pacing alone is smooth but not a bound: it lets a
-        # connection's first ten segments out unpaced (640 KB over loopback).
+        # Capped: each flow never gets more bytes than its share of the rate since the start
+        # (plus its share of CAP_BURST), so that the flows together never exceed the rate.
+        # The kernel's pacing alone is smooth but not a bound: it lets a connection's first
+        # ten segments out unpaced (640 KB over loopback). A share per flow, not one budget
+        # for all: the first writable flow would take it all into its socket buffer, where
+        # its pacing (its share) holds it, and the test would get 1/flows of the rate.
         now = time.monotonic()
-        budget = int(max_rate / 8 * (now - start)) + CAP_BURST - sum(wrote)
-        if budget <= 0:
+        allowed = int((max_rate / 8 * (now - start) + CAP_BURST) / flows)
+        want = [socks[i] for i in range(flows) if wrote[i] < allowed]
+        if not want:
             time.sleep(min(0.002, max(0.0, end - now)))
             continue
-        for key, _ev in sel.select(timeout=0.1):
-            if budget <= 0:
-                break
+        _r, writable, _x = select.select([], want, [], min(0.1, max(0.0, end - now)))
+        for c in writable:
+            i = socks.index(c)
             try:
-                n = key.fileobj.send(chunk[:budget])  # type: ignore[union-attr]
+                wrote[i] += c.send(chunk[:allowed - wrote[i]])
             except (BlockingIOError, InterruptedError):
-                continue
-            wrote[key.data] += n
-            budget -= n
+                pass
     for c in socks:
         c.close()
     out = {"wrote": wrote, "mss": mss, "mtu": mtu}
