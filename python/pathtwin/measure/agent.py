@@ -353,6 +353,8 @@ def run(cfg: AgentConfig, listen: tuple[str, int], log: Callable[[str], None] = 
     log(f"{cfg.name} listening on {host}:{port} (protocol {protocol.VERSION}); --max-rate {lim.max_rate_bps:.4g} bit/s, "
         f"--max-duration {lim.max_duration_s:g} s, --max-flows {lim.max_flows}, --ports {lim.ports[0]}-{lim.ports[1]}, "
         f"--allow {','.join(map(str, lim.allow)) or 'none (receives only)'}")
+    if os.geteuid() == 0:
+        log("running as root: nothing an agent runs needs it; an unprivileged user is safer")
     try:
         agent.serve()
     except KeyboardInterrupt:

@@ -71,9 +71,12 @@ class AgentHost:
                                 "running there?") from None
         try:
             hello = protocol.recv(self._sock, protocol.MAX_REPLY)
-        except (protocol.WireError, OSError) as e:
+        except protocol.WireError as e:
             self.close()
-            raise PathtwinError(f"agent {self.where}: no hello ({e})") from None
+            raise PathtwinError(f"agent {self.where}: not a pathtwin measurement agent ({e})") from None
+        except OSError as e:
+            self.close()
+            raise PathtwinError(f"agent {self.where}: no hello from an agent ({e.strerror or e})") from None
         if not hello or hello.get("hello") != protocol.HELLO or not isinstance(hello.get("nonce"), str):
             self.close()
             raise PathtwinError(f"agent {self.where}: not a pathtwin measurement agent")
