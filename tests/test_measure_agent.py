@@ -417,6 +417,24 @@ def test_controller_with_the_wrong_token_is_refused(agent, tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
+    (["--flows", "1,8"], "--flows 8: above host a (127.0.0.1:{port})'s agent's --max-flows 4"),
+    (["--duration", "11s"], "host a (127.0.0.1:{port})'s agent allows operations of 10 s (--max-duration); this "
+                            "measurement needs 16 s (--duration, or --probe-duration + 15 s for the echo servers)"),
+    (["--port", "48000"], "--port 48000: host a (127.0.0.1:{port})'s agent allows ports 47000-47999 (--ports)"),
+])
+def test_settings_the_agents_would_refuse_are_refused_first(agent, tmp_path, args, message):
+    other = AgentProcess(tmp_path, token_file(tmp_path), "127.0.0.2:0", *LIMITS, name="b")
+    try:
+        r = run_cli("measure", f"{agent.host}:{agent.port}", f"{other.host}:{other.port}", "--token-file",
+                    token_file(tmp_path), "--probe-duration", "1s", "--probe-interval", "20ms", "--flows", "1", *args,
+                    "-o", tmp_path / "m.toml", timeout=60)
+    finally:
+        other.stop()
+    assert r.returncode == 2 and message.format(port=agent.port) in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "m.measure.json").exists()
+
+
+@pytest.mark.parametrize("args,message", [
     (["a:47100"], "a measurement needs at least two hosts, got 1"),
     (["a:x", "b"], "a:x: port 'x' is not a number"),
     (["a b=h:1", "b"], "host name 'a b' may hold only"),

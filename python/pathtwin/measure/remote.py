@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence
 
 from ..errors import PathtwinError
 from . import protocol
-from .session import Measurement, Progress, Settings, check_hosts, measure
+from .session import ECHO_MARGIN_S, Measurement, Progress, Settings, check_hosts, measure
 
 #: The port an agent listens on unless told otherwise.
 DEFAULT_PORT = 47100
@@ -195,6 +195,24 @@ def connect(specs: Sequence[str], token_file: Path) -> list[AgentHost]:
     return hosts
 
 
+def check_limits(h: AgentHost, settings: Settings) -> None:
+    """Settings an agent would refuse, refused before anything is measured (rather than
+    after the probes, when the first test asks for them)."""
+    lim = h.limits
+    who = f"host {h.name} ({h.where})"
+    if max(settings.flows) > lim.get("max_flows", 0):
+        raise PathtwinError(f"--flows {max(settings.flows)}: above {who}'s agent's --max-flows {lim.get('max_flows')}")
+    low, high = lim.get("ports", [0, 0])
+    if not (low <= settings.port and settings.port + 1 <= high):
+        raise PathtwinError(f"--port {settings.port}: {who}'s agent allows ports {low}-{high} (--ports); the measurement "
+                            f"uses {settings.port} and {settings.port + 1}")
+    longest = max(settings.duration_s, settings.probe_duration_s + ECHO_MARGIN_S)
+    if longest > lim.get("max_duration_s", 0):
+        raise PathtwinError(f"{who}'s agent allows operations of {lim.get('max_duration_s'):g} s (--max-duration); "
+                            f"this measurement needs {longest:g} s (--duration, or --probe-duration + {ECHO_MARGIN_S:g} s "
+                            "for the echo servers)")
+
+
 def measure_agents(specs: Sequence[str], token_file: Path, settings: Optional[Settings] = None,
                    out: Optional[Path] = None, state_file: Optional[Path] = None,
                    progress: Optional[Progress] = None) -> Measurement:
@@ -204,6 +222,8 @@ def measure_agents(specs: Sequence[str], token_file: Path, settings: Optional[Se
     settings.check()
     hosts = connect(specs, token_file)
     try:
+        for h in hosts:
+            check_limits(h, settings)
         context = {"agents": {h.name: h.ip for h in hosts}}
         return measure(hosts, settings, out=out, state_file=state_file, progress=progress, context=context)
     finally:
