@@ -525,10 +525,11 @@ def test_an_interrupted_measurement_of_agents_resumes(tmp_path):
         for k, v in kept.items():
             assert final[k] == v, k
         # The agents' --max-rate is what all of a test's flows get together (loopback has no
-        # narrower bottleneck): one flow or two, the same.
+        # narrower bottleneck): one flow or two, the same (19.3-20.0 Mbit/s here; the floor
+        # leaves room for a loaded machine, and is above the 1/flows a shared budget gave).
         for k in final:
             if k != "probe":
-                assert 0.7 * 20e6 <= final[k]["goodput_bps"] <= 1.1 * 20e6, (k, final[k]["goodput_bps"])
+                assert 0.6 * 20e6 <= final[k]["goodput_bps"] <= 1.1 * 20e6, (k, final[k]["goodput_bps"])
         for ag, name in ((a, "a"), (b, "b")):
             assert ag.p.poll() is None and not ag.refusals(), ag.log()[-2000:]
             serves(ag, name)

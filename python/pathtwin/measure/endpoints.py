@@ -39,7 +39,9 @@ PROBE_BYTES = 64
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)  # <asm-generic/socket.h>
 IP_MTU = 14  # <linux/in.h>; not exported by Python's socket module
-#: Bytes a capped sender may write ahead of its rate.
+#: A capped sender's token bucket: the rate's worth of this many seconds, at least
+#: CAP_BURST bytes (all flows together).
+CAP_BUCKET_S = 0.02
 CAP_BURST = 65536
 #: Offset of ``tcpi_bytes_received`` in Linux's ``struct tcp_info``.
 TCPI_BYTES_RECEIVED = 128
@@ -247,6 +249,12 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
     wrote = [0] * flows
     start = time.monotonic()
     end = start + duration
+    if max_rate is not None:
+        share = max_rate / 8 / flows  # bytes/s of each flow
+        bucket = max(CAP_BURST, max_rate / 8 * CAP_BUCKET_S) / flows
+        least = min(bucket, 16384.0)  # no smaller write (CPU), unless the bucket is smaller
+        tokens = [bucket] * flows
+        last = start
     while time.monotonic() < end:
         if max_rate is None:
             for key, _ev in sel.select(timeout=0.1):
@@ -255,15 +263,19 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
                 except (BlockingIOError, InterruptedError):
                     pass
             continue
-        # Capped: each flow never gets more bytes than its share of the rate since the start
-        # (plus its share of CAP_BURST), so that the flows together never exceed the rate.
-        # The kernel's pacing alone is smooth but not a bound: it lets a connection's first
-        # ten segments out unpaced (640 KB over loopback). A share per flow, not one budget
-        # for all: the first writable flow would take it all into its socket buffer, where
-        # its pacing (its share) holds it, and the test would get 1/flows of the rate.
+        # Capped: each flow's writes are metered by a token bucket filled at its share of
+        # the rate and holding at most its share of CAP_BUCKET_S of it (at least CAP_BURST
+        # bytes), so that the flows together exceed the rate over no window by more than a
+        # bucket, even after a stall (credit does not pile up). The kernel's pacing alone is
+        # smooth but not a bound: it lets a connection's first ten segments out unpaced
+        # (640 KB over loopback). A bucket per flow, not one for all: the first writable flow
+        # would take it all into its socket buffer, where its pacing (its share) holds it,
+        # and the test would get 1/flows of the rate.
         now = time.monotonic()
-        allowed = int((max_rate / 8 * (now - start) + CAP_BURST) / flows)
-        want = [socks[i] for i in range(flows) if wrote[i] < allowed]
+        for i in range(flows):
+            tokens[i] = min(bucket, tokens[i] + share * (now - last))
+        last = now
+        want = [socks[i] for i in range(flows) if tokens[i] >= least]
         if not want:
             time.sleep(min(0.002, max(0.0, end - now)))
             continue
@@ -271,9 +283,11 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
         for c in writable:
             i = socks.index(c)
             try:
-                wrote[i] += c.send(chunk[:allowed - wrote[i]])
+                n = c.send(chunk[:int(tokens[i])])
             except (BlockingIOError, InterruptedError):
-                pass
+                continue
+            wrote[i] += n
+            tokens[i] -= n
     for c in socks:
         c.close()
     out = {"wrote": wrote, "mss": mss, "mtu": mtu}
