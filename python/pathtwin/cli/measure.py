@@ -1,15 +1,14 @@
-"""`pathtwin measure --emulate GROUND_TRUTH.toml [HOST... | --hosts a,b,c] -o model.toml`:
-measures every ordered pair of hosts (base RTT, ABW with 1..N flows, shared bottlenecks)
+"""`pathtwin measure --emulate GROUND_TRUTH.toml [HOST... | --hosts a,b,c] -o model.toml`, and
+`pathtwin measure [NAME=]HOST[:PORT]... --token-file FILE -o model.toml` between real hosts
+running `pathtwin measure agent`: measures every ordered pair of hosts (base RTT, ABW with 1..N flows, shared bottlenecks)
 and writes a paths topology, with rich progress bars per pair and step, a resume file
 beside the output, and every value's confidence in it; `pathtwin measure validate
 MODEL.toml` repeats the measurement's throughput tests in an emulation of the model and
-compares. The work is ``pathtwin.measure``'s; this module parses, draws and reports.
+compares; `pathtwin measure agent` is the daemon a real host runs (``measure.agent``). The
+work is ``pathtwin.measure``'s; this module parses, draws and reports.
 
 `measure` is a group whose default command is `paths`: ``pathtwin measure ARGS`` is
 ``pathtwin measure paths ARGS`` unless ARGS start with a subcommand's name.
-
-Real hosts (``pathtwin measure HOST...`` without ``--emulate``) need an agent on each host,
-which does not exist yet: the command says so in one line.
 """
 
 from __future__ import annotations
@@ -83,7 +82,8 @@ def _time(text: str, what: str) -> float:
 
 
 def paths(
-    hosts: Optional[List[str]] = typer.Argument(None, help="Hosts to measure (with --emulate: hosts of the ground truth)."),
+    hosts: Optional[List[str]] = typer.Argument(None, help="Hosts to measure: real hosts' agents as [NAME=]HOST[:PORT] "
+                                                "(port 47100 by default), or with --emulate hosts of the ground truth."),
     emulate: Optional[Path] = typer.Option(None, "--emulate", help="Measure between hosts of an emulation of this "
                                            "topology, its [[flow]] cross traffic running as real kernel TCP (root)."),
     hosts_opt: Optional[str] = typer.Option(None, "--hosts", help="Hosts to measure, comma-separated (default with "
@@ -95,16 +95,20 @@ def paths(
     probe_interval: str = typer.Option("99ms", "--probe-interval", help="Time between probe rounds."),
     probe_duration: str = typer.Option("15s", "--probe-duration", help="Length of the probe series."),
     port: int = typer.Option(47000, "--port", help="UDP port of the probes; the TCP tests use the next one."),
+    token_file: Optional[Path] = typer.Option(None, "--token-file", help="Real hosts: the file (mode 0600) holding "
+                                              "the token their agents were started with."),
 ) -> None:
     """(default) Measure paths between hosts (base RTT, ABW and reactivity with 1..N TCP
     flows, shared bottlenecks) and write a paths topology for `pathtwin sim` and `pathtwin
     emu`. An interrupted run keeps what it measured; the same command resumes it."""
     from ..measure import Settings, parse_flows
 
-    if emulate is None:
-        raise PathtwinError("measuring real hosts needs `pathtwin measure agent` on each, which is not available yet; "
-                            "measure hosts of an emulated ground truth with --emulate TOPOLOGY.toml")
-    if not emulate.is_file():
+    if emulate is None and token_file is None:
+        raise PathtwinError("measuring real hosts needs `pathtwin measure agent` running on each and --token-file FILE "
+                            "with their token; or measure hosts of an emulated ground truth with --emulate TOPOLOGY.toml")
+    if emulate is not None and token_file is not None:
+        raise PathtwinError("--token-file is for real hosts' agents; --emulate measures emulated hosts")
+    if emulate is not None and not emulate.is_file():
         raise PathtwinError(f"--emulate {emulate}: " + ("is a directory, expected a TOML file" if emulate.is_dir() else "no such file"))
     if hosts and hosts_opt is not None:
         raise PathtwinError("name the hosts either as arguments or with --hosts, not both")
@@ -117,11 +121,24 @@ def paths(
         raise PathtwinError(f"-o {out}: is a directory; give the model's file name (e.g. {out / 'model.toml'})")
     if not out.parent.is_dir():
         raise PathtwinError(f"-o {out}: directory {out.parent} does not exist")
-    _run(emulate, names, settings, out)
+    if emulate is None:
+        if not names:
+            raise PathtwinError("name the real hosts' agents: pathtwin measure HOST[:PORT] HOST[:PORT]... --token-file FILE")
+        if len(names) < 2:
+            raise PathtwinError(f"a measurement needs at least two hosts, got {len(names)}")
+        assert token_file is not None
+        from ..measure.protocol import read_token
+        from ..measure.remote import parse_agent
+
+        for n in names:
+            parse_agent(n)
+        read_token(token_file)  # its refusal before anything connects
+    _run(emulate, names, settings, out, token_file)
 
 
-def _run(emulate: Path, names: Optional[list[str]], settings, out: Path) -> None:
+def _run(emulate: Optional[Path], names: Optional[list[str]], settings, out: Path, token_file: Optional[Path]) -> None:
     from ..measure import measure_emulated
+    from ..measure.remote import measure_agents
     from ..measure.state import state_path
 
     state = state_path(out)
@@ -129,7 +146,11 @@ def _run(emulate: Path, names: Optional[list[str]], settings, out: Path) -> None
         print(f"resuming from {state}")
     bars = _Bars()
     try:
-        m = measure_emulated(emulate, hosts=names, settings=settings, out=out, progress=bars)
+        if emulate is not None:
+            m = measure_emulated(emulate, hosts=names, settings=settings, out=out, progress=bars)
+        else:
+            assert names is not None and token_file is not None
+            m = measure_agents(names, token_file, settings=settings, out=out, progress=bars)
     except KeyboardInterrupt:
         bars.close()
         print(f"interrupted: what was measured is kept in {state}; run the same command again to resume")
@@ -248,11 +269,91 @@ def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: 
     print(f"wrote {out / 'validation.json'} and the error CDFs beside it")
 
 
+def agent(
+    token_file: Path = typer.Option(..., "--token-file", help="The shared token (at least 16 bytes) in a file only its "
+                                    "owner may read (mode 0600)."),
+    listen: str = typer.Option("0.0.0.0:47100", "--listen", help="ADDR:PORT to listen on for the controller."),
+    max_rate: str = typer.Option("1gbit", "--max-rate", help="Most this host sends (probes, and each test's flows "
+                                 "together, paced by the kernel)."),
+    max_duration: str = typer.Option("60s", "--max-duration", help="Longest an operation may run."),
+    max_flows: int = typer.Option(16, "--max-flows", help="Most TCP flows one test may open."),
+    allow: str = typer.Option("", "--allow", help="CIDR,... this host may send probes and flows to (none: it only "
+                              "receives)."),
+    ports: str = typer.Option("1024-65535", "--ports", help="LOW-HIGH: ports its servers and flows may use."),
+    address: Optional[str] = typer.Option(None, "--address", help="The IPv4 address other hosts reach this one at "
+                                          "(default: the one the controller reached it at); its servers listen there."),
+    name: Optional[str] = typer.Option(None, "--name", help="This host's name in the model (default: its host name)."),
+) -> None:
+    """Run the measurement agent of a real host: it answers an authenticated `pathtwin measure`
+    with the measurement traffic it asks for (echo server, probe series, TCP sink, parallel
+    TCP flows), within these limits, and refuses anything else."""
+    from ..measure.agent import run
+
+    run(*_agent_config(token_file, listen, max_rate, max_duration, max_flows, allow, ports, address, name))
+
+
+def _agent_config(token_file: Path, listen: str, max_rate: str, max_duration: str, max_flows: int, allow: str,
+                  ports: str, address: Optional[str], name: Optional[str]):
+    """The agent's settings, each checked with a one-line error naming its option."""
+    import ipaddress
+    import re
+    import socket
+
+    from ..config import parse_quantity
+    from ..measure.agent import AgentConfig
+    from ..measure.operations import Limits
+    from ..measure.protocol import read_token
+
+    host, sep, port_text = listen.rpartition(":")
+    try:
+        lport = int(port_text)
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        raise PathtwinError(f"--listen {listen}: expected ADDR:PORT with an IPv4 address (e.g. 0.0.0.0:47100)") from None
+    if not sep or not 0 <= lport <= 65535:
+        raise PathtwinError(f"--listen {listen}: expected ADDR:PORT with a port in 0..65535")
+    rate = parse_quantity("rate", max_rate, "--max-rate")
+    if not rate > 0:
+        raise PathtwinError(f"--max-rate {max_rate}: must be positive")
+    duration = _time(max_duration, "--max-duration")
+    if not duration > 0:
+        raise PathtwinError(f"--max-duration {max_duration}: must be positive")
+    if max_flows < 1:
+        raise PathtwinError(f"--max-flows {max_flows}: must be at least 1")
+    nets = []
+    for item in filter(None, (x.strip() for x in allow.split(","))):
+        try:
+            nets.append(ipaddress.IPv4Network(item, strict=False))
+        except ValueError:
+            raise PathtwinError(f"--allow: {item!r} is not an IPv4 CIDR (e.g. 10.0.0.0/24 or 192.0.2.7)") from None
+    m = re.fullmatch(r"(\d+)-(\d+)", ports.strip())
+    if not m or not 1 <= int(m[1]) <= int(m[2]) <= 65535:
+        raise PathtwinError(f"--ports {ports}: expected LOW-HIGH within 1..65535 (e.g. 47000-47099)")
+    if address is not None:
+        try:
+            address = str(ipaddress.IPv4Address(address))
+        except ValueError:
+            raise PathtwinError(f"--address {address}: not an IPv4 address") from None
+    if name is None:
+        name = re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname().split(".")[0]) or "agent"
+    elif not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        raise PathtwinError(f"--name {name!r}: may hold only letters, digits, '-' and '_'")
+    token = read_token(token_file)
+    limits = Limits(max_rate_bps=rate, max_duration_s=duration, max_flows=max_flows, allow=nets,
+                    ports=(int(m[1]), int(m[2])))
+    # Servers listen where the agent was reached for measurement: --address, else the
+    # --listen address if it is one (two agents on one machine then do not collide).
+    bind = address or (host if host != "0.0.0.0" else None)
+    return AgentConfig(token=token, limits=limits, name=name, address=address, bind=bind), (host, lport)
+
+
 def register(app: typer.Typer) -> None:
-    """Adds `pathtwin measure` (default: `paths`) and `pathtwin measure validate`."""
+    """Adds `pathtwin measure` (default: `paths`), `pathtwin measure validate` and `pathtwin
+    measure agent`."""
     group = typer.Typer(cls=_DefaultGroup, no_args_is_help=True, rich_markup_mode=None,
                         help="Measure paths between hosts into a path model (`pathtwin measure [paths] ...`), "
                              "and check the model's twin against the measurement (`pathtwin measure validate`).")
     group.command(DEFAULT)(paths)
     group.command()(validate)
+    group.command()(agent)
     app.add_typer(group, name="measure")

@@ -8,19 +8,24 @@ its reactivity, and shared bottlenecks, between every ordered pair of a set of h
 The modules, one job each:
 - ``endpoints``: the programs run in the measured hosts (UDP echo and prober, TCP sink and
   sender; standard library only);
-- ``hosts``: what a measured host is (a name, an address, ``popen``) and starting programs;
+- ``hosts``: what a measured host is (a name, an address, ``popen`` or ``operate``) and
+  starting an operation on it;
 - ``probes``: the light probe series (base RTT, one-way delays);
 - ``throughput``: 1..N parallel TCP flows per direction (the reactivity table);
 - ``shared``: wavelet-denoised delay correlation (DCW) and Rubenstein's test, clustering;
 - ``model``: findings -> a ``[[path]]``/``[[shared]]`` config through the schema;
 - ``state``: the resume file beside the output;
 - ``session``: the steps in order, settings, progress;
-- ``emulated``: measuring inside an emulated ground truth with its cross traffic.
+- ``emulated``: measuring inside an emulated ground truth with its cross traffic;
+- ``operations``: the typed operations a host offers and an agent's limits on them;
+- ``protocol``, ``agent``, ``remote``: real hosts — the wire, the agent a real host runs
+  (``pathtwin measure agent``), and the controller's side (``measure_agents``).
 """
 
 from __future__ import annotations
 
 from .emulated import measure_emulated
+from .remote import measure_agents
 from .session import DEFAULT_FLOWS, Measurement, Settings, measure, parse_flows
 
-__all__ = ["measure", "measure_emulated", "Settings", "Measurement", "parse_flows", "DEFAULT_FLOWS"]
+__all__ = ["measure", "measure_emulated", "measure_agents", "Settings", "Measurement", "parse_flows", "DEFAULT_FLOWS"]

@@ -1,8 +1,9 @@
 """The small programs a measurement runs inside the measured hosts: a UDP echo server, a
 UDP prober, a TCP sink and a TCP sender. Standard library only, run as a script
 (``python endpoints.py echo|probe|sink|send ...``) so that a host needs nothing but a Python
-interpreter (an emulated host shares this file system; a real host will get this file from
-the agent). Each prints ``ready`` when it listens and one JSON line with its result.
+interpreter (an emulated host shares this file system; on a real host the agent runs the copy
+installed with it, ``agent``). Each prints ``ready`` when it listens and one JSON line with
+its result.
 
 Time stamps are ``CLOCK_REALTIME`` nanoseconds. Received datagrams are stamped by the kernel
 (``SO_TIMESTAMPNS``), not when Python gets round to reading them, so a busy interpreter adds
@@ -18,7 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import select
 import selectors
+import signal
 import socket
 import struct
 import sys
@@ -32,7 +37,12 @@ MAGIC = 0x70747731  # "ptw1"
 #: Bytes of a probe datagram's payload: light (the series must not load the path).
 PROBE_BYTES = 64
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)  # <asm-generic/socket.h>
 IP_MTU = 14  # <linux/in.h>; not exported by Python's socket module
+#: A capped sender's token bucket: the rate's worth of this many seconds, at least
+#: CAP_BURST bytes (all flows together).
+CAP_BUCKET_S = 0.02
+CAP_BURST = 65536
 #: Offset of ``tcpi_bytes_received`` in Linux's ``struct tcp_info``.
 TCPI_BYTES_RECEIVED = 128
 
@@ -51,11 +61,11 @@ def _recv_stamped(s: socket.socket) -> tuple[bytes, int, tuple]:
     return data, time.time_ns(), addr
 
 
-def echo(port: int) -> int:
+def echo(port: int, bind: str = "0.0.0.0") -> int:
     """Answers every probe with the probe, its kernel receive time and the send time."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", port))
+    s.bind((bind, port))
     _stamp_socket(s)
     print("ready", flush=True)
     while True:
@@ -129,7 +139,7 @@ def _bytes_received(c: socket.socket) -> int | None:
     return struct.unpack_from("Q", info, TCPI_BYTES_RECEIVED)[0] if len(info) >= TCPI_BYTES_RECEIVED + 8 else None
 
 
-def sink(port: int, flows: int, every: float) -> int:
+def sink(port: int, flows: int, every: float, bind: str = "0.0.0.0") -> int:
     """Accepts ``flows`` connections and reads them to their end. Result: every ``every``
     seconds from the first accept (``t0``, ns), the time (ns) and each connection's bytes
     received so far (``samples``). The counts are the kernel's (``kernel``: true), taken with
@@ -137,7 +147,7 @@ def sink(port: int, flows: int, every: float) -> int:
     between samples, as counting what ``recv`` returns would."""
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("0.0.0.0", port))
+    ls.bind((bind, port))
     ls.listen(flows + 4)
     print("ready", flush=True)
     sel = selectors.DefaultSelector()
@@ -211,13 +221,20 @@ def _rmem_max() -> int | None:
         return None
 
 
-def send(addr: str, port: int, flows: int, duration: float) -> int:
+def send(addr: str, port: int, flows: int, duration: float, max_rate: float | None = None) -> int:
     """Opens ``flows`` connections at once and keeps them all sending for ``duration``
     seconds. Result: bytes each wrote, the segment payload (``mss``) and the path MTU, which
-    turn goodput into the IP-level rate a path model's ABW is."""
+    turn goodput into the IP-level rate a path model's ABW is. ``max_rate`` (bit/s, all flows
+    together; an agent's ``--max-rate``) caps each flow at its share by the kernel's pacing,
+    set before the connection opens so that not even slow start exceeds it."""
     socks = []
     for _ in range(flows):
-        c = socket.create_connection((addr, port), timeout=10)
+        c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if max_rate is not None:
+            per_flow = max(1, min(2**31 - 1, int(max_rate / 8 / flows)))  # bytes/s in a C int
+            c.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, per_flow)
+        c.settimeout(10)
+        c.connect((addr, port))
         c.setblocking(False)
         socks.append(c)
     mss = socks[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
@@ -230,16 +247,53 @@ def send(addr: str, port: int, flows: int, duration: float) -> int:
         sel.register(c, selectors.EVENT_WRITE, i)
     chunk = b"m" * 262144
     wrote = [0] * flows
-    end = time.monotonic() + duration
+    start = time.monotonic()
+    end = start + duration
+    if max_rate is not None:
+        share = max_rate / 8 / flows  # bytes/s of each flow
+        bucket = max(CAP_BURST, max_rate / 8 * CAP_BUCKET_S) / flows
+        least = min(bucket, 16384.0)  # no smaller write (CPU), unless the bucket is smaller
+        tokens = [bucket] * flows
+        last = start
     while time.monotonic() < end:
-        for key, _ev in sel.select(timeout=0.1):
+        if max_rate is None:
+            for key, _ev in sel.select(timeout=0.1):
+                try:
+                    wrote[key.data] += key.fileobj.send(chunk)  # type: ignore[union-attr]
+                except (BlockingIOError, InterruptedError):
+                    pass
+            continue
+        # Capped: each flow's writes are metered by a token bucket filled at its share of
+        # the rate and holding at most its share of CAP_BUCKET_S of it (at least CAP_BURST
+        # bytes), so that the flows together exceed the rate over no window by more than a
+        # bucket, even after a stall (credit does not pile up). The kernel's pacing alone is
+        # smooth but not a bound: it lets a connection's first ten segments out unpaced
+        # (640 KB over loopback). A bucket per flow, not one for all: the first writable flow
+        # would take it all into its socket buffer, where its pacing (its share) holds it,
+        # and the test would get 1/flows of the rate.
+        now = time.monotonic()
+        for i in range(flows):
+            tokens[i] = min(bucket, tokens[i] + share * (now - last))
+        last = now
+        want = [socks[i] for i in range(flows) if tokens[i] >= least]
+        if not want:
+            time.sleep(min(0.002, max(0.0, end - now)))
+            continue
+        _r, writable, _x = select.select([], want, [], min(0.1, max(0.0, end - now)))
+        for c in writable:
+            i = socks.index(c)
             try:
-                wrote[key.data] += key.fileobj.send(chunk)  # type: ignore[union-attr]
+                n = c.send(chunk[:int(tokens[i])])
             except (BlockingIOError, InterruptedError):
-                pass
+                continue
+            wrote[i] += n
+            tokens[i] -= n
     for c in socks:
         c.close()
-    print(json.dumps({"wrote": wrote, "mss": mss, "mtu": mtu}), flush=True)
+    out = {"wrote": wrote, "mss": mss, "mtu": mtu}
+    if max_rate is not None:
+        out["max_rate"] = max_rate
+    print(json.dumps(out), flush=True)
     return 0
 
 
@@ -248,6 +302,7 @@ def main(argv: list[str]) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("echo")
     e.add_argument("--port", type=int, required=True)
+    e.add_argument("--bind", default="0.0.0.0")
     pr = sub.add_parser("probe")
     pr.add_argument("--port", type=int, required=True)
     pr.add_argument("--interval", type=float, required=True)
@@ -257,22 +312,29 @@ def main(argv: list[str]) -> int:
     sk.add_argument("--port", type=int, required=True)
     sk.add_argument("--flows", type=int, required=True)
     sk.add_argument("--every", type=float, default=0.05)
+    sk.add_argument("--bind", default="0.0.0.0")
     sd = sub.add_parser("send")
     sd.add_argument("--port", type=int, required=True)
     sd.add_argument("--flows", type=int, required=True)
     sd.add_argument("--duration", type=float, required=True)
+    sd.add_argument("--max-rate", type=float, default=None)
     sd.add_argument("addr")
     a = p.parse_args(argv)
     if a.cmd == "echo":
-        return echo(a.port)
+        return echo(a.port, a.bind)
     if a.cmd == "probe":
         return probe(a.port, a.interval, a.duration, a.dests)
     if a.cmd == "sink":
-        return sink(a.port, a.flows, a.every)
-    return send(a.addr, a.port, a.flows, a.duration)
+        return sink(a.port, a.flows, a.every, a.bind)
+    return send(a.addr, a.port, a.flows, a.duration, a.max_rate)
 
 
 if __name__ == "__main__":
+    # A program a real host's agent started ends at its deadline even if the agent is
+    # killed outright (SIGALRM's default action ends the process); emulated hosts set none.
+    _lifetime = os.environ.get("PATHTWIN_ENDPOINT_LIFETIME_S")
+    if _lifetime:
+        signal.alarm(max(1, math.ceil(float(_lifetime))))
     try:
         sys.exit(main(sys.argv[1:]))
     except KeyboardInterrupt:

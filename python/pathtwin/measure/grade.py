@@ -42,7 +42,7 @@ ENVIRONMENTS = ("truth", "model", "link")
 #: sets 90 % within 10 %.
 WITHIN = (0.10, 0.20)
 #: First TCP port of the tests (the sink of pair k in `together` listens on PORT + k).
-PORT = 47100
+PORT = 47200
 
 
 def link_baseline(model: dict) -> dict:

@@ -1,12 +1,18 @@
 """What a measurement needs of a host, and starting the endpoint programs in one.
 
-A measured host is anything with a ``name``, an IPv4 address ``ip`` and a ``popen(args,
-**kwargs)`` that starts a process *on that host* — an emulated host (``pathtwin.Emulation``'s
-``Host``, whose processes run in its network namespace) satisfies it as it is; a real host
-reached through an agent will too. The endpoint programs are ``endpoints.py``, run by the
-same interpreter as this process.
+A host offers the typed operations of ``operations`` (echo, probe, sink, send), each started
+as a ``Program`` whose result is waited for or which is stopped. Two kinds of host offer them:
 
-Not here: what the programs measure (``probes``, ``throughput``).
+- a ``MeasuredHost``: anything with a ``name``, an IPv4 address ``ip`` and a ``popen(args,
+  **kwargs)`` that starts a process *on that host* — an emulated host (``pathtwin.Emulation``'s
+  ``Host``, whose processes run in its network namespace) is one as it is. The operation
+  becomes ``endpoints.py``'s arguments (``operations.argv``), run by the same interpreter as
+  this process;
+- an ``OperatingHost``: a host that carries the operations out itself and is only asked for
+  them by name and typed parameters — a real host's agent (``remote.AgentHost``), which
+  checks them against its limits first.
+
+Not here: what the programs measure (``probes``, ``throughput``), the agent (``agent``).
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol, Sequence, Union
 
 from ..errors import PathtwinError
+from . import operations
 
 ENDPOINTS = Path(__file__).with_name("endpoints.py")
 
@@ -29,6 +36,55 @@ class MeasuredHost(Protocol):
     def ip(self) -> str: ...
 
     def popen(self, args: Sequence[str], **kwargs: Any) -> subprocess.Popen: ...
+
+
+class Program(Protocol):
+    """A started operation: its result (the program's JSON line) or its end."""
+
+    def result(self, what: str, timeout: float) -> dict: ...
+
+    def stop(self) -> None: ...
+
+
+class OperatingHost(Protocol):
+    name: str
+
+    @property
+    def ip(self) -> str: ...
+
+    def operate(self, op: str, params: dict[str, Any]) -> Program:
+        """Starts operation ``op``; returns once it listens (servers) or has started."""
+
+
+#: What a measurement can measure between.
+Host = Union[MeasuredHost, OperatingHost]
+
+
+def operate(host: Host, op: str, ready: bool = True, **params: Any) -> Program:
+    """Starts operation ``op`` with ``params`` on ``host``. On a ``MeasuredHost`` it is
+    ``endpoints.py`` run through ``popen``; with ``ready`` the call returns once the program
+    printed ``ready`` (``send`` prints none)."""
+    if hasattr(host, "operate"):
+        return host.operate(op, params)
+    args = operations.argv(op, params)
+    h: MeasuredHost = host
+    if ready:
+        return Local(h, start(h, *args))
+    return Local(h, h.popen([sys.executable, str(ENDPOINTS), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True))
+
+
+class Local:
+    """A program started through a host's ``popen``."""
+
+    def __init__(self, host: MeasuredHost, p: subprocess.Popen):
+        self.host, self.p = host, p
+
+    def result(self, what: str, timeout: float) -> dict:
+        return result(self.host, self.p, what, timeout)
+
+    def stop(self) -> None:
+        stop(self.p)
 
 
 def start(host: MeasuredHost, *args: str) -> subprocess.Popen:

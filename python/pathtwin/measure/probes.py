@@ -20,7 +20,6 @@ Not here: the programs (``endpoints``), the clustering (``shared``).
 from __future__ import annotations
 
 import math
-import subprocess
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -28,7 +27,7 @@ import numpy as np
 
 from ..errors import PathtwinError
 from . import hosts as hostmod
-from .hosts import MeasuredHost
+from .hosts import Host, Program
 
 
 @dataclass
@@ -78,17 +77,19 @@ class ProbeSeries:
 
 
 class EchoServers:
-    """An echo server on each host for the duration of a ``with`` block."""
+    """An echo server on each host for the duration of a ``with`` block; ``serve_s`` is how
+    long the block may take at most (a real host's agent stops its server then)."""
 
-    def __init__(self, hosts: Sequence[MeasuredHost], port: int):
+    def __init__(self, hosts: Sequence[Host], port: int, serve_s: float):
         self.hosts = list(hosts)
         self.port = port
-        self._procs: list[subprocess.Popen] = []
+        self.serve_s = serve_s
+        self._procs: list[Program] = []
 
     def __enter__(self) -> "EchoServers":
         try:
             for h in self.hosts:
-                self._procs.append(hostmod.start(h, "echo", "--port", str(self.port)))
+                self._procs.append(hostmod.operate(h, "echo", port=self.port, duration=self.serve_s))
         except BaseException:
             self.__exit__()
             raise
@@ -96,11 +97,11 @@ class EchoServers:
 
     def __exit__(self, *exc) -> None:
         for p in self._procs:
-            hostmod.stop(p)
+            p.stop()
         self._procs.clear()
 
 
-def probe_all(sources: Sequence[MeasuredHost], dests: dict[str, Sequence[MeasuredHost]], port: int,
+def probe_all(sources: Sequence[Host], dests: dict[str, Sequence[Host]], port: int,
               interval_s: float, duration_s: float,
               on_done: Optional[Callable[[str], None]] = None) -> dict[str, dict[str, ProbeSeries]]:
     """Runs every source's probe series at once (echo servers must be running on the
@@ -110,11 +111,11 @@ def probe_all(sources: Sequence[MeasuredHost], dests: dict[str, Sequence[Measure
     try:
         for s in sources:
             addrs = [d.ip for d in dests[s.name]]
-            procs.append((s, hostmod.start(s, "probe", "--port", str(port), "--interval", repr(interval_s),
-                                           "--duration", repr(duration_s), *addrs)))
+            procs.append((s, hostmod.operate(s, "probe", port=port, interval=interval_s, duration=duration_s,
+                                             dests=addrs)))
         out: dict[str, dict[str, ProbeSeries]] = {}
         for s, p in procs:
-            res = hostmod.result(s, p, "the probe series", timeout=duration_s + 30)
+            res = p.result("the probe series", timeout=duration_s + 30)
             names = [d.name for d in dests[s.name]]
             out[s.name] = {}
             for name, g in zip(names, res["series"]):
@@ -126,7 +127,7 @@ def probe_all(sources: Sequence[MeasuredHost], dests: dict[str, Sequence[Measure
         return out
     finally:
         for _s, p in procs:
-            hostmod.stop(p)
+            p.stop()
 
 
 def check_probe_settings(interval_s: float, duration_s: float) -> None:

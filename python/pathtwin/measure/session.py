@@ -19,13 +19,15 @@ from typing import Any, Optional, Protocol, Sequence
 
 from ..errors import PathtwinError
 from . import model, shared
-from .hosts import MeasuredHost
+from .hosts import Host
 from .probes import EchoServers, ProbeSeries, check_probe_settings, probe_all
 from .state import State, state_path
 from .throughput import parallel_flows
 
 #: Flow counts of the reactivity table by default (NSDI'09 §4.5 measured one to eight).
 DEFAULT_FLOWS = (1, 2, 4, 8)
+#: Seconds the echo servers may serve beyond the probe series' length.
+ECHO_MARGIN_S = 15.0
 
 
 @dataclass
@@ -105,7 +107,7 @@ class Measurement:
     state: Path
 
 
-def _pairs(hosts: Sequence[MeasuredHost]) -> list[tuple[MeasuredHost, MeasuredHost]]:
+def _pairs(hosts: Sequence[Host]) -> list[tuple[Host, Host]]:
     return [(a, b) for a in hosts for b in hosts if a is not b]
 
 
@@ -124,7 +126,7 @@ def check_hosts(names: Sequence[str], known: Sequence[str], what: str = "--hosts
     return names
 
 
-def measure(hosts: Sequence[MeasuredHost], settings: Settings, out: Optional[Path] = None,
+def measure(hosts: Sequence[Host], settings: Settings, out: Optional[Path] = None,
             state_file: Optional[Path] = None, progress: Optional[Progress] = None,
             context: Optional[dict[str, Any]] = None) -> Measurement:
     """Measures every ordered pair of ``hosts`` and returns the model. ``out`` (a TOML path)
@@ -153,7 +155,9 @@ def measure(hosts: Sequence[MeasuredHost], settings: Settings, out: Optional[Pat
         for h in hosts:
             if progress is not None:
                 progress.start(h.name, "probe")
-        with EchoServers(hosts, settings.port):
+        # The echo servers outlast every probe series (they start together, and each takes a
+        # second beyond its length for the last echoes) by a margin for slow starts.
+        with EchoServers(hosts, settings.port, serve_s=settings.probe_duration_s + ECHO_MARGIN_S):
             series = probe_all(hosts, {h.name: [d for d in hosts if d is not h] for h in hosts}, settings.port,
                                settings.probe_interval_s, settings.probe_duration_s,
                                on_done=(lambda s: progress.done(s, "probe")) if progress is not None else None)

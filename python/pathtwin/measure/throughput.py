@@ -16,13 +16,11 @@ Not here: the programs (``endpoints``).
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import numpy as np
 
 from . import hosts as hostmod
-from .hosts import MeasuredHost
+from .hosts import Host
 
 #: The rate samples' period (s), and how often the sink reads its counters.
 BUCKET_S = 0.25
@@ -31,23 +29,27 @@ SAMPLE_S = 0.05
 WARMUP_SHARE = 0.25
 
 
-def parallel_flows(src: MeasuredHost, dst: MeasuredHost, flows: int, duration_s: float, port: int) -> dict:
+def parallel_flows(src: Host, dst: Host, flows: int, duration_s: float, port: int) -> dict:
     """Runs ``flows`` parallel TCP flows from ``src`` to ``dst`` for ``duration_s``; returns
     the throughput record (rates in bit/s): ``abw_bps`` (IP level, what a model's ABW is),
     ``goodput_bps``, per flow ``flow_goodput_bps``, and its confidence: ``samples``
     (quarter-second samples used), ``std_bps`` and ``cv`` of the aggregate's samples."""
-    sink = hostmod.start(dst, "sink", "--port", str(port), "--flows", str(flows), "--every", repr(SAMPLE_S))
+    sink = hostmod.operate(dst, "sink", port=port, flows=flows, every=SAMPLE_S, duration=duration_s)
     try:
-        sender = src.popen([sys.executable, str(hostmod.ENDPOINTS), "send", "--port", str(port), "--flows", str(flows),
-                            "--duration", repr(duration_s), dst.ip], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        sent = hostmod.result(src, sender, f"the sender of {flows} flow(s) to {dst.name}", timeout=duration_s + 60)
-        got = hostmod.result(dst, sink, f"the sink of {flows} flow(s) from {src.name}", timeout=60)
+        sender = hostmod.operate(src, "send", ready=False, addr=dst.ip, port=port, flows=flows, duration=duration_s)
+        try:
+            sent = sender.result(f"the sender of {flows} flow(s) to {dst.name}", timeout=duration_s + 60)
+        finally:
+            sender.stop()
+        got = sink.result(f"the sink of {flows} flow(s) from {src.name}", timeout=60)
     finally:
-        hostmod.stop(sink)
+        sink.stop()
     rec = summarize(buckets(got["samples"], got["t0"], BUCKET_S, flows), BUCKET_S, duration_s, sent["mss"], sent["mtu"],
                     flows, t0_ns=got["t0"])
     rec["receiver_rmem_max"] = got.get("rmem_max")
     rec["kernel_counts"] = bool(got.get("kernel"))
+    if sent.get("max_rate") is not None:  # a real host's agent paced the flows at its --max-rate
+        rec["rate_cap_bps"] = sent["max_rate"]
     return rec
 
 
