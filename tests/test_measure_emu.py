@@ -337,3 +337,65 @@ def test_interrupted_measurement_resumes_and_its_twin_validates(tmp_path, no_nam
         assert r["measured_bps"] == final["steps"][f"tput {r['pair']} {r['flows']}"]["abw_bps"]
         assert abs(r["twin_bps"] - r["measured_bps"]) <= 0.2 * r["measured_bps"], r
     assert "100 % of the tests within 20 %" in val.stdout
+
+
+@needs_root
+def test_the_model_is_graded_against_its_ground_truth_with_the_link_baseline_beside_it(tmp_path, no_namespace_left_behind):
+    """`pathtwin measure validate GROUND_TRUTH MODEL -o DIR` (NSDI'09 §4.5): the same
+    experiments in the ground truth, the measured model and the link-emulator baseline.
+    Expectations from the paper and from the file: each path alone with four flows, 80 % of
+    the tests within 20 % (Figure 8); every pair at once, the flows through the truth's
+    shared bottleneck (s -> {d1, d2} over r1 -> r2) get no more than that link's rate in
+    truth, the model within 20 % of the truth, and the link baseline, which gives each path
+    its full ABW, more than the link's rate (Figure 9); shared classes and base RTTs as the
+    file's routes give them."""
+    truth = Truth(GROUND_TRUTH)
+    hosts = ["s", "d1", "d2"]
+    model = tmp_path / "model.toml"
+    measured = subprocess.run([sys.executable, "-m", "pathtwin.cli", "measure", "--emulate", str(GROUND_TRUTH), "--hosts",
+                               ",".join(hosts), "--flows", "1,4", "--duration", "5s", "--probe-interval", "20ms",
+                               "--probe-duration", "8s", "-o", str(model)], capture_output=True, text=True, timeout=900)
+    assert measured.returncode == 0, measured.stderr[-2000:]
+    bottleneck_bps = truth.links[("r1", "r2")][0]
+
+    def run():
+        out = tmp_path / f"val-{time.monotonic_ns()}"
+        done = subprocess.run([sys.executable, "-m", "pathtwin.cli", "measure", "validate", str(GROUND_TRUTH), str(model),
+                               "--flows", "4", "--duration", "5s", "-o", str(out)], capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert (out / "error_cdf_alone.png").stat().st_size > 0 and (out / "error_cdf_together.png").stat().st_size > 0
+        return json.loads((out / "validation.json").read_text()), done.stdout
+
+    def shortfalls(result) -> list[str]:
+        rec, _stdout = result
+        missed = []
+        alone = [c for c in rec["cases"] if c["experiment"] == "alone"]
+        close = [c for c in alone if abs(c["model_bps"] - c["truth_bps"]) <= 0.2 * c["truth_bps"]]
+        if len(close) < 0.8 * len(alone):
+            missed.append(f"alone: {len(close)} of {len(alone)} within 20 %: {alone}")
+        [b] = rec["shared_bottlenecks"]
+        if not b["truth_bps"] <= 1.05 * bottleneck_bps < b["link_bps"]:
+            missed.append(f"at the bottleneck: truth {b['truth_bps']:.0f}, link {b['link_bps']:.0f}, rate {bottleneck_bps:.0f}")
+        if abs(b["model_bps"] - b["truth_bps"]) > 0.2 * b["truth_bps"]:
+            missed.append(f"at the bottleneck: model {b['model_bps']:.0f} bit/s, truth {b['truth_bps']:.0f}")
+        return missed
+
+    rec, stdout = met_in_one_of(2, run, shortfalls)
+    # Every experiment once per environment: 6 ordered pairs alone with 4 flows, and together.
+    pairs = {(a, b) for a in hosts for b in hosts if a != b}
+    for experiment in ("alone", "together"):
+        got = [c for c in rec["cases"] if c["experiment"] == experiment]
+        assert {(c["src"], c["dst"]) for c in got} == pairs and len(got) == len(pairs), experiment
+        assert all(c[f"{env}_bps"] > 0 for c in got for env in ("truth", "model", "link"))
+    # The truth's classes are the ones the file's routes and cross traffic imply.
+    for s in hosts:
+        want = expected_classes(truth, s, [d for d in hosts if d != s])
+        assert {frozenset(c) for c in rec["shared"]["truth_classes"][s]} == want, s
+    assert rec["shared"]["precision"] == rec["shared"]["recall"] == 1.0, rec["shared"]
+    [b] = rec["shared_bottlenecks"]
+    assert (b["source"], sorted(b["destinations"])) == ("s", ["d1", "d2"])
+    for r in rec["base_rtt"]:
+        want = 2e3 * sum(truth.links[h][1] for h in truth.route(r["src"], r["dst"]))
+        assert abs(r["truth_ms"] - want) < 1e-9, r
+        assert 0 <= r["model_ms"] - want <= 2 * RTT_EXCESS_MS, r
+    assert "shared bottlenecks: precision 1.00, recall 1.00" in stdout

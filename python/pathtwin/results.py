@@ -246,19 +246,24 @@ def write_result_dir(out: Path, run: dict, tables: Mapping, written: Sequence[st
     return out
 
 
-def read_run_json(path: Path) -> dict:
-    """A result directory's ``run.json``; a one-line error if there is none, it is not JSON,
-    or it is of another format version."""
-    run_file = path / "run.json"
-    if not run_file.is_file():
-        raise PathtwinError(f"{path}: not a result directory (no run.json)")
+def read_versioned_json(directory: Path, name: str, kind: str, version: int) -> dict:
+    """``directory/name``, a JSON record with a ``format_version``; a one-line error if there is
+    none (``directory`` is then not ``kind``), it is not JSON, or it is of another version."""
+    f = Path(directory) / name
+    if not f.is_file():
+        raise PathtwinError(f"{directory}: not {kind} (no {name})")
     try:
-        run = json.loads(run_file.read_text())
+        record = json.loads(f.read_text())
     except json.JSONDecodeError as e:
-        raise PathtwinError(f"{run_file}: invalid JSON at line {e.lineno}") from None
-    if run.get("format_version") != FORMAT_VERSION:
-        raise PathtwinError(f"{run_file}: format_version {run.get('format_version')!r} is not {FORMAT_VERSION}")
-    return run
+        raise PathtwinError(f"{f}: invalid JSON at line {e.lineno}") from None
+    if record.get("format_version") != version:
+        raise PathtwinError(f"{f}: format_version {record.get('format_version')!r} is not {version}")
+    return record
+
+
+def read_run_json(path: Path) -> dict:
+    """A result directory's ``run.json`` (``read_versioned_json``)."""
+    return read_versioned_json(path, "run.json", "a result directory", FORMAT_VERSION)
 
 
 def read_result_dir(path) -> Result:

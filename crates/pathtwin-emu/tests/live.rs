@@ -1,7 +1,11 @@
 //! End-to-end checks with real namespaces and the kernel's ICMP and UDP (root only: skipped
-//! with a message on a developer's machine, a failure under CI). Expectations come from the configured path, not from timing
-//! of this machine: an echo's RTT must be the configured base RTT (the model adds exactly
-//! that; the real clock adds only wake-up lateness, bounded by 1 ms as the issue asks).
+//! with a message on a developer's machine, a failure under CI). Expectations come from the
+//! configured path, not from timing of this machine: an echo's RTT must be the configured
+//! base RTT (the model adds exactly that; the real clock adds only wake-up lateness, bounded
+//! by 1 ms as the issue asks).
+
+mod common;
+use common::can_emulate;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,19 +15,6 @@ use pathtwin_core::config::Config;
 use pathtwin_core::time::Duration;
 use pathtwin_emu::netns::{cleanup_stale, RunId};
 use pathtwin_emu::{Emulator, EmulatorOptions};
-
-/// Whether the emulator can run here (root). Without it a test is skipped with a message on
-/// a developer's machine; under CI (`CI` set, as `.ci/run` does) it fails instead, where a
-/// skip would be a silent pass.
-fn can_emulate() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(std::env::var_os("CI").is_none(), "the emulator needs root, and CI must run this test");
-    eprintln!("skipped: the emulator needs root");
-    false
-}
 
 fn ns_exists(name: &str) -> bool {
     std::path::Path::new("/run/netns").join(name).exists()

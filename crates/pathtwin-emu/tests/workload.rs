@@ -6,24 +6,15 @@
 //! server delay; the workload ends by itself with `until_done`, and its sockets carry the
 //! connections' labels in `flow_series`.
 
+mod common;
+use common::can_emulate;
+
 use std::sync::atomic::Ordering;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use pathtwin_core::config::Config;
 use pathtwin_core::time::Duration;
 use pathtwin_emu::{Emulator, EmulatorOptions};
-
-/// Whether the emulator can run here. Without root it says so and the test returns, unless
-/// `CI` is set (`.ci/run`): there a missing privilege fails the test.
-fn can_emulate() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(std::env::var_os("CI").is_none(), "the emulator needs root, and CI must run this test");
-    eprintln!("skipped: the emulator needs root");
-    false
-}
 
 const CONFIG: &str = r#"
 hosts = ["a", "b"]

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PathtwinError
-from ..results import LazyFrames, Result
+from ..results import LazyFrames, Result, read_versioned_json
 from .spec import Axis, Point, SweepSpec
 
 #: sweep.json's layout.
@@ -174,16 +174,7 @@ class SweepDir:
 def read_record(path: Path) -> dict[str, Any]:
     """A sweep directory's ``sweep.json``; a one-line error if it is missing, not JSON, or of
     another format version."""
-    f = Path(path) / SWEEP_JSON
-    if not f.is_file():
-        raise PathtwinError(f"{path}: not a sweep directory (no {SWEEP_JSON})")
-    try:
-        record = json.loads(f.read_text())
-    except json.JSONDecodeError as e:
-        raise PathtwinError(f"{f}: invalid JSON at line {e.lineno}") from None
-    if record.get("format_version") != FORMAT_VERSION:
-        raise PathtwinError(f"{f}: format_version {record.get('format_version')!r} is not {FORMAT_VERSION}")
-    return record
+    return read_versioned_json(path, SWEEP_JSON, "a sweep directory", FORMAT_VERSION)
 
 
 def discard(path: Path, record: dict[str, Any]) -> None:
