@@ -8,9 +8,12 @@ metric against each axis, and the CDF of every flow's goodput. Which plots a swe
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from ..sweeps.store import SweepResult
 from .page import Cell, details, esc, figure, num, pre, table
+
+if TYPE_CHECKING:  # annotations only: importing the store at import time would import all of pathtwin.sweeps (Dask)
+    from ..sweeps.store import SweepResult
 
 #: Axes that are repetitions, averaged over rather than drawn as lines or given a plot.
 SEED_AXES = ("seed", "run.seed")
