@@ -237,3 +237,38 @@ def test_report_of_a_directory_that_is_no_run(tmp_path):
         assert len(lines) == 1 and str(target) in lines[0], r.stderr
         assert "Traceback" not in r.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_failed_point_shows_its_error(tmp_path, browser):
+    """A sweep point that failed is a row with its status and error line from sweep.json,
+    and the plots draw the points that ran."""
+    import json
+
+    (tmp_path / "scenario.toml").write_text(SWEEP_SCENARIO)
+    (tmp_path / "spec.toml").write_text('scenario = "scenario.toml"\n[grid]\n"path[0].rtt" = ["20ms", "-5ms"]\n')
+    r = run_cli("sweep", tmp_path / "spec.toml", "-o", tmp_path / "sweep", "--workers", "1")
+    assert r.returncode == 1, r.stderr  # one point failed
+    r = run_cli("report", tmp_path / "sweep", "-o", tmp_path / "sweep.html")
+    assert r.returncode == 0, r.stderr
+    state = load(browser, tmp_path / "sweep.html")
+    check_page(state, 1 + 1)
+    record = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    shown = {row["point"][0]: row for row in cell_values(state["page"], "points")}
+    assert set(shown) == {p["id"] for p in record["points"]}
+    for p in record["points"]:
+        row = shown[p["id"]]
+        assert row["status"][0] == p["status"]
+        assert row["error"][0] == (p.get("error") or "")
+    assert any(p["status"] == "failed" for p in record["points"])
+
+
+@pytest.mark.parametrize("paper, ours, verdict", [
+    (100.0, 105.0, "within"), (100.0, 111.0, "outside"), (100.0, 89.0, "outside"),
+    ("< 10", 9.0, "within"), ("< 10", 100.0, "outside"), ("well over 300", 305.0, "within"),
+    ("well over 300", 250.0, "outside"), ("about 100", 95.0, "within"), ("about 100", 80.0, "outside"),
+    (0, 0, "within"), (0, 1, "outside"), ("higher RTTs and more losses", 3.0, "unjudged"), (44.0, None, "unjudged"),
+])
+def test_judging_ours_against_the_papers_number_or_words(paper, ours, verdict):
+    from pathtwin.report.paper import judge
+
+    assert judge(paper, ours, tolerance=0.10).status == verdict

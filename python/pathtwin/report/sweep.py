@@ -65,7 +65,7 @@ def points_table(frame, names: list[str]) -> str:
     for _, p in frame.iterrows():
         rows.append([Cell(str(p["id"])), *(Cell(str(p[n])) for n in names), Cell(str(p["status"])),
                      num(p["flows"], "{:.0f}"), num(p.get("goodput_bps"), "{:.3f}", 1e-6),
-                     num(p.get("rtt_mean_ms"), "{:.1f}"), Cell(str(p["error"] or ""))])
+                     num(p.get("rtt_mean_ms"), "{:.1f}"), Cell(p["error"] if isinstance(p["error"], str) else "")])
         classes.append("failed" if p["status"] == "failed" else "")
     return table(["point", *names, "status", "flows", "mean goodput (Mbit/s)", "mean RTT (ms)", "error"], rows,
                  css="points", row_classes=classes)
