@@ -1,11 +1,12 @@
 """Plots of result directories (PNG): throughput per flow, cwnd and RTT per flow, queue
-occupancy, and a Pantheon-style throughput-against-delay scatter per congestion controller;
-and the drawing behind HTML reports (``pathtwin.report``): each plot is built by a
-``*_figure`` function that returns the matplotlib figure (CDFs and a sweep's metric against
-an axis too), which ``plot_*`` save as PNG and a report embeds. Nothing here writes HTML.
+occupancy, and a Pantheon-style throughput-against-delay scatter per congestion controller.
 They read only the directories' files, so any run can be re-plotted later, and since the
 simulator and the emulator write the same ``flow_series`` columns (time in s, cwnd in bytes,
 smoothed RTT in ms, delivered bytes), one function draws either, or both in one figure.
+
+This is also the drawing behind HTML reports (``pathtwin.report``): each plot is built by a
+``*_figure`` function that returns the matplotlib figure (CDFs and a sweep's metric against
+an axis too), which ``plot_*`` save as PNG and a report embeds. Nothing here writes HTML.
 """
 
 from __future__ import annotations
