@@ -15,7 +15,8 @@ export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 $(PYTHON):
 	python3 -m venv $(VENV)
 
-# System packages the tests use as peers and tools (iperf3, tcpdump, tshark, tcptrace, ns-2),
+# System packages the tests use as peers and tools (iperf3, tcpdump, tshark, tcptrace, ns-2,
+# chromium for the browser tests of reports),
 # and the Python build/runtime dependencies in the venv. Idempotent and quick when already
 # installed.
 setup: $(PYTHON)

@@ -3,6 +3,10 @@ occupancy, and a Pantheon-style throughput-against-delay scatter per congestion 
 They read only the directories' files, so any run can be re-plotted later, and since the
 simulator and the emulator write the same ``flow_series`` columns (time in s, cwnd in bytes,
 smoothed RTT in ms, delivered bytes), one function draws either, or both in one figure.
+
+This is also the drawing behind HTML reports (``pathtwin.report``): each plot is built by a
+``*_figure`` function that returns the matplotlib figure (CDFs and a sweep's metric against
+an axis too), which ``plot_*`` save as PNG and a report embeds. Nothing here writes HTML.
 """
 
 from __future__ import annotations
@@ -42,35 +46,103 @@ def plot_result(result: Result | str | Path, out_dir=None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     plt = _pyplot()
     written = []
-    fs = result.tables.get("flow_series")
     title = result.run.get("source") or result.run.get("engine", "")
-    if fs is not None and len(fs):
-        fig, ax = plt.subplots(figsize=(8, 4))
-        for label, g in fs.groupby("label", sort=False):
-            ax.plot(g["time_s"], g["goodput_bps"] / 1e6, label=label, lw=1)
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel("goodput (Mbit/s)")
-        ax.set_title(f"Throughput per flow — {title}")
-        _legend(ax, fs)
+    fig = throughput_figure(result, title)
+    if fig is not None:
         written.append(_save(fig, out / "throughput.png", plt))
         written.append(plot_cwnd_rtt([result], out / "cwnd_rtt.png", title=f"Congestion window and RTT — {title}"))
         written.append(plot_throughput_delay([result], out / "throughput_delay.png"))
-    qs = result.tables.get("queue_series")
-    if qs is not None and len(qs):
-        fig, ax = plt.subplots(figsize=(8, 4))
-        busy = qs.groupby("queue")["packets"].max()
-        names = [q for q in qs["queue"].unique() if busy.get(q, 0) > 0] or list(qs["queue"].unique())[:8]
-        for name in names[:12]:
-            g = qs[qs["queue"] == name]
-            ax.plot(g["time_s"], g["bytes"] / 1000, label=f"{name}", lw=1)
-            if g["placeholder_bytes"].max() > 0:
-                ax.plot(g["time_s"], g["placeholder_bytes"] / 1000, ls=":", lw=1, label=f"{name} (placeholder)")
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel("queue occupancy (KB)")
-        ax.set_title(f"Queue occupancy — {title}")
-        ax.legend(fontsize="small", loc="upper right")
+    fig = queue_figure(result, title)
+    if fig is not None:
         written.append(_save(fig, out / "queues.png", plt))
     return written
+
+
+def throughput_figure(result: Result, title: str = ""):
+    """Goodput of every flow over time (a matplotlib figure), or None without a
+    ``flow_series``."""
+    fs = _series(result)
+    if fs is None:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for label, g in fs.groupby("label", sort=False):
+        ax.plot(g["time_s"], g["goodput_bps"] / 1e6, label=label, lw=1)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("goodput (Mbit/s)")
+    ax.set_title(f"Throughput per flow — {title}" if title else "Throughput per flow")
+    _legend(ax, fs)
+    return fig
+
+
+def queue_figure(result: Result, title: str = ""):
+    """Occupancy of the busiest bandwidth queues over time (their placeholder cross traffic
+    dotted), or None without a ``queue_series``."""
+    qs = result.tables.get("queue_series")
+    if qs is None or not len(qs):
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4))
+    busy = qs.groupby("queue")["packets"].max()
+    names = [q for q in qs["queue"].unique() if busy.get(q, 0) > 0] or list(qs["queue"].unique())[:8]
+    for name in names[:12]:
+        g = qs[qs["queue"] == name]
+        ax.plot(g["time_s"], g["bytes"] / 1000, label=f"{name}", lw=1)
+        if g["placeholder_bytes"].max() > 0:
+            ax.plot(g["time_s"], g["placeholder_bytes"] / 1000, ls=":", lw=1, label=f"{name} (placeholder)")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("queue occupancy (KB)")
+    ax.set_title(f"Queue occupancy — {title}" if title else "Queue occupancy")
+    ax.legend(fontsize="small", loc="upper right")
+    return fig
+
+
+def cdf_figure(samples, xlabel: str, title: str):
+    """Empirical CDFs, one step line per entry of ``samples`` (name -> values; NaNs left
+    out)."""
+    import numpy as np
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, values in samples.items():
+        v = np.sort(np.asarray(values, dtype=float))
+        v = v[np.isfinite(v)]
+        if len(v):
+            ax.step(np.concatenate([[v[0]], v]), np.arange(len(v) + 1) / len(v), where="post", label=str(name), lw=1.2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("CDF")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if 1 < len(samples) <= 12:
+        ax.legend(fontsize="small", loc="lower right")
+    return fig
+
+
+def metric_against_axis_figure(frame, axis: str, metric: str, ylabel: str, lines: Sequence[str] = ()):
+    """``metric`` (a column of ``frame``, one row per point) against ``axis``, whose values
+    are placed in the order they first appear (an axis may be text, e.g. "20ms"), one line
+    per combination of the ``lines`` columns; several rows at one position (seeds) are
+    averaged."""
+    plt = _pyplot()
+    order = list(dict.fromkeys(frame[axis].tolist()))
+    pos = {v: i for i, v in enumerate(order)}
+    fig, ax = plt.subplots(figsize=(7, 4))
+    groups = frame.groupby(list(lines), sort=False) if lines else [((), frame)]
+    for key, g in groups:
+        mean = g.groupby(axis, sort=False)[metric].mean()
+        xs = sorted(mean.index, key=lambda v: pos[v])
+        key = key if isinstance(key, tuple) else (key,)
+        name = ", ".join(f"{c}={v}" for c, v in zip(lines, key)) or metric
+        ax.plot([pos[x] for x in xs], [mean[x] for x in xs], marker="o", lw=1.2, label=name)
+    ax.set_xticks(range(len(order)), [str(v) for v in order])
+    ax.set_xlabel(axis)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{ylabel} against {axis}")
+    ax.grid(alpha=0.3)
+    if lines:
+        ax.legend(fontsize="small", loc="best")
+    return fig
 
 
 #: Flows that delivered less than this share of their run's largest flow are left out of
@@ -104,6 +176,11 @@ def _series(result: Result):
 
 def plot_cwnd_rtt(runs: Sequence[Result | str | Path], path, title: str | None = None,
                   min_share: float = MIN_SHARE) -> Path:
+    """Writes ``cwnd_rtt_figure`` to ``path``."""
+    return _save(cwnd_rtt_figure(runs, title, min_share), Path(path), _pyplot())
+
+
+def cwnd_rtt_figure(runs: Sequence[Result | str | Path], title: str | None = None, min_share: float = MIN_SHARE):
     """Congestion window (KB) and smoothed RTT (ms) of every flow over time; with several
     runs, each flow is named ``run / flow`` and each run has its own line style (flows below
     ``min_share`` of their run's largest are left out, see ``MIN_SHARE``)."""
@@ -133,7 +210,7 @@ def plot_cwnd_rtt(runs: Sequence[Result | str | Path], path, title: str | None =
         a1.legend(fontsize="small", loc="upper right")
     for ax in (a1, a2):
         ax.grid(alpha=0.3)
-    return _save(fig, Path(path), plt)
+    return fig
 
 
 def flow_summary(result: Result | str | Path):
@@ -185,6 +262,11 @@ def flow_summary(result: Result | str | Path):
 
 def plot_throughput_delay(runs: Sequence[Result | str | Path], path, delay: str = "rtt",
                           min_share: float = MIN_SHARE) -> Path:
+    """Writes ``throughput_delay_figure`` to ``path``."""
+    return _save(throughput_delay_figure(runs, delay, min_share), Path(path), _pyplot())
+
+
+def throughput_delay_figure(runs: Sequence[Result | str | Path], delay: str = "rtt", min_share: float = MIN_SHARE):
     """Pantheon-style scatter: one point per flow at (mean RTT, or mean queueing delay with
     ``delay="queueing"``; throughput), coloured by congestion controller, one marker per
     run; the delay axis is inverted as in Pantheon's plots, so better is up and right.
@@ -220,7 +302,7 @@ def plot_throughput_delay(runs: Sequence[Result | str | Path], path, delay: str 
     ax.grid(alpha=0.3)
     if ccs:
         ax.legend(fontsize="small", loc="best")
-    return _save(fig, Path(path), plt)
+    return fig
 
 
 def _legend(ax, fs) -> None:

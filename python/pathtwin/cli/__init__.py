@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 #: The command-group modules, each with a ``register(app)``, in the order of `pathtwin --help`
 #: (typer lists commands as registered, groups after them).
-GROUPS = ("trace", "emu", "replay", "monarch", "measure", "sim", "compare", "sweep", "tools", "reproduce")
+GROUPS = ("trace", "emu", "replay", "monarch", "measure", "sim", "compare", "sweep", "report", "tools", "reproduce")
 
 #: Command lines that skip typer: leading arguments -> (module, function taking the rest).
 LIGHT = {("sim",): ("sim", "main"), ("trace", "analyze"): ("trace", "analyze_main")}

@@ -462,6 +462,39 @@ def _as_json(results: list) -> list[dict]:
     return [dataclasses.asdict(r) for r in results]
 
 
+def _ours_4a(results: list[Result4A]) -> dict[str, float]:
+    """Monaco's run with the 90-packet buffer (the paper's Figure 3(a)) under ``paper``'s names."""
+    run = next((r for r in results if r.cc == "monaco" and r.buffer_packets == 90), None)
+    if run is None:
+        return {}
+    ours: dict[str, float] = {}
+    for (t0, t1), p in zip(PHASES_4A, run.phases):
+        for k, rate in p.rate_mbps.items():
+            if rate is not None:
+                ours[f"per-flow rate of set {k}, {t0}-{t1} s, 90-packet buffer"] = rate
+    per_flow = [p.queue_packets / p.active_flows for p in run.phases if p.active_flows]
+    if per_flow:
+        ours["bottleneck queue per flow (the target accumulation)"] = sum(per_flow) / len(per_flow)
+    return ours
+
+
+def _ours_3c(results: list[Result3C]) -> dict[str, float | str]:
+    """Our §III-C runs under ``paper``'s names (utilisation in %)."""
+    by = {(r.scenario, r.cc): r for r in results}
+    ours: dict[str, float | str] = {}
+    if (v := by.get(("loaded start", "vegas"))) is not None:
+        ours["Vegas utilisation with an overestimated rtt_p"] = v.utilisation * 100
+    if (v := by.get(("loaded start", "vegas-k"))) is not None:
+        ours["Vegas-k with an overestimated rtt_p"] = f"queue up to {v.queue_max} packets, {v.drops} drops"
+    if (v := by.get(("reverse congestion", "vegas"))) is not None:
+        ours["Vegas with reverse-path congestion"] = f"utilisation {v.utilisation * 100:.0f} %"
+    monaco = [r for r in results if r.cc == "monaco"]
+    if monaco:
+        ours["Monaco utilisation, both conditions"] = min(r.utilisation for r in monaco) * 100
+        ours["Monaco losses, both conditions"] = sum(r.drops for r in monaco)
+    return ours
+
+
 _ENGINE_NOTE = "Monaco and Vegas are the simulator's controllers"
 
 register(Reproduction(
@@ -478,6 +511,7 @@ register(Reproduction(
     print_text=lambda results, request: print_4a(results),
     to_json=_as_json,
     engine_note=_ENGINE_NOTE,
+    ours=_ours_4a,
 ))
 
 register(Reproduction(
@@ -510,4 +544,5 @@ register(Reproduction(
     print_text=lambda results, request: print_3c(results),
     to_json=_as_json,
     engine_note=_ENGINE_NOTE,
+    ours=_ours_3c,
 ))

@@ -152,6 +152,26 @@ def _print(transfers: list[Transfer], request: Request) -> None:
         print(f"figure: {Path(request.out) / 'figure12.png'}")
 
 
+def _ours(transfers: list[Transfer]) -> dict[str, float | str]:
+    """Our simulated transfers' numbers for the paper's observations (``paper``)."""
+    sim = {t.cc: t for t in transfers if t.engine == "sim"}
+    ours: dict[str, float | str] = {}
+    if "newreno" in sim:
+        s = sim["newreno"].series
+        rtt = s[s.srtt_ms > 0].srtt_ms
+        ours["NewReno RTT at the start of the transfer"] = float(rtt.iloc[0]) if len(rtt) else float("nan")
+        before = s[s.retransmits == 0].srtt_ms
+        ours["NewReno RTT before its first loss"] = float(before.max()) if len(before) else float("nan")
+        if "bic" in sim:
+            b, n = sim["bic"], sim["newreno"]
+            ours["BIC against NewReno"] = (f"RTT max {b.rtt_max_ms:.0f} vs {n.rtt_max_ms:.0f} ms, "
+                                           f"{b.retransmits} vs {n.retransmits} retransmissions")
+    if "vegas" in sim:
+        ours["Vegas steady RTT"] = sim["vegas"].rtt_mean_ms
+        ours["Vegas losses"] = sim["vegas"].retransmits
+    return ours
+
+
 register(Reproduction(
     name="monarch-fig12",
     description="Monarch Figure 12 analog: 500 kB to a DSL host with NewReno, BIC and Vegas (and the kernel's in the emulator)",
@@ -167,4 +187,5 @@ register(Reproduction(
     runner=_run,
     print_text=_print,
     to_json=lambda transfers: [{k: v for k, v in vars(t).items() if k != "series"} for t in transfers],
+    ours=_ours,
 ))

@@ -375,6 +375,12 @@ def _table2_json(rows: list[Table2Row]) -> list[dict]:
                 if r.ip_achieved else {})} for r in rows]
 
 
+def _table2_ours(rows: list[Table2Row]) -> dict[str, float]:
+    """Our goodput error for each of the paper's Table 2 cells (``paper``'s quantities)."""
+    return {f"ABW error, row {r.index}, {mode} mode, {way}": r.error(mode, d)
+            for r in rows for mode in r.achieved for d, way in enumerate(("forward", "reverse"))}
+
+
 def _run_figure5(request: Request, progress: Progress | None) -> Figure5:
     """``figure5``, or ``reproduce_figure5_emu`` in the emulator, as ``request`` asks."""
     if request.engine == "emu":
@@ -403,6 +409,7 @@ register(Reproduction(
     runner=_run_table2,
     print_text=_print_table2,
     to_json=_table2_json,
+    ours=_table2_ours,
 ))
 
 register(Reproduction(
@@ -417,4 +424,5 @@ register(Reproduction(
     runner=_run_figure5,
     print_text=_print_figure5,
     to_json=vars,
+    ours=lambda f5: {"mean RTT, link emulation": f5.mean_rtt_ms["link"], "mean RTT, path emulation": f5.mean_rtt_ms["path"]},
 ))

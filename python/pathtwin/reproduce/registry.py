@@ -5,7 +5,9 @@ A paper module (``nsdi09``, ``acc``, ``monarch``, ``thesis``) calls ``register``
 with a ``Reproduction``: its name (``nsdi09-table2``), a one-line description, the engines it
 runs on, the options it takes, the paper's numbers with where the paper gives them, and three
 functions: one that runs it and returns structured results, one that prints those as text
-in the paper's layout, one that turns them into JSON. ``pathtwin.reproduce`` imports every
+in the paper's layout, one that turns them into JSON; and, for the report of every
+reproduction (``report``, `pathtwin reproduce all`), one that names our number for each of
+the paper's (``ours``) and the tolerance it is judged by. ``pathtwin.reproduce`` imports every
 paper module, so ``reproductions()`` lists them all, in order, and ``get(name)`` finds one;
 the command line (`pathtwin reproduce`) only dispatches through here.
 
@@ -77,7 +79,10 @@ class Reproduction:
     paper's layout, ``to_json(results)`` makes them JSON-serializable. ``options`` are those
     of ``OPTIONS`` it uses (others are ignored), ``defaults`` their values when not given,
     ``paper`` the numbers it is compared with; ``engine_note`` says why it runs on
-    ``engines`` only."""
+    ``engines`` only. ``ours(results)`` maps each of ``paper``'s quantities to our value
+    (a number in the paper's unit, or words where ours is not one number; a quantity left
+    out was not measured); ``tolerance`` is the relative difference the reproduction
+    accepts (None: it states none, and the report's default applies)."""
 
     name: str
     description: str
@@ -89,6 +94,8 @@ class Reproduction:
     to_json: Callable[[Any], Any]
     defaults: Mapping[str, Any] = field(default_factory=dict)
     engine_note: str = ""
+    ours: Callable[[Any], Mapping[str, float | str]] | None = None
+    tolerance: float | None = None
 
     def request(self, **options: Any) -> Request:
         """A ``Request`` for this reproduction from ``options`` (``Request``'s fields), its
