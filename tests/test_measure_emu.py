@@ -344,8 +344,8 @@ def test_the_model_is_graded_against_its_ground_truth_with_the_link_baseline_bes
     """`pathtwin measure validate GROUND_TRUTH MODEL -o DIR` (NSDI'09 §4.5): the same
     experiments in the ground truth, the measured model and the link-emulator baseline.
     Expectations from the paper and from the file: each path alone with four flows, 80 % of
-    the tests within 20 % (Figure 8); every pair at once, the flows through the truth's
-    shared bottleneck (s -> {d1, d2} over r1 -> r2) get no more than that link's rate in
+    the tests within 20 % (Figure 8); every pair at once (four flows each), the flows through
+    the truth's shared bottleneck (s -> {d1, d2} over r1 -> r2) get no more than that link's rate in
     truth, the model within 20 % of the truth, and the link baseline, which gives each path
     its full ABW, more than the link's rate (Figure 9); shared classes and base RTTs as the
     file's routes give them."""

@@ -272,3 +272,14 @@ def test_judging_ours_against_the_papers_number_or_words(paper, ours, verdict):
     from pathtwin.report.paper import judge
 
     assert judge(paper, ours, tolerance=0.10).status == verdict
+
+
+@pytest.mark.parametrize("paper, ours, verdict", [
+    # Errors in percent judged in points: the paper's 2.1 % error is met by a smaller one.
+    (2.1, 0.003, "within"), (2.1, 7.0, "within"), (2.1, 7.2, "outside"), (0, 4.0, "within"), (66.5, 71.2, "within"),
+    (20.4, 36.2, "outside"),
+])
+def test_judging_errors_in_the_papers_unit(paper, ours, verdict):
+    from pathtwin.report.paper import judge
+
+    assert judge(paper, ours, absolute=5.0).status == verdict

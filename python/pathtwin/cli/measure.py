@@ -202,14 +202,16 @@ def validate(
     flows: str = typer.Option("1,2,4,8", "--flows", help="With a ground truth: flow counts of the per-path experiments."),
     duration: str = typer.Option("10s", "--duration", help="With a ground truth: length of each experiment."),
     together: bool = typer.Option(True, "--together/--no-together", help="With a ground truth: also run every pair at "
-                                  "once, one flow each (NSDI'09 Figure 9)."),
+                                  "once (NSDI'09 Figure 9)."),
+    together_flows: Optional[int] = typer.Option(None, "--together-flows", help="With a ground truth: flows per pair when "
+                                                 "all run at once (default: the largest of --flows)."),
 ) -> None:
     """Check a model: repeat the measurement's throughput tests in its twin and compare with
     what was measured (MODEL), or run the same foreground experiments in the ground truth,
     in the model and in a link-emulator baseline and grade both against the truth
     (GROUND_TRUTH MODEL -o DIR: validation.json, NSDI'09 §4.5 Figures 8 and 9). Root."""
     if len(files) == 2:
-        _grade(files[0], files[1], out, flows, duration, together)
+        _grade(files[0], files[1], out, flows, duration, together, together_flows)
         return
     if len(files) != 1:
         raise PathtwinError(f"validate takes MODEL.toml or GROUND_TRUTH.toml MODEL.toml, not {len(files)} files")
@@ -228,7 +230,8 @@ def validate(
     print(f"{v.within * 100:.0f} % of the tests within {WITHIN * 100:.0f} % (NSDI'09 Figure 8: 80 % of its paths)")
 
 
-def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: str, together: bool) -> None:
+def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: str, together: bool,
+           together_flows: Optional[int]) -> None:
     from ..measure import parse_flows
     from ..measure.grade import grade
     from ._light import text_table
@@ -245,7 +248,7 @@ def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: 
         raise PathtwinError(f"--duration: {secs:g} s is too short for TCP to leave slow start; give at least 1 s")
     bars = _Bars()
     try:
-        g = grade(truth, model, out, counts, secs, together=together, progress=bars)
+        g = grade(truth, model, out, counts, secs, together=together, progress=bars, together_flows=together_flows)
     finally:
         bars.close()
     rec = g.record

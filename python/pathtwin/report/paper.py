@@ -43,10 +43,12 @@ class Verdict:
 _BOUND = re.compile(r"^\s*(<|>|≤|≥|under|below|over|above|well over|up to|about|around|~)\s*([-+0-9.]+)\s*$")
 
 
-def judge(paper: float | str, ours: float | str | None, tolerance: float = DEFAULT_TOLERANCE) -> Verdict:
-    """Whether ``ours`` agrees with ``paper`` within ``tolerance`` (relative). A bound in the
-    paper's words ("< 10", "well over 300") is met or not; "about N" is N; a paper's 0 is met
-    only by 0."""
+def judge(paper: float | str, ours: float | str | None, tolerance: float = DEFAULT_TOLERANCE,
+          absolute: float | None = None) -> Verdict:
+    """Whether ``ours`` agrees with ``paper`` within ``tolerance`` (relative), or within
+    ``absolute`` (in the paper's unit) if given. A bound in the paper's words ("< 10", "well
+    over 300") is met or not; "about N" is N; a paper's 0 is met only by 0 (or within
+    ``absolute``)."""
     if ours is None or isinstance(ours, str) or ours != ours:
         return Verdict("unjudged")
     if isinstance(paper, str):
@@ -60,29 +62,33 @@ def judge(paper: float | str, ours: float | str | None, tolerance: float = DEFAU
             return Verdict("within" if ours <= bound else "outside")
         else:
             return Verdict("within" if ours >= bound else "outside")
-    if paper == 0:
+    rel = (float(ours) - float(paper)) / abs(float(paper)) if paper != 0 else None
+    if absolute is not None:
+        return Verdict("within" if abs(float(ours) - float(paper)) <= absolute else "outside", rel)
+    if rel is None:
         return Verdict("within" if ours == 0 else "outside")
-    rel = (float(ours) - float(paper)) / abs(float(paper))
     return Verdict("within" if abs(rel) <= tolerance else "outside", rel)
 
 
 def section(name: str, description: str, rows: Sequence[Row], tolerance: float | None, seconds: float,
-            note: str = "") -> str:
+            note: str = "", absolute: float | None = None) -> str:
     """A reproduction's section: its rows in a table, our cell classed ``within``,
-    ``outside`` or ``unjudged``; ``seconds`` is how long it ran."""
+    ``outside`` or ``unjudged`` (``judge``: relative ``tolerance``, or ``absolute``);
+    ``seconds`` is how long it ran."""
     tol = DEFAULT_TOLERANCE if tolerance is None else tolerance
     cells = []
     for r in rows:
-        v = judge(r.paper, r.ours, tol)
+        v = judge(r.paper, r.ours, tol, absolute)
         ours = num(r.ours, "{:.4g}", css=f"num {v.status}") if isinstance(r.ours, (int, float)) \
             else Cell("–" if r.ours is None else str(r.ours), v.status)
         paper = num(r.paper, "{:.4g}") if isinstance(r.paper, (int, float)) else Cell(str(r.paper))
         diff = num(v.difference, "{:+.1f} %", 100.0) if v.difference is not None else Cell("", "num")
         cells.append([Cell(r.quantity), Cell(r.unit), paper, ours, diff, Cell(r.source)])
-    outside = sum(judge(r.paper, r.ours, tol).status == "outside" for r in rows)
-    stated = "its own" if tolerance is not None else "none stated, the default"
+    outside = sum(judge(r.paper, r.ours, tol, absolute).status == "outside" for r in rows)
+    stated = "its own" if tolerance is not None or absolute is not None else "none stated, the default"
     head = (f'<section class="reproduction" data-name="{esc(name)}"><h2>{esc(name)}</h2><p>{esc(description)}</p>'
-            f"<p class=\"note\">Ran in {seconds:.1f} s. Tolerance {tol * 100:g} % ({stated}); "
+            f"<p class=\"note\">Ran in {seconds:.1f} s. Tolerance "
+            f"{f'{absolute:g} in the paper’s unit' if absolute is not None else f'{tol * 100:g} %'} ({stated}); "
             f"{outside} of {len(rows)} numbers outside it.{(' ' + esc(note)) if note else ''}</p>")
     if not rows:
         return head + '<p class="note">The paper gives no numbers for this experiment.</p></section>'

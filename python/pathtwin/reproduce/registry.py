@@ -82,7 +82,10 @@ class Reproduction:
     ``engines`` only. ``ours(results)`` maps each of ``paper``'s quantities to our value
     (a number in the paper's unit, or words where ours is not one number; a quantity left
     out was not measured); ``tolerance`` is the relative difference the reproduction
-    accepts (None: it states none, and the report's default applies)."""
+    accepts (None: it states none, and the report's default applies); ``tolerance_abs``,
+    if given, an absolute difference in the paper's unit instead, for numbers that are
+    themselves errors (a relative tolerance on the paper's 2.1 % error would flag ours of
+    0.003 %)."""
 
     name: str
     description: str
@@ -96,6 +99,7 @@ class Reproduction:
     engine_note: str = ""
     ours: Callable[[Any], Mapping[str, float | str]] | None = None
     tolerance: float | None = None
+    tolerance_abs: float | None = None
 
     def request(self, **options: Any) -> Request:
         """A ``Request`` for this reproduction from ``options`` (``Request``'s fields), its

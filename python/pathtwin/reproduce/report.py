@@ -63,7 +63,8 @@ def run_all(out: str | Path, only: str | None = None, progress: Progress | None 
             results = record.run(record.request(engine="sim", out=out / "runs" / record.name))
             outcome = Outcome(record.name, time.perf_counter() - t0, rows_of(record, results))
             note = "" if record.ours is not None else "This reproduction does not name its numbers for the report."
-            sections.append(section(record.name, record.description, outcome.rows, record.tolerance, outcome.seconds, note))
+            sections.append(section(record.name, record.description, outcome.rows, record.tolerance, outcome.seconds, note,
+                                    record.tolerance_abs))
         except PathtwinError as e:
             outcome = Outcome(record.name, time.perf_counter() - t0, error=str(e))
             sections.append(failed_section(record.name, record.description, str(e)))
@@ -76,13 +77,13 @@ def run_all(out: str | Path, only: str | None = None, progress: Progress | None 
              "none), green within it, grey where words are compared with words. Each reproduction's runs are under "
              "runs/NAME/.</p>")
     write_page(out / "report.html", "pathtwin: the papers' numbers beside ours", [intro, *sections])
-    _write_json(out / "reproductions.json", outcomes, {r.name: r.tolerance for r in records}, total)
+    _write_json(out / "reproductions.json", outcomes, {r.name: (r.tolerance, r.tolerance_abs) for r in records}, total)
     return outcomes
 
 
 def _write_json(path: Path, outcomes: Sequence[Outcome], tolerances: dict, total: float) -> None:
-    def row(r: Row, tol: float | None) -> dict:
-        v = judge(r.paper, r.ours, DEFAULT_TOLERANCE if tol is None else tol)
+    def row(r: Row, tol: tuple[float | None, float | None]) -> dict:
+        v = judge(r.paper, r.ours, DEFAULT_TOLERANCE if tol[0] is None else tol[0], tol[1])
         return {**asdict(r), "verdict": v.status, "difference": v.difference}
 
     data = {"seconds": total,
