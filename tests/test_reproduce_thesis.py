@@ -35,3 +35,21 @@ def test_thesis_tables_hold_the_claims_about_parameters_sack_and_load():
 def test_only_names_a_configuration_the_thesis_has():
     r = run_cli("reproduce", "thesis-tcp-friendly", "--only", "AX")
     assert r.returncode == 2 and "--only" in r.stderr and "X" in r.stderr and "\n" not in r.stderr.strip(), r.stderr
+
+
+def test_a_table_printed_to_a_pipe_or_a_narrow_terminal_cuts_no_number():
+    """`pathtwin reproduce thesis-tcp-friendly | cat` printed `0.21 (0.0…`: rich fits a table
+    to its console, and takes a pipe for 80 columns. Every cell of ours and the thesis's must
+    be printed whole, as the JSON output gives them."""
+    import os
+
+    env = {**os.environ, "COLUMNS": "60"}
+    text = run_cli("reproduce", "thesis-tcp-friendly", "--only", "A", "--seeds", "1", env=env)
+    data = run_cli("reproduce", "thesis-tcp-friendly", "--only", "A", "--seeds", "1", "--json", env=env)
+    assert text.returncode == data.returncode == 0, text.stderr + data.stderr
+    assert "…" not in text.stdout, text.stdout
+    for row in json.loads(data.stdout):
+        o, p = row["ours"], row["paper"]
+        for cell in (f"{o['timeouts']:.0f} ({p['timeouts']:g})", f"{o['loss_percent']:.2f} ({p['loss_percent']:g})",
+                     f"{o['goodput_Bps']:.0f} ({p['goodput_Bps']:g})", f"{o['cov']:.2f} ({p['cov']:g})"):
+            assert cell in text.stdout, (cell, text.stdout)

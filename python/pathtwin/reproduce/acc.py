@@ -35,6 +35,7 @@ from typing import Any, Optional
 from ..config import parse_quantity
 from ..sim import simulate
 from .registry import PaperValue, Progress, Reproduction, Request, register
+from .text import print_table
 
 #: 1000-byte packets on the wire (the paper's ns-2 packet size): 960 bytes of payload plus
 #: 20 bytes of IP and 20 of TCP header.
@@ -181,10 +182,8 @@ def section4a(cc: str = "monaco", buffer_packets: int = 90, duration_s: float = 
 def print_4a(results: list[Result4A], console=None) -> None:
     """One table per run: per phase the per-flow rate of each set (ours / the paper's), the
     mean queue against target × flows, drops and utilisation."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(width=max(Console().width, 120))
     for r in results:
         t = Table(title=f"ACC §IV-A — {r.cc}, {r.buffer_packets}-packet buffer: per-flow rate on the wire (Mbit/s) of each set "
                         f"(timeouts {r.timeouts}, fast retransmits {r.fast_retransmits})")
@@ -201,7 +200,7 @@ def print_4a(results: list[Result4A], console=None) -> None:
             cells += [f"{p.queue_packets:.1f} ({TARGET_PACKETS * p.active_flows:g})", str(p.drops),
                       f"{p.utilisation * 100:.1f} %"]
             t.add_row(*cells)
-        console.print(t)
+        print_table(t, console)
 
 
 # --- §IV-B: the parking lot -------------------------------------------------------------------
@@ -302,10 +301,8 @@ def section4b(cc: str = "monaco", n_bottlenecks: int = 3, short_per_link: int = 
 
 
 def print_4b(results: list[Result4B], console=None) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(width=max(Console().width, 130))
     t = Table(title="ACC §IV-B — parking lot (goodput, Mbit/s; predicted = proportional fairness on the wire × MSS/packet)")
     for col in ("cc", "N", "long flows (pred.)", "short (pred.)", "utilisation min–max", "queue pkts (pred.)", "drops"):
         t.add_column(col, justify="right", no_wrap=True)
@@ -318,7 +315,7 @@ def print_4b(results: list[Result4B], console=None) -> None:
                   f"{min(r.utilisation) * 100:.1f}–{max(r.utilisation) * 100:.1f} %",
                   " / ".join(f"{q:.1f}" for q in r.queue_packets) + f" ({p['queue_packets']:.1f})",
                   str(r.drops))
-    console.print(t)
+    print_table(t, console)
 
 
 # --- §III-C: Vegas's two failures, against Monaco --------------------------------------------
@@ -408,10 +405,8 @@ def section3c(ccs=None, out: Optional[Path] = None) -> list[Result3C]:
 
 
 def print_3c(results: list[Result3C], console=None) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(width=max(Console().width, 120))
     t = Table(title="ACC §III-C — Vegas's failures against Monaco (paper: Vegas < 10 % utilisation or a queue "
                     "growing until loss with a wrong rtt_p; underutilisation with reverse congestion; Monaco ≈ 100 %, no loss)")
     for col in ("condition", "cc", "utilisation", "goodput shares", "queue mean / max (pkts)", "drops"):
@@ -420,7 +415,7 @@ def print_3c(results: list[Result3C], console=None) -> None:
         t.add_row(r.scenario, r.cc, f"{r.utilisation * 100:.1f} %",
                   ", ".join(f"{k} {v * 100:.0f} %" for k, v in sorted(r.shares.items())),
                   f"{r.queue_packets:.1f} / {r.queue_max}", str(r.drops))
-    console.print(t)
+    print_table(t, console)
 
 
 # --- the registry's records ------------------------------------------------------------------

@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 from ..sim import simulate
 from .registry import PaperValue, Progress, Reproduction, Request, register
+from .text import print_table
 
 #: The transfer of the paper's experiment.
 TRANSFER = "500kB"
@@ -125,10 +126,8 @@ def draw(transfers: list[Transfer], path: Path) -> Path:
 
 
 def print_figure12(transfers: list[Transfer], console=None) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(width=max(Console().width, 110))
     t = Table(title="Monarch Fig. 12 analog — 500 kB to a DSL host (paper: NewReno RTT 44 → >300 ms before a loss; "
                     "BIC higher RTTs and more losses; Vegas ≈ 100 ms, no loss)")
     for col in ("cc", "engine", "completion (s)", "retransmissions", "RTT mean (ms)", "RTT max (ms)"):
@@ -136,7 +135,7 @@ def print_figure12(transfers: list[Transfer], console=None) -> None:
     for x in transfers:
         t.add_row(x.cc, x.engine, f"{x.completion_s:.2f}", str(x.retransmits), f"{x.rtt_mean_ms:.0f}",
                   f"{x.rtt_max_ms:.0f}")
-    console.print(t)
+    print_table(t, console)
 
 
 # --- the registry's record -------------------------------------------------------------------

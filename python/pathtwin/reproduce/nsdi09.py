@@ -26,6 +26,7 @@ from ..errors import PathtwinError
 from ..sim import simulate
 
 from .registry import PaperValue, Progress, Reproduction, Request, register
+from .text import print_table
 
 if TYPE_CHECKING:
     from ..emulation import Emulation
@@ -130,11 +131,9 @@ def _fmt_queue(q: str) -> str:
 def print_table2(rows: list[Table2Row], console=None, title="NSDI'09 Table 2 (simulation)") -> None:
     """Prints rows in the paper's layout: per row the configured ABW and base RTT, then for
     each emulator the queue, achieved throughput and error in both directions."""
-    from rich.console import Console
     from rich.table import Table
 
     ip = all(r.ip_achieved for r in rows)
-    console = console or Console(width=max(Console().width, 132 + 44 * ip))
     t = Table(title=title)
     cols = ["Row", "Type", "ABW fwd/rev (Kbps)", "Base RTT (ms)", "Emulator", "Queue (B)",
             "Tput fwd/rev (Kbps)", "Error fwd/rev (%)"]
@@ -157,7 +156,7 @@ def print_table2(rows: list[Table2Row], console=None, title="NSDI'09 Table 2 (si
                 b = r.ip_achieved[mode]
                 cells += [f"{b[0]/1e3:,.0f} / {b[1]/1e3:,.0f}", f"{r.error(mode, 0, ip=True):.1f} / {r.error(mode, 1, ip=True):.1f}"]
             t.add_row(*cells, end_section=not first)
-    console.print(t)
+    console = print_table(t, console)
     worst = max(max(r.error("path", 0), r.error("path", 1)) for r in rows)
     line = f"path mode: worst goodput error {worst:.1f} % (paper: within ~10 %)"
     if ip:

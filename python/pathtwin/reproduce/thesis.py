@@ -44,6 +44,7 @@ from ..config import parse_quantity
 from ..errors import PathtwinError
 from ..sim import simulate
 from .registry import PaperValue, Progress, Reproduction, Request, register
+from .text import print_table
 
 #: The thesis's numbers, Tables 4.1–4.4: per configuration and case, for 100 then 50 flows,
 #: (timeouts, loss %, mean goodput B/s, CoV).
@@ -170,10 +171,8 @@ def run(configurations=("A", "B", "C", "D"), cases=(1, 2, 3, 4), flow_counts=FLO
 
 def print_tables(rows: list[Row], console=None) -> None:
     """Tables 4.1–4.4 as the thesis lays them out, ours beside the thesis's (in brackets)."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(width=max(Console().width, 140))
     titles = {"A": "4.1 — A: SACK, appropriate", "B": "4.2 — B: Reno, appropriate",
               "C": "4.3 — C: SACK, inappropriate", "D": "4.4 — D: Reno, inappropriate"}
     for c in dict.fromkeys(r.configuration for r in rows):
@@ -194,7 +193,7 @@ def print_tables(rows: list[Row], console=None) -> None:
                 cells += [f"{o.timeouts:.0f} ({p.timeouts:g})", f"{o.loss_percent:.2f} ({p.loss_percent:g})",
                           f"{o.goodput_Bps:.0f} ({p.goodput_Bps:g})", f"{o.cov:.2f} ({p.cov:g})"]
             t.add_row(*cells)
-        console.print(t)
+        console = print_table(t, console)
 
 
 # --- the registry's record -------------------------------------------------------------------
