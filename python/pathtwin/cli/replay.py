@@ -115,5 +115,6 @@ def register(app: typer.Typer) -> None:
         console.print(f"replayed {s['replayed']:,} of {s['connections']:,} connections in {s['wall_s']:.0f} s"
                       + (f" with {', '.join(f'{k}={v}' for k, v in tcp.items())}" if tcp else ""))
         console.print(f"response time within ±20 %: {100 * s['within_20pct']:.1f} % (±10 %: {100 * s['within_10pct']:.1f} %), "
-                      f"median error {100 * s['median_abs_error']:.1f} %, KS distance {s['ks_distance']:.3f}")
+                      f"median error {100 * s['median_abs_error']:.1f} %")
+        console.print(rp.ks_reading(s))
         console.print(f"wrote {out}/connections.parquet, {out}/summary.json, {plot}, capture {result.run.capture}")

@@ -28,7 +28,7 @@ from typing import Callable, Optional, Union
 import pandas as pd
 
 from ..errors import PathtwinError
-from .compare import breakdown, compare, ks_distance, response_times, response_times_by_slot, summary
+from .compare import breakdown, compare, ks_distance, ks_reading, response_times, response_times_by_slot, summary
 from .emu import EmulatedRun, run_emulated
 from .sim import SimulatedRun, run_simulated
 from .workload import Workload, synthetic
@@ -36,7 +36,7 @@ from .workload import Workload, synthetic
 #: Engines a replay runs in.
 ENGINES = ("emu", "sim")
 
-__all__ = ["Workload", "synthetic", "run_emulated", "run_simulated", "SimulatedRun", "compare", "summary", "breakdown", "ks_distance",
+__all__ = ["Workload", "synthetic", "run_emulated", "run_simulated", "SimulatedRun", "compare", "summary", "breakdown", "ks_distance", "ks_reading",
            "response_times", "response_times_by_slot", "replay", "ReplayResult", "load_source"]
 
 
