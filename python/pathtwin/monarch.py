@@ -210,16 +210,14 @@ class Runs:
 
 
 def _quantiles(values: list[float]) -> dict[str, float]:
-    xs = sorted(v for v in values if not math.isnan(v))
-    if not xs:
+    import numpy as np
+
+    xs = np.array([v for v in values if not math.isnan(v)])
+    if not len(xs):
         return {}
-
-    def q(f: float) -> float:  # linear interpolation between order statistics
-        k = f * (len(xs) - 1)
-        lo = math.floor(k)
-        return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (k - lo)
-
-    return {"n": len(xs), "min": xs[0], "q1": q(0.25), "median": q(0.5), "q3": q(0.75), "max": xs[-1], "mean": sum(xs) / len(xs)}
+    q1, median, q3 = (float(q) for q in np.percentile(xs, [25, 50, 75]))
+    return {"n": len(xs), "min": float(xs.min()), "q1": q1, "median": median, "q3": q3, "max": float(xs.max()),
+            "mean": float(xs.mean())}
 
 
 def runs(path: dict, out, count: int, seed: int = 1, real_tcp: bool = True, **kwargs) -> Runs:

@@ -119,14 +119,19 @@ fn one() -> u32 {
 /// `a->b#3`, so that no two rows of a table share a label. [`validate`] refuses explicit
 /// labels that still collide.
 pub fn connection_labels(flows: &[FlowConfig]) -> Vec<Vec<String>> {
-    let unlabelled = |f: &FlowConfig| flows.iter().filter(|g| g.label.is_none() && g.from == f.from && g.to == f.to).map(|g| g.count).sum::<u32>();
+    // Unlabelled connections per (from, to), counted in one pass: a workload may have
+    // thousands of entries, and validation and both engines call this.
+    let mut unlabelled: std::collections::HashMap<(&str, &str), u32> = std::collections::HashMap::new();
+    for f in flows.iter().filter(|f| f.label.is_none()) {
+        *unlabelled.entry((f.from.as_str(), f.to.as_str())).or_insert(0) += f.count;
+    }
     let mut next: std::collections::HashMap<(&str, &str), u32> = std::collections::HashMap::new();
     flows
         .iter()
         .map(|f| match &f.label {
             Some(l) if f.count == 1 => vec![l.clone()],
             Some(l) => (0..f.count).map(|c| format!("{l}#{c}")).collect(),
-            None if unlabelled(f) == 1 => vec![format!("{}->{}", f.from, f.to)],
+            None if unlabelled[&(f.from.as_str(), f.to.as_str())] == 1 => vec![format!("{}->{}", f.from, f.to)],
             None => {
                 let n = next.entry((f.from.as_str(), f.to.as_str())).or_insert(0);
                 let first = *n;
