@@ -36,10 +36,18 @@ demo: build
 test-rust: setup
 	cargo test --workspace --exclude pathtwin-py
 
-# The package is type-checked (mypy, configured in pyproject.toml) before its tests run.
+# The package is type-checked (mypy, configured in pyproject.toml) before its tests run. The
+# tests run in two phases: those that compute (simulations, traces, reports) spread over the
+# processors (pytest-xdist); then those marked `serial` (real
+# traffic in real time: emulations, loopback, kernel relays) one at a time, with the machine
+# to themselves. Both phases run whatever the first gives; either failing fails the target.
+PYTEST_WORKERS ?= auto
 test-python: build
 	$(PYTHON) -m mypy python/pathtwin
-	$(PYTHON) -m pytest -q
+	status=0; \
+	$(PYTHON) -m pytest -q -m "not serial" -n $(PYTEST_WORKERS) --dist loadgroup || status=$$?; \
+	$(PYTHON) -m pytest -q -m serial || status=$$?; \
+	exit $$status
 
 test: test-rust test-python
 

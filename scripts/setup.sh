@@ -24,10 +24,10 @@ py=${PYTHON:-python3}
 need_pip=0
 $py - <<'PY' || need_pip=1
 import importlib.util, sys
-mods = ["maturin", "pyarrow", "pandas", "matplotlib", "rich", "typer", "numpy", "pywt", "distributed", "pytest", "mypy", "playwright"]
+mods = ["maturin", "pyarrow", "pandas", "matplotlib", "rich", "typer", "numpy", "pywt", "distributed", "pytest", "xdist", "mypy", "playwright"]
 sys.exit(1 if any(importlib.util.find_spec(m) is None for m in mods) else 0)
 PY
 if [ "$need_pip" = 1 ]; then
-    $py -m pip install -q "maturin>=1.5,<2" "pyarrow>=14" "pandas>=2" "matplotlib>=3.7" "rich>=13" "typer>=0.12" "numpy>=1.24" "PyWavelets>=1.4" "dask[distributed]>=2024.1" "pytest>=7" "mypy>=1.10" "playwright>=1.40"
+    $py -m pip install -q "maturin>=1.5,<2" "pyarrow>=14" "pandas>=2" "matplotlib>=3.7" "rich>=13" "typer>=0.12" "numpy>=1.24" "PyWavelets>=1.4" "dask[distributed]>=2024.1" "pytest>=7" "pytest-xdist>=3.5" "mypy>=1.10" "playwright>=1.40"
 fi
 command -v cargo >/dev/null || { echo "setup: cargo not found (install Rust with rustup)" >&2; exit 2; }

@@ -82,6 +82,24 @@ needs_root = pytest.mark.usefixtures("emulator")
 
 
 @pytest.fixture
+def small_disk(tmp_path):
+    """A directory on its own 64-KiB tmpfs, which a test fills to see what a full disk does
+    (mounting needs root: skipped on a developer's machine without it, a failure under CI)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        reason = "a full disk is made with a small tmpfs, which needs root and mount"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}, and CI must run this test")
+        pytest.skip(reason)
+    disk = tmp_path / "small-disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.fixture
 def no_namespace_left_behind():
     """Fails the test if it left a pathtwin namespace behind (its own, not another
     process's running emulation)."""
@@ -108,6 +126,21 @@ def cli():
 
 def pytest_configure(config):
     os.environ.setdefault("MPLBACKEND", "Agg")
+    config.addinivalue_line("markers", "serial: sends real traffic in real time (an emulation, loopback, a kernel "
+                                       "relay): `make test` runs these one at a time, after the parallel phase, so "
+                                       "that no other test's CPU load falls into what they measure")
+
+
+#: Marks a test that measures real traffic in real time (see ``pytest_configure``). Every
+#: test that runs the emulator (uses the ``emulator`` fixture, as ``needs_root`` does) is
+#: one without saying so.
+serial = pytest.mark.serial
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "emulator" in getattr(item, "fixturenames", ()):
+            item.add_marker(serial)
 
 
 def met_in_one_of(attempts: int, run, shortfalls):

@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 
 import pandas as pd
 import pytest
 
 import pathtwin
-from conftest import run_cli
+from conftest import needs_root, run_cli
 
 
 def dumbbell(qdisc: dict, flows: int = 10, duration: str = "30s") -> dict:
@@ -100,7 +98,7 @@ def _toml(cfg: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root")
+@needs_root
 def test_red_marks_the_kernels_ecn_packets_in_the_emulator(tmp_path):
     """The same RED runs in the emulator under real kernel TCP with ECN negotiated
     (`[tcp] ecn = true` sets the hosts' `net.ipv4.tcp_ecn`): RED marks CE instead of dropping
@@ -111,8 +109,7 @@ def test_red_marks_the_kernels_ecn_packets_in_the_emulator(tmp_path):
     cfg.pop("flow")
     cfg["tcp"] = {"cc": "reno", "ecn": True}
     with Emulation(cfg, out=tmp_path / "emu") as net:
-        net["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
+        net["b"].serve(["iperf3", "-s", "-1"], 5201)
         net["a"].run(["iperf3", "-c", "b", "-t", "8", "-P", "4"], check=True, capture_output=True, timeout=60)
     q = pd.read_parquet(tmp_path / "emu" / "queues.parquet").set_index("queue").loc["a->b"]
     # Early decisions mostly mark; the few early drops hit packets the kernel sends without
@@ -123,7 +120,7 @@ def test_red_marks_the_kernels_ecn_packets_in_the_emulator(tmp_path):
     assert 5 <= steady.avg_queue.mean() < 30, steady.avg_queue.describe()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root")
+@needs_root
 def test_red_average_queue_agrees_between_simulator_and_emulator(tmp_path):
     """One RED model, two engines: four Reno flows through RED (5/15 packets) on 10 Mbit/s,
     40 ms. The kernel's TCP in the emulator and the simulated TCP keep RED's average queue
@@ -136,8 +133,7 @@ def test_red_average_queue_agrees_between_simulator_and_emulator(tmp_path):
     sim_avg = sim[(sim.queue == "a->b") & (sim.time_s > 5)].avg_queue.mean()
     cfg.pop("flow")
     with Emulation(cfg, out=tmp_path / "emu") as net:
-        net["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
+        net["b"].serve(["iperf3", "-s", "-1"], 5201)
         net["a"].run(["iperf3", "-c", "b", "-t", "20", "-P", "4"], check=True, capture_output=True, timeout=90)
     qs = pd.read_parquet(tmp_path / "emu" / "queue_series.parquet")
     emu_avg = qs[(qs.queue == "a->b") & (qs.time_s > 5)].avg_queue.mean()
@@ -188,7 +184,7 @@ def test_disciplines_without_classes_report_zero_per_class_counts():
         assert (tail[col] == 0).all(), tail
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root")
+@needs_root
 def test_rio_behind_a_token_bucket_marker_agrees_between_simulator_and_emulator(tmp_path):
     """RIO-C behind a continuous token bucket at the sending host (5 Mbit/s committed of a
     10 Mbit/s link): four Reno flows, simulated and under the kernel's TCP. The marker passes
@@ -208,8 +204,7 @@ def test_rio_behind_a_token_bucket_marker_agrees_between_simulator_and_emulator(
     sim_in_bps = float(sim.tables["markers"].in_bytes.iloc[0]) * 8 / 20
     cfg.pop("flow")
     with Emulation(cfg, out=tmp_path / "emu") as net:
-        net["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
+        net["b"].serve(["iperf3", "-s", "-1"], 5201)
         t0 = time.monotonic()
         net["a"].run(["iperf3", "-c", "b", "-t", "20", "-P", "4"], check=True, capture_output=True, timeout=90)
         busy_s = time.monotonic() - t0

@@ -23,7 +23,7 @@ from kernel_stamps import KERNEL_STAMP
 
 pytestmark = [
     pytest.mark.usefixtures("no_namespace_left_behind"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root"),
+    pytest.mark.usefixtures("emulator"),
     pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2"),
 ]
 needs_iperf = pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3")
@@ -113,8 +113,7 @@ def echo_rtts_to(net: Emulation, client: str, targets: dict[str, str], n: int = 
 
 
 def iperf(net: Emulation, src: str, dst: str, seconds: int, *extra: str) -> dict:
-    net[dst].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.3)
+    net[dst].serve(["iperf3", "-s", "-1"], 5201)
     done = net[src].run(["iperf3", "-c", dst, "-t", str(seconds), "-J", *extra], timeout=seconds + 30)
     return json.loads(done.stdout)
 

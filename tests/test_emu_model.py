@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 import subprocess
 
@@ -26,7 +25,7 @@ import pytest
 
 pytestmark = [
     pytest.mark.usefixtures("no_namespace_left_behind"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root"),
+    pytest.mark.usefixtures("emulator"),
     pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2"),
     pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3"),
 ]

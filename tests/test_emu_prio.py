@@ -4,7 +4,6 @@ queue that kernel TCP keeps full — the router support Monaco's out-of-band pac
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import sys
@@ -12,12 +11,15 @@ import time
 
 import pytest
 
+from conftest import needs_root
+
 # A UDP echo server that answers with the probe's TOS, and a prober that alternates probes
 # with the TOS bytes given, so both kinds see the same load, and prints "TOS RTT-ms" lines.
 ECHO = """
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("0.0.0.0", 7007))
+print("ready", flush=True)
 while True:
     data, peer = s.recvfrom(64)
     s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, data[0])
@@ -46,7 +48,7 @@ for i in range(30):
 EF_TOS = 46 << 2
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root")
+@needs_root
 def test_expedited_forwarding_skips_a_full_queue_in_the_emulator(tmp_path):
     """Four iperf3 flows keep a 100-packet queue on 10 Mbit/s full (about 120 ms of waiting).
     Probes marked EF wait only behind the packet being sent; unmarked probes wait in the
@@ -60,9 +62,9 @@ def test_expedited_forwarding_skips_a_full_queue_in_the_emulator(tmp_path):
         "link": [{"between": ["a", "b"], "rate": "10mbit", "delay": "10ms", "queue": "100p", "qdisc": "prio"}],
     }
     with Emulation(cfg, out=tmp_path / "emu") as net:
-        net["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        net["b"].popen([sys.executable, "-c", ECHO], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
+        net["b"].serve(["iperf3", "-s", "-1"], 5201)
+        echo = net["b"].popen([sys.executable, "-c", ECHO], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert echo.stdout.readline().strip() == "ready"
         load = net["a"].popen(["iperf3", "-c", "b", "-t", "40", "-P", "4"], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
         try:

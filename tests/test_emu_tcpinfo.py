@@ -18,7 +18,7 @@ from conftest import default_sigint
 
 pytestmark = [
     pytest.mark.usefixtures("no_namespace_left_behind"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root"),
+    pytest.mark.usefixtures("emulator"),
     pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2"),
     pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3"),
 ]
@@ -46,8 +46,7 @@ def iperf_run(out, cc: str) -> dict:
     """An emulation of TWO_HOSTS under ``cc`` with one iperf3 transfer a -> b; returns
     iperf3's JSON report (the results are in ``out``)."""
     with Emulation(TWO_HOSTS, out=out, cc=cc) as net:
-        net["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
+        net["b"].serve(["iperf3", "-s", "-1"], 5201)
         done = net["a"].run(["iperf3", "-c", "b", "-t", str(SECONDS), "-J"], timeout=SECONDS + 30)
     return json.loads(done.stdout)
 
@@ -152,8 +151,7 @@ def test_ctrl_c_during_a_transfer_keeps_the_series_measured_so_far(tmp_path):
         "import subprocess, time\n"
         "from pathtwin.emulation import Emulation\n"
         f"with Emulation({TWO_HOSTS!r}, out={str(out)!r}, cc='reno') as net:\n"
-        "    net['b'].popen(['iperf3', '-s', '-1'], stdout=subprocess.DEVNULL)\n"
-        "    time.sleep(0.3)\n"
+        "    net['b'].serve(['iperf3', '-s', '-1'], 5201)\n"
         "    net['a'].popen(['iperf3', '-c', 'b', '-t', '60'], stdout=subprocess.DEVNULL)\n"
         "    print('sending', flush=True)\n"
         "    time.sleep(60)\n"

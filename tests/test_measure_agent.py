@@ -22,11 +22,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import needs_root, run_cli
+from conftest import needs_root, run_cli, serial
 
 pathtwin = pytest.importorskip("pathtwin")
 pytest.importorskip("pywt")
 from pathtwin.measure import protocol  # noqa: E402
+
+#: The agents' programs bind fixed ports (47000-47999): this file's tests run on one worker
+#: of the parallel phase (`--dist loadgroup`), never two of them at once.
+pytestmark = pytest.mark.xdist_group("measure-agent-ports")
 
 TOKEN = "4f1c7e0a9b2d38e6c5a4f1e0d9c8b7a6"
 #: The refusal tests' agent: small limits, so that "above the limit" is cheap to ask for.
@@ -281,6 +285,7 @@ def test_an_emulated_host_runs_the_programs_it_always_ran():
                       head + ["send", "--port", "47001", "--flows", "4", "--duration", "10.0", "10.0.0.2"]]
 
 
+@serial
 def test_a_peer_trickling_bytes_is_cut_off(agent):
     # Four bytes every 3 s never completes a request in the 10 s a new connection has.
     w = Wire(agent)
@@ -447,6 +452,7 @@ def test_controller_refusals(tmp_path, args, message):
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
+@serial
 def test_agents_on_loopback_measure_each_other(tmp_path):
     """Two agents on two loopback addresses (one machine: each needs its own address, the
     probes are told apart by it), measured by the command a user runs; the model is one the
@@ -487,6 +493,7 @@ def test_agents_on_loopback_measure_each_other(tmp_path):
         b.stop()
 
 
+@serial
 def test_an_interrupted_measurement_of_agents_resumes(tmp_path):
     """Ctrl-C keeps the finished steps and ends the connections (the agents stop what they
     ran); the same command measures only what is missing, as with --emulate."""

@@ -5,14 +5,11 @@ and iperf3."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import time
 
 import pytest
 
-from conftest import run_cli
+from conftest import needs_root, run_cli
 
 pathtwin = pytest.importorskip("pathtwin")
 from pathtwin.plot import flow_summary, plot_runs  # noqa: E402
@@ -52,8 +49,7 @@ def emulated(tmp_path):
     from pathtwin.emulation import Emulation
 
     with Emulation(PATH, out=tmp_path / "emu", cc="cubic") as net:
-        net["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
+        net["b"].serve(["iperf3", "-s", "-1"], 5201)
         net["a"].run(["iperf3", "-c", "b", "-t", "2"], timeout=40)
     return tmp_path / "emu"
 
@@ -78,7 +74,7 @@ def test_flow_summary_of_a_simulated_run_agrees_with_its_flows_table(tmp_path):
         assert s.queueing_delay_ms == pytest.approx(s.mean_rtt_ms - s.min_rtt_ms)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root")
+@needs_root
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3")
 def test_a_simulated_and_an_emulated_run_plot_together(tmp_path):
     sim, emu = simulated(tmp_path), emulated(tmp_path)
@@ -101,3 +97,80 @@ def test_plot_of_a_directory_that_is_not_a_run_is_a_one_line_error(tmp_path):
     r = run_cli("plot", tmp_path)
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "no run.json" in r.stderr
+
+
+def drawn(ax) -> dict:
+    """{label: (x, y)} of the lines an axes draws, read back from the figure objects."""
+    import numpy as np
+
+    return {line.get_label(): (np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float))
+            for line in ax.get_lines()}
+
+
+def test_each_run_figure_draws_its_tables_data(tmp_path):
+    """What a figure shows is read back from its matplotlib objects and compared with the
+    run's tables, and with what the configuration fixes: goodput lines average to the flows
+    table's goodput, no RTT is drawn below the path's 40 ms, the scatter's points are the
+    per-flow summary."""
+    import numpy as np
+
+    from pathtwin import plot
+
+    res = read_result_dir(simulated(tmp_path))
+    fs, flows, qs = res.flow_series, res.flows.set_index("label"), res.tables["queue_series"]
+
+    lines = drawn(plot.throughput_figure(res).axes[0])
+    assert set(lines) == set(flows.index) == {"a->b", "b->a"}
+    for label, (x, y) in lines.items():
+        g = fs[fs.label == label]
+        assert np.array_equal(x, g.time_s) and np.allclose(y, g.goodput_bps / 1e6)
+        # Bulk flows for the whole run: the drawn rate, averaged over the samples, is the
+        # flows table's goodput (the first sample interval's slow start aside).
+        assert np.mean(y) * 1e6 == pytest.approx(flows.loc[label, "goodput_bps"], rel=0.05), label
+
+    cwnd_ax, rtt_ax = plot.cwnd_rtt_figure([res]).axes
+    cwnd, rtt = drawn(cwnd_ax), drawn(rtt_ax)
+    assert set(cwnd) == set(rtt) == set(flows.index)
+    for label in flows.index:
+        g = fs[fs.label == label]
+        assert np.allclose(cwnd[label][1], g.cwnd_bytes / 1000)
+        # No RTT sample before the first acknowledgement: a gap in the line, not a zero.
+        assert np.allclose(rtt[label][1], g.srtt_ms, equal_nan=True)
+        assert np.nanmin(rtt[label][1]) >= 40.0, label
+
+    queues = drawn(plot.queue_figure(res).axes[0])
+    assert queues, "no queue drawn"
+    for name, (x, y) in queues.items():
+        g = qs[qs.queue == name.removesuffix(" (placeholder)")]
+        column = "placeholder_bytes" if name.endswith("(placeholder)") else "bytes"
+        assert np.array_equal(x, g.time_s) and np.allclose(y, g[column] / 1000), name
+
+    ax = plot.throughput_delay_figure([res]).axes[0]
+    points = np.concatenate([c.get_offsets() for c in ax.collections])
+    summary = flow_summary(res)
+    expected = np.column_stack([summary.mean_rtt_ms, summary.throughput_bps / 1e6])
+    assert np.allclose(np.sort(points, axis=0), np.sort(expected, axis=0)), (points, expected)
+    for _, row in summary.iterrows():
+        assert row.throughput_bps == pytest.approx(flows.loc[row.label, "goodput_bps"], rel=0.05)
+
+
+def test_sweep_and_cdf_figures_draw_their_rows():
+    """The sweep report's metric-against-axis lines average a point's seeds and keep the
+    axis's order of appearance; a CDF steps through every finite sample to 1."""
+    import numpy as np
+    import pandas as pd
+
+    from pathtwin import plot
+
+    frame = pd.DataFrame({"rtt": ["80ms", "20ms", "80ms", "20ms", "80ms", "20ms"],
+                          "cc": ["reno", "reno", "reno", "reno", "cubic", "cubic"],
+                          "seed": [1, 1, 2, 2, 1, 1],
+                          "goodput": [2.0, 8.0, 4.0, 6.0, 5.0, 9.0]})
+    ax = plot.metric_against_axis_figure(frame, "rtt", "goodput", "Mbit/s", ["cc"]).axes[0]
+    lines = drawn(ax)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["80ms", "20ms"]
+    assert np.allclose(lines["cc=reno"][1], [3.0, 7.0]) and np.allclose(lines["cc=cubic"][1], [5.0, 9.0])
+
+    samples = [3.0, 1.0, float("nan"), 2.0]
+    (x, y), = drawn(plot.cdf_figure({"flows": samples}, "x", "t").axes[0]).values()
+    assert np.array_equal(x, [1.0, 1.0, 2.0, 3.0]) and np.allclose(y, [0, 1 / 3, 2 / 3, 1])

@@ -10,7 +10,6 @@ capture. Expectations: the paper's accuracy (86 % of connections within ±20 %, 
 from __future__ import annotations
 
 import json
-import os
 
 import pandas as pd
 import pytest
@@ -19,7 +18,8 @@ from pathtwin.errors import PathtwinError
 from pathtwin.replay import Workload
 from pathtwin.cli.replay import parse_settings
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root")
+from conftest import needs_root
+
 
 
 def test_settings_are_the_servers_tcp_only():

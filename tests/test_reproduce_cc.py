@@ -4,11 +4,10 @@ against what the papers observed."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
-from conftest import run_cli
+from conftest import needs_root, run_cli
 
 
 def test_monarch_figure12_analog_shows_the_papers_three_behaviours(tmp_path):
@@ -25,7 +24,7 @@ def test_monarch_figure12_analog_shows_the_papers_three_behaviours(tmp_path):
     assert (tmp_path / "figure12.png").stat().st_size > 10_000
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root")
+@needs_root
 def test_monarch_figure12_with_the_kernels_controllers_in_the_emulator(tmp_path):
     """The same path in the emulator with the kernel's reno, cubic and bbr, their cwnd and RTT
     from TCP_INFO. 500 kB over 1 Mbit/s takes at least 4 s whatever the controller; the

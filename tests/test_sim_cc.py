@@ -4,13 +4,12 @@ an engine cannot honour, and each controller's defining behaviour on a simulated
 
 from __future__ import annotations
 
-import os
 
 import pandas as pd
 import pytest
 
 import pathtwin
-from conftest import run_cli
+from conftest import needs_root, run_cli
 
 BASE = """
 hosts = ["a", "b"]
@@ -226,7 +225,7 @@ def test_same_seed_same_results_for_every_controller():
     pd.testing.assert_frame_equal(a.flow_series, b.flow_series)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the emulator needs root")
+@needs_root
 def test_emulator_rejects_simulator_names_and_tables():
     """The emulator runs the kernel's controllers: a name the kernel lacks lists the kernel's
     names, and a simulator parameter table is refused rather than silently ignored."""

@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import EXAMPLES, default_sigint, run_cli
+from conftest import default_sigint, run_cli
+from pathtwin.results import read_result_dir
 
 SMALL = """
 hosts = ["a", "b"]
@@ -171,6 +172,27 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
     flows = pd.read_parquet(out / "flows.parquet")
     assert flows.bytes_delivered.iloc[0] > 0
     assert "Traceback" not in err
+
+
+def test_a_full_disk_is_one_line_and_keeps_the_tables_that_fit(small_disk):
+    """Results written to a disk that fills up: one line naming the file that did not fit,
+    a non-zero exit, no truncated file left for a reader to take for a table, and a run.json
+    that lists the tables written, each of which reads back."""
+    scen = small_disk.parent / "long-series.toml"
+    # A minute sampled every 10 ms: a flow_series of 12 000 rows, far more than 64 KiB.
+    scen.write_text(SMALL.replace('duration = "5s"', 'duration = "60s"').replace('"100ms"', '"10ms"'))
+    out = small_disk / "out"
+    r = run_cli("sim", scen, "-o", out)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "flow_series.parquet: cannot write" in r.stderr and "No space left" in r.stderr, r.stderr
+    assert not list(out.glob("*.partial"))
+    run = json.loads((out / "run.json").read_text())
+    assert "flows" in run["tables"] and "flow_series" not in run["tables"], run["tables"]
+    assert any("flow_series" in w for w in run["warnings"]), run["warnings"]
+    assert sorted(p.stem for p in out.glob("*.parquet")) == sorted(run["tables"])
+    res = read_result_dir(out)
+    assert res.flows.bytes_delivered.iloc[0] > 0
 
 
 def test_python_api_returns_dataframes():

@@ -7,7 +7,6 @@ Every sweep here runs on one Dask worker (the machine's other core stays free)."
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import signal

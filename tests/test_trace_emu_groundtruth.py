@@ -21,13 +21,14 @@ import sys
 import pandas as pd
 import pytest
 
-from conftest import run_cli
+from conftest import needs_root, run_cli
 from http_lab import CLIENT, CONNECTIONS, SERVER, check_recovered, realised_delays, server_args, wait_ready
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("tcpdump") is None or shutil.which("ip") is None or not os.path.exists("/dev/net/tun"),
-    reason="the emulator needs root, iproute2 and /dev/net/tun; its captures need tcpdump",
-)
+pytestmark = [
+    needs_root,
+    pytest.mark.skipif(shutil.which("tcpdump") is None or not os.path.exists("/dev/net/tun"),
+                       reason="needs tcpdump and /dev/net/tun"),
+]
 
 RTT_MS = 40
 RATE_BPS = 8_000_000

@@ -27,13 +27,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import default_sigint
+from conftest import default_sigint, needs_root
 from http_lab import CLIENT, CONNECTIONS, SERVER, check_recovered, realised_delays, server_args, wait_ready
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("tcpdump") is None or not os.path.exists("/dev/net/tun") or shutil.which("ip") is None,
-    reason="needs root, iproute2, tcpdump and /dev/net/tun",
-)
+pytestmark = [
+    needs_root,
+    pytest.mark.skipif(shutil.which("tcpdump") is None or not os.path.exists("/dev/net/tun"),
+                       reason="needs tcpdump and /dev/net/tun"),
+]
 
 ONE_WAY_S = 0.020
 RATE_BPS = 8_000_000

@@ -42,12 +42,13 @@ import tomllib
 import pandas as pd
 import pytest
 
-from conftest import run_cli
+from conftest import needs_root, run_cli
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("tcpdump") is None or shutil.which("ip") is None or not os.path.exists("/dev/net/tun"),
-    reason="the emulator needs root, iproute2 and /dev/net/tun; its captures need tcpdump",
-)
+pytestmark = [
+    needs_root,
+    pytest.mark.skipif(shutil.which("tcpdump") is None or not os.path.exists("/dev/net/tun"),
+                       reason="needs tcpdump and /dev/net/tun"),
+]
 
 PORT = 9000
 TOPOLOGY = """
@@ -250,7 +251,6 @@ def test_the_topology_round_trips_and_runs(lab, inferred, tmp_path):
     from pathtwin import _native
     from pathtwin.sim import simulate
 
-    hosts = lab.hosts
     _, paths_file, estimates = inferred
     text = paths_file.read_text()
     # Written by the schema's serialiser under the comment lines.

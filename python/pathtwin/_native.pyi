@@ -36,6 +36,7 @@ class _RunMeta(TypedDict):
 
 class _WrittenResults(TypedDict):
     tables: list[str]
+    failed: list[str]
     meta: _RunMeta
 
 @final
@@ -64,7 +65,8 @@ class Simulation:
         ``queue_series``, ``markers`` and ``pipes`` (or just ``only``), plus ``meta``
         (a ``_RunMeta``)."""
     def write_results(self, dir: _Path) -> _WrittenResults:
-        """Writes the tables as ``<dir>/<table>.parquet`` (``pipes`` only with pipes)."""
+        """Writes the tables as ``<dir>/<table>.parquet`` (``pipes`` only with pipes), each
+        whole or not at all; ``failed`` holds the one-line errors of those not written."""
 
 # -- model.rs ------------------------------------------------------------------------------
 

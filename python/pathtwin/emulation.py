@@ -3,7 +3,7 @@
 hosts' kernel TCP.
 
     with pathtwin.Emulation("topo.toml", out="results/") as net:
-        server = net["b"].popen(["iperf3", "-s", "-1"])
+        server = net["b"].serve(["iperf3", "-s", "-1"], port=5201)   # returns once it listens
         print(net["a"].run(["iperf3", "-c", "b", "-t", "10"]).stdout)
         print(net.stats()["queues"])
 
@@ -53,6 +53,9 @@ DEVICE = "pt0"
 MTU = 1500
 #: Where runs record themselves (pathtwin-emu's ``netns::STATE_ROOT``).
 STATE_ROOT = Path("/run/pathtwin")
+#: The state column's value for a listening socket in ``/proc/net/tcp`` (the kernel's
+#: ``TCP_LISTEN`` = 10, printed in hex).
+_TCP_LISTEN = "0A"
 
 
 def new_run_id() -> str:
@@ -104,6 +107,39 @@ class Host:
             raise PathtwinError(f"host {self.name}: cannot run {args[0]!r} ({e.strerror})") from None
         self._net._processes.append(p)
         return p
+
+    def serve(self, args: Sequence[str], port: int, timeout: float = 10.0, **kwargs) -> subprocess.Popen:
+        """Starts the server ``args`` in this host (as ``popen``; its output is discarded
+        unless ``kwargs`` say otherwise) and returns once it listens on TCP ``port``, so that
+        a client started next finds it: a fixed sleep is either too short on a busy machine
+        or wasted on a quiet one."""
+        kwargs.setdefault("stdout", subprocess.DEVNULL)
+        kwargs.setdefault("stderr", subprocess.DEVNULL)
+        server = self.popen(args, **kwargs)
+        self.wait_listening(port, timeout, server)
+        return server
+
+    def wait_listening(self, port: int, timeout: float = 10.0, server: Optional[subprocess.Popen] = None) -> None:
+        """Waits until a socket in this host listens on TCP ``port`` (IPv4 or IPv6); raises
+        ``PathtwinError`` after ``timeout`` seconds, or at once if ``server`` exits first."""
+        deadline = time.monotonic() + timeout
+        while port not in self.listening_ports():
+            if server is not None and server.poll() is not None:
+                args = server.args
+                command = " ".join(map(str, args[4:])) if isinstance(args, list) else str(args)
+                raise PathtwinError(f"host {self.name}: {command} exited with {server.returncode} "
+                                    f"before it listened on port {port}")
+            if time.monotonic() > deadline:
+                raise PathtwinError(f"host {self.name}: nothing listens on TCP port {port} after {timeout:g} s")
+            time.sleep(0.01)
+
+    def listening_ports(self) -> set[int]:
+        """The TCP ports that sockets in this host listen on now (from the namespace's
+        ``/proc/net/tcp`` and ``tcp6``)."""
+        tables = subprocess.run(self.command(["cat", "/proc/net/tcp", "/proc/net/tcp6"]), capture_output=True,
+                                text=True).stdout
+        return {int(fields[1].rsplit(":", 1)[1], 16) for fields in map(str.split, tables.splitlines())
+                if len(fields) > 3 and fields[3] == _TCP_LISTEN}
 
     def run(self, args: Sequence[str], check: bool = False, timeout: Optional[float] = None, **kwargs) -> subprocess.CompletedProcess:
         """Runs ``args`` in this host to completion; output is captured as text by default."""

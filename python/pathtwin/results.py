@@ -222,7 +222,11 @@ def run_record(*, engine: str, config: Mapping[str, Any], resolved_paths: Any, e
 def write_run_json(out: Path, run: dict, tables) -> None:
     """Writes ``run.json``, listing ``tables`` (names) as the directory's Parquet files."""
     meta = {"format_version": FORMAT_VERSION, **run, "tables": sorted(tables)}
-    (Path(out) / "run.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    f = Path(out) / "run.json"
+    try:
+        f.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    except OSError as e:
+        raise PathtwinError(f"{f}: cannot write ({e.strerror or e})") from None
 
 
 def write_result_dir(out: Path, run: dict, tables: Mapping, written: Sequence[str] = ()) -> Path:

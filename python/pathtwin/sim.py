@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from .config import ConfigSource, config_text, native_call
+from .errors import PathtwinError
 from .results import GitRevision, Result, Stopwatch, make_result_dir, run_record, write_run_json
 
 #: Aim for this much wall time per chunk, so that progress and Ctrl-C stay responsive.
@@ -74,7 +75,7 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
         path = Path(out)
         make_result_dir(path)
         written = native_call(sim.write_results, path)
-        meta, names = written["meta"], written["tables"]
+        meta, names, failed = written["meta"], written["tables"], written["failed"]
         # The tables become Python objects only if someone reads them (a command-line run
         # that only writes files never does).
         tables = {name: (lambda name=name: sim.results([name])[name]) for name in names}
@@ -93,6 +94,12 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
         captures=[str(Path(c).relative_to(Path(out))) for c in captures] if captures else [],
     )
     if path is not None:
+        if failed:
+            # A full disk: what was written stays readable, run.json says what is missing.
+            run["warnings"] += [f"not written: {why}" for why in failed]
+            write_run_json(path, run, tables)
+            raise PathtwinError(f"{failed[0]}; the {len(names)} tables that fit are kept, listed in "
+                                f"{path / 'run.json'}")
         write_run_json(path, run, tables)
     return Result(run=run, tables=tables, path=path)
 

@@ -111,16 +111,18 @@ impl PySimulation {
     }
 
     /// Writes the result tables as `<dir>/<table>.parquet` (`pipes` only when the run has
-    /// pipes) with the GIL released; returns `{"tables": [names], "meta": {...}}`.
+    /// pipes) with the GIL released; returns `{"tables": [names written], "failed": [one-line
+    /// errors of tables that could not be], "meta": {...}}`.
     fn write_results<'py>(&mut self, py: Python<'py>, dir: std::path::PathBuf) -> PyResult<Bound<'py, PyDict>> {
         let r = self.current_results();
-        let mut written = vec![("flows", &r.flows), ("flow_series", &*r.flow_series), ("queues", &r.queues), ("queue_series", &*r.queue_series), ("markers", &r.markers)];
+        let mut all = vec![("flows", &r.flows), ("flow_series", &*r.flow_series), ("queues", &r.queues), ("queue_series", &*r.queue_series), ("markers", &r.markers)];
         if r.pipes.rows() > 0 {
-            written.push(("pipes", &r.pipes));
+            all.push(("pipes", &r.pipes));
         }
-        py.allow_threads(|| tables::write_all(&dir, &written)).map_err(ConfigError::new_err)?;
+        let (written, failed) = py.allow_threads(|| tables::write_all(&dir, &all));
         let d = PyDict::new(py);
-        d.set_item("tables", written.iter().map(|(name, _)| *name).collect::<Vec<_>>())?;
+        d.set_item("tables", written)?;
+        d.set_item("failed", failed)?;
         d.set_item("meta", meta_dict(py, r)?)?;
         Ok(d)
     }

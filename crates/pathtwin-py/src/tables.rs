@@ -8,6 +8,8 @@ use pathtwin_core::table::{Column, Table};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
+use parquet::errors::ParquetError;
+
 use crate::parquet_out::{write_nullable_groups, write_table as write_required, ColumnRef};
 
 fn column_ref(c: &Column) -> ColumnRef<'_> {
@@ -33,28 +35,52 @@ fn cannot_write(path: &Path, e: impl std::fmt::Display) -> String {
     format!("{}: cannot write ({e})", path.display())
 }
 
-/// Writes `table` as the Parquet file `path`.
+/// Runs `write` on `<path>.partial` and renames that to `path` once it is complete, so that
+/// a table that could not be written whole (a full disk) leaves no truncated file that a
+/// reader would take for the table: the partial file is removed and the error returned.
+fn whole_or_nothing(path: &Path, write: impl FnOnce(&Path) -> Result<(), ParquetError>) -> Result<(), String> {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = std::path::PathBuf::from(partial);
+    let done = write(&partial).map_err(|e| cannot_write(path, e)).and_then(|()| std::fs::rename(&partial, path).map_err(|e| cannot_write(path, e)));
+    if done.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    done
+}
+
+/// Writes `table` as the Parquet file `path` (whole or not at all).
 pub fn write(path: &Path, table: &Table) -> Result<(), String> {
     let columns: Vec<_> = table.columns.iter().map(|(n, c)| (n.as_str(), column_ref(c))).collect();
-    let written = if nullable(table) { write_nullable_groups(path, 1, &|_, emit| emit(&columns)) } else { write_required(path, &columns) };
-    written.map_err(|e| cannot_write(path, e))
+    whole_or_nothing(path, |to| if nullable(table) { write_nullable_groups(to, 1, &|_, emit| emit(&columns)) } else { write_required(to, &columns) })
 }
 
-/// Writes a table of `groups` row groups as the Parquet file `path`, building one group's
-/// rows at a time (`group(g)`, with the same schema every time): a long run's series is never
-/// held twice. Its columns are OPTIONAL (the long tables this is for lack values).
+/// Writes a table of `groups` row groups as the Parquet file `path` (whole or not at all),
+/// building one group's rows at a time (`group(g)`, with the same schema every time): a long
+/// run's series is never held twice. Its columns are OPTIONAL (the long tables this is for
+/// lack values).
 pub fn write_groups(path: &Path, groups: usize, group: &dyn Fn(usize) -> Table) -> Result<(), String> {
-    write_nullable_groups(path, groups, &|g, emit| {
-        let t = group(g);
-        let columns: Vec<_> = t.columns.iter().map(|(n, c)| (n.as_str(), column_ref(c))).collect();
-        emit(&columns)
+    whole_or_nothing(path, |to| {
+        write_nullable_groups(to, groups, &|g, emit| {
+            let t = group(g);
+            let columns: Vec<_> = t.columns.iter().map(|(n, c)| (n.as_str(), column_ref(c))).collect();
+            emit(&columns)
+        })
     })
-    .map_err(|e| cannot_write(path, e))
 }
 
-/// Writes each `(name, table)` as `<dir>/<name>.parquet`.
-pub fn write_all(dir: &Path, tables: &[(&str, &Table)]) -> Result<(), String> {
-    tables.iter().try_for_each(|(name, t)| write(&dir.join(format!("{name}.parquet")), t))
+/// Writes each `(name, table)` as `<dir>/<name>.parquet`, every one that can be: a table
+/// that cannot be written (a full disk) does not stop the smaller ones after it. Returns the
+/// names written and the one-line errors of the others.
+pub fn write_all<'n>(dir: &Path, tables: &[(&'n str, &Table)]) -> (Vec<&'n str>, Vec<String>) {
+    let (mut written, mut failed) = (Vec::new(), Vec::new());
+    for (name, t) in tables {
+        match write(&dir.join(format!("{name}.parquet")), t) {
+            Ok(()) => written.push(*name),
+            Err(why) => failed.push(why),
+        }
+    }
+    (written, failed)
 }
 
 /// Column names of table `name` as `engine` ("sim" or "emu") writes it

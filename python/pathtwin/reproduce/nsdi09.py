@@ -14,7 +14,6 @@ import copy
 import json
 import shutil
 import subprocess
-import time
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -196,8 +195,7 @@ def figure5(seed: int = 1, out: Path | None = None, duration: str | None = None)
 def _iperf_pair(net: Emulation, a: str, b: str, seconds: float, window: Optional[str], port: int = 5201):
     """Starts iperf3 flows a->b and b->a at once; returns the clients' Popen objects."""
     for h in (a, b):
-        net[h].popen(["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.3)
+        net[h].serve(["iperf3", "-s", "-1", "-p", str(port)], port)
     extra = ["-w", window] if window else []
     return [net[src].popen(["iperf3", "-c", dst, "-p", str(port), "-t", f"{seconds:g}", "-J", *extra],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -322,8 +320,7 @@ def reproduce_figure5_emu(duration: float = 30.0, out=None):
     for mode in ("path", "link"):
         cfg = with_mode(base, mode)
         with Emulation(cfg, out=Path(out) / f"emu-{mode}" if out else None) as net:
-            net[b].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(0.3)
+            net[b].serve(["iperf3", "-s", "-1"], 5201)
             c = net[a].popen(["iperf3", "-c", b, "-t", f"{duration:g}", "-J", *extra],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             d = _iperf_result(c, f"{mode} mode")
