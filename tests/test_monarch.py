@@ -81,6 +81,40 @@ def test_monarch_and_real_tcp_meet_the_same_realizations_over_several_runs(tmp_p
 
 
 @needs_root
+def test_ctrl_c_between_realizations_keeps_those_that_finished(tmp_path, no_namespace_left_behind):
+    """Ctrl-C during `--runs K`: exit 130, one line saying where the finished realizations
+    are, and monarch-runs.json lists each of them as its own monarch.json has it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import default_sigint
+
+    p = subprocess.Popen([sys.executable, "-m", "pathtwin.cli", "monarch", "rtt=20ms,down=4mbit,up=1mbit", "--runs", "20",
+                          "--bytes", "200kB", "-o", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=default_sigint)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "run-01" / "monarch.json").exists() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert p.poll() is None, p.communicate()[1][-1000:]
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 130, stderr[-1000:]
+    assert "Traceback" not in stderr and f"the realizations that finished are in {tmp_path}/monarch-runs.json" in stdout
+    rec = json.loads((tmp_path / "monarch-runs.json").read_text())
+    assert rec["interrupted"] is True and rec["runs"] == 20
+    finished = sorted(d.name for d in tmp_path.glob("run-*") if (d / "monarch.json").exists())
+    # The realization under way when Ctrl-C came may have written its own file just before.
+    assert 2 <= len(rec["rows"]) < 20 and len(finished) - len(rec["rows"]) in (0, 1), (rec["rows"], finished)
+    assert [f"run-{r['run']:02d}" for r in rec["rows"]] == finished[:len(rec["rows"])]
+    for r in rec["rows"]:
+        one = json.loads((tmp_path / f"run-{r['run']:02d}" / "monarch.json").read_text())
+        assert r["throughput_bps"] == one["throughput_bps"] and r["seed"] == one["seed"]
+    assert rec["distribution"]["throughput_bps"]["n"] == len(rec["rows"])
+
+
+@needs_root
 def test_echo_replies_are_as_large_as_their_probes(tmp_path):
     """Echo replies mirror the probe: on a symmetric path the flow matches TCP (and Linux's
     echo replies carry usable IP IDs: Confirmed); on a 4/1 Mbit/s path the replies' full

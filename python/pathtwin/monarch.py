@@ -228,16 +228,27 @@ def runs(path: dict, out, count: int, seed: int = 1, real_tcp: bool = True, **kw
     if count < 1:
         raise PathtwinError(f"--runs: {count} is not a positive number of runs")
     out = Path(out)
-    rows = []
-    for k in range(count):
-        s = run(path, out / f"run-{k:02d}", real_tcp=real_tcp, seed=seed + k, **kwargs).summary
-        row = {"run": k, "seed": seed + k, "throughput_bps": s["throughput_bps"], "retransmits": s["retransmits"],
-               "verdict": s["verdict"]}
-        if real_tcp:
-            row.update({"tcp_throughput_bps": s["real_tcp"]["throughput_bps"], "tcp_retransmits": s["real_tcp"]["retransmits"],
-                        "ratio": s["ratio_to_real_tcp"]})
-        rows.append(row)
+    rows: list[dict] = []
     measures = ["throughput_bps"] + (["tcp_throughput_bps", "ratio"] if real_tcp else [])
-    result = Runs(rows, {m: _quantiles([r[m] for r in rows]) for m in measures}, out)
-    (out / "monarch-runs.json").write_text(json.dumps({"path": path, "rows": rows, "distribution": result.distribution}, indent=2))
-    return result
+
+    def record(interrupted: bool) -> Runs:
+        result = Runs(rows, {m: _quantiles([r[m] for r in rows]) for m in measures}, out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "monarch-runs.json").write_text(json.dumps({"path": path, "runs": count, "interrupted": interrupted,
+                                                           "rows": rows, "distribution": result.distribution}, indent=2))
+        return result
+
+    try:
+        for k in range(count):
+            s = run(path, out / f"run-{k:02d}", real_tcp=real_tcp, seed=seed + k, **kwargs).summary
+            row = {"run": k, "seed": seed + k, "throughput_bps": s["throughput_bps"], "retransmits": s["retransmits"],
+                   "verdict": s["verdict"]}
+            if real_tcp:
+                row.update({"tcp_throughput_bps": s["real_tcp"]["throughput_bps"],
+                            "tcp_retransmits": s["real_tcp"]["retransmits"], "ratio": s["ratio_to_real_tcp"]})
+            rows.append(row)
+    except KeyboardInterrupt:
+        # Ctrl-C keeps the realizations that finished, with their distribution.
+        record(interrupted=True)
+        raise
+    return record(interrupted=False)

@@ -63,9 +63,13 @@ def register(app: typer.Typer) -> None:
         path = parse_target(target)
         con = Console()
         if runs > 1:
-            with con.status(f"{runs} realizations of {nbytes:,} bytes as {probe} probes ..."):
-                rs = monarch.runs(path, out, runs, seed=seed, real_tcp=real_tcp, probe=probe, cc=cc, nbytes=nbytes,
-                                  target_sysctls=sysctls, target_ip_ids=target_ip_ids)
+            try:
+                with con.status(f"{runs} realizations of {nbytes:,} bytes as {probe} probes ..."):
+                    rs = monarch.runs(path, out, runs, seed=seed, real_tcp=real_tcp, probe=probe, cc=cc, nbytes=nbytes,
+                                      target_sysctls=sysctls, target_ip_ids=target_ip_ids)
+            except KeyboardInterrupt:
+                con.print(f"interrupted: the realizations that finished are in {out}/monarch-runs.json", soft_wrap=True)
+                raise
             _print_runs(con, rs, real_tcp)
             con.print(f"wrote {out}/monarch-runs.json, {out}/run-NN/")
             return
