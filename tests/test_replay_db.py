@@ -1,14 +1,23 @@
 """The replay database from captures written byte by byte: what Monkey See hands Monkey Do,
 from a capture at the server (the paper's) and from one at the client (most public ones),
-checked against the times the packets were built with."""
+checked against the times the packets were built with; and the database read back from
+disk, where every bad value is a one-line error naming its file, column and row (the classes
+of bad input fuzz/replay_db.py found, one test each)."""
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from pathtwin import trace
 from pathtwin.errors import PathtwinError
-from pathtwin.replay import Workload
+from pathtwin.replay import Workload, load_source, synthetic
+from pathtwin.replay.sim import sim_config
 from pathtwin.replay.workload import vantage
 from test_trace import ACK, FIN, PSH, SYN, T0, http_exchange, ipv4, pcap, tcp
 
@@ -105,3 +114,155 @@ def test_an_analysed_connection_table_replays_with_its_exchange_table(tmp_path, 
 
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["replayed"] == 2, summary
+
+
+# -- reading a database back: bad input is a one-line error naming where ---------------------
+
+
+def saved_db(tmp_path) -> Path:
+    w, _ = synthetic(n=5)
+    return w.save(tmp_path / "db")
+
+
+def set_cell(d: Path, name: str, column: str, value, row: int = 2) -> None:
+    """Sets one cell of table ``name``, widening the column's dtype as the value needs."""
+    df = pd.read_parquet(d / name)
+    if isinstance(value, float) and not pd.api.types.is_float_dtype(df[column]):
+        df[column] = df[column].astype(float)
+    elif not isinstance(value, (int, float)):
+        df[column] = df[column].astype(object)
+    df.loc[row, column] = value
+    df.to_parquet(d / name, index=False)
+
+
+def assert_refused(d: Path, *fragments: str) -> None:
+    with pytest.raises(PathtwinError) as e:
+        load_source(d)
+    message = str(e.value)
+    assert "\n" not in message and all(f in message for f in fragments), message
+
+
+def test_a_saved_database_loads_back_as_it_was(tmp_path):
+    w, _ = synthetic(n=5)
+    d = w.save(tmp_path / "db")
+    # Columns beyond the schema are ignored, not refused.
+    df = pd.read_parquet(d / "conns.parquet").assign(note="x")
+    df.to_parquet(d / "conns.parquet", index=False)
+    back, source = load_source(d)
+    pd.testing.assert_frame_equal(back.conns, w.conns, check_dtype=False)
+    pd.testing.assert_frame_equal(back.exchanges, w.exchanges, check_dtype=False)
+    assert (back.port, back.vantage, back.skipped) == (w.port, w.vantage, w.skipped) and len(source) == 0
+    assert sim_config(back) == sim_config(w)
+    # Nullable columns may be null throughout (parquet's null type): no MSS, no window seen.
+    c = pd.read_parquet(d / "conns.parquet").assign(mss=None, rwin_bytes=None, source_conn_id=None)
+    c.to_parquet(d / "conns.parquet", index=False)
+    flows = sim_config(load_source(d)[0])["flow"]
+    assert [f["tcp"] for f in flows] == [{"delayed_ack": False}] * 5
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("[1, 2]", "a JSON object was expected, not list"),      # was AttributeError
+    ('{"port": "http"}', "port 'http' is not a TCP port"),   # was ValueError
+    ('{"port": Infinity}', "port inf is not a TCP port"),    # was OverflowError
+    ('{"port": 70000}', "port 70000 is not a TCP port"),     # was accepted
+    ('{"vantage": "moon"}', "vantage 'moon' is neither"),   # was replayed as "server"
+    ('{"skipped": {"x": "many"}}', "skipped['x'] is 'many'"),
+    ("[" * 100_000, "not a replay database's workload.json"),  # was RecursionError
+])
+def test_workload_json_values_are_checked(tmp_path, text, fragment):
+    d = saved_db(tmp_path)
+    (d / "workload.json").write_text(text)
+    assert_refused(d, "workload.json: ", fragment)
+
+
+@pytest.mark.parametrize("name, column, value, fragment", [
+    # Non-finite: inf as an MSS was an OverflowError; NaN an RTT of "nanms" in the config.
+    ("conns.parquet", "mss", math.inf, "inf is not finite"),
+    ("conns.parquet", "rtt_ms", math.nan, "null or NaN"),
+    ("exchanges.parquet", "think_s", math.inf, "inf is not finite"),
+    # Out of range: each passed load and failed (or misbehaved) in the replay.
+    ("conns.parquet", "start_s", -5.0, "-5 is not in [0, 1000000]"),
+    ("conns.parquet", "down_loss", 1.5, "1.5 is not in [0, 0.999]"),
+    ("conns.parquet", "down_bps", 0.0, "0 is not in (0, 1000000000000]"),
+    ("exchanges.parquet", "request_bytes", 1e300, "1e+300 is not in [1, 1073741824]"),
+    ("exchanges.parquet", "header_bytes", -7, "-7 is not in [-1, 1073741824]"),
+    ("exchanges.parquet", "response_bytes", 2.5, "2.5 is not a whole number"),
+])
+def test_bad_numbers_are_refused_with_file_column_and_row(tmp_path, name, column, value, fragment):
+    d = saved_db(tmp_path)
+    set_cell(d, name, column, value)
+    assert_refused(d, f"{name}: column {column}, row 2: {fragment}")
+
+
+@pytest.mark.parametrize("name, column, value, fragment", [
+    ("conns.parquet", "rtt_ms", "50", "column rtt_ms holds"),          # was ValueError in pipes()
+    ("conns.parquet", "quickack", "no", "row 0: 'no', not true or false"),  # was read as True
+    ("conns.parquet", "source_client", 7, "row 0: 7, not text"),       # was AttributeError in source_slots()
+    ("exchanges.parquet", "exchange", True, "column exchange holds bool"),
+])
+def test_wrong_column_types_are_refused(tmp_path, name, column, value, fragment):
+    d = saved_db(tmp_path)
+    df = pd.read_parquet(d / name)
+    df[column] = [value] * len(df)
+    df.to_parquet(d / name, index=False)
+    assert_refused(d, f"{name}: ", fragment)
+
+
+def test_missing_and_repeated_columns_are_named_with_their_file(tmp_path):
+    d = saved_db(tmp_path)
+    pd.read_parquet(d / "conns.parquet").drop(columns=["rtt_ms"]).to_parquet(d / "conns.parquet", index=False)
+    assert_refused(d, "conns.parquet: lacks column rtt_ms")
+    d = saved_db(tmp_path / "b")
+    t = pq.read_table(d / "exchanges.parquet")
+    pq.write_table(t.append_column("conn", pa.array([0] * t.num_rows)), d / "exchanges.parquet")
+    assert_refused(d, "exchanges.parquet: column conn appears more than once")
+
+
+@pytest.mark.parametrize("change, fragment", [
+    # An exchange of a connection that does not exist was dropped without a word.
+    (lambda c, x: (c, x.assign(conn=x["conn"].where(x.index != 1, 99))), "exchanges.parquet: column conn, row 1: 99 names no connection"),
+    # A repeated exchange was replayed twice.
+    (lambda c, x: (c, pd.concat([x, x.iloc[[0]]], ignore_index=True)), "repeats exchange 0 of connection 0"),
+    # Connection i is pipe i: reordered connections took each other's addresses in the emulator.
+    (lambda c, x: (c.iloc[::-1].reset_index(drop=True), x), "conns.parquet: column conn, row 0: 4, but connection i must be row i"),
+    (lambda c, x: (c, x[x["conn"] != 3]), "connection 3 has no exchange in exchanges.parquet"),
+    (lambda c, x: (c.iloc[:0], x.iloc[:0]), "conns.parquet: no connections"),
+])
+def test_the_tables_must_agree(tmp_path, change, fragment):
+    d = saved_db(tmp_path)
+    c, x = change(pd.read_parquet(d / "conns.parquet"), pd.read_parquet(d / "exchanges.parquet"))
+    c.to_parquet(d / "conns.parquet", index=False)
+    x.to_parquet(d / "exchanges.parquet", index=False)
+    assert_refused(d, fragment)
+
+
+@pytest.mark.parametrize("meta", [b'{"columns": 1}', b"[]"])
+def test_a_files_pandas_metadata_is_not_trusted(tmp_path, meta):
+    d = saved_db(tmp_path)
+    t = pq.read_table(d / "conns.parquet")
+    pq.write_table(t.replace_schema_metadata({b"pandas": meta}), d / "conns.parquet")
+    # Was a KeyError (TypeError) in pandas' reading of that metadata; the database has no
+    # index to restore, and its columns are all checked anyway.
+    w, _ = load_source(d)
+    assert len(w) == 5
+
+
+def test_the_source_exchange_table_is_checked_too(tmp_path):
+    d = saved_db(tmp_path)
+    # Was an ArrowInvalid traceback: load_source read it unguarded.
+    (d / "source_exchanges.parquet").write_bytes(b"PAR1 not really PAR1")
+    assert_refused(d, "source_exchanges.parquet: not a readable parquet table")
+    # Was a TypeError in the comparison, after the whole replay had run.
+    pd.DataFrame({"conn_id": [0], "request_start_s": ["soon"], "response_end_s": [1.0]}).to_parquet(
+        d / "source_exchanges.parquet", index=False)
+    assert_refused(d, "source_exchanges.parquet: column request_start_s holds")
+
+
+def test_a_corrupt_database_is_a_one_line_error_at_the_command_line(tmp_path, cli):
+    d = saved_db(tmp_path)
+    set_cell(d, "conns.parquet", "mss", math.inf)
+    done = cli("replay", d, "-o", tmp_path / "out", "--engine", "sim")
+    err = done.stderr.strip()
+    # Was an OverflowError's traceback, exit status 1.
+    assert done.returncode == 2, (done.stdout, err)
+    assert "conns.parquet: column mss, row 2: inf is not finite" in err and "\n" not in err and "Traceback" not in err, err

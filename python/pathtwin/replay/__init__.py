@@ -29,6 +29,7 @@ import pandas as pd
 
 from ..errors import PathtwinError
 from .compare import breakdown, compare, ks_distance, ks_reading, response_times, response_times_by_slot, summary
+from .dbcheck import check_source_exchanges
 from .emu import EmulatedRun, run_emulated
 from .sim import SimulatedRun, run_simulated
 from .workload import Workload, synthetic
@@ -62,8 +63,8 @@ def load_source(source, server: Optional[str] = None, keep_open: bool = False,
     p = Path(source)
     if p.is_dir():
         w = Workload.load(p)
-        ex = p / "source_exchanges.parquet"
-        return w, (pd.read_parquet(ex) if ex.exists() else pd.DataFrame(columns=["conn_id", "request_start_s", "response_end_s"]))
+        ex = check_source_exchanges(p / "source_exchanges.parquet")
+        return w, (ex if ex is not None else pd.DataFrame(columns=["conn_id", "request_start_s", "response_end_s"]))
     if p.suffix in (".parquet", ".csv"):
         if exchanges_table is None:
             raise PathtwinError(f"{p}: a connection table replays with its exchange table "

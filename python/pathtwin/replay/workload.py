@@ -74,15 +74,20 @@ class Workload:
 
     @classmethod
     def load(cls, directory) -> "Workload":
+        """The database :meth:`save` wrote in ``directory``, every value checked
+        (:mod:`~pathtwin.replay.dbcheck`): a bad one is a :class:`PathtwinError` naming its
+        file, column and row, not a failure later in the replay."""
+        from . import dbcheck
+
         d = Path(directory)
-        try:
-            meta = json.loads((d / "workload.json").read_text())
-            conns = pd.read_parquet(d / "conns.parquet")
-            exchanges = pd.read_parquet(d / "exchanges.parquet")
-        except (OSError, ValueError) as e:
-            raise PathtwinError(f"{d}: not a replay database (conns.parquet, exchanges.parquet, workload.json): {e}") from None
-        return cls(conns, exchanges, port=int(meta.get("port", 80)), skipped=meta.get("skipped", {}),
-                   vantage=meta.get("vantage", "server"))
+        if not d.is_dir():
+            raise PathtwinError(f"{d}: not a replay database ({dbcheck.FILES})")
+        meta = dbcheck.read_meta(d / "workload.json")
+        conns = dbcheck.check_table(dbcheck.read_parquet(d / "conns.parquet"), dbcheck.CONN_RULES, d / "conns.parquet")
+        exchanges = dbcheck.check_table(dbcheck.read_parquet(d / "exchanges.parquet"), dbcheck.EXCHANGE_RULES,
+                                        d / "exchanges.parquet")
+        dbcheck.check_references(conns, exchanges, d / "conns.parquet", d / "exchanges.parquet")
+        return cls(conns, exchanges, port=meta["port"], skipped=meta["skipped"], vantage=meta["vantage"])
 
     # -- from a capture's analysis ---------------------------------------------------
     @classmethod
