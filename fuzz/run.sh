@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
-# Runs each fuzz target for a fixed budget (seconds per target, default 60).
-# Needs a nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`).
+# Runs each fuzz target for a fixed budget (seconds per target, default 60), one after the
+# other. Needs a nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`).
+#
+# Corpora grow in corpus/<target> (not committed). The config targets also start from seeds
+# read in place: the TOML examples (../examples) and seeds/config_toml (sections the
+# examples do not use: markers, pipes and replay, RED/RIO/FRIO, shared bottlenecks, steps);
+# seeds/config_json holds the same configs as JSON, as Python passes them (regenerate with
+# Python's tomllib: json.dumps(tomllib.load(f)) for each TOML seed and example).
 set -euo pipefail
 budget="${1:-60}"
 cd "$(dirname "$0")"
-for target in capture tracker; do
+seeds() {
+    case "$1" in
+        config_toml) echo seeds/config_toml ../examples ;;
+        config_json) echo seeds/config_json ;;
+    esac
+}
+for target in capture tracker config_toml config_json; do
     echo "== fuzzing $target for ${budget}s"
-    cargo +nightly fuzz run "$target" -- -max_total_time="$budget" -rss_limit_mb=2048
+    mkdir -p "corpus/$target"
+    # shellcheck disable=SC2046 # seeds is a list of directories
+    cargo +nightly fuzz run "$target" "corpus/$target" $(seeds "$target") -- -max_total_time="$budget" -rss_limit_mb=2048
 done
