@@ -103,14 +103,16 @@ pub fn bounds(input: &PathBoundsInput) -> Bounds {
 /// Picks the queue size of each direction; `max_queue` caps each direction (1 MB in the paper).
 pub fn derive(input: &PathBoundsInput, max_queue: u64) -> Derivation {
     let b = bounds(input);
-    let lower_sum = (b.lower[0] + b.lower[1]) as f64;
+    // Each lower bound may approach u64::MAX (billions of flows of a huge window): sums are
+    // taken in f64 or saturate.
+    let lower_sum = b.lower[0] as f64 + b.lower[1] as f64;
     let (mut queue, feasible) = if b.upper_total >= lower_sum {
         let half = b.upper_total / 2.0;
         if half >= b.lower[0] as f64 && half >= b.lower[1] as f64 {
             ([half as u64, half as u64], true)
         } else {
             let spare = (b.upper_total - lower_sum) / 2.0;
-            ([b.lower[0] + spare as u64, b.lower[1] + spare as u64], true)
+            ([b.lower[0].saturating_add(spare as u64), b.lower[1].saturating_add(spare as u64)], true)
         }
     } else {
         let scale = if lower_sum > 0.0 { (b.upper_total / lower_sum).max(0.0) } else { 0.0 };
@@ -159,7 +161,9 @@ pub fn fit_measured(input: &PathBoundsInput, measured: [Option<u64>; 2], max_que
     for (q, lower) in q.iter_mut().zip(b.lower) {
         *q = (*q).max(lower);
     }
-    let lower_sum = (b.lower[0] + b.lower[1]) as f64;
+    // Each lower bound may approach u64::MAX (billions of flows of a huge window): sums are
+    // taken in f64 or saturate.
+    let lower_sum = b.lower[0] as f64 + b.lower[1] as f64;
     let total = (q[0] + q[1]) as f64;
     let mut lowered = false;
     let queue = if total <= b.upper_total {

@@ -8,6 +8,10 @@
 //! `100pkt`). Times take `ns`, `us`, `ms`, `s`, `min`. Fractions take `%` or a plain number
 //! in [0, 1]. A bare number without a unit is rejected (except for fractions), because a
 //! silent unit is the most common config mistake in network experiments.
+//!
+//! Each quantity has a ceiling far above any network's (1 Pbit/s, 1 PB, 10¹² packets, 30
+//! years), so that the model's integer arithmetic on them (bytes × 8 × 10⁹, packets × MTU,
+//! two directions' queues added) cannot overflow.
 
 use crate::time::Duration;
 use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
@@ -37,6 +41,15 @@ fn split_number<'a>(
     text: &'a str,
     example: &'static str,
 ) -> Result<(f64, &'a str), UnitError> {
+    split_number_text(kind, text, example).map(|(v, _, unit)| (v, unit))
+}
+
+/// [`split_number`], with the number's own text ("4.3") between the value and the unit.
+fn split_number_text<'a>(
+    kind: &'static str,
+    text: &'a str,
+    example: &'static str,
+) -> Result<(f64, &'a str, &'a str), UnitError> {
     let t = text.trim();
     // The number is the longest prefix that parses as a float ("1e3kbit" -> "1e3").
     let end = (1..=t.len())
@@ -54,7 +67,7 @@ fn split_number<'a>(
     if value < 0.0 {
         return Err(UnitError::OutOfRange { kind, text: text.to_string(), reason: "must not be negative" });
     }
-    Ok((value, unit.trim()))
+    Ok((value, num, unit.trim()))
 }
 
 /// A data rate in bits per second.
@@ -92,9 +105,10 @@ impl Rate {
         let bits = bytes as u128 * 8 * 1_000_000_000;
         Duration::from_nanos(bits.div_ceil(self.0 as u128).min(u64::MAX as u128) as u64)
     }
-    /// Bytes this rate carries in `d` (rounded down).
+    /// Bytes this rate carries in `d` (rounded down), `u64::MAX` if more (a petabit for 30
+    /// years is 10²³ bytes: a plain cast would wrap it to any number).
     pub fn bytes_in(self, d: Duration) -> u64 {
-        (self.0 as u128 * d.as_nanos() as u128 / 8_000_000_000) as u64
+        (self.0 as u128 * d.as_nanos() as u128 / 8_000_000_000).min(u64::MAX as u128) as u64
     }
     pub fn saturating_sub(self, other: Rate) -> Rate {
         Rate(self.0.saturating_sub(other.0))
@@ -159,6 +173,11 @@ impl Size {
     }
 }
 
+/// The largest size and byte queue a config may give (1 PB; see the module docs).
+const MAX_BYTES: f64 = 1e15;
+/// The largest queue in packets (10¹²: 1.5 PB of full-size packets).
+const MAX_PACKETS: f64 = 1e12;
+
 fn size_multiplier(unit: &str) -> Option<f64> {
     Some(match unit {
         "B" | "b" | "byte" | "bytes" => 1.0,
@@ -188,7 +207,11 @@ impl FromStr for Size {
             unit: unit.into(),
             expected: SIZE_UNITS,
         })?;
-        Ok(Size((v * mult).round() as u64))
+        let bytes = v * mult;
+        if bytes > MAX_BYTES {
+            return Err(UnitError::OutOfRange { kind: KIND, text: s.into(), reason: "above 1 PB" });
+        }
+        Ok(Size(bytes.round() as u64))
     }
 }
 
@@ -231,9 +254,13 @@ impl FromStr for QueueLimit {
                 if v.fract() != 0.0 {
                     return Err(UnitError::OutOfRange { kind: KIND, text: s.into(), reason: "packet count must be whole" });
                 }
+                if v > MAX_PACKETS {
+                    return Err(UnitError::OutOfRange { kind: KIND, text: s.into(), reason: "above 10^12 packets" });
+                }
                 Ok(QueueLimit::Packets(v as u64))
             }
             u => match size_multiplier(u) {
+                Some(m) if v * m > MAX_BYTES => Err(UnitError::OutOfRange { kind: KIND, text: s.into(), reason: "above 1 PB" }),
                 Some(m) => Ok(QueueLimit::Bytes((v * m).round() as u64)),
                 None => Err(UnitError::UnknownUnit {
                     kind: KIND,
@@ -291,8 +318,16 @@ impl FromStr for Fraction {
 }
 
 impl fmt::Display for Fraction {
+    /// A percentage when that text parses back to this very number, else the plain number:
+    /// configs are written back with this (JSON, TOML), and 0.007 × 100 is
+    /// 0.7000000000000001, whose hundredth is not 0.007.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}%", self.0 * 100.0)
+        let percent = self.0 * 100.0;
+        if percent / 100.0 == self.0 {
+            write!(f, "{percent}%")
+        } else {
+            write!(f, "{}", self.0)
+        }
     }
 }
 impl fmt::Debug for Fraction {
@@ -305,15 +340,15 @@ impl fmt::Debug for Fraction {
 pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     const KIND: &str = "time";
     const EX: &str = "\"50ms\"";
-    let (v, unit) = split_number(KIND, s, EX)?;
-    let mult = match unit {
+    let (v, num, unit) = split_number_text(KIND, s, EX)?;
+    let (mult, unit_ns): (f64, u64) = match unit {
         "" => return Err(UnitError::MissingUnit { kind: KIND, text: s.into(), example: EX }),
-        "ns" => 1e-9,
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "s" | "sec" => 1.0,
-        "min" | "m" => 60.0,
-        "h" => 3600.0,
+        "ns" => (1e-9, 1),
+        "us" | "µs" => (1e-6, 1_000),
+        "ms" => (1e-3, 1_000_000),
+        "s" | "sec" => (1.0, 1_000_000_000),
+        "min" | "m" => (60.0, 60_000_000_000),
+        "h" => (3600.0, 3_600_000_000_000),
         u => {
             return Err(UnitError::UnknownUnit { kind: KIND, text: s.into(), unit: u.into(), expected: "ns, us, ms, s, min, h" })
         }
@@ -322,7 +357,33 @@ pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     if secs > 1e9 {
         return Err(UnitError::OutOfRange { kind: KIND, text: s.into(), reason: "longer than 30 years" });
     }
-    Ok(Duration::from_secs_f64(secs))
+    // In integers where the digits allow: seconds in an f64 lose nanoseconds beyond 2^53 ns
+    // (104 days), so "822803136531ms" would not read back as itself once written in ns.
+    let exact = exact_nanos(num, unit_ns.into()).and_then(|ns| u64::try_from(ns).ok());
+    Ok(exact.map_or_else(|| Duration::from_secs_f64(secs), Duration::from_nanos))
+}
+
+/// The decimal `num` ("2.5", "1e3", "+.5": what `split_number_text` accepts) times `unit_ns`
+/// nanoseconds, rounded half up, computed on its digits; `None` when they overflow `u128`.
+fn exact_nanos(num: &str, unit_ns: u128) -> Option<u128> {
+    let num = num.strip_prefix('+').unwrap_or(num);
+    let (mantissa, exponent) = match num.find(['e', 'E']) {
+        Some(i) => (&num[..i], num[i + 1..].parse::<i32>().ok()?),
+        None => (num, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let mut digits: u128 = 0;
+    for c in whole.chars().chain(fraction.chars()) {
+        digits = digits.checked_mul(10)?.checked_add(c.to_digit(10)?.into())?;
+    }
+    let scaled = digits.checked_mul(unit_ns)?;
+    let power = exponent.checked_sub(i32::try_from(fraction.len()).ok()?)?;
+    if power >= 0 {
+        scaled.checked_mul(10u128.checked_pow(power.unsigned_abs())?)
+    } else {
+        let divisor = 10u128.checked_pow(power.unsigned_abs())?;
+        Some(scaled.checked_add(divisor / 2)? / divisor)
+    }
 }
 
 // --- serde: quantities are strings with units in config files and in run.json ---

@@ -48,7 +48,7 @@ pub use pipes::{PipeConfig, MAX_PIPES_PER_HOST};
 pub use qdisc::{FrioSettings, QdiscKind, QdiscSpec, RedSettings, RioClassSettings, RioSettings};
 pub use run::RunConfig;
 pub use tcp::{BicSettings, CubicPreset, CubicSettings, MonacoSettings, NewRenoTimer, RoundRtt, TcpProfile, TcpSettings, VegasPreset, VegasRules, VegasSettings};
-pub use workload::{connection_labels, AppKind, ExchangeSpec, FlowConfig};
+pub use workload::{connection_labels, AppKind, ExchangeSpec, FlowConfig, MAX_CONNECTIONS};
 
 use crate::time::Duration;
 use serde::{Deserialize, Serialize};

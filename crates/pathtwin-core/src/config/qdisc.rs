@@ -114,11 +114,16 @@ fn check_probability(v: Option<f64>, key: &str) -> Result<(), ConfigError> {
     }
 }
 
+/// The largest `mean_packet`: the largest IP packet. The disciplines keep it as a `u32` and
+/// divide by it (FRIO's default max_q), so a larger one must not reach them.
+const MAX_MEAN_PACKET: u64 = 65_535;
+
 fn check_mean_packet(m: Option<Size>, key: &str) -> Result<(), ConfigError> {
-    if m.is_some_and(|m| m.bytes() == 0) {
-        return Err(ConfigError::invalid(format!("{key}.mean_packet"), "must be positive"));
+    match m.map(Size::bytes) {
+        Some(0) => Err(ConfigError::invalid(format!("{key}.mean_packet"), "must be positive")),
+        Some(b) if b > MAX_MEAN_PACKET => Err(ConfigError::invalid(format!("{key}.mean_packet"), format!("{b} B is above {MAX_MEAN_PACKET} B, the largest IP packet"))),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// One drop precedence of a `rio` table: `in = { min_th = "15p", max_th = "30p", max_p = 0.02 }`.

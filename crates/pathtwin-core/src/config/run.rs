@@ -40,16 +40,26 @@ impl Default for RunConfig {
     }
 }
 
-/// Checks `[run]`: the captured hosts exist and the sampling interval is positive.
 /// The shortest `[run] flow_idle_timeout` accepted.
 pub const MIN_FLOW_IDLE_TIMEOUT: Duration = Duration::from_millis(1);
 
+/// The shortest `[run] sample_interval` accepted. Every sample is a row per flow and per
+/// queue: at a nanosecond a simulated millisecond would be a million rows of each, and a
+/// microsecond is already finer than a full-size packet's time on a 10 Gbit/s link.
+pub const MIN_SAMPLE_INTERVAL: Duration = Duration::from_micros(1);
+
+/// Checks `[run]`: the captured hosts exist, the seed fits TOML, and neither the sampling
+/// interval nor the idle timeout is too short.
 pub(super) fn validate(run: &RunConfig, hosts: &Names<'_>) -> Result<(), ConfigError> {
     for (i, h) in run.pcap.iter().enumerate() {
         hosts.require(h, || format!("run.pcap[{i}]"))?;
     }
-    if run.sample_interval.as_nanos() == 0 {
-        return Err(ConfigError::invalid("run.sample_interval", "must be positive"));
+    // A seed from JSON may be any u64; the TOML a config is written back as holds i64.
+    if run.seed > i64::MAX as u64 {
+        return Err(ConfigError::invalid("run.seed", format!("{} is above {}, the largest integer TOML can hold", run.seed, i64::MAX)));
+    }
+    if run.sample_interval < MIN_SAMPLE_INTERVAL {
+        return Err(ConfigError::invalid("run.sample_interval", format!("must be at least {MIN_SAMPLE_INTERVAL}")));
     }
     // A shorter timeout retires flows between their own packets, and the monitor's sweeps
     // (every quarter of it) would outnumber them.

@@ -10,7 +10,18 @@
 
 use crate::time::Duration;
 use crate::units::Size;
-use serde::{Deserialize, Serialize};
+use serde::{de, Deserialize, Deserializer, Serialize};
+
+/// A controller's constant: any finite number (its range is the engine's to check). TOML
+/// spells `nan` and `inf`, which a range check written `x <= 0.0` lets through, which JSON
+/// cannot write (a config would not survive `validate_config`'s round trip), and a NaN is
+/// not even equal to itself.
+fn finite<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    match Option::<f64>::deserialize(d)? {
+        Some(v) if !v.is_finite() => Err(de::Error::custom(format!("{v} is not a finite number"))),
+        v => Ok(v),
+    }
+}
 
 /// Which TCP the simulator's endpoints stand for: the defaults of every setting a config
 /// leaves unset (`[tcp] profile`, or a flow's `tcp.profile`). The values and the source of
@@ -50,11 +61,11 @@ pub struct VegasSettings {
     /// γ = 1 (Linux, ns-3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<VegasPreset>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "finite", skip_serializing_if = "Option::is_none")]
     pub alpha: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "finite", skip_serializing_if = "Option::is_none")]
     pub beta: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "finite", skip_serializing_if = "Option::is_none")]
     pub gamma: Option<f64>,
     /// Vegas-k: the base RTT is the minimum of the last k RTT samples instead of all of them
     /// (ACC paper §III-A).
@@ -115,10 +126,10 @@ pub struct CubicSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<CubicPreset>,
     /// C, in segments per second cubed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "finite", skip_serializing_if = "Option::is_none")]
     pub c: Option<f64>,
     /// Multiplicative decrease factor β (the window after a loss is β·cwnd).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "finite", skip_serializing_if = "Option::is_none")]
     pub beta: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_convergence: Option<bool>,
@@ -152,7 +163,7 @@ pub enum CubicPreset {
 #[serde(deny_unknown_fields)]
 pub struct BicSettings {
     /// Multiplicative decrease factor (Linux: 819/1024).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "finite", skip_serializing_if = "Option::is_none")]
     pub beta: Option<f64>,
     /// Below this window (segments) BIC grows as Reno (Linux: 14).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,10 +187,10 @@ pub struct BicSettings {
 #[serde(deny_unknown_fields)]
 pub struct MonacoSettings {
     /// Proportional gain K, in (0, 1].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "finite", skip_serializing_if = "Option::is_none")]
     pub k: Option<f64>,
     /// Target accumulation a* in segments.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "finite", skip_serializing_if = "Option::is_none")]
     pub target: Option<f64>,
     /// Start in slow start until the accumulation reaches the target (default false, as the
     /// paper).

@@ -1,9 +1,10 @@
 //! The workload: `[[flow]]` entries — a TCP connection between two hosts (or over a
 //! `[[pipe]]`), its application ([`AppKind`], a replayed connection's [`ExchangeSpec`]s) and
-//! its TCP settings — and their checks: hosts, pipes, and the keys each application needs or
-//! does not use. Both engines run it: the simulator on its own TCP endpoints, the emulator
-//! (`pathtwin_emu::workload`, when asked to) as real sockets over the hosts' kernel TCP; a
-//! connection is named the same in both ([`connection_labels`]).
+//! its TCP settings — and their checks: hosts, pipes, the number of connections
+//! ([`MAX_CONNECTIONS`]), and the keys each application needs or does not use. Both engines
+//! run it: the simulator on its own TCP endpoints, the emulator (`pathtwin_emu::workload`,
+//! when asked to) as real sockets over the hosts' kernel TCP; a connection is named the same
+//! in both ([`connection_labels`]).
 
 use super::{ConfigError, Names, PipeConfig, TcpSettings};
 use crate::time::Duration;
@@ -168,8 +169,19 @@ impl AppKind {
     }
 }
 
+/// Most connections one workload may have, over all its entries' `count`s. The engines
+/// count connections in `u32` and name each one ([`connection_labels`]) before running:
+/// without a bound a single `count` could ask for billions of labels. A hundred times the
+/// largest run benchmarked (10 000 flows).
+pub const MAX_CONNECTIONS: u64 = 1_000_000;
+
+/// The largest request or response of a replayed exchange: the ceiling of a config's sizes
+/// (`units`), in bytes.
+const MAX_EXCHANGE_BYTES: u64 = 1_000_000_000_000_000;
+
 /// Checks the `[[flow]]` entries against the hosts and the `[[pipe]]`s.
 pub(super) fn validate(flows: &[FlowConfig], pipes: &[PipeConfig], hosts: &Names<'_>) -> Result<(), ConfigError> {
+    let mut connections: u64 = 0;
     for (i, f) in flows.iter().enumerate() {
         hosts.require(&f.from, || format!("flow[{i}].from"))?;
         hosts.require(&f.to, || format!("flow[{i}].to"))?;
@@ -178,6 +190,10 @@ pub(super) fn validate(flows: &[FlowConfig], pipes: &[PipeConfig], hosts: &Names
         }
         if f.count == 0 {
             return Err(ConfigError::invalid(format!("flow[{i}].count"), "count must be at least 1"));
+        }
+        connections += u64::from(f.count);
+        if connections > MAX_CONNECTIONS {
+            return Err(ConfigError::invalid(format!("flow[{i}].count"), format!("the workload reaches {connections} connections here, more than the {MAX_CONNECTIONS} a run may have")));
         }
         if let Some(p) = f.pipe {
             let Some(pc) = pipes.get(p as usize) else {
@@ -218,6 +234,13 @@ pub(super) fn validate(flows: &[FlowConfig], pipes: &[PipeConfig], hosts: &Names
             AppKind::Onoff => {
                 needs("on", f.on.is_some())?;
                 needs("off", f.off.is_some())?;
+                // Each period ends with the next toggle: two zero periods would toggle at the
+                // same instant forever, and the engine's clock would never move on.
+                for (k, v) in [("on", f.on), ("off", f.off)] {
+                    if v == Some(Duration::ZERO) {
+                        return Err(ConfigError::invalid(format!("flow[{i}].{k}"), "must be positive"));
+                    }
+                }
                 for (k, v) in [("exchanges", f.exchanges.is_some()), ("request", f.request.is_some()), ("response", f.response.is_some()), ("server_delay", f.server_delay.is_some()), ("requests", f.requests.is_some())] {
                     forbids(k, v)?;
                 }
@@ -249,6 +272,12 @@ pub(super) fn validate(flows: &[FlowConfig], pipes: &[PipeConfig], hosts: &Names
                     forbids(k, v)?;
                 }
                 for (k, x) in f.exchanges.iter().flatten().enumerate() {
+                    // JSON may carry any u64; TOML (`config_toml`'s output) holds up to i64::MAX.
+                    for (name, v) in [("request_bytes", x.0), ("response_bytes", x.1)] {
+                        if v > MAX_EXCHANGE_BYTES {
+                            return Err(ConfigError::invalid(format!("flow[{i}].exchanges[{k}]"), format!("{name} {v} is above {MAX_EXCHANGE_BYTES} (1 PB)")));
+                        }
+                    }
                     if x.2 < -1 {
                         return Err(ConfigError::invalid(format!("flow[{i}].exchanges[{k}]"), format!("header_bytes {} is below -1 (-1: no split)", x.2)));
                     }
