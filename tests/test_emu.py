@@ -318,6 +318,20 @@ def test_sigterm_cleans_up_like_an_exit(tmp_path):
     assert ns not in namespaces()
 
 
+def test_serve_returns_once_the_server_listens_and_names_one_that_never_does():
+    """`Host.serve` hands back a server that accepts at once (no sleep before connecting), and
+    a server that exits before listening is a one-line error naming it, not a client's
+    connection refused later."""
+    with Emulation(TWO_HOSTS) as net:
+        server = net["b"].serve([sys.executable, "-c", "import socket, time; s = socket.create_server(('', 7301)); "
+                                 "time.sleep(0.5); s.accept()[0].close()"], 7301)
+        assert 7301 in net["b"].listening_ports() and 7301 not in net["a"].listening_ports()
+        net["a"].run([sys.executable, "-c", "import socket; socket.create_connection(('b', 7301), timeout=5)"], check=True)
+        server.wait(timeout=10)
+        with pytest.raises(PathtwinError, match=r"^host b: .* exited with 3 before it listened on port 7302$"):
+            net["b"].serve([sys.executable, "-c", "raise SystemExit(3)"], 7302)
+
+
 def test_cli_errors_are_one_line_and_exit_2(tmp_path):
     missing = cli("emu", "up", str(tmp_path / "nope.toml"))
     assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0, missing.stderr

@@ -125,8 +125,8 @@ class Host:
         deadline = time.monotonic() + timeout
         while port not in self.listening_ports():
             if server is not None and server.poll() is not None:
-                args = server.args
-                command = " ".join(map(str, args[4:])) if isinstance(args, list) else str(args)
+                args = server.args  # this host's prefix, then the server's own arguments
+                command = " ".join(map(str, args[len(self.command([])):])) if isinstance(args, list) else str(args)
                 raise PathtwinError(f"host {self.name}: {command} exited with {server.returncode} "
                                     f"before it listened on port {port}")
             if time.monotonic() > deadline:
