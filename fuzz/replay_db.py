@@ -109,6 +109,14 @@ class Recipe:
         name = self.pick(names)
         return name, self.db[name]
 
+    def column(self, rows: bool = False) -> tuple[str, pa.Table, int] | None:
+        """A table (one with rows, if ``rows``) and one of its columns' index, or None."""
+        got = self.table()
+        if got is None or (rows and got[1].num_rows == 0):
+            return None
+        name, t = got
+        return name, t, self.fdp.ConsumeIntInRange(0, t.num_columns - 1)
+
     def apply(self) -> None:
         for _ in range(self.fdp.ConsumeIntInRange(1, 4)):
             kind = self.fdp.ConsumeIntInRange(0, 9)
@@ -153,11 +161,10 @@ class Recipe:
         self.db[name] = t.set_column(i, t.column_names[i], arr)
 
     def cell(self) -> None:
-        got = self.table()
-        if got is None or got[1].num_rows == 0:
+        got = self.column(rows=True)
+        if got is None:
             return
-        name, t = got
-        i = self.fdp.ConsumeIntInRange(0, t.num_columns - 1)
+        name, t, i = got
         values = t.column(i).to_pylist()
         row = self.fdp.ConsumeIntInRange(0, len(values) - 1)
         v = self.pick(VALUES) if self.fdp.ConsumeBool() else self.fdp.ConsumeRegularFloat()
@@ -170,11 +177,10 @@ class Recipe:
         self._set_column(name, t, i, arr)
 
     def cast(self) -> None:
-        got = self.table()
+        got = self.column()
         if got is None:
             return
-        name, t = got
-        i = self.fdp.ConsumeIntInRange(0, t.num_columns - 1)
+        name, t, i = got
         target = self.pick(TYPES)
         col = t.column(i)
         try:
@@ -184,11 +190,10 @@ class Recipe:
         self._set_column(name, t, i, arr)
 
     def columns(self) -> None:
-        got = self.table()
+        got = self.column()
         if got is None:
             return
-        name, t = got
-        i = self.fdp.ConsumeIntInRange(0, t.num_columns - 1)
+        name, t, i = got
         how = self.fdp.ConsumeIntInRange(0, 3)
         if how == 0:
             self.db[name] = t.remove_column(i)
