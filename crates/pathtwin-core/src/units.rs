@@ -173,8 +173,8 @@ impl Size {
     }
 }
 
-/// The largest size and byte queue a config may give (1 PB; see the module docs).
-const MAX_BYTES: f64 = 1e15;
+/// The largest size and byte queue a config may give, in bytes (1 PB; see the module docs).
+pub const MAX_BYTES: u64 = 1_000_000_000_000_000;
 /// The largest queue in packets (10¹²: 1.5 PB of full-size packets).
 const MAX_PACKETS: f64 = 1e12;
 
@@ -208,7 +208,7 @@ impl FromStr for Size {
             expected: SIZE_UNITS,
         })?;
         let bytes = v * mult;
-        if bytes > MAX_BYTES {
+        if bytes > MAX_BYTES as f64 {
             return Err(UnitError::OutOfRange { kind: KIND, text: s.into(), reason: "above 1 PB" });
         }
         Ok(Size(bytes.round() as u64))
@@ -260,7 +260,7 @@ impl FromStr for QueueLimit {
                 Ok(QueueLimit::Packets(v as u64))
             }
             u => match size_multiplier(u) {
-                Some(m) if v * m > MAX_BYTES => Err(UnitError::OutOfRange { kind: KIND, text: s.into(), reason: "above 1 PB" }),
+                Some(m) if v * m > MAX_BYTES as f64 => Err(UnitError::OutOfRange { kind: KIND, text: s.into(), reason: "above 1 PB" }),
                 Some(m) => Ok(QueueLimit::Bytes((v * m).round() as u64)),
                 None => Err(UnitError::UnknownUnit {
                     kind: KIND,

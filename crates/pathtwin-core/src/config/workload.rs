@@ -8,7 +8,7 @@
 
 use super::{ConfigError, Names, PipeConfig, TcpSettings};
 use crate::time::Duration;
-use crate::units::Size;
+use crate::units::{Size, MAX_BYTES};
 use serde::{Deserialize, Serialize};
 
 /// Applications a flow can run.
@@ -175,10 +175,6 @@ impl AppKind {
 /// largest run benchmarked (10 000 flows).
 pub const MAX_CONNECTIONS: u64 = 1_000_000;
 
-/// The largest request or response of a replayed exchange: the ceiling of a config's sizes
-/// (`units`), in bytes.
-const MAX_EXCHANGE_BYTES: u64 = 1_000_000_000_000_000;
-
 /// Checks the `[[flow]]` entries against the hosts and the `[[pipe]]`s.
 pub(super) fn validate(flows: &[FlowConfig], pipes: &[PipeConfig], hosts: &Names<'_>) -> Result<(), ConfigError> {
     let mut connections: u64 = 0;
@@ -274,8 +270,8 @@ pub(super) fn validate(flows: &[FlowConfig], pipes: &[PipeConfig], hosts: &Names
                 for (k, x) in f.exchanges.iter().flatten().enumerate() {
                     // JSON may carry any u64; TOML (`config_toml`'s output) holds up to i64::MAX.
                     for (name, v) in [("request_bytes", x.0), ("response_bytes", x.1)] {
-                        if v > MAX_EXCHANGE_BYTES {
-                            return Err(ConfigError::invalid(format!("flow[{i}].exchanges[{k}]"), format!("{name} {v} is above {MAX_EXCHANGE_BYTES} (1 PB)")));
+                        if v > MAX_BYTES {
+                            return Err(ConfigError::invalid(format!("flow[{i}].exchanges[{k}]"), format!("{name} {v} is above {MAX_BYTES} (1 PB)")));
                         }
                     }
                     if x.2 < -1 {
