@@ -65,16 +65,21 @@ def owned_by_another_live_process(namespace: str) -> bool:
     return Path(f"/proc/{pid}").exists()
 
 
+def unavailable(reason: str) -> None:
+    """Ends a test whose privilege or tool is missing: a skip on a developer's machine, a
+    failure under CI (``CI`` set, as `.ci/run` does), where a skip would pass unseen."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}, and CI must run this test")
+    pytest.skip(reason)
+
+
 @pytest.fixture
 def emulator():
     """The emulator's privileges (root and iproute2). Without them a test is skipped on a
     developer's machine and fails under CI (``CI`` set, as `.ci/run` does), where a skip
     would pass unseen."""
     if os.geteuid() != 0 or shutil.which("ip") is None:
-        reason = "the emulator needs root and iproute2"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}, and CI must run this test")
-        pytest.skip(reason)
+        unavailable("the emulator needs root and iproute2")
 
 
 #: Marks a test that runs the emulator (see ``emulator``).
@@ -86,10 +91,7 @@ def small_disk(tmp_path):
     """A directory on its own 64-KiB tmpfs, which a test fills to see what a full disk does
     (mounting needs root: skipped on a developer's machine without it, a failure under CI)."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
-        reason = "a full disk is made with a small tmpfs, which needs root and mount"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}, and CI must run this test")
-        pytest.skip(reason)
+        unavailable("a full disk is made with a small tmpfs, which needs root and mount")
     disk = tmp_path / "small-disk"
     disk.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
