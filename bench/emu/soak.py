@@ -1,7 +1,7 @@
 """Emulator soak: a long run at 1 Gbit/s through one modelled path, with long and short
 flows at once, watched minute by minute.
 
-    sudo python bench/emu/soak.py [--minutes 60] [--rate 1gbit] [--rtt 20ms] [--long 4] [--short 8]
+    sudo python bench/emu/soak.py [--minutes 60] [--rate 1gbit] [--rtt 20ms] [--long 4] [--short 8] [--json]
 
 Hosts a and b share one path (capacity = ABW = --rate, --rtt, a --queue of 1 MB). Across it,
 for the whole run:
@@ -16,7 +16,14 @@ first, memory and descriptor growth from the second minute to the last (the firs
 start-up), and whether the run left any namespace, link or state directory behind, and how
 long writing the emulation's own result directory took (--result-dir, as a user's run writes
 it; --no-result-dir keeps the tables in memory only) and the process's memory after it.
-Results go to bench/out/emu/soak.json. This is a measurement, not a test: it asserts nothing.
+
+The run is held to the goals of a soak (issue #29): no release later than 50 ms in the whole
+run, resident memory growing under 0.5 MB a minute (the least-squares slope over the minutes
+after the first, which holds start-up), and nothing left behind; the report says of each
+whether it was met. Results go to bench/out/emu/soak.json, and its figure (rate, lateness and
+memory against time) to soak.png beside it; with --json the report is also printed on
+standard output and the minute-by-minute lines go to standard error. This is a measurement,
+not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ from pathtwin.errors import PathtwinError
 
 OUT = Path(__file__).resolve().parents[1] / "out" / "emu"
 PORT = 5300
+#: The soak's goals (issue #29): the latest release, and memory growth per minute.
+MAX_RELEASE_MS = 50.0
+MAX_RSS_SLOPE_MB_PER_MIN = 0.5
 
 # The short-flow server: one thread per connection reads "SIZE\n" and answers SIZE bytes.
 SERVER = r"""
@@ -143,6 +153,61 @@ def delivered_bytes(stats: dict) -> int:
     return sum(r["bytes_out"] for r in stats["routes"])
 
 
+def slope(xs: list[float], ys: list[float]) -> float:
+    """The least-squares slope of ys against xs."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+
+
+def goals(minutes: list[dict], left: dict) -> dict:
+    """The soak's goals, each with what was measured and whether it was met."""
+    latest_ms = max(m["release"]["max_ns"] for m in minutes) / 1e6
+    later = minutes[1:]
+    rss_slope = slope([m["minute"] for m in later], [m["rss_mb"] for m in later]) if len(later) >= 2 else None
+    fd_slope = slope([m["minute"] for m in later], [m["fds"] for m in later]) if len(later) >= 2 else None
+    nothing_left = not (left["namespaces"] or left["links"] or left["state_dir"])
+    return {
+        "latest_release_ms": {"measured": latest_ms, "goal": MAX_RELEASE_MS, "met": latest_ms <= MAX_RELEASE_MS},
+        "rss_slope_mb_per_min": {"measured": rss_slope, "goal": MAX_RSS_SLOPE_MB_PER_MIN,
+                                 "met": rss_slope is not None and rss_slope < MAX_RSS_SLOPE_MB_PER_MIN},
+        "fd_slope_per_min": {"measured": fd_slope},
+        "nothing_left_behind": {"measured": left, "met": nothing_left},
+    }
+
+
+def figure(report: dict, path: Path) -> None:
+    """The run against time: delivered rate, release lateness (p50, p99, max) on a log scale
+    with the goal's 50 ms, and resident memory with its fitted slope."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    minutes = report["minutes"]
+    t = [m["minute"] for m in minutes]
+    fig, (rate, late, mem) = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    rate.plot(t, [m["mbps"] for m in minutes], marker=".")
+    rate.set_ylabel("delivered Mbit/s")
+    for key, label in (("p50_ns", "p50"), ("p99_ns", "p99"), ("max_ns", "max")):
+        late.plot(t, [max(m["release"][key], 1) / 1e6 for m in minutes], marker=".", label=label)
+    late.axhline(MAX_RELEASE_MS, color="red", linestyle="--", label="goal (50 ms)")
+    late.set_yscale("log")
+    late.set_ylabel("release lateness (ms)")
+    late.legend(loc="upper left", fontsize="small")
+    mem.plot(t, [m["rss_mb"] for m in minutes], marker=".", label="resident memory")
+    mem.set_ylabel("MB")
+    mem.set_xlabel("minute")
+    s = report.get("goals", {}).get("rss_slope_mb_per_min", {}).get("measured")
+    if s is not None:
+        mem.set_title(f"memory slope {s:+.3f} MB/min after the first interval", fontsize="small")
+    fig.suptitle(f"emulator soak: {report['args']['rate']}, {report['args']['long']} long + "
+                 f"{report['args']['short']} short-flow workers, {len(minutes)} intervals")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="pathtwin emulator soak (minute-by-minute lateness, memory, descriptors)")
     ap.add_argument("--minutes", type=float, default=60.0, help="length of the run (default 60)")
@@ -160,7 +225,12 @@ def main(argv=None) -> int:
     ap.add_argument("--no-result-dir", action="store_true", help="write no result directory: results in memory only")
     ap.add_argument("--no-offload", action="store_true",
                     help="TUN offload off: the hosts' kernels hand over MTU-sized packets, one system call each")
+    ap.add_argument("--json", action="store_true",
+                    help="print the report as JSON on standard output (the progress lines go to standard error)")
+    ap.add_argument("--out", type=Path, default=OUT, help=f"where soak.json and soak.png go (default {OUT})")
     args = ap.parse_args(argv)
+    # With --json, standard output carries the report alone.
+    say = (lambda *a, **k: print(*a, **k, file=sys.stderr)) if args.json else print
     if os.geteuid() != 0:
         print("bench/emu/soak: needs root (network namespaces)", file=sys.stderr)
         return 2
@@ -175,11 +245,8 @@ def main(argv=None) -> int:
                        out=None if args.no_result_dir else args.result_dir,
                        offload=not args.no_offload) as net:
             run_id = net.run_id
-            net["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            server = net["b"].popen([sys.executable, "-c", SERVER, str(PORT)], stdout=subprocess.PIPE, text=True)
-            if "ready" not in server.stdout.readline():
-                raise PathtwinError("the short-flow server did not start")
-            time.sleep(0.3)
+            net["b"].serve(["iperf3", "-s", "-1"], 5201)
+            server = net["b"].serve([sys.executable, "-c", SERVER, str(PORT)], PORT)
             start = time.time()
             iperf = net["a"].popen(["iperf3", "-c", "b", "-t", f"{seconds:.0f}", "-P", str(args.long), "-J"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -187,8 +254,8 @@ def main(argv=None) -> int:
                                      str(start + seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             net.lateness_window()  # the windows start with the traffic
             last_bytes, last_t, last_steal = delivered_bytes(net.stats()), time.time(), steal_ms()
-            print(f"{'minute':>6} {'Mbit/s':>8} {'p50 µs':>7} {'p99 µs':>7} {'p999 µs':>8} {'max µs':>8} "
-                  f"{'wake p99':>8} {'steal ms':>8} {'RSS MB':>7} {'fds':>5} {'thr':>4}", flush=True)
+            say(f"{'minute':>6} {'Mbit/s':>8} {'p50 µs':>7} {'p99 µs':>7} {'p999 µs':>8} {'max µs':>8} "
+                f"{'wake p99':>8} {'steal ms':>8} {'RSS MB':>7} {'fds':>5} {'thr':>4}", flush=True)
             while time.time() - start < seconds:
                 time.sleep(min(args.interval, max(0.0, start + seconds - time.time())))
                 now = time.time()
@@ -200,48 +267,56 @@ def main(argv=None) -> int:
                        "release": rel, "timer_wake": wake, "steal_ms": steal - last_steal, **process_numbers()}
                 last_bytes, last_t, last_steal = got, now, steal
                 minutes.append(row)
-                print(f"{row['minute']:6.1f} {row['mbps']:8.0f} {rel['p50_ns'] / 1e3:7.0f} {rel['p99_ns'] / 1e3:7.0f} "
-                      f"{rel['p999_ns'] / 1e3:8.0f} {rel['max_ns'] / 1e3:8.0f} {wake['p99_ns'] / 1e3:8.0f} "
-                      f"{row['steal_ms']:8.0f} {row['rss_mb']:7.1f} {row['fds']:5d} {row['threads']:4d}", flush=True)
+                say(f"{row['minute']:6.1f} {row['mbps']:8.0f} {rel['p50_ns'] / 1e3:7.0f} {rel['p99_ns'] / 1e3:7.0f} "
+                    f"{rel['p999_ns'] / 1e3:8.0f} {rel['max_ns'] / 1e3:8.0f} {wake['p99_ns'] / 1e3:8.0f} "
+                    f"{row['steal_ms']:8.0f} {row['rss_mb']:7.1f} {row['fds']:5d} {row['threads']:4d}", flush=True)
             long_out, _ = iperf.communicate(timeout=120)
             short_out, _ = client.communicate(timeout=120)
+            server.kill()
             ending = time.time()
-        results = net.results
         results_s = time.time() - ending
         after_results = process_numbers()
         left = leftovers(run_id)
     except PathtwinError as e:
         print(f"bench/emu/soak: {e}", file=sys.stderr)
         return 1
+    if not minutes:
+        print("bench/emu/soak: the run ended before its first interval; nothing to report", file=sys.stderr)
+        return 1
     long_bps = json.loads(long_out)["end"]["sum_received"]["bits_per_second"] if long_out.strip() else None
     short = json.loads(short_out.strip().splitlines()[-1]) if short_out.strip() else None
-    report = {"args": vars(args), "minutes": minutes, "long_flows_bps": long_bps, "short_flows": short, "leftovers": left,
+    report = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+              "minutes": minutes, "long_flows_bps": long_bps, "short_flows": short, "leftovers": left,
               "packet_flows_rows": len(net.table("packet_flows")), "flow_series_rows": len(net.flow_series()),
               "results_s": results_s, "rss_after_results_mb": after_results["rss_mb"],
               # The high-water mark of the whole process, results included.
               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    if len(minutes) >= 2:
-        first, last, second = minutes[0], minutes[-1], minutes[1]
-        report["p99_last_over_first"] = last["release"]["p99_ns"] / max(first["release"]["p99_ns"], 1)
-        report["rss_growth_mb"] = last["rss_mb"] - second["rss_mb"]
-        report["fd_growth"] = last["fds"] - second["fds"]
-        print(f"\nrelease lateness p99: first interval {first['release']['p99_ns'] / 1e3:.0f} µs, last "
-              f"{last['release']['p99_ns'] / 1e3:.0f} µs ({report['p99_last_over_first']:.2f}x)")
-        print(f"memory: {second['rss_mb']:.1f} MB after the first interval, {last['rss_mb']:.1f} MB at the end "
-              f"({report['rss_growth_mb']:+.1f} MB); descriptors {second['fds']} -> {last['fds']}")
+    report["goals"] = goals(minutes, left)
+    first, last = minutes[0], minutes[-1]
+    say(f"\nrelease lateness p99: first interval {first['release']['p99_ns'] / 1e3:.0f} µs, last "
+        f"{last['release']['p99_ns'] / 1e3:.0f} µs")
     if long_bps is not None:
-        print(f"long flows (iperf3, {args.long} streams): {long_bps / 1e6:.0f} Mbit/s")
+        say(f"long flows (iperf3, {args.long} streams): {long_bps / 1e6:.0f} Mbit/s")
     if short:
-        print(f"short flows: {short['completed']:,} completed, {short['failed']} failed, {short['bytes'] / 1e9:.2f} GB")
-    print(f"results: {report['flows_table_rows']:,} flows rows (one per direction of every 5-tuple, kept in "
-          f"memory), {report['flow_series_rows']:,} tcp_info samples (spilled to a file during the run), built in "
-          f"{report['results_s']:.1f} s after the run (resident memory then {report['rss_after_results_mb']:.0f} MB, "
-          f"peak {report['peak_rss_mb']:.0f} MB)")
-    print(f"left behind: namespaces {left['namespaces'] or 'none'}, links {left['links'] or 'none'}, "
-          f"state directory {'yes' if left['state_dir'] else 'none'}")
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "soak.json").write_text(json.dumps(report, indent=2, default=str))
-    print(f"written: {OUT / 'soak.json'}")
+        say(f"short flows: {short['completed']:,} completed, {short['failed']} failed, {short['bytes'] / 1e9:.2f} GB")
+    say(f"results: {report['packet_flows_rows']:,} packet_flows rows (finished records spilled to a file during the "
+        f"run), {report['flow_series_rows']:,} tcp_info samples (likewise), built in {report['results_s']:.1f} s after "
+        f"the run (resident memory then {report['rss_after_results_mb']:.0f} MB, peak {report['peak_rss_mb']:.0f} MB)")
+    g = report["goals"]
+    met = lambda goal: "met" if goal["met"] else "NOT met"
+    rss = g["rss_slope_mb_per_min"]
+    say(f"goal: no release later than {MAX_RELEASE_MS:.0f} ms: latest {g['latest_release_ms']['measured']:.1f} ms, "
+        f"{met(g['latest_release_ms'])}")
+    say(f"goal: memory slope under {MAX_RSS_SLOPE_MB_PER_MIN} MB/min: "
+        + (f"{rss['measured']:+.3f} MB/min, {met(rss)}" if rss["measured"] is not None else "needs 3 intervals"))
+    say(f"goal: nothing left behind: namespaces {left['namespaces'] or 'none'}, links {left['links'] or 'none'}, "
+        f"state directory {'yes' if left['state_dir'] else 'none'}, {met(g['nothing_left_behind'])}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "soak.json").write_text(json.dumps(report, indent=2, default=str))
+    figure(report, args.out / "soak.png")
+    say(f"written: {args.out / 'soak.json'}, {args.out / 'soak.png'}")
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
     return 0
 
 

@@ -242,7 +242,9 @@ pub const EMU_PIPES: Schema = &concat::<4, 8, 12>(
 
 /// The emulator's `packet_flows`: every transport flow (one direction of a 5-tuple) that
 /// crossed it, from its first to its last packet: packets and bytes into the model and out of
-/// it to the destination (IP bytes, and payload), and the hosts of the route it took.
+/// it to the destination (IP bytes, and payload), and the hosts of the route it took. A
+/// 5-tuple silent for over two minutes that sends again starts a second row, as a flow
+/// exporter's inactive timeout does (`pathtwin-emu`'s `flow_records`).
 pub const PACKET_FLOWS: Schema = &[
     ("src", Str),
     ("dst", Str),

@@ -734,6 +734,7 @@ impl Emulator {
     pub fn results(&mut self) -> Results<'_> {
         let now = self.engine.now();
         let samples = self.engine.queue_samples();
+        let packet_flows = self.packet_flows();
         let net = self.engine.network();
         let names = self.lab.hosts();
         let mut queue_series = Table::new(QUEUE_SERIES);
@@ -748,7 +749,7 @@ impl Emulator {
             ("queues", results::queues(net, now)),
             ("queue_series", queue_series),
             ("markers", results::markers(net)),
-            ("packet_flows", self.packet_flows()),
+            ("packet_flows", packet_flows),
             ("routes", self.route_table()),
             ("timing", self.timing_table()),
         ]);
@@ -780,13 +781,13 @@ impl Emulator {
         Results { tables, flow_series: self.sampler.as_ref().map(|s| s.flow_series(&known)).unwrap_or_default(), run }
     }
 
-    /// `packet_flows`: every transport flow direction, in order of its first packet.
-    fn packet_flows(&self) -> Table {
+    /// `packet_flows`: every record of a transport flow direction, in order of its first
+    /// packet (see [`crate::flow_records`]).
+    fn packet_flows(&mut self) -> Table {
+        let flows = self.engine.flows.all();
         let names = self.lab.hosts();
-        let mut flows: Vec<_> = self.engine.flows.iter().collect();
-        flows.sort_by_key(|(t, c)| (c.first_ns, t.src, t.dst, t.src_port, t.dst_port));
         let mut table = Table::new(PACKET_FLOWS);
-        for (t, c) in flows {
+        for (t, c) in &flows {
             let r = &self.engine.routes()[c.route as usize];
             table.push(vec![
                 Cell::S(t.src.to_string()),

@@ -44,6 +44,7 @@ use pathtwin_core::topology::Network;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use crate::flow_records::FlowRecords;
 use crate::clock::{mono_ns, set_min_timer_slack, DeadlineTimer, RealClock};
 use crate::device::PacketIo;
 use crate::gso::{self, VnetHdr, MAX_MERGED};
@@ -162,20 +163,6 @@ pub struct HostCounters {
     pub unrouted: u64,
 }
 
-/// Per-flow (one direction) totals.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct FlowCounters {
-    pub route: u32,
-    pub first_ns: u64,
-    pub last_ns: u64,
-    pub packets_in: u64,
-    pub bytes_in: u64,
-    pub payload_bytes_in: u64,
-    pub packets_out: u64,
-    pub bytes_out: u64,
-    pub payload_bytes_out: u64,
-}
-
 /// How the loop waits for deadlines.
 #[derive(Clone, Copy, Debug)]
 pub struct TimingOptions {
@@ -276,7 +263,8 @@ pub struct Engine<D> {
     pub wake_lateness: Histogram,
     pub route_counters: Vec<RouteCounters>,
     pub host_counters: Vec<HostCounters>,
-    pub flows: FxHashMap<FiveTuple, FlowCounters>,
+    /// The `packet_flows` records (finished ones spilled to a file as they finish).
+    pub flows: FlowRecords,
     /// The queue series, spilled to a file off the loop's thread (read with
     /// [`Engine::queue_samples`]): a long run's series would otherwise grow the process.
     samples: SpillThread<QueueSample>,
@@ -453,7 +441,7 @@ impl<D: PacketIo> Engine<D> {
             wake_lateness: Histogram::default(),
             route_counters: vec![RouteCounters::default(); n_routes],
             host_counters: vec![HostCounters::default(); n_hosts],
-            flows: FxHashMap::default(),
+            flows: FlowRecords::default(),
             samples: SpillThread::new("pathtwin-queue-series"),
             next_sample: Instant::ZERO,
             thread_prepared: false,
@@ -529,6 +517,7 @@ impl<D: PacketIo> Engine<D> {
             let now = self.clock.now().max(now);
             self.run_model(now);
             self.maybe_sample(now);
+            self.flows.sweep(now);
             if now >= until || should_stop() {
                 return Ok(());
             }
@@ -723,21 +712,7 @@ impl<D: PacketIo> Engine<D> {
         let rc = &mut self.route_counters[route as usize];
         rc.packets_in += count;
         rc.bytes_in += bytes;
-        let f = self.flows.entry(tuple).or_insert(FlowCounters {
-            route,
-            first_ns: at.as_nanos(),
-            last_ns: 0,
-            packets_in: 0,
-            bytes_in: 0,
-            payload_bytes_in: 0,
-            packets_out: 0,
-            bytes_out: 0,
-            payload_bytes_out: 0,
-        });
-        f.last_ns = at.as_nanos();
-        f.packets_in += count;
-        f.bytes_in += bytes;
-        f.payload_bytes_in += payload;
+        self.flows.count_in(route, tuple, at, count, bytes, payload);
     }
 
     /// Writes everything released during this pass of the model.
@@ -793,11 +768,7 @@ impl<D: PacketIo> Engine<D> {
                     let (len, payload, tuple) = o.counted;
                     rc.packets_out += 1;
                     rc.bytes_out += len;
-                    if let Some(f) = self.flows.get_mut(&tuple) {
-                        f.packets_out += 1;
-                        f.bytes_out += len;
-                        f.payload_bytes_out += payload;
-                    }
+                    self.flows.count_out(&tuple, len, payload);
                 } else {
                     rc.write_drops += 1;
                 }
@@ -1078,7 +1049,7 @@ mod tests {
         assert_eq!((q.departures, q.drops), (14, 0));
         assert_eq!(e.route_counters[0].packets_out, 14);
         assert_eq!(e.route_counters[0].bytes_in, 20_000 + 14 * 40);
-        let flow = e.flows.values().next().unwrap();
+        let flow = e.flows.all()[0].1;
         assert_eq!((flow.packets_in, flow.payload_bytes_in, flow.payload_bytes_out), (14, 20_000, 20_000));
         let sent = e.hosts[1].device.sent.borrow();
         assert_eq!(sent.len(), 1);

@@ -67,6 +67,7 @@ pub mod clock;
 pub mod device;
 pub mod emulator;
 pub mod engine;
+pub mod flow_records;
 pub mod gso;
 pub mod lab;
 pub mod lateness;

@@ -243,7 +243,7 @@ impl IpPacket {
 }
 
 /// A flow's identity in one direction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct FiveTuple {
     pub src: IpAddr,
     pub dst: IpAddr,
