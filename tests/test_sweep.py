@@ -124,6 +124,28 @@ def test_the_example_spec_runs(tmp_path):
     assert set(res.flows["path[0].rtt"]) == set(grid["path[0].rtt"])
 
 
+def test_a_sweep_takes_no_fixed_port(tmp_path):
+    """The local cluster's scheduler serves HTTP on a port the system picks: with 8787 (Dask's
+    default) taken, as by another sweep or a user's own cluster, a sweep neither fails nor
+    warns that it moved (it did, in every `make test` whose workers ran two sweeps at once)."""
+    import socket
+    import warnings
+
+    with socket.socket() as held:
+        try:
+            held.bind(("", 8787))
+        except OSError:
+            pass  # someone else has it already: the condition under test holds as well
+        else:
+            held.listen()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = pathtwin.sweep(EXAMPLES / "sweep-rtt-cc.toml", tmp_path / "run", workers=1)
+    assert res.failed == 0
+    moved = [str(w.message) for w in caught if "already in use" in str(w.message)]
+    assert not moved, moved
+
+
 LONG_SPEC = """
 [scenario]
 hosts = ["a", "b"]

@@ -187,10 +187,12 @@ class _client:
 
         n = self.workers or os.cpu_count() or 1
         # One thread per worker: a point holds a core (the simulator runs with the GIL
-        # released); processes, so that workers never share an interpreter. No dashboard:
-        # a sweep on a shared machine must not take a port it was not asked for.
+        # released); processes, so that workers never share an interpreter. The scheduler's
+        # HTTP server (its dashboard and health routes) always starts, on 8787 when asked for
+        # nothing: a port the system picks (":0") never collides with another sweep or a
+        # user's own cluster, and gives no "port 8787 in use" warning.
         with dask.config.set({"distributed.scheduler.worker-saturation": WORKER_SATURATION}), _workers_ignore_ctrl_c():
-            self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+            self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                                         silence_logs=logging.ERROR)
         self.client = Client(self.cluster)
         return self.client
