@@ -118,3 +118,7 @@ def register(app: typer.Typer) -> None:
                       f"median error {100 * s['median_abs_error']:.1f} %")
         console.print(rp.ks_reading(s))
         console.print(f"wrote {out}/connections.parquet, {out}/summary.json, {plot}, capture {result.run.capture}")
+        if s["interrupted"]:
+            console.print(f"interrupted: compared the {s['replayed']:,} connections that had finished; the database "
+                          f"in {out}/db replays the whole workload again", soft_wrap=True)
+            raise KeyboardInterrupt

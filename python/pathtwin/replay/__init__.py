@@ -28,7 +28,7 @@ from typing import Callable, Optional, Union
 import pandas as pd
 
 from ..errors import PathtwinError
-from .compare import breakdown, compare, ks_distance, ks_reading, response_times, response_times_by_slot, summary
+from .compare import breakdown, carried_whole, compare, ks_distance, ks_reading, response_times, response_times_by_slot, summary
 from .dbcheck import check_source_exchanges
 from .emu import EmulatedRun, run_emulated
 from .sim import SimulatedRun, run_simulated
@@ -97,7 +97,9 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
     emulator's). Writes under ``out``: ``db/`` (the database), ``replay/`` (the emulation
     or simulation, the server capture, the emulator agents' logs), ``replay_conns.parquet``
     and ``replay_exchanges.parquet`` (that capture analysed), ``connections.parquet`` (the
-    comparison) and ``summary.json``."""
+    comparison) and ``summary.json``. Ctrl-C during the replay ends it there and still writes
+    all of these, comparing the connections that had carried all their bytes
+    (``summary["interrupted"]``)."""
     from .. import trace
 
     if engine not in ENGINES:
@@ -123,9 +125,14 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
     # response times.
     rconns.to_parquet(out / "replay_conns.parquet", index=False)
     rex.to_parquet(out / "replay_exchanges.parquet", index=False)
+    if run.interrupted:
+        # Ctrl-C: a connection cut mid-response would compare a truncated response time; only
+        # those that carried all their bytes are compared, the rest count as not replayed.
+        rconns = carried_whole(workload, rconns, run.addresses)
     table = compare(workload, source_exchanges, rconns, rex, run.addresses)
     table.to_parquet(out / "connections.parquet", index=False)
     s = summary(table)
-    s.update({"engine": engine, "tcp": tcp or {}, "skipped": workload.skipped, "vantage": workload.vantage, "wall_s": run.wall_s})
+    s.update({"engine": engine, "tcp": tcp or {}, "skipped": workload.skipped, "vantage": workload.vantage, "wall_s": run.wall_s,
+              "interrupted": run.interrupted})
     (out / "summary.json").write_text(json.dumps(s, indent=2))
     return ReplayResult(workload, table, s, run, out)

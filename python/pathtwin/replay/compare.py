@@ -37,6 +37,18 @@ def response_times_by_slot(conns: pd.DataFrame, exchanges: pd.DataFrame, address
     return rt
 
 
+def carried_whole(db: Workload, replay_conns: pd.DataFrame, addresses: list[str]) -> pd.DataFrame:
+    """The replayed connections that carried every request and response byte of their
+    database connection (pipe i's address is ``addresses[i]``, database connection i). A
+    replay cut short (Ctrl-C) ends its open connections with FINs or resets, so having
+    closed says nothing; a connection whose bytes all crossed has its whole response time."""
+    slot = replay_conns["client_ip"].map({a: i for i, a in enumerate(addresses)})
+    want = db.exchanges.groupby("conn")[["request_bytes", "response_bytes"]].sum()
+    whole = (replay_conns["unique_bytes_c2s"] >= slot.map(want["request_bytes"])) & \
+            (replay_conns["unique_bytes_s2c"] >= slot.map(want["response_bytes"]))
+    return replay_conns[whole]
+
+
 def ks_distance(a, b) -> float:
     """Two-sample Kolmogorov-Smirnov statistic: the largest gap between the empirical CDFs."""
     a, b = np.sort(np.asarray(a, float)), np.sort(np.asarray(b, float))

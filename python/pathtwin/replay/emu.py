@@ -37,6 +37,8 @@ class EmulatedRun:
     #: Pipe address of each connection, in connection order.
     addresses: list[str]
     wall_s: float
+    #: Ctrl-C ended the run: the capture holds the connections until then.
+    interrupted: bool = False
 
 
 def run_emulated(workload: Workload, out, tcp: Optional[dict] = None, progress: Optional[Callable[[float], None]] = None,
@@ -69,19 +71,28 @@ def run_emulated(workload: Workload, out, tcp: Optional[dict] = None, progress: 
         cli = clients.popen(agent + ["client", str(out / "client_spec.json"), str(out / "client_log.jsonl")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + last_start + TAIL_S
-        while cli.poll() is None:
-            if time.monotonic() > deadline:
-                cli.terminate()
-                cli.wait(5)
-                break
-            if progress is not None:
-                progress(min(1.0, (time.monotonic() - t0) / max(last_start + 5.0, 1.0)))
-            time.sleep(0.5)
-        if cli.returncode not in (0, -15):
+        interrupted = False
+        try:
+            while cli.poll() is None:
+                if time.monotonic() > deadline:
+                    cli.terminate()
+                    cli.wait(5)
+                    break
+                if progress is not None:
+                    progress(min(1.0, (time.monotonic() - t0) / max(last_start + 5.0, 1.0)))
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            # Keep what was replayed: the agents stop, the capture is closed with the
+            # emulation, and the caller compares the connections that finished.
+            interrupted = True
+            cli.terminate()
+            cli.wait(5)
+        if not interrupted and cli.returncode not in (0, -15):
             assert cli.stderr is not None  # a pipe
             raise PathtwinError(f"the client emulator failed: {(cli.stderr.read() or '').strip()[-300:]}")
-        # Let the last FINs cross their pipes before the capture stops.
-        time.sleep(1.0)
+        if not interrupted:
+            # Let the last FINs cross their pipes before the capture stops.
+            time.sleep(1.0)
     return EmulatedRun(capture=out / "pcap" / f"{capture_at}.pcap", client_log=out / "client_log.jsonl",
                        server_log=out / "server_log.jsonl", result_dir=out / "emulation", addresses=addresses,
-                       wall_s=time.monotonic() - t0)
+                       wall_s=time.monotonic() - t0, interrupted=interrupted)

@@ -56,6 +56,8 @@ class SimulatedRun:
     wall_s: float
     #: Simulated seconds until the last connection closed (or the cap).
     simulated_s: float
+    #: Ctrl-C ended the simulation: the capture holds the connections until then.
+    interrupted: bool = False
 
 
 def sim_config(workload: Workload, tcp: Optional[dict] = None, seed: int = 1) -> dict:
@@ -110,8 +112,9 @@ def run_simulated(workload: Workload, out, tcp: Optional[dict] = None, seed: int
     t0 = time.monotonic()
     result = simulate(config, out=out / "simulation")
     wall = time.monotonic() - t0
-    if not result.run.get("complete", False):
-        raise PathtwinError("the simulated replay was interrupted before its connections finished")
+    interrupted = bool(result.run.get("interrupted", False))
+    if not result.run.get("complete", False) and not interrupted:
+        raise PathtwinError("the simulated replay ended before its connections finished")
     return SimulatedRun(capture=out / "simulation" / "pcap" / f"{capture_at}.pcap", result_dir=out / "simulation",
                         addresses=[str(a) for a in result.tables["pipes"]["address"]], wall_s=wall,
-                        simulated_s=float(result.run["simulated_s"]))
+                        simulated_s=float(result.run["simulated_s"]), interrupted=interrupted)
