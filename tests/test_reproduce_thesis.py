@@ -1,24 +1,188 @@
 """The TCP-friendly marker thesis's Chapter 4 as a user runs it
-(`pathtwin reproduce thesis-tcp-friendly`): all four tables, the thesis's numbers beside ours,
-and the claims of the thesis that do not depend on the marker's unpublished details."""
+(`pathtwin reproduce thesis-tcp-friendly`): all four tables, the thesis's numbers beside ours.
+
+Every one of the 32 cells (4 configurations × 4 cases × 50 and 100 flows) and each of its four
+metrics is checked against the thesis's number (``PAPER``, Tables 4.1–4.4) with the tolerance
+``TOLERANCE`` states for that metric, over ``SEEDS`` seeds. The cells where ours and the
+thesis's differ by more, and why, are listed in ``KNOWN``; each of those is checked too: it must
+still differ (an entry that has come within the tolerance fails, so that the list stays true),
+on the side the entry says and within the wider bound it gives. Besides the numbers, the
+thesis's claims that hold whatever its marker did: inappropriate RED-like parameters raise the
+loss of every case, SACK times out less than Reno, 50 flows lose less and time out less than 100.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+
+import pytest
 
 from conftest import run_cli
 
+#: Six seeds: one seed's metrics spread (standard deviation over 10 seeds, as a share of the
+#: mean) by at most 12 % for timeouts, 4 % for loss, 2 % for goodput and 20 % for the CoV; the
+#: mean of six is within a third of that (CoV ±8 %, ±0.02 at most), well inside every tolerance
+#: below, and the means of seeds 1–6 and 5–10 put the same cells outside the tolerances. One
+#: seed of all 32 cells takes about 3.5 s of a core, six about 21 s.
+SEEDS = 6
 
-def test_thesis_tables_hold_the_claims_about_parameters_sack_and_load():
-    """One seed of every cell. The thesis's claims checked here: inappropriate RED-like
-    parameters (OUT max_th 30 KB instead of 200 KB) raise the loss of every case; SACK times
-    out less than Reno under the same parameters; 50 flows lose less and time out less than
-    100. And with SACK the unmarked baseline (RED with the OUT parameters) loses about what the
-    thesis measured: within a factor of 1.5 (with Reno ours loses about half the thesis's)."""
-    r = run_cli("reproduce", "thesis-tcp-friendly", "--seeds", "1", "--json")
+METRICS = ("timeouts", "loss_percent", "goodput_Bps", "cov")
+CELLS = [(c, case, n) for c in "ABCD" for case in (1, 2, 3, 4) for n in (100, 50)]
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far ours may be from the thesis's number: within a factor (``factor``), or within
+    ``absolute`` in the metric's unit, whichever is wider."""
+
+    factor: float | None
+    absolute: float | None
+    reason: str
+
+    def within(self, ours: float, paper: float) -> bool:
+        by_factor = self.factor is not None and paper / self.factor <= ours <= paper * self.factor
+        by_absolute = self.absolute is not None and abs(ours - paper) <= self.absolute
+        return by_factor or by_absolute
+
+
+# The thesis states nothing of its own precision: no repetitions, no confidence intervals, no
+# run length, no buffer size, no segment size (Ch. 3.3); its numbers are one testbed's. Our
+# seed-to-seed spread (SEEDS) is far below each tolerance, so what a tolerance allows for is
+# what the thesis leaves unsaid and thesis.py had to choose.
+TOLERANCE = {
+    "timeouts": Tolerance(2.0, 10, "a count over a run whose length the thesis does not give, and "
+                          "a handful (±10) where the thesis counts single digits; RTO rules "
+                          "(granularity, minimum) of the testbed's kernels are not given either"),
+    "loss_percent": Tolerance(1.5, None, "loss at a RED queue goes as 1/W² of the per-flow window, "
+                              "which the unstated buffer and segment size set: ±20 % in W is ×1.5"),
+    "goodput_Bps": Tolerance(1.1, None, "mean goodput is the link's share per flow; headers and "
+                             "framing the thesis does not state (Ethernet, TCP options) take up to "
+                             "6 % of it, and our spread is under 2 %"),
+    "cov": Tolerance(None, 0.1, "the thesis gives two decimals of a dimensionless spread; ±0.1 is "
+                     "over twice one seed's spread of ours (±0.04) and near the sampling error "
+                     "of a CoV over 50 flows from one run (CoV/√(2n) ≈ 10 % of up to 0.5)"),
+}
+
+
+@dataclass(frozen=True)
+class Known:
+    """Cells where one metric of ours is outside its ``TOLERANCE``: ours is ``side`` ("above"
+    or "below") the thesis's, by at most ``bound`` (a factor for timeouts, loss and goodput, a
+    difference for the CoV)."""
+
+    metric: str
+    cells: str  # "A1-100 A1-50 ...": configuration, case, flows
+    side: str
+    bound: float
+    reason: str
+
+
+# Why the marker cases differ: our TCP-friendly marker (crates/pathtwin-core/src/marker/
+# tcp_friendly.rs) follows ALGORITHMS.md §3's proposal, since the thesis does not publish its
+# rules. The proposal protects (marks IN while the budget lasts) every packet of a flow whose
+# window is under 4 packets. On this path 100 flows share 171 packets of bandwidth-delay
+# product and ~120 of queue, 50 flows twice that per flow, so nearly every flow is under 4
+# packets, nearly every packet is protected, and the marker spends its budget on the first
+# packets of each 400 ms interval exactly as the token bucket does (A2, 100 flows, seed 1: both
+# markers mark 49 177 packets IN, 48 824 of them protected). The thesis's marker cut timeouts by
+# up to two orders of magnitude against the token bucket; ours changes nothing, so cases 1 and 2
+# look like case 3. FRIO has no public definition either (ALGORITHMS.md §2).
+MARKER = "our TCP-friendly marker degenerates into the token bucket at these windows (see above)"
+
+KNOWN = [
+    Known("timeouts", "A1-100 A1-50 B1-100 B1-50 C1-100 C1-50 D1-100 D1-50 "
+          "A2-100 A2-50 B2-100 B2-50 C2-100 C2-50 D2-100 D2-50", "above", 150, MARKER),
+    Known("loss_percent", "A1-100 A1-50 B1-100 C1-100 C1-50 D1-100 D1-50 "
+          "A2-100 A2-50 C2-100 C2-50 D2-100 D2-50", "above", 4, MARKER),
+    Known("cov", "A1-100 B1-100 C1-100 D1-100 D1-50 C2-100 D2-50", "above", 0.35, MARKER),
+    Known("goodput_Bps", "D2-50", "below", 1.3,
+          MARKER + "; with Reno and the 30 KB OUT threshold, 50 flows time out ~27 times each and "
+          "leave the link idle, which the thesis's marker prevented"),
+    Known("goodput_Bps", "A2-100 A2-50 B2-100 B2-50 C2-100 A3-100 A3-50 B3-100 B3-50 C3-100 C3-50 "
+          "D3-100 A4-100 A4-50 B4-100 B4-50 C4-100 C4-50 D4-100", "above", 1.6,
+          "ours fills the link in every cell (utilisation 0.995): with 50–100 flows, while some "
+          "wait out a timeout the others take the capacity. The thesis's goodput falls as its "
+          "timeouts rise, to 72 % of the link (A, no marker, 100 flows: 100 × 9015 B/s) with "
+          "about as many timeouts as ours (1322 against ~1370); what idled its link, cause not "
+          "found (a sender host limit of one machine running 100 flows would do it)"),
+    Known("cov", "A3-100 B3-100 C3-100 D3-100 D3-50 A4-100 B4-100 B4-50 C4-100 C4-50 D4-100 D4-50",
+          "below", 0.45,
+          "the same cause as the goodput above: ours keeps the link full and shares it evenly "
+          "over 100 s; in the thesis the flows that time out fall behind (its CoV rises with its "
+          "timeouts, to 0.5)"),
+    Known("loss_percent", "B3-100 B3-50 B4-100 B4-50 D4-100", "below", 2.5,
+          "the thesis's Reno loses 1.6–1.8 times its SACK's at the same queue (B4 against A4, "
+          "100 flows: 16.47 against 9.01 %); ours loses no more than SACK (8.9 against 9.8 %), "
+          "as a RED queue's drop rate follows its average, set by the number of flows and the "
+          "RED curve, not by how a sender recovers. Cause in the thesis's testbed not found"),
+    Known("loss_percent", "C3-100 C3-50", "above", 2,
+          "with the 30 KB OUT threshold the thesis's token bucket lowered loss against no marker "
+          "(9.16 against 10.75 %, 100 flows); ours raises it (RIO-C tests OUT packets on the "
+          "whole queue's average, which the IN packets keep above 30 KB, so OUT packets are "
+          "forced drops); RIO-C against RIO-D in the testbed is not given"),
+    Known("timeouts", "C3-50 D3-100 D3-50", "above", 4,
+          "the token bucket with the 30 KB OUT threshold: the same cause as C3's loss above"),
+]
+
+
+def _cells(known: Known) -> list[tuple[str, int, int]]:
+    out = []
+    for name in known.cells.split():
+        config_case, flows = name.split("-")
+        out.append((config_case[0], int(config_case[1]), int(flows)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def rows():
+    r = run_cli("reproduce", "thesis-tcp-friendly", "--seeds", SEEDS, "--json")
     assert r.returncode == 0, r.stderr
     rows = {(x["configuration"], x["case"], x["flows"]): x for x in json.loads(r.stdout)}
-    assert len(rows) == 4 * 4 * 2
+    assert sorted(rows) == sorted(CELLS)
+    return rows
+
+
+def test_known_differences_name_each_cell_and_metric_once():
+    seen = set()
+    for k in KNOWN:
+        assert k.metric in METRICS and k.side in ("above", "below") and k.reason, k
+        for cell in _cells(k):
+            assert cell in CELLS and (cell, k.metric) not in seen, (cell, k.metric)
+            seen.add((cell, k.metric))
+
+
+def test_every_cell_is_the_thesiss_within_its_tolerance_or_a_listed_difference(rows):
+    known = {(cell, k.metric): k for k in KNOWN for cell in _cells(k)}
+    failures = []
+    for cell in CELLS:
+        for metric in METRICS:
+            ours, paper = rows[cell]["ours"][metric], rows[cell]["paper"][metric]
+            name = f"{cell[0]}{cell[1]}-{cell[2]} {metric}: ours {ours:.4g}, thesis {paper:g}"
+            within = TOLERANCE[metric].within(ours, paper)
+            k = known.get((cell, metric))
+            if k is None:
+                if not within:
+                    failures.append(f"{name}: outside the tolerance and not in KNOWN")
+                continue
+            if within:
+                failures.append(f"{name}: listed in KNOWN but within the tolerance now; remove it")
+                continue
+            if (ours > paper) != (k.side == "above"):
+                failures.append(f"{name}: KNOWN says {k.side}")
+            if metric == "cov":
+                beyond = abs(ours - paper) > k.bound
+            else:
+                beyond = not paper / k.bound <= ours <= paper * k.bound
+            if beyond:
+                failures.append(f"{name}: beyond KNOWN's bound {k.bound:g}")
+    assert not failures, "\n".join(failures)
+
+
+def test_thesis_tables_hold_the_claims_about_parameters_sack_and_load(rows):
+    """Inappropriate RED-like parameters (OUT max_th 30 KB instead of 200 KB) raise the loss of
+    every case; SACK times out less than Reno under the same parameters; 50 flows lose less
+    and time out less than 100."""
     loss = lambda c, case, n: rows[(c, case, n)]["ours"]["loss_percent"]
     timeouts = lambda c, case, n: rows[(c, case, n)]["ours"]["timeouts"]
     for case in (1, 2, 3, 4):
@@ -27,9 +191,6 @@ def test_thesis_tables_hold_the_claims_about_parameters_sack_and_load():
             assert timeouts("A", case, n) < timeouts("B", case, n) and timeouts("C", case, n) < timeouts("D", case, n)
         for c in "ABCD":
             assert loss(c, case, 50) < loss(c, case, 100) and timeouts(c, case, 50) < timeouts(c, case, 100)
-    for c in "AC":
-        ours, paper = loss(c, 4, 100), rows[(c, 4, 100)]["paper"]["loss_percent"]
-        assert paper / 1.5 < ours < paper * 1.5, (c, ours, paper)
 
 
 def test_only_names_a_configuration_the_thesis_has():
