@@ -3,12 +3,14 @@
 
 Every one of the 32 cells (4 configurations × 4 cases × 50 and 100 flows) and each of its four
 metrics is checked against the thesis's number (``PAPER``, Tables 4.1–4.4) with the tolerance
-``TOLERANCE`` states for that metric, over ``SEEDS`` seeds. The cells where ours and the
-thesis's differ by more, and why, are listed in ``KNOWN``; each of those is checked too: it must
-still differ (an entry that has come within the tolerance fails, so that the list stays true),
-on the side the entry says and within the wider bound it gives. Besides the numbers, the
-thesis's claims that hold whatever its marker did: inappropriate RED-like parameters raise the
-loss of every case, SACK times out less than Reno, 50 flows lose less and time out less than 100.
+``TOLERANCE`` states for that metric, over ``SEEDS`` seeds; the eight cells of Case 4 (no
+marker) also against ns-2.35 on the same scenario (``NS2_CASE_4``), with the same tolerances.
+The cells where ours differs by more, and why, are listed in ``KNOWN`` (against the thesis) and
+``KNOWN_NS2`` (against ns-2); each of those is checked too: it must still differ (an entry
+that has come within the tolerance fails, so that the lists stay true), on the side the entry
+says and within the wider bound it gives. Besides the numbers, the thesis's claims that hold
+whatever its marker did: inappropriate RED-like parameters raise the loss of every case, SACK
+times out less than Reno, 50 flows lose less and time out less than 100.
 """
 
 from __future__ import annotations
@@ -88,6 +90,19 @@ class Known:
 # markers mark 49 177 packets IN, 48 824 of them protected). The thesis's marker cut timeouts by
 # up to two orders of magnitude against the token bucket; ours changes nothing, so cases 1 and 2
 # look like case 3. FRIO has no public definition either (ALGORITHMS.md §2).
+#: ns-2.35 on Case 4 (no marker, RED with the OUT parameters) of the same scenario,
+#: bench/aqm/thesis_case4.tcl, mean of seeds 1–3: (timeouts, loss %, goodput B/s, CoV) for
+#: 100 then 50 flows (one seed's spread: under 3 % for loss and goodput, 8 % for timeouts).
+#: A second ground truth for those cells, and the evidence for reasons below: like ours and
+#: unlike the thesis, ns-2's TCP fills the link, spreads it evenly (CoV about 0.1) and loses no
+#: more with Reno than with SACK.
+NS2_CASE_4 = {
+    "A": ((776, 7.28, 12039, 0.10), (149, 3.50, 24001, 0.09)),
+    "B": ((1643, 6.81, 11976, 0.11), (501, 3.20, 23759, 0.10)),
+    "C": ((1417, 9.51, 11885, 0.13), (183, 4.69, 22774, 0.09)),
+    "D": ((2408, 8.32, 11672, 0.14), (895, 4.38, 20429, 0.12)),
+}
+
 MARKER = "our TCP-friendly marker degenerates into the token bucket at these windows (see above)"
 
 KNOWN = [
@@ -104,18 +119,23 @@ KNOWN = [
           "ours fills the link in every cell (utilisation 0.995): with 50–100 flows, while some "
           "wait out a timeout the others take the capacity. The thesis's goodput falls as its "
           "timeouts rise, to 72 % of the link (A, no marker, 100 flows: 100 × 9015 B/s) with "
-          "about as many timeouts as ours (1322 against ~1370); what idled its link, cause not "
-          "found (a sender host limit of one machine running 100 flows would do it)"),
+          "about as many timeouts as ours (1322 against ~1370). ns-2's Reno and Sack1 on the "
+          "same scenario fill the link too (NS2_CASE_4), so it is not our TCP; what idled the "
+          "thesis's link is not found (a limit of its one sender host running 100 flows would "
+          "do it)"),
     Known("cov", "A3-100 B3-100 C3-100 D3-100 D3-50 A4-100 B4-100 B4-50 C4-100 C4-50 D4-100 D4-50",
           "below", 0.45,
           "the same cause as the goodput above: ours keeps the link full and shares it evenly "
           "over 100 s; in the thesis the flows that time out fall behind (its CoV rises with its "
-          "timeouts, to 0.5)"),
+          "timeouts, to 0.5). ns-2 on the same scenario gives 0.09–0.14 as ours does "
+          "(NS2_CASE_4)"),
     Known("loss_percent", "B3-100 B3-50 B4-100 B4-50 D4-100", "below", 2.5,
           "the thesis's Reno loses 1.6–1.8 times its SACK's at the same queue (B4 against A4, "
           "100 flows: 16.47 against 9.01 %); ours loses no more than SACK (8.9 against 9.8 %), "
           "as a RED queue's drop rate follows its average, set by the number of flows and the "
-          "RED curve, not by how a sender recovers. Cause in the thesis's testbed not found"),
+          "RED curve, not by how a sender recovers. ns-2's Reno loses less than its Sack1 on "
+          "the same scenario too (NS2_CASE_4: 6.8 against 7.3 %), so it is not our TCP; the "
+          "cause in the thesis's testbed is not found"),
     Known("loss_percent", "C3-100 C3-50", "above", 2,
           "with the 30 KB OUT threshold the thesis's token bucket lowered loss against no marker "
           "(9.16 against 10.75 %, 100 flows); ours raises it (13.9 against 12.6 %, seed 1), all "
@@ -127,6 +147,23 @@ KNOWN = [
           "against no marker (C, 50 flows: 320 against 689; D: 413 against 844); ours times out "
           "as often as without a marker or more (C: ~810 against ~560). Cause not found, as for "
           "C3's loss"),
+]
+
+
+#: Where ours differs from ns-2 on Case 4 beyond TOLERANCE: the inappropriate (30 KB) OUT
+#: threshold with 50 flows, where the average queue stays under 20 packets and each flow's
+#: window is a few packets.
+NS2_SMALL_QUEUE = ("with the 30 KB threshold and 50 flows ours loses about twice ns-2's and times "
+                   "out three times as often (C: 9.1 against 4.7 %, ~560 against 183), and with "
+                   "Reno the link idles more (D: goodput 0.83 of ns-2's); with 100 flows or the "
+                   "200 KB threshold the two agree within the tolerances. The RED settings are the "
+                   "same on both sides (bench/aqm/thesis_case4.tcl) but for ns-2's mean packet "
+                   "size for the idle decay (1500 B against ours 500 B); cause not found, the "
+                   "simulator's TCP at windows of a few packets is the suspect")
+KNOWN_NS2 = [
+    Known("loss_percent", "C4-50 D4-50", "above", 2.5, NS2_SMALL_QUEUE),
+    Known("timeouts", "C4-50", "above", 4, NS2_SMALL_QUEUE),
+    Known("goodput_Bps", "D4-50", "below", 1.3, NS2_SMALL_QUEUE),
 ]
 
 
@@ -147,9 +184,37 @@ def rows():
     return rows
 
 
-def test_known_differences_name_each_cell_and_metric_once():
+def _differences(expected, ours, cells, known: list[Known], source: str) -> list[str]:
+    """Each of ``cells``' metrics of ``ours`` against ``expected`` (both ``(cell, metric) ->
+    number``) by ``TOLERANCE``, and every entry of ``known`` held to what it says: outside the
+    tolerance, on its side, within its bound."""
+    listed = {(cell, k.metric): k for k in known for cell in _cells(k)}
+    failures = []
+    for cell in cells:
+        for metric in METRICS:
+            o, e = ours(cell, metric), expected(cell, metric)
+            name = f"{cell[0]}{cell[1]}-{cell[2]} {metric}: ours {o:.4g}, {source} {e:g}"
+            within = TOLERANCE[metric].within(o, e)
+            k = listed.get((cell, metric))
+            if k is None:
+                if not within:
+                    failures.append(f"{name}: outside the tolerance and not listed as a known difference")
+                continue
+            if within:
+                failures.append(f"{name}: listed as a known difference but within the tolerance now; remove it")
+                continue
+            if (o > e) != (k.side == "above"):
+                failures.append(f"{name}: the list says {k.side}")
+            beyond = abs(o - e) > k.bound if metric == "cov" else not e / k.bound <= o <= e * k.bound
+            if beyond:
+                failures.append(f"{name}: beyond the listed bound {k.bound:g}")
+    return failures
+
+
+@pytest.mark.parametrize("known", [KNOWN, KNOWN_NS2], ids=["thesis", "ns-2"])
+def test_known_differences_name_each_cell_and_metric_once(known):
     seen = set()
-    for k in KNOWN:
+    for k in known:
         assert k.metric in METRICS and k.side in ("above", "below") and k.reason, k
         for cell in _cells(k):
             assert cell in CELLS and (cell, k.metric) not in seen, (cell, k.metric)
@@ -157,29 +222,17 @@ def test_known_differences_name_each_cell_and_metric_once():
 
 
 def test_every_cell_is_the_thesiss_within_its_tolerance_or_a_listed_difference(rows):
-    known = {(cell, k.metric): k for k in KNOWN for cell in _cells(k)}
-    failures = []
-    for cell in CELLS:
-        for metric in METRICS:
-            ours, paper = rows[cell]["ours"][metric], rows[cell]["paper"][metric]
-            name = f"{cell[0]}{cell[1]}-{cell[2]} {metric}: ours {ours:.4g}, thesis {paper:g}"
-            within = TOLERANCE[metric].within(ours, paper)
-            k = known.get((cell, metric))
-            if k is None:
-                if not within:
-                    failures.append(f"{name}: outside the tolerance and not in KNOWN")
-                continue
-            if within:
-                failures.append(f"{name}: listed in KNOWN but within the tolerance now; remove it")
-                continue
-            if (ours > paper) != (k.side == "above"):
-                failures.append(f"{name}: KNOWN says {k.side}")
-            if metric == "cov":
-                beyond = abs(ours - paper) > k.bound
-            else:
-                beyond = not paper / k.bound <= ours <= paper * k.bound
-            if beyond:
-                failures.append(f"{name}: beyond KNOWN's bound {k.bound:g}")
+    failures = _differences(lambda cell, m: rows[cell]["paper"][m], lambda cell, m: rows[cell]["ours"][m],
+                            CELLS, KNOWN, "thesis")
+    assert not failures, "\n".join(failures)
+
+
+def test_case_4_is_ns2s_on_the_same_scenario_within_the_same_tolerances(rows):
+    """The second ground truth: ns-2.35's Reno and Sack1 on Case 4 of the same scenario
+    (``NS2_CASE_4``), where no marker or RIO of ours is involved, only RED and the TCP."""
+    ns2 = lambda cell, m: NS2_CASE_4[cell[0]][(100, 50).index(cell[2])][METRICS.index(m)]
+    failures = _differences(ns2, lambda cell, m: rows[cell]["ours"][m], [c for c in CELLS if c[1] == 4],
+                            KNOWN_NS2, "ns-2")
     assert not failures, "\n".join(failures)
 
 
