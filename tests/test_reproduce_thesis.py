@@ -24,9 +24,9 @@ from conftest import run_cli
 
 #: Six seeds: one seed's metrics spread (standard deviation over 10 seeds, as a share of the
 #: mean) by at most 12 % for timeouts, 4 % for loss, 2 % for goodput and 20 % for the CoV; the
-#: mean of six is within a third of that (CoV ±8 %, ±0.02 at most), well inside every tolerance
-#: below, and the means of seeds 1–6 and 5–10 put the same cells outside the tolerances. One
-#: seed of all 32 cells takes about 3.5 s of a core, six about 21 s.
+#: standard error of a mean of six is 0.41 of that (CoV 8 %, ±0.02 at most), well inside every
+#: tolerance below, and the means of seeds 1–6 and 5–10 put the same cells outside the
+#: tolerances. One seed of all 32 cells takes about 3.5 s of a core, six about 21 s.
 SEEDS = 6
 
 METRICS = ("timeouts", "loss_percent", "goodput_Bps", "cov")
