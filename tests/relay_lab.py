@@ -180,7 +180,8 @@ def run_relay_lab(out: Path, *, one_way_s: float, rate_bps: float, loss: float, 
         # has crossed the server's port. tcpdump may still be behind (on a busy machine a
         # capture was seen to stop in the middle of the last response), and it writes in
         # order: once a marker sent now is in the file, everything before it is.
-        ns(srv, sys.executable, "-c", f"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'end', ('10.77.2.1', {MARKER_PORT}))")
+        ns(srv, sys.executable, "-c",
+           f"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'end', ('10.77.2.1', {MARKER_PORT}))")
         deadline = time.monotonic() + 10
         while not _holds_marker(capture):
             if time.monotonic() > deadline:
