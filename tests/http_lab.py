@@ -31,10 +31,12 @@ HEADER_BYTES = 300
 BODY_BYTES = 150_000
 CONNECTIONS = 8
 
-# argv: port, response delay (s), query delay (s), header bytes, body bytes, connections.
+# argv: port, response delay (s), query delay (s), header bytes, body bytes (one size, or
+# comma-separated sizes taken in turn by the connections), connections.
 SERVER = KERNEL_STAMP + r"""
 import json, socket, sys, time
-port, resp_delay, query_delay, header, body, n = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+port, resp_delay, query_delay, header, n = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[6])
+bodies = [int(b) for b in sys.argv[5].split(',')]
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 # On the listener, so that the kernel stamps a request that arrives before accept() returns
@@ -43,7 +45,8 @@ s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
 s.bind(('0.0.0.0', port))
 s.listen(16)
 print('ready', flush=True)
-for _ in range(n):
+for i in range(n):
+    body = bodies[i % len(bodies)]
     c, _ = s.accept()
     c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     req, arrived = b'', None
@@ -78,9 +81,11 @@ for i in range(n):
 """
 
 
-def server_args(port: int) -> list[str]:
-    """argv of SERVER for this module's workload on `port`."""
-    return [str(port), str(RESPONSE_DELAY_S), str(QUERY_DELAY_S), str(HEADER_BYTES), str(BODY_BYTES), str(CONNECTIONS)]
+def server_args(port: int, bodies: tuple[int, ...] = (BODY_BYTES,), connections: int = CONNECTIONS) -> list[str]:
+    """argv of SERVER for this module's workload on `port` (by default; another test may
+    give other body sizes, taken in turn, and another number of connections)."""
+    return [str(port), str(RESPONSE_DELAY_S), str(QUERY_DELAY_S), str(HEADER_BYTES), ",".join(map(str, bodies)),
+            str(connections)]
 
 
 def wait_ready(proc: subprocess.Popen) -> None:
@@ -90,10 +95,10 @@ def wait_ready(proc: subprocess.Popen) -> None:
         raise RuntimeError(f"helper failed to start: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}")
 
 
-def realised_delays(server_stdout: str) -> tuple[float, float]:
+def realised_delays(server_stdout: str, connections: int = CONNECTIONS) -> tuple[float, float]:
     """The median response and query delays (ms) the server printed after its 'ready' line."""
     rows = [json.loads(line) for line in server_stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == CONNECTIONS, f"the server reported {len(rows)} connections: {server_stdout!r}"
+    assert len(rows) == connections, f"the server reported {len(rows)} connections: {server_stdout!r}"
     return statistics.median(r["response_ms"] for r in rows), statistics.median(r["query_ms"] for r in rows)
 
 
