@@ -10,7 +10,7 @@ Expectations, each independent of pathtwin:
   downstream loss rate from the packets the delay line counted as dropped;
 - Monkey Do's accuracy: the paper's, 86 % of connections with a replayed response time
   within ±20 % of the original (Cheng et al., "Monkey See, Monkey Do", USENIX ATC 2004,
-  §5.1, Fig. 6; /work/shared/papers/). The paper gives no separate figure for lossy paths
+  §5.1, Fig. 6; shared/papers/ beside the project). The paper gives no separate figure for lossy paths
   (it models loss as i.i.d. and says that may not fit long flows, §6); its Fig. 6 is over
   all of Google's connections, short (3-20 packets, §3) and mostly lossless. Here it holds
   for the connections the truth carried without loss; over all connections it does not
