@@ -413,14 +413,33 @@ def test_table2_fast_subset_path_mode_within_10_percent_link_mode_degrades():
     a flow held at w_max = 64 KB gets w_max/RTT, more than the ABW (the simulator on the same
     model: 25 % at 10 s, 1 % at 60 s; the paper reports 60-second runs). The full table runs
     with `pathtwin reproduce nsdi09-table2 --engine emu`.
+
+    Row 4's reverse direction reads 8.2-8.4 % under its ABW in goodput in every run (nine
+    runs, on a quiet machine and with both cores busy), near the 10 % bound; once, in CI, it
+    read 11.4 %. That is not the model: the IP datagrams the path delivered in that direction
+    add up to the ABW within 0.3 % in each run. The goodput is what is left of the ABW after
+    the TCP/IP headers of the data (4.8 % of its bytes: 20.79 MB of datagrams carry 19.80 MB)
+    and the ACKs of the opposite direction's flow, which share the direction's ABW (0.82 of
+    21.61 MB, 3.8 %): 19.80 / 21.61 = 0.916, the 8.4 % measured. So the model's own fidelity
+    is checked where it can be told from that arithmetic, on the IP-level rate (within
+    IP_TOLERANCE of the ABW on row 4; row 2's queue is still filling with placeholders at
+    10 s, as row 1's, and delivers above it), and every miss prints it, so that a retry shows
+    whether the path or the hosts fell short.
     """
     from pathtwin.reproduce.nsdi09 import reproduce_table2_emu
+
+    ip_tolerance = 2.0  # percent; measured 0.0-0.3 % on row 4
 
     def shortfalls(rows):
         out = []
         for r in rows:
-            out += [f"row {r.index} dir {d}: path mode {r.achieved['path'][d] / 1e3:.0f} kbit/s, {r.error('path', d):.1f} % off"
-                    for d in (0, 1) if r.error("path", d) > 10.0]
+            ip = " ".join(f"dir {d} IP {r.error('path', d, ip=True):.1f} % off" for d in (0, 1))
+            out += [f"row {r.index} dir {d}: path mode {r.achieved['path'][d] / 1e3:.0f} kbit/s, {r.error('path', d):.1f} % off "
+                    f"({ip})" for d in (0, 1) if r.error("path", d) > 10.0]
+            if r.index == 4:
+                out += [f"row 4 dir {d}: the path delivered {r.ip_achieved['path'][d] / 1e3:.0f} kbit/s of IP datagrams, "
+                        f"{r.error('path', d, ip=True):.1f} % off its ABW" for d in (0, 1)
+                        if r.error("path", d, ip=True) > ip_tolerance]
             # Paper: link mode 31.7 % and 20.4 % forward error on these rows, path mode 5.8 / 10.2 %.
             if not (r.error("link", 0) > 2 * r.error("path", 0) and r.error("link", 0) > 15.0):
                 out.append(f"row {r.index}: link mode {r.error('link', 0):.1f} % off, path mode {r.error('path', 0):.1f} %")
