@@ -457,9 +457,12 @@ def test_figure5_real_tcp_rtt_near_base_in_path_mode_and_inflated_in_link_mode()
         return json.loads(out.stdout)
 
     def shortfalls(f):
-        base, rtt = f["base_rtt_ms"], f["mean_rtt_ms"]
+        base, rtt, late = f["base_rtt_ms"], f["mean_rtt_ms"], f["release_lateness_ms"]["path"]
         assert base == 50.0
-        return ([f"path-mode RTT {rtt['path']:.1f} ms, not within 10 % of {base} ms"] * (abs(rtt["path"] - base) > 0.1 * base)
+        # At 409 kbit/s one more packet queued is 29 ms of RTT; the emulator's own release
+        # lateness in the run says whether the machine added it (one CI run read 81.7 ms).
+        return ([f"path-mode RTT {rtt['path']:.1f} ms, not within 10 % of {base} ms (release lateness p99 "
+                 f"{late['p99_ms']:.2f} ms, max {late['max_ms']:.1f} ms)"] * (abs(rtt["path"] - base) > 0.1 * base)
                 + [f"link-mode RTT {rtt['link']:.1f} ms, under 5x {base} ms"] * (rtt["link"] < 5 * base))
 
     met_in_one_of(2, run, shortfalls)

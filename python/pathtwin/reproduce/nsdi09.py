@@ -173,6 +173,9 @@ class Figure5:
     mean_rtt_ms: dict     # mode -> mean RTT
     goodput_bps: dict     # mode -> forward goodput
     base_rtt_ms: float
+    # Emulated: mode -> the emulator's release lateness over the run ({"p99_ms", "max_ms"}),
+    # so that an RTT off its mark tells the machine's delay (late releases) from the model's.
+    release_lateness_ms: Optional[dict] = None
 
 
 def figure5(seed: int = 1, out: Path | None = None, duration: str | None = None) -> Figure5:
@@ -316,7 +319,7 @@ def reproduce_figure5_emu(duration: float = 30.0, out=None):
     a, b = base["path"][0]["between"]
     wmax = base.get("tcp", {}).get("max_window")
     extra = ["-w", str(int(parse_quantity("size", wmax, "tcp.max_window")))] if wmax else []
-    rtt, goodput = {}, {}
+    rtt, goodput, lateness = {}, {}, {}
     for mode in ("path", "link"):
         cfg = with_mode(base, mode)
         with Emulation(cfg, out=Path(out) / f"emu-{mode}" if out else None) as net:
@@ -324,9 +327,11 @@ def reproduce_figure5_emu(duration: float = 30.0, out=None):
             c = net[a].popen(["iperf3", "-c", b, "-t", f"{duration:g}", "-J", *extra],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             d = _iperf_result(c, f"{mode} mode")
+            late = net.lateness_window()["release"]
         rtt[mode] = d["end"]["streams"][0]["sender"]["mean_rtt"] / 1e3
         goodput[mode] = d["end"]["sum_received"]["bits_per_second"]
-    return Figure5(rtt, goodput, parse_quantity("time", base["path"][0]["rtt"], "path[0].rtt") * 1e3)
+        lateness[mode] = {"p99_ms": late["p99_ns"] / 1e6, "max_ms": late["max_ns"] / 1e6}
+    return Figure5(rtt, goodput, parse_quantity("time", base["path"][0]["rtt"], "path[0].rtt") * 1e3, lateness)
 
 
 # -- the registry's records ----------------------------------------------------------------
