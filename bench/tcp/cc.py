@@ -14,7 +14,7 @@ window, RTO, RTT clock, the tie-breaking delays) are those of run.py, whose help
 script reuses.
 
     python3 bench/tcp/cc.py                  # 60 s from 20 s on, 8 draws, 1/2/10 flows x vegas/cubic/bic
-    python3 bench/tcp/cc.py --draws 24       # the README's table, with the paired comparison
+    python3 bench/tcp/cc.py --draws 24       # the README's table, with the paired comparison and CIs
     python3 bench/tcp/cc.py --phase-sweep    # two flows, the 80-ms flow moved by 0-0.5 ms
     python3 bench/tcp/cc.py --quick          # 20 s from 5 s on, 1 draw
     python3 bench/tcp/cc.py --cc vegas --flows 2
@@ -80,6 +80,9 @@ QUEUE_SAMPLE = "2ms"
 #: from one service time, in both simulators alike, so that the draws average over phases
 #: instead of comparing one arbitrary phase.
 PHASE_SPAN_MS = (run.MSS + 40) * 8 / 20e6 * 1e3
+
+#: Confidence of ratio_ci's intervals (Result.ratio_cis).
+CI_LEVEL = 0.95
 
 
 def rtt_offsets(n: int, draw: int) -> list[float]:
@@ -258,6 +261,11 @@ class Result:
         difference: |t| ≥ 3 is a difference the draws cannot explain."""
         return [paired_t(pt, ns) for pt, ns in zip(self.draws_mbps("pathtwin"), self.draws_mbps("ns2"))]
 
+    def ratio_cis(self, level: float = CI_LEVEL) -> list[tuple[float, float]]:
+        """Per flow, the confidence interval of its ratio (pathtwin's mean goodput ÷ ns-2's)
+        over the paired draws (ratio_ci)."""
+        return [ratio_ci(pt, ns, level) for pt, ns in zip(self.draws_mbps("pathtwin"), self.draws_mbps("ns2"))]
+
     def same_winner(self) -> int:
         """Draws in which the flow with the most goodput is the same flow in both simulators."""
         def top(goodputs: list[int]) -> int:
@@ -320,6 +328,70 @@ def paired_t(a: list[float], b: list[float]) -> float:
     return t_ratio(mean, statistics.stdev(diffs, mean) / math.sqrt(len(diffs)))
 
 
+def t_quantile(p: float, df: int) -> float:
+    """The `p` quantile (p ≥ 0.5) of Student's t with `df` ≥ 1 degrees of freedom: its
+    distribution function in closed form for whole df (Abramowitz & Stegun 26.7.3-4, with
+    θ = atan(t/√df)), inverted by bisection."""
+    if not 0.5 <= p < 1 or df < 1:
+        raise ValueError(f"t_quantile: p {p} outside [0.5, 1) or df {df} below 1")
+
+    def central(t: float) -> float:  # P(|T| < t)
+        th = math.atan(t / math.sqrt(df))
+        c2 = math.cos(th) ** 2
+        if df % 2:
+            term = total = 1.0  # 1 + 2/3 c² + (2·4)/(3·5) c⁴ + ... up to c^(df−3)
+            for k in range(1, (df - 1) // 2):
+                term *= c2 * (2 * k) / (2 * k + 1)
+                total += term
+            return 2 / math.pi * (th + (math.sin(th) * math.cos(th) * total if df > 1 else 0.0))
+        term = total = 1.0  # 1 + 1/2 c² + (1·3)/(2·4) c⁴ + ... up to c^(df−2)
+        for k in range(1, df // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        return math.sin(th) * total
+
+    lo, hi = 0.0, 1.0
+    while central(hi) < 2 * p - 1:
+        hi *= 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if central(mid) < 2 * p - 1 else (lo, mid)
+    return (lo + hi) / 2
+
+
+def ratio_ci(a: list[float], b: list[float], level: float = CI_LEVEL) -> tuple[float, float]:
+    """Confidence interval of mean(a) ÷ mean(b) from paired samples (draw i of `a` and of `b`
+    dealt the same starts and phases): Fieller's interval, the ratios R for which the paired
+    t of a − R·b is within Student's t quantile (n − 1 degrees of freedom) of 0, i.e. the
+    paired t test of "pathtwin's goodput is R times ns-2's", inverted.
+
+    Why this one: the bar is on the ratio of the mean goodputs (Result.ratios), and each
+    draw's pair shares its phase, so a − R·b cancels the draw-to-draw swing as paired_t's
+    differences do; with a, b normal enough in their means (24 draws and more) the interval
+    is exact, where the delta method (R ± t·sd(a − R·b)/(√n·mean(b)), its first-order
+    form) is symmetric by approximation. Per-draw log ratios would estimate the geometric
+    mean of the per-draw ratios instead, which is not the ratio of means and is dominated by
+    the draws in which a flow that loses the phase gets a tenth of a Mbit/s.
+
+    Solves (ā − R·b̄)² = q²·(s_aa − 2R·s_ab + R²·s_bb)/n for R (q the t quantile, s the
+    sample (co)variances). (nan, nan) below two pairs; (−inf, inf) when b̄ itself is not
+    resolved from 0 (b̄² ≤ q²·s_bb/n), where no bounded interval exists."""
+    n = len(a)
+    if n < 2 or len(b) != n:
+        return (float("nan"), float("nan"))
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    saa = statistics.variance(a, ma)
+    sbb = statistics.variance(b, mb)
+    sab = sum((x - ma) * (y - mb) for x, y in zip(a, b)) / (n - 1)
+    g = t_quantile(0.5 + level / 2, n - 1) ** 2 / n
+    # (b̄² − g·s_bb)·R² − 2(ā·b̄ − g·s_ab)·R + (ā² − g·s_aa) = 0
+    qa, qb, qc = mb * mb - g * sbb, ma * mb - g * sab, ma * ma - g * saa
+    if qa <= 0:
+        return (-math.inf, math.inf)
+    root = math.sqrt(max(qb * qb - qa * qc, 0.0))
+    return ((qb - root) / qa, (qb + root) / qa)
+
+
 def compare(ns: str, cc: str, nflows: int, duration: float, draws: int, queue: int | None = None,
             warmup: float = 0.0) -> Result:
     rtts = SCENARIOS[nflows]
@@ -356,21 +428,18 @@ def fmt(results: list[Result]) -> str:
     return "\n".join(out)
 
 
-#: |Welch t| from which a per-flow difference is more than the start-time draws explain.
-SIGNIFICANT_T = 3.0
-
-
 def fmt_spread(results: list[Result]) -> str:
     """Each flow's ratio to ns-2 beside the draws' own spread (see Result.spread) and the
     draw-by-draw comparison (Result.paired_t, Result.same_winner)."""
     head = (f"{'flows':>5} {'cc':<6}{'rtt':>5}{'ratio':>7}{'ns-2 1st/2nd half':>19}"
-            f"{'pathtwin 1st/2nd half':>23}{'welch t':>9}{'paired t':>10}")
+            f"{'pathtwin 1st/2nd half':>23}{'welch t':>9}{'paired t':>10}{f'{CI_LEVEL:.0%} CI':>16}")
     out = [head, "-" * len(head)]
     for r in results:
-        for i, (ratio, sp, t) in enumerate(zip(r.ratios(), r.spread(), r.paired_t())):
-            flag = " *" if abs(ratio - 1) > 0.10 and abs(t) >= SIGNIFICANT_T else ""
+        for i, (ratio, sp, t, ci) in enumerate(zip(r.ratios(), r.spread(), r.paired_t(), r.ratio_cis())):
+            flag = "" if 0.9 <= ci[0] <= ci[1] <= 1.1 else " *"
             out.append(f"{r.flows:>5} {r.cc:<6}{r.rtts[i]:>5}{ratio:>7.3f}{sp['ns2_halves']:>19.3f}"
-                       f"{sp['pathtwin_halves']:>23.3f}{sp['t']:>9.2f}{t:>10.2f}{flag}")
+                       f"{sp['pathtwin_halves']:>23.3f}{sp['t']:>9.2f}{t:>10.2f}"
+                       f"{f'{ci[0]:.3f}-{ci[1]:.3f}':>16}{flag}")
         if r.flows > 1:
             out.append(f"{'':>12}the same flow fastest in both: {r.same_winner()} of {len(r.per_draw)} draws")
     return "\n".join(out)
@@ -469,12 +538,13 @@ def main(argv: list[str] | None = None) -> int:
     if draws >= 4:
         print(f"\nThe same flows against the spread of the {draws} draws: each simulator's mean over the first half "
               f"of the draws ÷ its mean over the second half, Welch's t of the per-draw goodputs, and the paired t "
-              f"of the per-draw differences (each draw deals both simulators the same starts and phases; * = more "
-              f"than 10 % from ns-2 and paired |t| ≥ {SIGNIFICANT_T:g}: more than the draws explain)")
+              f"of the per-draw differences (each draw deals both simulators the same starts and phases), and the "
+              f"{CI_LEVEL:.0%} confidence interval of the ratio (ratio_ci; * = not inside 0.9-1.1)")
         print(fmt_spread(results))
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ | {"ratios": r.ratios(), "queue_ratio": r.queue_ratio,
-                                                        "spread": r.spread(), "paired_t": r.paired_t()}
+                                                        "spread": r.spread(), "paired_t": r.paired_t(),
+                                                        "ratio_cis": r.ratio_cis()}
                                          for r in results], indent=2))
     return 0
 
