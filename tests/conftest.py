@@ -137,6 +137,10 @@ def pytest_configure(config):
 #: test that runs the emulator (uses the ``emulator`` fixture, as ``needs_root`` does) is
 #: one without saying so.
 serial = pytest.mark.serial
+#: Tests that capture real traffic with tcpdump through a TUN device (the kernel ground
+#: truths); skipped on a developer's machine without them, a failure under CI.
+needs_capture = pytest.mark.skipif(shutil.which("tcpdump") is None or not os.path.exists("/dev/net/tun"),
+                                   reason="needs tcpdump and /dev/net/tun")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -21,8 +21,6 @@ Expectations, each independent of pathtwin:
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -30,15 +28,14 @@ import pytest
 
 from pathtwin.replay import Workload
 
-from conftest import needs_root, run_cli, serial
+from conftest import needs_capture, needs_root, run_cli, serial
 from http_lab import inferred_loss, realised_delays, server_args
 from relay_lab import PORT, SERVER_IP, run_relay_lab
 
 pytestmark = [
     needs_root,
     serial,
-    pytest.mark.skipif(shutil.which("tcpdump") is None or not os.path.exists("/dev/net/tun"),
-                       reason="needs tcpdump and /dev/net/tun"),
+    needs_capture,
 ]
 
 ONE_WAY_S = 0.020

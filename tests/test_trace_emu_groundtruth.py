@@ -14,20 +14,17 @@ rate of the server's packets is exact rather than the configured 2 % in expectat
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 
 import pandas as pd
-import pytest
 
-from conftest import needs_root, run_cli
+from conftest import needs_capture, needs_root, run_cli
 from http_lab import CLIENT, CONNECTIONS, SERVER, check_recovered, realised_delays, server_args, wait_ready
 
 pytestmark = [
     needs_root,
-    pytest.mark.skipif(shutil.which("tcpdump") is None or not os.path.exists("/dev/net/tun"),
-                       reason="needs tcpdump and /dev/net/tun"),
+    needs_capture,
 ]
 
 RTT_MS = 40

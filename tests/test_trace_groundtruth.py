@@ -15,7 +15,6 @@ delays 5 ms.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -23,14 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_root
+from conftest import needs_capture, needs_root
 from http_lab import CONNECTIONS, check_recovered, realised_delays, server_args
 from relay_lab import PORT, run_relay_lab
 
 pytestmark = [
     needs_root,
-    pytest.mark.skipif(shutil.which("tcpdump") is None or not os.path.exists("/dev/net/tun"),
-                       reason="needs tcpdump and /dev/net/tun"),
+    needs_capture,
 ]
 
 ONE_WAY_S = 0.020

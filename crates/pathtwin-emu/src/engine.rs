@@ -44,9 +44,9 @@ use pathtwin_core::topology::Network;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::flow_records::FlowRecords;
 use crate::clock::{mono_ns, set_min_timer_slack, DeadlineTimer, RealClock};
 use crate::device::PacketIo;
+use crate::flow_records::FlowRecords;
 use crate::gso::{self, VnetHdr, MAX_MERGED};
 use crate::lateness::Histogram;
 use crate::monarch::Translator;

@@ -49,7 +49,6 @@ pub struct FlowRecords {
     /// by an adversary, so SipHash's flooding resistance buys nothing here.
     live: FxHashMap<FiveTuple, FlowCounters>,
     finished: SpillThread<(FiveTuple, FlowCounters)>,
-    finished_count: usize,
     next_sweep: Instant,
 }
 
@@ -58,7 +57,6 @@ impl Default for FlowRecords {
         FlowRecords {
             live: FxHashMap::default(),
             finished: SpillThread::new("pathtwin-packet-flows"),
-            finished_count: 0,
             next_sweep: Instant::ZERO + SWEEP_EVERY,
         }
     }
@@ -104,26 +102,18 @@ impl FlowRecords {
         self.next_sweep = now + SWEEP_EVERY;
         let Some(cutoff) = now.as_nanos().checked_sub(IDLE_FINISH.as_nanos()) else { return };
         let finished = &mut self.finished;
-        let mut count = 0;
         self.live.retain(|tuple, f| {
             let idle = f.last_ns < cutoff;
             if idle {
                 finished.push((*tuple, *f));
-                count += 1;
             }
             !idle
         });
-        self.finished_count += count;
     }
 
     /// Records still live (not finished).
     pub fn live(&self) -> usize {
         self.live.len()
-    }
-
-    /// Records finished so far.
-    pub fn finished(&self) -> usize {
-        self.finished_count
     }
 
     /// Every record, finished and live, in order of first packet (then of tuple, for a
@@ -159,7 +149,7 @@ mod tests {
         r.count_in(0, tuple(1001), at_s(100), 1, 60, 0);
         // At 126 s the first has been idle 125 s, the second 26 s.
         r.sweep(at_s(126) + Duration::from_nanos(1));
-        assert_eq!((r.live(), r.finished()), (1, 1));
+        assert_eq!(r.live(), 1);
         let all = r.all();
         assert_eq!(all.iter().map(|(t, _)| t.src_port).collect::<Vec<_>>(), [1000, 1001]);
         let first = all[0].1;
@@ -173,7 +163,7 @@ mod tests {
             r.count_in(0, tuple(1000), at_s(s), 1, 100, 40);
             r.sweep(at_s(s + 1));
         }
-        assert_eq!((r.live(), r.finished()), (1, 0));
+        assert_eq!((r.live(), r.all().len()), (1, 1));
         assert_eq!(r.all()[0].1.packets_in, 6);
     }
 
@@ -197,8 +187,8 @@ mod tests {
         r.count_in(0, tuple(1001), at_s(1), 1, 100, 40);
         // Idle 130 s, but the last look was under SWEEP_EVERY ago.
         r.sweep(at_s(131));
-        assert_eq!(r.finished(), 1);
+        assert_eq!(r.live(), 1);
         r.sweep(at_s(136));
-        assert_eq!(r.finished(), 2);
+        assert_eq!(r.live(), 0);
     }
 }

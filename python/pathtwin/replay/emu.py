@@ -73,11 +73,7 @@ def run_emulated(workload: Workload, out, tcp: Optional[dict] = None, progress: 
         deadline = time.monotonic() + last_start + TAIL_S
         interrupted = False
         try:
-            while cli.poll() is None:
-                if time.monotonic() > deadline:
-                    cli.terminate()
-                    cli.wait(5)
-                    break
+            while cli.poll() is None and time.monotonic() <= deadline:
                 if progress is not None:
                     progress(min(1.0, (time.monotonic() - t0) / max(last_start + 5.0, 1.0)))
                 time.sleep(0.5)
@@ -85,12 +81,13 @@ def run_emulated(workload: Workload, out, tcp: Optional[dict] = None, progress: 
             # Keep what was replayed: the agents stop, the capture is closed with the
             # emulation, and the caller compares the connections that finished.
             interrupted = True
+        if cli.poll() is None:  # past the deadline, or Ctrl-C
             cli.terminate()
             cli.wait(5)
-        if not interrupted and cli.returncode not in (0, -15):
-            assert cli.stderr is not None  # a pipe
-            raise PathtwinError(f"the client emulator failed: {(cli.stderr.read() or '').strip()[-300:]}")
         if not interrupted:
+            if cli.returncode not in (0, -15):
+                assert cli.stderr is not None  # a pipe
+                raise PathtwinError(f"the client emulator failed: {(cli.stderr.read() or '').strip()[-300:]}")
             # Let the last FINs cross their pipes before the capture stops.
             time.sleep(1.0)
     return EmulatedRun(capture=out / "pcap" / f"{capture_at}.pcap", client_log=out / "client_log.jsonl",
