@@ -244,3 +244,19 @@ def test_validate_refusals(tmp_path):
     (tmp_path / "m.measure.json").write_text(json.dumps({"format": 1, "settings": {}, "steps": {}, "findings": {}}))
     r = run_cli("measure", "validate", model)
     assert r.returncode == 2 and "the measurement is not complete" in r.stderr
+
+
+def test_default_ports_no_client_connection_can_hold():
+    """A test's sink binds its port while the measured host's own connections come and go (an
+    emulated ground truth's cross traffic opens thousands): a listening port inside the kernel's
+    ephemeral range, or among the emulated workload's server ports, is one a client connection
+    may hold, and the bind fails ("Address already in use", seen in CI). Every default port of
+    a measurement lies outside both."""
+    from pathtwin.measure import grade, remote
+
+    low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+    workload = range(20000, 32768)  # the emulator's [[flow]] servers: BASE_PORT + entry, below 32768
+    pairs = 12 * 11  # `validate` of a 12-host ground truth runs a sink per ordered pair at once
+    used = [Settings().port, Settings().port + 1, remote.DEFAULT_PORT, *range(grade.PORT, grade.PORT + 1 + pairs)]
+    clash = [p for p in used if low <= p <= high or p in workload]
+    assert not clash, f"default measurement ports {clash} may be held by client connections"

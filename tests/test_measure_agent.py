@@ -28,14 +28,14 @@ pathtwin = pytest.importorskip("pathtwin")
 pytest.importorskip("pywt")
 from pathtwin.measure import protocol  # noqa: E402
 
-#: The agents' programs bind fixed ports (47000-47999): this file's tests run on one worker
+#: The agents' programs bind fixed ports (17000-17999): this file's tests run on one worker
 #: of the parallel phase (`--dist loadgroup`), never two of them at once.
 pytestmark = pytest.mark.xdist_group("measure-agent-ports")
 
 TOKEN = "4f1c7e0a9b2d38e6c5a4f1e0d9c8b7a6"
 #: The refusal tests' agent: small limits, so that "above the limit" is cheap to ask for.
 LIMITS = ["--max-rate", "20mbit", "--max-duration", "10s", "--max-flows", "4", "--allow", "127.0.0.0/8",
-          "--ports", "47000-47999"]
+          "--ports", "17000-17999"]
 
 
 def token_file(d: Path, text: str = TOKEN, mode: int = 0o600, name: str = "token") -> Path:
@@ -151,7 +151,7 @@ def refused_once(agent: AgentProcess, before: int, reason: str, label: str) -> N
     assert f"refused {label}: " in new[0] and reason in new[0], new[0]
 
 
-ECHO = {"port": 47010, "duration": 5}
+ECHO = {"port": 17010, "duration": 5}
 
 #: Refusals of requests that authenticate: an error reply naming the reason, and the same
 #: connection still served.
@@ -161,27 +161,27 @@ OPERATION_REFUSALS = {
                               "echo: unknown parameter 'argv' (an agent runs no command it is sent"),
     "command beside the op": (("echo", ECHO, {"command": "touch {marker}"}), "unknown field 'command'"),
     "program as the op": (("/bin/sh", {"args": ["-c", "touch {marker}"]}), "unknown operation '/bin/sh'"),
-    "rate above --max-rate": (("send", {"addr": "127.0.0.1", "port": 47011, "flows": 1, "duration": 2, "rate_bps": 1e9}),
+    "rate above --max-rate": (("send", {"addr": "127.0.0.1", "port": 17011, "flows": 1, "duration": 2, "rate_bps": 1e9}),
                               "send: rate 1e+09 bit/s is above this agent's --max-rate 2e+07 bit/s"),
-    "unpaced flows": (("send", {"addr": "127.0.0.1", "port": 47011, "flows": 1, "duration": 2}),
+    "unpaced flows": (("send", {"addr": "127.0.0.1", "port": 17011, "flows": 1, "duration": 2}),
                       "send: parameter 'rate_bps' is missing"),
-    "probe rate above --max-rate": (("probe", {"port": 47010, "interval": 1e-6, "duration": 2, "dests": ["127.0.0.1"]}),
+    "probe rate above --max-rate": (("probe", {"port": 17010, "interval": 1e-6, "duration": 2, "dests": ["127.0.0.1"]}),
                                     "above this agent's --max-rate"),
-    "duration above --max-duration": (("probe", {"port": 47010, "interval": 0.1, "duration": 3600, "dests": ["127.0.0.1"]}),
+    "duration above --max-duration": (("probe", {"port": 17010, "interval": 0.1, "duration": 3600, "dests": ["127.0.0.1"]}),
                                       "probe: duration 3600 s is above this agent's --max-duration 10 s"),
-    "flows above --max-flows": (("sink", {"port": 47011, "flows": 64, "every": 0.05, "duration": 2}),
+    "flows above --max-flows": (("sink", {"port": 17011, "flows": 64, "every": 0.05, "duration": 2}),
                                 "sink: 64 flows is outside 1..4 (this agent's --max-flows)"),
-    "destination outside --allow": (("send", {"addr": "192.0.2.7", "port": 47011, "flows": 1, "duration": 2,
+    "destination outside --allow": (("send", {"addr": "192.0.2.7", "port": 17011, "flows": 1, "duration": 2,
                                               "rate_bps": 1e6}),
                                     "send: destination 192.0.2.7 is outside --allow (127.0.0.0/8)"),
-    "probe destination outside --allow": (("probe", {"port": 47010, "interval": 0.1, "duration": 2,
+    "probe destination outside --allow": (("probe", {"port": 17010, "interval": 0.1, "duration": 2,
                                                      "dests": ["127.0.0.1", "10.0.0.1"]}),
                                           "probe: destination 10.0.0.1 is outside --allow"),
-    "host name as destination": (("probe", {"port": 47010, "interval": 0.1, "duration": 2, "dests": ["-rf"]}),
+    "host name as destination": (("probe", {"port": 17010, "interval": 0.1, "duration": 2, "dests": ["-rf"]}),
                                  "probe: dests must be an IPv4 address, not '-rf'"),
-    "port outside --ports": (("echo", {"port": 22, "duration": 5}), "echo: port 22 is outside this agent's --ports 47000-47999"),
-    "port as a string": (("echo", {"port": "47010; reboot", "duration": 5}), "echo: port must be an integer"),
-    "no duration": (("echo", {"port": 47010}), "echo: parameter 'duration' is missing"),
+    "port outside --ports": (("echo", {"port": 22, "duration": 5}), "echo: port 22 is outside this agent's --ports 17000-17999"),
+    "port as a string": (("echo", {"port": "17010; reboot", "duration": 5}), "echo: port must be an integer"),
+    "no duration": (("echo", {"port": 17010}), "echo: parameter 'duration' is missing"),
     "result of nothing": (("result", {"handle": "echo-9"}), "result: no operation 'echo-9' on this connection"),
 }
 
@@ -274,15 +274,15 @@ def test_an_emulated_host_runs_the_programs_it_always_ran():
                                     stderr=subprocess.PIPE, text=True)
 
     h = Fake()
-    hostmod.operate(h, "echo", port=47000, duration=30.0).stop()
-    hostmod.operate(h, "probe", port=47000, interval=0.099, duration=15.0, dests=["10.0.0.2", "10.0.0.3"]).stop()
-    hostmod.operate(h, "sink", port=47001, flows=4, every=0.05, duration=10.0).stop()
-    hostmod.operate(h, "send", ready=False, addr="10.0.0.2", port=47001, flows=4, duration=10.0).stop()
+    hostmod.operate(h, "echo", port=17000, duration=30.0).stop()
+    hostmod.operate(h, "probe", port=17000, interval=0.099, duration=15.0, dests=["10.0.0.2", "10.0.0.3"]).stop()
+    hostmod.operate(h, "sink", port=17001, flows=4, every=0.05, duration=10.0).stop()
+    hostmod.operate(h, "send", ready=False, addr="10.0.0.2", port=17001, flows=4, duration=10.0).stop()
     head = [sys.executable, str(hostmod.ENDPOINTS)]
-    assert h.args == [head + ["echo", "--port", "47000"],
-                      head + ["probe", "--port", "47000", "--interval", "0.099", "--duration", "15.0", "10.0.0.2", "10.0.0.3"],
-                      head + ["sink", "--port", "47001", "--flows", "4", "--every", "0.05"],
-                      head + ["send", "--port", "47001", "--flows", "4", "--duration", "10.0", "10.0.0.2"]]
+    assert h.args == [head + ["echo", "--port", "17000"],
+                      head + ["probe", "--port", "17000", "--interval", "0.099", "--duration", "15.0", "10.0.0.2", "10.0.0.3"],
+                      head + ["sink", "--port", "17001", "--flows", "4", "--every", "0.05"],
+                      head + ["send", "--port", "17001", "--flows", "4", "--duration", "10.0", "10.0.0.2"]]
 
 
 @serial
@@ -333,21 +333,21 @@ def test_programs_done_with_free_their_slots_and_more_at_once_are_refused(agent)
 
     w = Wire(agent)
     for i in range(MAX_PROGRAMS + 4):
-        r = w.ask(w.frame("echo", {"port": 47100 + i, "duration": 5}))
+        r = w.ask(w.frame("echo", {"port": 17100 + i, "duration": 5}))
         assert r and r["ok"], r
         assert w.ask(w.frame("stop", {"handle": r["result"]["handle"]}))["ok"]
     # Running at once: MAX_PROGRAMS, then a refusal; the agent serves on.
     handles = []
     for i in range(MAX_PROGRAMS):
-        r = w.ask(w.frame("echo", {"port": 47200 + i, "duration": 5}))
+        r = w.ask(w.frame("echo", {"port": 17200 + i, "duration": 5}))
         assert r and r["ok"], r
         handles.append(r["result"]["handle"])
     before = len(agent.refusals())
-    r = w.ask(w.frame("echo", {"port": 47299, "duration": 5}))
+    r = w.ask(w.frame("echo", {"port": 17299, "duration": 5}))
     assert r and not r["ok"] and r["error"] == f"busy: {MAX_PROGRAMS} programs running, the most this agent runs at once"
     refused_once(agent, before, "busy", w.label)
     assert w.ask(w.frame("stop", {"handle": handles[0]}))["ok"]
-    assert w.ask(w.frame("echo", {"port": 47299, "duration": 5}))["ok"]
+    assert w.ask(w.frame("echo", {"port": 17299, "duration": 5}))["ok"]
     w.close()
     serves(agent)
 
@@ -355,21 +355,21 @@ def test_programs_done_with_free_their_slots_and_more_at_once_are_refused(agent)
 def test_a_program_it_ran_is_stopped_when_the_controller_goes(agent):
     # An echo server asked for 10 s: the controller's connection ends, so does the server.
     w = Wire(agent)
-    r = w.ask(w.frame("echo", {"port": 47020, "duration": 10}))
+    r = w.ask(w.frame("echo", {"port": 17020, "duration": 10}))
     assert r and r["ok"], r
     probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     probe.settimeout(2)
     from pathtwin.measure.endpoints import ECHO, MAGIC, PROBE
 
-    probe.sendto(PROBE.pack(MAGIC, 0, 0, time.time_ns()) + b"\0" * 44, ("127.0.0.1", 47020))
+    probe.sendto(PROBE.pack(MAGIC, 0, 0, time.time_ns()) + b"\0" * 44, ("127.0.0.1", 17020))
     assert len(probe.recv(100)) == ECHO.size  # it echoes
     w.close()
     time.sleep(1.0)
-    probe.sendto(PROBE.pack(MAGIC, 1, 0, time.time_ns()) + b"\0" * 44, ("127.0.0.1", 47020))
+    probe.sendto(PROBE.pack(MAGIC, 1, 0, time.time_ns()) + b"\0" * 44, ("127.0.0.1", 17020))
     with pytest.raises((socket.timeout, ConnectionRefusedError)):
         probe.recv(100)
     probe.close()
-    assert "echo port=47020 duration=10.0 started" in agent.log()
+    assert "echo port=17020 duration=10.0 started" in agent.log()
 
 
 @pytest.mark.parametrize("mode,message", [
@@ -425,7 +425,7 @@ def test_controller_with_the_wrong_token_is_refused(agent, tmp_path):
     (["--flows", "1,8"], "--flows 8: above host a (127.0.0.1:{port})'s agent's --max-flows 4"),
     (["--duration", "11s"], "host a (127.0.0.1:{port})'s agent allows operations of 10 s (--max-duration); this "
                             "measurement needs 16 s (--duration, or --probe-duration + 15 s for the echo servers)"),
-    (["--port", "48000"], "--port 48000: host a (127.0.0.1:{port})'s agent allows ports 47000-47999 (--ports)"),
+    (["--port", "18000"], "--port 18000: host a (127.0.0.1:{port})'s agent allows ports 17000-17999 (--ports)"),
 ])
 def test_settings_the_agents_would_refuse_are_refused_first(agent, tmp_path, args, message):
     other = AgentProcess(tmp_path, token_file(tmp_path), "127.0.0.2:0", *LIMITS, name="b")
@@ -440,7 +440,7 @@ def test_settings_the_agents_would_refuse_are_refused_first(agent, tmp_path, arg
 
 
 @pytest.mark.parametrize("args,message", [
-    (["a:47100"], "a measurement needs at least two hosts, got 1"),
+    (["a:17100"], "a measurement needs at least two hosts, got 1"),
     (["a:x", "b"], "a:x: port 'x' is not a number"),
     (["a b=h:1", "b"], "host name 'a b' may hold only"),
     (["a:1", "b:2", "--emulate", "x.toml"], "--token-file is for real hosts' agents"),
@@ -466,7 +466,7 @@ def test_agents_on_loopback_measure_each_other(tmp_path):
     try:
         out = tmp_path / "model.toml"
         cmd = ["measure", f"{a.host}:{a.port}", f"{b.host}:{b.port}", "--token-file", tok, "--flows", "1",
-               "--duration", "1s", "--probe-interval", "20ms", "--probe-duration", "1s", "--port", "47200", "-o", out]
+               "--duration", "1s", "--probe-interval", "20ms", "--probe-duration", "1s", "--port", "17200", "-o", out]
         r = run_cli(*cmd, timeout=300)
         assert r.returncode == 0, r.stderr[-2000:]
         cfg = json.loads(_native.validate_config(out.read_text(), "toml", str(out)))
@@ -508,7 +508,7 @@ def test_an_interrupted_measurement_of_agents_resumes(tmp_path):
         out, state = tmp_path / "model.toml", tmp_path / "model.measure.json"
         cmd = [sys.executable, "-m", "pathtwin.cli", "measure", f"a={a.host}:{a.port}", f"b={b.host}:{b.port}",
                "--token-file", str(tok), "--flows", "1,2", "--duration", "1s", "--probe-interval", "20ms",
-               "--probe-duration", "1s", "--port", "47300", "-o", str(out)]
+               "--probe-duration", "1s", "--port", "17300", "-o", str(out)]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
         deadline = time.monotonic() + 120
         steps: dict = {}
@@ -579,14 +579,14 @@ def test_agents_in_an_emulation_measure_its_paths(tmp_path, no_namespace_left_be
         for h, peer in ((a, b), (b, a)):
             logs[h.name] = open(tmp_path / f"agent-{h.name}.log", "w")
             agents.append(h.popen([sys.executable, "-m", "pathtwin.cli", "measure", "agent", "--token-file", str(tok),
-                                   "--listen", f"{h.ip}:47100", "--name", h.name, "--allow", f"{peer.ip}/32",
+                                   "--listen", f"{h.ip}:17100", "--name", h.name, "--allow", f"{peer.ip}/32",
                                    "--max-rate", "100mbit", "--max-duration", "20s", "--max-flows", "1"],
                                   stdout=subprocess.DEVNULL, stderr=logs[h.name]))
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not all("listening on" in (tmp_path / f"agent-{n}.log").read_text()
                                                       for n in ("a", "b")):
             time.sleep(0.1)
-        ctl = a.run([sys.executable, "-m", "pathtwin.cli", "measure", f"{a.ip}:47100", f"{b.ip}:47100", "--token-file",
+        ctl = a.run([sys.executable, "-m", "pathtwin.cli", "measure", f"{a.ip}:17100", f"{b.ip}:17100", "--token-file",
                      str(tok), "--flows", "1", "--duration", "3s", "--probe-interval", "20ms", "--probe-duration", "3s",
                      "-o", str(out)], timeout=300)
         for p in agents:

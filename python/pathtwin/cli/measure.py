@@ -83,7 +83,7 @@ def _time(text: str, what: str) -> float:
 
 def paths(
     hosts: Optional[List[str]] = typer.Argument(None, help="Hosts to measure: real hosts' agents as [NAME=]HOST[:PORT] "
-                                                "(port 47100 by default), or with --emulate hosts of the ground truth."),
+                                                "(port 17100 by default), or with --emulate hosts of the ground truth."),
     emulate: Optional[Path] = typer.Option(None, "--emulate", help="Measure between hosts of an emulation of this "
                                            "topology, its [[flow]] cross traffic running as real kernel TCP (root)."),
     hosts_opt: Optional[str] = typer.Option(None, "--hosts", help="Hosts to measure, comma-separated (default with "
@@ -94,7 +94,7 @@ def paths(
     duration: str = typer.Option("10s", "--duration", help="Length of each throughput test."),
     probe_interval: str = typer.Option("99ms", "--probe-interval", help="Time between probe rounds."),
     probe_duration: str = typer.Option("15s", "--probe-duration", help="Length of the probe series."),
-    port: int = typer.Option(47000, "--port", help="UDP port of the probes; the TCP tests use the next one."),
+    port: int = typer.Option(17000, "--port", help="UDP port of the probes; the TCP tests use the next one."),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="Real hosts: the file (mode 0600) holding "
                                               "the token their agents were started with."),
 ) -> None:
@@ -275,7 +275,7 @@ def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: 
 def agent(
     token_file: Path = typer.Option(..., "--token-file", help="The shared token (at least 16 bytes) in a file only its "
                                     "owner may read (mode 0600)."),
-    listen: str = typer.Option("0.0.0.0:47100", "--listen", help="ADDR:PORT to listen on for the controller."),
+    listen: str = typer.Option("0.0.0.0:17100", "--listen", help="ADDR:PORT to listen on for the controller."),
     max_rate: str = typer.Option("1gbit", "--max-rate", help="Most this host sends (probes, and each test's flows "
                                  "together, paced by the kernel)."),
     max_duration: str = typer.Option("60s", "--max-duration", help="Longest an operation may run."),
@@ -312,7 +312,7 @@ def _agent_config(token_file: Path, listen: str, max_rate: str, max_duration: st
         lport = int(port_text)
         ipaddress.IPv4Address(host)
     except ValueError:
-        raise PathtwinError(f"--listen {listen}: expected ADDR:PORT with an IPv4 address (e.g. 0.0.0.0:47100)") from None
+        raise PathtwinError(f"--listen {listen}: expected ADDR:PORT with an IPv4 address (e.g. 0.0.0.0:17100)") from None
     if not sep or not 0 <= lport <= 65535:
         raise PathtwinError(f"--listen {listen}: expected ADDR:PORT with a port in 0..65535")
     rate = parse_quantity("rate", max_rate, "--max-rate")
@@ -331,7 +331,7 @@ def _agent_config(token_file: Path, listen: str, max_rate: str, max_duration: st
             raise PathtwinError(f"--allow: {item!r} is not an IPv4 CIDR (e.g. 10.0.0.0/24 or 192.0.2.7)") from None
     m = re.fullmatch(r"(\d+)-(\d+)", ports.strip())
     if not m or not 1 <= int(m[1]) <= int(m[2]) <= 65535:
-        raise PathtwinError(f"--ports {ports}: expected LOW-HIGH within 1..65535 (e.g. 47000-47099)")
+        raise PathtwinError(f"--ports {ports}: expected LOW-HIGH within 1..65535 (e.g. 17000-17099)")
     if address is not None:
         try:
             address = str(ipaddress.IPv4Address(address))

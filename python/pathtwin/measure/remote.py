@@ -24,8 +24,9 @@ from ..errors import PathtwinError
 from . import protocol
 from .session import ECHO_MARGIN_S, Measurement, Progress, Settings, check_hosts, measure
 
-#: The port an agent listens on unless told otherwise.
-DEFAULT_PORT = 47100
+#: The port an agent listens on unless told otherwise (below the ephemeral range, as
+#: ``session.Settings.port``).
+DEFAULT_PORT = 17100
 #: Seconds to connect to an agent and to hear its hello.
 CONNECT_S = 10.0
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")

@@ -35,13 +35,15 @@ class Settings:
     """What a measurement does: ``flows`` the flow counts of each direction's reactivity
     table, ``duration_s`` each throughput test's length, ``probe_interval_s`` and
     ``probe_duration_s`` the probe series (ALGORITHMS.md §7: ~99 ms for 15 s), ``port`` the
-    first of the two ports used (UDP probes, TCP tests)."""
+    first of the two ports used (UDP probes, TCP tests); the default is below Linux's ephemeral
+    range (32768-60999) and the emulated workload's servers (20000-32767), so no client
+    connection on a measured host holds the port a test's sink must listen on."""
 
     flows: list[int] = field(default_factory=lambda: list(DEFAULT_FLOWS))
     duration_s: float = 10.0
     probe_interval_s: float = 0.099
     probe_duration_s: float = 15.0
-    port: int = 47000
+    port: int = 17000
     rho_shared: float = shared.RHO_SHARED
     min_spread_s: float = shared.MIN_SPREAD_S
 
