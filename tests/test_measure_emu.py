@@ -23,16 +23,15 @@ import sys
 import threading
 import time
 import tomllib
-from collections import deque
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import EXAMPLES, met_in_one_of, needs_root
+from groundtruth_expect import Truth, expected_classes
 
 pathtwin = pytest.importorskip("pathtwin")
 pytest.importorskip("pywt")
-from pathtwin.config import parse_per_direction, parse_quantity  # noqa: E402
 
 
 GROUND_TRUTH = EXAMPLES / "groundtruth" / "campus.toml"
@@ -52,8 +51,6 @@ CASES = {
 #: queue was still being repaired inside the averaged window on the 64-ms paths (seen: 8.4 of
 #: an idle 10 Mbit/s link, 7 % of the wire's bytes retransmissions).
 TEST_DURATION_S = 8
-#: IP bytes of a probe (64 B payload + UDP + IP) and of its echo (36 B payload).
-PROBE_IP, ECHO_IP = 92, 64
 #: Base RTT: the measured minimum may exceed the equation by the emulator's own handling
 #: of a packet (tens to a few hundred µs on a 2-core VM, README), never undercut it.
 RTT_EXCESS_MS = 0.5
@@ -69,59 +66,6 @@ ABW_TOLERANCE = 0.15
 #: the same window (its counters include retransmissions, which goodput does not; seen
 #: 0.93-1.06 across 48 tests).
 DELIVERED_TOLERANCE = 0.10
-
-
-class Truth:
-    """The ground truth's topology: link directions with rate and delay, routes (a tree)."""
-
-    def __init__(self, path: Path):
-        cfg = tomllib.loads(path.read_text())
-        self.links: dict[tuple[str, str], tuple[float, float]] = {}  # (a, b) -> (bit/s, s)
-        adj: dict[str, list[str]] = {}
-        for i, ln in enumerate(cfg["link"]):
-            a, b = ln["between"]
-            fwd, rev = parse_per_direction("rate", ln["rate"], f"link[{i}].rate")
-            delay = parse_quantity("time", ln["delay"], f"link[{i}].delay")
-            self.links[(a, b)] = (fwd, delay)
-            self.links[(b, a)] = (rev, delay)
-            adj.setdefault(a, []).append(b)
-            adj.setdefault(b, []).append(a)
-        self.adj = adj
-        self.flows = cfg.get("flow", [])
-
-    def route(self, a: str, b: str) -> list[tuple[str, str]]:
-        """Link directions from a to b (the only path in a tree)."""
-        prev = {a: a}
-        todo = deque([a])
-        while todo:
-            n = todo.popleft()
-            for m in self.adj[n]:
-                if m not in prev:
-                    prev[m] = n
-                    todo.append(m)
-        hops, n = [], b
-        while n != a:
-            hops.append((prev[n], n))
-            n = prev[n]
-        return hops[::-1]
-
-    def rtt_ms(self, a: str, b: str) -> float:
-        fwd = sum(2 * d + PROBE_IP * 8 / r for r, d in (self.links[h] for h in self.route(a, b)))
-        back = sum(ECHO_IP * 8 / r for r, _d in (self.links[h] for h in self.route(b, a)))
-        return (fwd + back) * 1e3
-
-    def cross_routes(self) -> list[tuple[str, str]]:
-        """Host pairs the cross traffic's bytes travel (both directions of every [[flow]])."""
-        return sorted({(f["from"], f["to"]) for f in self.flows} | {(f["to"], f["from"]) for f in self.flows})
-
-    def loaded(self) -> set[tuple[str, str]]:
-        """Link directions where the cross traffic queues: those carrying its data (a
-        request/response flow's responses, server to client) between routers."""
-        out = set()
-        for f in self.flows:
-            src, dst = (f["to"], f["from"]) if f.get("app") == "reqresp" else (f["from"], f["to"])
-            out |= {h for h in self.route(src, dst) if h[0] not in (src,) and h[1] not in (dst,)}
-        return out
 
 
 class Observer(threading.Thread):
@@ -185,23 +129,6 @@ def expected_abw(truth: Truth, obs: Observer, a: str, b: str, window_ns: list[in
     residual = np.array([truth.links[h][0] - cross[h] for h in route])  # links × intervals
     at = np.bincount(residual.argmin(axis=0), minlength=len(route)).argmax()
     return float(residual.min(axis=0).mean()), f"{route[at][0]}->{route[at][1]}"
-
-
-def expected_classes(truth: Truth, src: str, dests: list[str]) -> set[frozenset[str]]:
-    loaded = truth.loaded()
-    on = {d: {h for h in truth.route(src, d) if h in loaded} for d in dests}
-    parent = {d: d for d in dests}
-    for i, a in enumerate(dests):
-        for b in dests[i + 1:]:
-            if on[a] & on[b]:
-                parent[parent[b]] = parent[a]
-                for k in parent:
-                    if parent[k] == b:
-                        parent[k] = parent[a]
-    groups: dict[str, set[str]] = {}
-    for d in dests:
-        groups.setdefault(parent[d], set()).add(d)
-    return {frozenset(g) for g in groups.values() if len(g) >= 2}
 
 
 @needs_root

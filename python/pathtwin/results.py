@@ -198,7 +198,9 @@ def run_record(*, engine: str, config: Mapping[str, Any], resolved_paths: Any, e
     (``revision``, else git is asked now), ``engine``, ``seed`` (``[run] seed`` of
     ``config``), ``config`` (fully resolved), ``resolved_paths``, ``elements``,
     ``wall_time_s``, ``complete``, then ``engine_fields`` in the order given (the
-    simulator's ``simulated_s``, ``events``, ``interrupted``, ``captures``; the emulator's
+    simulator's ``simulated_s``, ``events``, ``tcp_defaults`` (a full data segment's payload
+    and IP bytes, and the largest window, of the ``[tcp]`` defaults), ``interrupted``,
+    ``captures``; the emulator's
     ``run_id``, ``hosts``, ``started_at``, ``emulated_s``, ``timing``, ``host_counters``,
     ``tcp_sampling``), then ``warnings`` and ``source`` (the config's file, or None)."""
     from . import __version__

@@ -42,8 +42,9 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
     already (a sweep asks git once, not once per point); otherwise git is asked.
 
     Returns a ``Result`` whose ``flows``, ``flow_series``, ``queues``, ``queue_series`` and
-    ``markers`` (and, with ``[[pipe]]``s, ``pipes``: pipe, client, server, address) are pandas
-    DataFrames and whose ``run`` is the ``run.json`` content.
+    ``markers`` (and, with ``[[pipe]]``s, ``pipes``: pipe, client, server, address; with
+    ``[[probe]]``s, ``probes``: a row per probe with its send, arrival and echo times) are
+    pandas DataFrames and whose ``run`` is the ``run.json`` content.
     """
     from . import _native
 
@@ -86,11 +87,13 @@ def simulate(config: ConfigSource, out=None, progress: bool = False, on_warning=
         if raw["pipes"]["pipe"]:
             # Per-connection pipes (replay): which client address each pipe's flows come from.
             tables["pipes"] = raw["pipes"]
+        if raw["probes"]["probe"]:
+            tables["probes"] = raw["probes"]
     run = run_record(
         engine="sim", config=resolved["config"], resolved_paths=resolved["paths"], elements=resolved["elements"],
         wall_time_s=wall, complete=bool(meta["complete"]) and completed, warnings=sim.warnings,
         source=origin or None, revision=git.result() if git is not None else revision,
-        simulated_s=meta["simulated_s"], events=meta["events"], interrupted=not completed,
+        simulated_s=meta["simulated_s"], events=meta["events"], tcp_defaults=resolved["tcp_defaults"], interrupted=not completed,
         captures=[str(Path(c).relative_to(Path(out))) for c in captures] if captures else [],
     )
     if path is not None:

@@ -18,6 +18,7 @@
 //! | `queue_series` ([`QUEUE_SERIES`]) | yes | yes |
 //! | `markers` ([`MARKERS`]) | yes | yes |
 //! | `pipes` | [`PIPES`] | [`EMU_PIPES`] |
+//! | `probes` ([`PROBES`]) | one row per `[[probe]]` datagram | — (its hosts' programs probe) |
 //! | `packet_flows`, `routes`, `timing` | — | [`PACKET_FLOWS`], [`ROUTES`], [`TIMING`] |
 
 use crate::driver::QueueSample;
@@ -240,6 +241,21 @@ pub const EMU_PIPES: Schema = &concat::<4, 8, 12>(
     ],
 );
 
+/// `probes`: one row per datagram of a `[[probe]]` series (simulator): the entry, its
+/// hosts, the probe's number in its series, when it left `src`, when it reached `dst` and
+/// when its echo was back at `src` (integer nanoseconds of the run's clock; null when the
+/// probe, or its echo, was lost). One clock at both ends: `arrived_ns − sent_ns` is the
+/// one-way delay itself.
+pub const PROBES: Schema = &[
+    ("probe", I64),
+    ("src", Category),
+    ("dst", Category),
+    ("round", I64),
+    ("sent_ns", I64),
+    ("arrived_ns", OptI64),
+    ("echoed_ns", OptI64),
+];
+
 /// The emulator's `packet_flows`: every transport flow (one direction of a 5-tuple) that
 /// crossed it, from its first to its last packet: packets and bytes into the model and out of
 /// it to the destination (IP bytes, and payload), and the hosts of the route it took. A
@@ -297,6 +313,7 @@ pub const TABLES: &[(&str, &str, Schema)] = &[
     ("sim", "queue_series", QUEUE_SERIES),
     ("sim", "markers", MARKERS),
     ("sim", "pipes", PIPES),
+    ("sim", "probes", PROBES),
     ("emu", "flows", FLOWS),
     ("emu", "flow_series", KERNEL_FLOW_SERIES),
     ("emu", "queues", QUEUES),

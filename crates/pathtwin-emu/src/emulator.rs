@@ -387,11 +387,19 @@ pub(crate) const NS2_PROFILE_IN_EMULATOR: &str =
 
 /// The kernel runs its own congestion controls with the machine's module parameters: the
 /// per-controller tables of `[tcp]` (`[tcp.cubic]`, …) are the simulator's, and silently
-/// running something else than asked would make a comparison meaningless.
+/// running something else than asked would make a comparison meaningless. So are
+/// `[[probe]]` series.
 fn reject_simulator_only_settings(cfg: &Config) -> Result<(), EmuError> {
     // The kernel is Linux: `profile = "linux"` describes it, `"ns2"` is the simulator's own TCP.
     if cfg.tcp.profile == Some(TcpProfile::Ns2) {
         return Err(EmuError::Config(ConfigError::invalid("tcp.profile", NS2_PROFILE_IN_EMULATOR)));
+    }
+    // Emulated hosts probe with real datagrams: `pathtwin measure --emulate` sends them.
+    if !cfg.probes.is_empty() {
+        return Err(EmuError::Config(ConfigError::invalid(
+            "probe",
+            "[[probe]] series are the simulator's; between emulated hosts `pathtwin measure --emulate` sends real probes (remove them, or use `pathtwin sim`)",
+        )));
     }
     match cfg.tcp.controller_tables().iter().find(|(_, set)| *set) {
         Some((name, _)) => Err(EmuError::Config(ConfigError::invalid(

@@ -85,23 +85,27 @@ impl PySimulation {
     }
 
     /// The fully resolved config as JSON: the parsed config with defaults filled, plus every
-    /// path direction's resolved capacity, ABW, delay and queue.
+    /// path direction's resolved capacity, ABW, delay and queue, and what a connection of the
+    /// `[tcp]` defaults sends (`tcp_defaults`: a full segment's payload and IP bytes, the
+    /// largest window).
     fn resolved_json(&self) -> PyResult<String> {
+        let tcp = self.inner.tcp_defaults();
         let v = serde_json::json!({
             "config": self.inner.config(),
             "paths": self.inner.network().resolved,
             "elements": self.inner.network().element_info,
+            "tcp_defaults": {"payload": tcp.payload, "ip_bytes": tcp.ip_bytes, "max_window": tcp.max_window},
         });
         serde_json::to_string(&v).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
-    /// `{"flows": {...}, "flow_series": {...}, "queues": {...}, "queue_series": {...}, "markers": {...}, "pipes": {...}, "meta": {...}}`;
+    /// `{"flows": {...}, "flow_series": {...}, "queues": {...}, "queue_series": {...}, "markers": {...}, "pipes": {...}, "probes": {...}, "meta": {...}}`;
     /// with `only`, just those tables (and `meta`).
     #[pyo3(signature = (only = None))]
     fn results<'py>(&mut self, py: Python<'py>, only: Option<Vec<String>>) -> PyResult<Bound<'py, PyDict>> {
         let r = self.current_results();
         let d = PyDict::new(py);
-        for (name, table) in [("flows", &r.flows), ("flow_series", &*r.flow_series), ("queues", &r.queues), ("queue_series", &*r.queue_series), ("markers", &r.markers), ("pipes", &r.pipes)] {
+        for (name, table) in [("flows", &r.flows), ("flow_series", &*r.flow_series), ("queues", &r.queues), ("queue_series", &*r.queue_series), ("markers", &r.markers), ("pipes", &r.pipes), ("probes", &r.probes)] {
             if only.as_ref().is_none_or(|o| o.iter().any(|n| n == name)) {
                 d.set_item(name, tables::to_dict(py, table)?)?;
             }
@@ -110,14 +114,17 @@ impl PySimulation {
         Ok(d)
     }
 
-    /// Writes the result tables as `<dir>/<table>.parquet` (`pipes` only when the run has
-    /// pipes) with the GIL released; returns `{"tables": [names written], "failed": [one-line
+    /// Writes the result tables as `<dir>/<table>.parquet` (`pipes` and `probes` only when the
+    /// run has them) with the GIL released; returns `{"tables": [names written], "failed": [one-line
     /// errors of tables that could not be], "meta": {...}}`.
     fn write_results<'py>(&mut self, py: Python<'py>, dir: std::path::PathBuf) -> PyResult<Bound<'py, PyDict>> {
         let r = self.current_results();
         let mut all = vec![("flows", &r.flows), ("flow_series", &*r.flow_series), ("queues", &r.queues), ("queue_series", &*r.queue_series), ("markers", &r.markers)];
         if r.pipes.rows() > 0 {
             all.push(("pipes", &r.pipes));
+        }
+        if r.probes.rows() > 0 {
+            all.push(("probes", &r.probes));
         }
         let (written, failed) = py.allow_threads(|| tables::write_all(&dir, &all));
         let d = PyDict::new(py);

@@ -29,6 +29,8 @@ pub enum Event {
     App(u32, Step),
     /// Take a sample of every time series.
     Sample,
+    /// The next probe of `[[probe]]` entry N.
+    Probe(u32),
 }
 
 /// Events are stored compactly: the key packs (time, sequence) into one `u128` and the event
@@ -191,6 +193,7 @@ fn encode(ev: Event) -> u64 {
         Event::App(c, step) => 2 << 32 | (step_code(step) as u64) << 40 | c as u64,
         Event::Sample => 3 << 32,
         Event::Start(c) => 4 << 32 | c as u64,
+        Event::Probe(p) => 5 << 32 | p as u64,
     }
 }
 
@@ -202,6 +205,7 @@ fn decode(code: u64) -> Event {
         1 => Event::Timer(low, arg),
         2 => Event::App(low, step_of(arg)),
         4 => Event::Start(low),
+        5 => Event::Probe(low),
         _ => Event::Sample,
     }
 }
@@ -261,6 +265,7 @@ mod tests {
             Event::App(5, Step::Replay(ReplayStep::Respond)),
             Event::App(5, Step::Replay(ReplayStep::RespondRest)),
             Event::Sample,
+            Event::Probe(u32::MAX),
         ] {
             assert_eq!(decode(encode(ev)), ev);
         }

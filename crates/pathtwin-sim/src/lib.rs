@@ -8,6 +8,9 @@
 //! columnar tables with the schemas of [`pathtwin_core::results`]: per-flow summary, per-flow
 //! time series, per-queue summary and per-queue time series.
 //!
+//! `[[probe]]` series send light datagrams between hosts, each echoed, and record their
+//! times (the `probes` table): what `pathtwin measure` probes real hosts with.
+//!
 //! Flows may run over `[[pipe]]`s, one path per connection, and replay a traced connection
 //! (`app = "replay"`, [`pathtwin_core::replay`]): Monkey Do's replay of a workload, simulated.
 //!
@@ -20,10 +23,11 @@
 pub mod event;
 pub mod packet;
 pub mod pcap;
+mod probes;
 mod sim;
 mod tcp_settings;
 
-pub use sim::{Results, SimError, Simulation};
+pub use sim::{Results, SimError, Simulation, TcpDefaults};
 
 /// The names `[tcp] cc` accepts in the simulator.
 pub fn congestion_controls() -> &'static [&'static str] {

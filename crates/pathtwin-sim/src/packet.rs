@@ -1,5 +1,6 @@
 //! The simulator's packet: addressing, a handle to its TCP segment, its IP ECN codepoint and
 //! DiffServ mark, the segment's sequence number, and what the model reads of it. It implements [`PacketMeta`] so that the shared elements can carry it.
+//! A `[[probe]]`'s datagram is one too, with no segment ([`SimPacket::datagram`]).
 //!
 //! The segment itself (≈100 bytes with its SACK blocks) stays in a [`SegmentSlab`] while the
 //! packet travels; elements move only this 48-byte header. Profiling the dumbbell benchmark
@@ -11,6 +12,10 @@ use pathtwin_tcp::{Ecn, Segment};
 
 /// IPv4 header bytes added to every segment.
 pub const IP_HEADER: u32 = 20;
+/// IPv4 and UDP header bytes of a probe datagram.
+pub const DATAGRAM_HEADERS: u32 = 28;
+/// The `segment` of a packet that carries none (a probe's datagram).
+pub const NO_SEGMENT: u32 = u32::MAX;
 
 /// Aligned to 16 bytes: the elements move it as `(Instant, SimPacket)`, and with the packet at
 /// an 8-byte offset those copies went through the stack in 16-byte pieces that straddled the
@@ -24,7 +29,7 @@ pub struct SimPacket {
     pub dst: u32,
     /// Connection index.
     pub conn: u32,
-    /// Index of the segment in the simulation's [`SegmentSlab`].
+    /// Index of the segment in the simulation's [`SegmentSlab`]; [`NO_SEGMENT`] for a datagram.
     pub segment: u32,
     pub wire_len: u32,
     pub payload_len: u32,
@@ -39,7 +44,7 @@ pub struct SimPacket {
     /// Drop precedence set by a marker on the way (the IP header's DSCP in a real network).
     pub mark: Mark,
     /// The segment's sequence number as a TCP header carries it (modulo 2^32), for markers
-    /// that recognise retransmissions.
+    /// that recognise retransmissions; a datagram's round number.
     pub seq: u32,
     /// Strict-priority band: 0 for Monaco's out-of-band control packets, else 1.
     pub band: u8,
@@ -50,6 +55,34 @@ pub struct SimPacket {
 }
 
 const _: () = assert!(std::mem::size_of::<SimPacket>() == 48);
+
+impl SimPacket {
+    /// A probe's datagram (or its echo) of `wire_len` IP bytes: "connection" `conn` is the
+    /// probe series (numbered after the TCP connections, so that its routes follow theirs),
+    /// `round` its probe number.
+    pub fn datagram(src: u32, dst: u32, conn: u32, from_client: bool, wire_len: u32, round: u32) -> SimPacket {
+        SimPacket {
+            src,
+            dst,
+            conn,
+            segment: NO_SEGMENT,
+            wire_len,
+            payload_len: wire_len.saturating_sub(DATAGRAM_HEADERS),
+            hop: 0,
+            from_client,
+            flags: TcpFlags::default(),
+            ecn: Ecn::NotEct,
+            mark: Mark::Unmarked,
+            seq: round,
+            band: 1,
+            _pad: [0; 11],
+        }
+    }
+
+    pub fn is_datagram(&self) -> bool {
+        self.segment == NO_SEGMENT
+    }
+}
 
 impl PacketMeta for SimPacket {
     fn wire_len(&self) -> u32 {
@@ -62,10 +95,10 @@ impl PacketMeta for SimPacket {
         (self.conn as u64) << 1 | self.from_client as u64
     }
     fn tcp_flags(&self) -> Option<TcpFlags> {
-        Some(self.flags)
+        (!self.is_datagram()).then_some(self.flags)
     }
     fn tcp_seq(&self) -> Option<u64> {
-        Some(self.seq as u64)
+        (!self.is_datagram()).then_some(self.seq as u64)
     }
     fn mark(&self) -> Mark {
         self.mark
@@ -140,9 +173,11 @@ impl SegmentSlab {
         seg
     }
 
-    /// Releases the segment of a packet dropped on the way.
+    /// Releases the segment of a packet dropped on the way (a datagram holds none).
     pub fn release(&mut self, pkt: &SimPacket) {
-        self.free.push(pkt.segment);
+        if !pkt.is_datagram() {
+            self.free.push(pkt.segment);
+        }
     }
 }
 

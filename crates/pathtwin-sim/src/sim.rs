@@ -8,7 +8,9 @@
 //! A flow runs over the route between its hosts or, with `pipe = N`, over `[[pipe]]` N
 //! (Monkey Do's per-connection path, one per replayed connection) from that pipe's own
 //! client address ([`pcap::pipe_addr`]); the `pipes` results table lists those addresses.
-//! Connection `c`'s packets follow driver route `2c` from the client and `2c + 1` back.
+//! Connection `c`'s packets follow driver route `2c` from the client and `2c + 1` back;
+//! `[[probe]]` series ([`crate::probes`]) are numbered after the connections and travel the
+//! same way.
 //! With `[run] until_done` the run ends once every connection has closed at both ends.
 //!
 //! The applications are [`pathtwin_core::app`]'s, the emulator's too: the hosts tell a
@@ -20,6 +22,7 @@
 use crate::event::{Event, EventQueue};
 use crate::packet::{SegmentSlab, SimPacket};
 use crate::pcap::{self, PcapWriter};
+use crate::probes::Probes;
 use crate::tcp_settings::check_tables_used;
 use pathtwin_core::app::{Action, App, Step, MIN_WRITE_AHEAD};
 use pathtwin_core::replay::{CLIENT, SERVER};
@@ -90,12 +93,22 @@ pub struct Results {
     pub markers: Table,
     /// One row per `[[pipe]]`: its client host, server host and client address.
     pub pipes: Table,
+    /// One row per `[[probe]]` datagram sent.
+    pub probes: Table,
     /// Simulated seconds covered.
     pub simulated_s: f64,
     /// Events processed.
     pub events: u64,
     /// Whether the run reached its configured duration.
     pub complete: bool,
+}
+
+/// See [`Simulation::tcp_defaults`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpDefaults {
+    pub payload: u32,
+    pub ip_bytes: u32,
+    pub max_window: u64,
 }
 
 /// The most rows a time-series table is given room for before the run: 4 Mi rows, 32 MiB
@@ -130,6 +143,8 @@ struct Hosts {
     done_conns: usize,
     /// Scratch list of an application's actions.
     actions: Vec<Action>,
+    /// The `[[probe]]` series.
+    probes: Probes,
 }
 
 /// Monaco measures its queueing with out-of-band packets that strict-priority queues serve
@@ -158,7 +173,9 @@ impl Simulation {
         let pairs: Vec<(usize, usize)> = {
             let id: HashMap<&str, usize> = cfg.hosts.iter().enumerate().map(|(i, h)| (h.as_str(), i)).collect();
             let ends = |f: &FlowConfig| id.get(f.from.as_str()).zip(id.get(f.to.as_str())).map(|(&a, &b)| (a, b));
-            cfg.flows.iter().filter(|f| f.pipe.is_none()).filter_map(ends).flat_map(|(a, b)| [(a, b), (b, a)]).collect()
+            let flows = cfg.flows.iter().filter(|f| f.pipe.is_none()).filter_map(ends);
+            let probes = cfg.probes.iter().filter_map(|p| id.get(p.from.as_str()).zip(id.get(p.to.as_str())).map(|(&a, &b)| (a, b)));
+            flows.chain(probes).flat_map(|(a, b)| [(a, b), (b, a)]).collect()
         };
         let mut net: Network<SimPacket> = topology::compile_scoped(&cfg, RouteScope::Pairs(&pairs))?;
         let mut events = EventQueue::new();
@@ -261,12 +278,27 @@ impl Simulation {
             };
             debug_assert_eq!(ids, [2 * c as u32, 2 * c as u32 + 1]);
         }
+        // The probe series follow the connections: series p is "connection" n_conns + p.
+        let end = Instant::ZERO + cfg.run.duration;
+        let (probes, first_probes) = Probes::new(&cfg.probes, |h| driver.net.host_id(h).expect("validated") as u32, n_conns as u32, end);
+        for (p, probe) in cfg.probes.iter().enumerate() {
+            let (a, b) = (driver.net.host_id(&probe.from).expect("validated"), driver.net.host_id(&probe.to).expect("validated"));
+            let (up, down) = match (driver.net.route(a, b), driver.net.route(b, a)) {
+                (Some(up), Some(down)) => (up.to_vec(), down.to_vec()),
+                _ => return Err(ConfigError::invalid(format!("probe[{p}]"), format!("no route between {} and {}", probe.from, probe.to)).into()),
+            };
+            let ids = [driver.add_route(&up), driver.add_route(&down)];
+            debug_assert_eq!(ids, [2 * (n_conns + p) as u32, 2 * (n_conns + p) as u32 + 1]);
+            if let Some(t) = first_probes[p] {
+                events.schedule(t, Event::Probe(p as u32));
+            }
+        }
         let mut sim = Simulation {
-            end: Instant::ZERO + cfg.run.duration,
+            end,
             sample_interval: cfg.run.sample_interval,
             cfg,
             driver,
-            hosts: Hosts { events, conns, segments: SegmentSlab::default(), captures: Vec::new(), done_conns: 0, actions: Vec::new() },
+            hosts: Hosts { events, conns, segments: SegmentSlab::default(), captures: Vec::new(), done_conns: 0, actions: Vec::new(), probes },
             flow_series: Arc::new(Table::new(FLOW_SERIES)),
             queue_series: Arc::new(Table::new(QUEUE_SERIES)),
             finished: false,
@@ -305,6 +337,17 @@ impl Simulation {
 
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// What a connection with the `[tcp]` defaults sends: the payload and IP bytes of a
+    /// full-sized data segment (what turns a goodput into the IP-level rate a path's ABW is)
+    /// and its largest window.
+    pub fn tcp_defaults(&self) -> TcpDefaults {
+        // `new` checked these settings (`[tcp]` is every connection's base): they are valid.
+        TcpConfig::from_settings(&self.cfg.tcp, "tcp").map_or(TcpDefaults { payload: 0, ip_bytes: 0, max_window: 0 }, |c| {
+            let (payload, ip_bytes) = c.full_segment();
+            TcpDefaults { payload, ip_bytes, max_window: c.max_window }
+        })
     }
 
     pub fn network(&self) -> &Network<SimPacket> {
@@ -361,6 +404,13 @@ impl Simulation {
             }
             Event::Start(c) => hosts.on_start(net, now, c as usize),
             Event::App(c, step) => hosts.on_app(net, now, c as usize, step),
+            Event::Probe(p) => {
+                let (pkt, next) = hosts.probes.send(p as usize, now);
+                if let Some(next) = next {
+                    hosts.events.schedule(next, Event::Probe(p));
+                }
+                net.send(now, pkt, hosts);
+            }
             Event::Sample => {
                 self.sample(now);
                 let next = now + self.sample_interval;
@@ -466,6 +516,7 @@ impl Simulation {
             queue_series: Arc::clone(&self.queue_series),
             markers: results::markers(&self.driver.net),
             pipes: self.pipe_table(),
+            probes: self.hosts.probes.table(),
             simulated_s: now.as_secs_f64(),
             events: self.hosts.events.processed(),
             complete: self.is_finished(),
@@ -483,6 +534,12 @@ impl Engine<SimPacket> for Hosts {
 
     /// A segment reaches its endpoint, which reacts (and may send) at once.
     fn deliver(&mut self, net: &mut Driver<SimPacket>, t: Instant, pkt: SimPacket) {
+        if pkt.is_datagram() {
+            if let Some(echo) = self.probes.arrived(&pkt, t) {
+                net.send(t, echo, self);
+            }
+            return;
+        }
         let c = pkt.conn as usize;
         let side = if pkt.from_client { SERVER } else { CLIENT };
         if self.captures.is_empty() {

@@ -15,6 +15,9 @@ use crate::rtt::RtoStyle;
 use pathtwin_core::config::{self as schema, NewRenoTimer, TcpProfile, TcpSettings};
 use pathtwin_core::time::Duration;
 
+/// IPv4 header bytes (no options) in front of every segment.
+const IPV4_HEADER: u32 = 20;
+
 /// Everything an endpoint can be configured with. All sizes are bytes unless said otherwise.
 /// The field docs give the `ns2` profile's value ([`TcpConfig::ns2`], the [`Default`]);
 /// [`TcpConfig::linux`] gives Linux's, each with its source.
@@ -346,6 +349,14 @@ pub enum ConfigError {
 }
 
 impl TcpConfig {
+    /// Payload and IPv4 bytes of a full-sized data segment between two endpoints of this
+    /// config: timestamps take 12 bytes of the MSS's room (Linux's `tcp_current_mss`: 1448 of
+    /// 1460), and the packet is the MSS plus the IP and TCP base headers either way.
+    pub fn full_segment(&self) -> (u32, u32) {
+        let options = if self.timestamps { crate::segment::TIMESTAMP_OPTION_BYTES } else { 0 };
+        (self.mss - options, self.mss + crate::segment::TCP_BASE_HEADER + IPV4_HEADER)
+    }
+
     /// Checks the values an endpoint relies on. [`crate::Endpoint::connect`] and
     /// [`crate::Endpoint::listen`] assume a validated config.
     pub fn validate(&self) -> Result<(), ConfigError> {

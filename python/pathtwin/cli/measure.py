@@ -1,4 +1,5 @@
-"""`pathtwin measure --emulate GROUND_TRUTH.toml [HOST... | --hosts a,b,c] -o model.toml`, and
+"""`pathtwin measure --emulate GROUND_TRUTH.toml [HOST... | --hosts a,b,c] -o model.toml` (or
+`--simulate`: the same measurement in a simulation of the ground truth, in seconds), and
 `pathtwin measure [NAME=]HOST[:PORT]... --token-file FILE -o model.toml` between real hosts
 running `pathtwin measure agent`: measures every ordered pair of hosts (base RTT, ABW with 1..N flows, shared bottlenecks)
 and writes a paths topology, with rich progress bars per pair and step, a resume file
@@ -83,9 +84,13 @@ def _time(text: str, what: str) -> float:
 
 def paths(
     hosts: Optional[List[str]] = typer.Argument(None, help="Hosts to measure: real hosts' agents as [NAME=]HOST[:PORT] "
-                                                "(port 17100 by default), or with --emulate hosts of the ground truth."),
+                                                "(port 17100 by default), or with --emulate/--simulate hosts of the "
+                                                "ground truth."),
     emulate: Optional[Path] = typer.Option(None, "--emulate", help="Measure between hosts of an emulation of this "
                                            "topology, its [[flow]] cross traffic running as real kernel TCP (root)."),
+    simulate: Optional[Path] = typer.Option(None, "--simulate", help="Measure between hosts of a simulation of this "
+                                            "topology, with its [[flow]] cross traffic: the same probes and tests on "
+                                            "the simulator's clock, in seconds."),
     hosts_opt: Optional[str] = typer.Option(None, "--hosts", help="Hosts to measure, comma-separated (default with "
                                             "--emulate: the hosts no [[flow]] uses)."),
     out: Path = typer.Option(..., "--out", "-o", help="The model to write (TOML: [[path]] and [[shared]]); the resume "
@@ -103,7 +108,14 @@ def paths(
     emu`. An interrupted run keeps what it measured; the same command resumes it."""
     from ..measure import Settings, parse_flows
 
-    if emulate is None and token_file is None:
+    if emulate is not None and simulate is not None:
+        raise PathtwinError("--emulate and --simulate: give one ground truth, emulated or simulated")
+    if simulate is not None:
+        if token_file is not None:
+            raise PathtwinError("--token-file is for real hosts' agents; --simulate measures simulated hosts")
+        if not simulate.is_file():
+            raise PathtwinError(f"--simulate {simulate}: " + ("is a directory, expected a TOML file" if simulate.is_dir() else "no such file"))
+    if emulate is None and simulate is None and token_file is None:
         raise PathtwinError("measuring real hosts needs `pathtwin measure agent` running on each and --token-file FILE "
                             "with their token; or measure hosts of an emulated ground truth with --emulate TOPOLOGY.toml")
     if emulate is not None and token_file is not None:
@@ -121,6 +133,9 @@ def paths(
         raise PathtwinError(f"-o {out}: is a directory; give the model's file name (e.g. {out / 'model.toml'})")
     if not out.parent.is_dir():
         raise PathtwinError(f"-o {out}: directory {out.parent} does not exist")
+    if simulate is not None:
+        _run_simulated(simulate, names, settings, out)
+        return
     if emulate is None:
         if not names:
             raise PathtwinError("name the real hosts' agents: pathtwin measure HOST[:PORT] HOST[:PORT]... --token-file FILE")
@@ -157,6 +172,23 @@ def _run(emulate: Optional[Path], names: Optional[list[str]], settings, out: Pat
         raise typer.Exit(130) from None
     finally:
         bars.close()
+    _report(m)
+
+
+def _run_simulated(truth: Path, names: Optional[list[str]], settings, out: Path) -> None:
+    import sys
+
+    from ..measure.simulated import measure_simulated
+    from ..measure.state import state_path
+
+    state = state_path(out)
+    if state.exists():
+        print(f"resuming from {state}")
+    try:
+        m = measure_simulated(truth, hosts=names, settings=settings, out=out, progress=sys.stderr.isatty())
+    except KeyboardInterrupt:
+        print("interrupted: a simulated measurement records nothing until its simulation ends; run it again")
+        raise typer.Exit(130) from None
     _report(m)
 
 
@@ -205,14 +237,22 @@ def validate(
                                   "once (NSDI'09 Figure 9)."),
     together_flows: Optional[int] = typer.Option(None, "--together-flows", help="With a ground truth: flows per pair when "
                                                  "all run at once (default: the largest of --flows)."),
+    engine: str = typer.Option("emu", "--engine", help="With a ground truth: run the experiments in emulations (emu, "
+                               "root) or in simulations (sim, seconds)."),
 ) -> None:
     """Check a model: repeat the measurement's throughput tests in its twin and compare with
     what was measured (MODEL), or run the same foreground experiments in the ground truth,
     in the model and in a link-emulator baseline and grade both against the truth
-    (GROUND_TRUTH MODEL -o DIR: validation.json, NSDI'09 §4.5 Figures 8 and 9). Root."""
+    (GROUND_TRUTH MODEL -o DIR: validation.json, NSDI'09 §4.5 Figures 8 and 9). Root, except
+    with --engine sim."""
+    if engine not in ("emu", "sim"):
+        raise PathtwinError(f"--engine {engine}: expected sim or emu")
     if len(files) == 2:
-        _grade(files[0], files[1], out, flows, duration, together, together_flows)
+        _grade(files[0], files[1], out, flows, duration, together, together_flows, engine)
         return
+    if engine != "emu":
+        raise PathtwinError("--engine: a model alone is checked against its measurement in an emulation; --engine sim "
+                            "grades GROUND_TRUTH MODEL")
     if len(files) != 1:
         raise PathtwinError(f"validate takes MODEL.toml or GROUND_TRUTH.toml MODEL.toml, not {len(files)} files")
     from ..measure.validate import WITHIN
@@ -231,7 +271,7 @@ def validate(
 
 
 def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: str, together: bool,
-           together_flows: Optional[int]) -> None:
+           together_flows: Optional[int], engine: str) -> None:
     from ..measure import parse_flows
     from ..measure.grade import grade
     from ._light import text_table
@@ -248,7 +288,8 @@ def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: 
         raise PathtwinError(f"--duration: {secs:g} s is too short for TCP to leave slow start; give at least 1 s")
     bars = _Bars()
     try:
-        g = grade(truth, model, out, counts, secs, together=together, progress=bars, together_flows=together_flows)
+        g = grade(truth, model, out, counts, secs, together=together, progress=bars, together_flows=together_flows,
+                  engine=engine)
     finally:
         bars.close()
     rec = g.record

@@ -17,6 +17,7 @@ The modules, one job each:
 - ``state``: the resume file beside the output;
 - ``session``: the steps in order, settings, progress;
 - ``emulated``: measuring inside an emulated ground truth with its cross traffic;
+- ``simulated``: the same measurement in one simulation of the ground truth (seconds);
 - ``operations``: the typed operations a host offers and an agent's limits on them;
 - ``protocol``, ``agent``, ``remote``: real hosts — the wire, the agent a real host runs
   (``pathtwin measure agent``), and the controller's side (``measure_agents``).
@@ -27,5 +28,7 @@ from __future__ import annotations
 from .emulated import measure_emulated
 from .remote import measure_agents
 from .session import DEFAULT_FLOWS, Measurement, Settings, measure, parse_flows
+from .simulated import measure_simulated
 
-__all__ = ["measure", "measure_emulated", "measure_agents", "Settings", "Measurement", "parse_flows", "DEFAULT_FLOWS"]
+__all__ = ["measure", "measure_emulated", "measure_simulated", "measure_agents", "Settings", "Measurement", "parse_flows",
+           "DEFAULT_FLOWS"]

@@ -1,6 +1,6 @@
 """Grading a measured model against the ground truth it was measured from, as NSDI'09 §4.5
 validated its path model against PlanetLab: the same foreground experiments run in three
-emulations — the ground truth with its cross traffic, the measured path model, and the
+emulations (or three simulations) — the ground truth with its cross traffic, the measured path model, and the
 link-emulator baseline (every path an independent link whose rate is the ABW one flow
 measured, no reactivity, no shared bottleneck: what a user of a link emulator would
 configure from the same measurements) — and ``validation.json`` records, per experiment,
@@ -127,17 +127,36 @@ def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], to
     return got
 
 
+def _simulate_environment(cfg: dict, hosts: list[str], flows: list[int], together: int, duration_s: float,
+                          settle_s: float) -> dict[tuple[str, str, int, str], float]:
+    """As ``_run_environment``, on the simulator's clock: one simulation of ``cfg`` in which
+    the experiments follow one another (``simulated.throughput_tests``)."""
+    from .simulated import throughput_tests
+
+    alone = [(a, b, n) for a in hosts for b in hosts if a != b for n in flows]
+    pairs = [(a, b) for a in hosts for b in hosts if a != b]
+    batches = [[test] for test in alone] + ([[(a, b, together) for a, b in pairs]] if together else [])
+    records = throughput_tests(cfg, batches, duration_s, settle_s)
+    got = {(a, b, n, "alone"): batch[0]["abw_bps"] for (a, b, n), batch in zip(alone, records)}
+    if together:
+        got.update({(a, b, together, "together"): r["abw_bps"] for (a, b), r in zip(pairs, records[-1])})
+    return got
+
+
 def _share_within(errors: list[float], bound: float) -> Optional[float]:
     return sum(abs(e) <= bound for e in errors) / len(errors) if errors else None
 
 
 def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int], duration_s: float, together: bool = True,
-          progress: Optional[Progress] = None, settle_s: float = SETTLE_S, together_flows: Optional[int] = None) -> Grade:
+          progress: Optional[Progress] = None, settle_s: float = SETTLE_S, together_flows: Optional[int] = None,
+          engine: str = "emu") -> Grade:
     """Runs the experiments (module doc) in the ground truth ``truth_source``, in the model
     ``model_path`` and in its link baseline, and writes ``out_dir/validation.json`` and the
-    error CDFs (root). With every pair at once each runs ``together_flows`` flows (default:
+    error CDFs. With every pair at once each runs ``together_flows`` flows (default:
     the largest of ``flows``: with one flow against bursty cross traffic, what two paths
-    achieved together moved between 6.6 and 16 Mbit/s from one run to the next)."""
+    achieved together moved between 6.6 and 16 Mbit/s from one run to the next).
+    ``engine`` "emu" runs them in emulations (root), "sim" in simulations (seconds; the
+    experiments in each environment one after the other on its clock)."""
     from ..emulation import require_root
 
     truth_cfg = ground_truth(truth_source)
@@ -152,15 +171,20 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
     per_pair = (together_flows if together_flows is not None else max(flows)) if together else 0
     if together and not 1 <= per_pair <= 64:
         raise PathtwinError(f"--together-flows: {per_pair} is not between 1 and 64")
+    if engine not in ("emu", "sim"):
+        raise PathtwinError(f"--engine: {engine!r} is not sim or emu")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    require_root()
-    truth_cfg["run"]["duration"] = RUN_FOR
-    model["run"] = {**model.get("run", {}), "duration": RUN_FOR}
     configs = {"truth": truth_cfg, "model": model, "link": link_baseline(model)}
-    if progress is not None:
-        progress.plan([(f"{env} {pair}", step, d) for env in ENVIRONMENTS for pair, step, d in _experiments(hosts, flows, per_pair, duration_s)])
-    measured = {env: _run_environment(env, configs[env], hosts, flows, per_pair, duration_s, settle_s, progress) for env in ENVIRONMENTS}
+    if engine == "sim":
+        measured = {env: _simulate_environment(configs[env], hosts, flows, per_pair, duration_s, settle_s) for env in ENVIRONMENTS}
+    else:
+        require_root()
+        for cfg in configs.values():
+            cfg["run"] = {**cfg.get("run", {}), "duration": RUN_FOR}
+        if progress is not None:
+            progress.plan([(f"{env} {pair}", step, d) for env in ENVIRONMENTS for pair, step, d in _experiments(hosts, flows, per_pair, duration_s)])
+        measured = {env: _run_environment(env, configs[env], hosts, flows, per_pair, duration_s, settle_s, progress) for env in ENVIRONMENTS}
 
     cases = []
     for key in measured["truth"]:
@@ -205,7 +229,7 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
             errs = [c[f"{env}_error"] for c in cases if c["experiment"] == experiment and c[f"{env}_error"] is not None]
             for bound in WITHIN:
                 summary[f"{experiment}_{env}_within_{round(bound * 100)}pct"] = _share_within(errs, bound)
-    record = {"ground_truth": str(truth_source), "model": str(model_path), "flows": sorted(flows),
+    record = {"engine": engine, "ground_truth": str(truth_source), "model": str(model_path), "flows": sorted(flows),
               "together_flows": per_pair, "duration_s": duration_s,
               "cases": cases, "shared": shared, "shared_bottlenecks": at_bottlenecks, "base_rtt": base_rtt, "summary": summary}
     try:

@@ -177,7 +177,13 @@ def measure(hosts: Sequence[Host], settings: Settings, out: Optional[Path] = Non
             if progress is not None:
                 progress.done(pair, step)
 
-    findings = analyse(names, st.steps, flows, settings)
+    return conclude(names, st, settings, out, context)
+
+
+def conclude(names: list[str], st: State, settings: Settings, out: Optional[Path], context: Optional[dict[str, Any]]) -> Measurement:
+    """The findings and the model from a state holding every step, written to ``out`` (if
+    given) and kept in the state file: how every way of measuring ends."""
+    findings = analyse(names, st.steps, sorted(settings.flows), settings)
     cfg = model.build(names, findings["rtt"], {k: {int(n): v for n, v in t.items()} for k, t in findings["throughput"].items()},
                       {s: c["classes"] for s, c in findings["shared"].items()})
     text = model.toml(cfg, _header(names, findings, context))
@@ -188,7 +194,7 @@ def measure(hosts: Sequence[Host], settings: Settings, out: Optional[Path] = Non
             Path(out).write_text(text)
         except OSError as e:
             raise PathtwinError(f"{out}: cannot write the model ({e.strerror})") from None
-    return Measurement(cfg, text, findings, Path(out) if out is not None else None, Path(state_file))
+    return Measurement(cfg, text, findings, Path(out) if out is not None else None, st.path)
 
 
 def _step_key(pair: str, step: str) -> str:
@@ -227,7 +233,7 @@ def _header(names: list[str], f: dict, context: Optional[dict]) -> list[str]:
     """Comment lines for the model: where it comes from and each value's confidence."""
     lines = [f"measured by `pathtwin measure` between {', '.join(names)}"]
     if context and context.get("ground_truth"):
-        lines[0] += f" in an emulation of {context['ground_truth']}"
+        lines[0] += f" in {'a simulation' if context.get('engine') == 'sim' else 'an emulation'} of {context['ground_truth']}"
     for k, r in f["rtt"].items():
         if r.get("rtt_min_ms") is None:
             continue

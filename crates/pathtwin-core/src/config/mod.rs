@@ -13,6 +13,8 @@
 //!   its workload;
 //! - `markers`: `[[marker]]` DiffServ markers in either view;
 //! - `pipes`: `[[pipe]]` per-connection paths (replay); `monarch`: `[monarch]` (emulator);
+//! - `probes`: `[[probe]]` probe series between hosts (simulator), as `pathtwin measure`
+//!   sends them;
 //! - `per_direction`: values given per direction ([`PerDirection`]): once for both directions
 //!   (`"10mbit"`), as `"a_to_b/b_to_a"`, or as a two-element array; the first value is the
 //!   direction from `between[0]` to `between[1]`.
@@ -34,6 +36,7 @@ mod monarch;
 mod paths;
 mod per_direction;
 mod pipes;
+mod probes;
 mod qdisc;
 mod run;
 mod tcp;
@@ -45,6 +48,7 @@ pub use monarch::{MonarchConfig, ProbeKind, TargetIpIds};
 pub use paths::{AbwSteps, Mode, PathConfig, ReactivitySpec, SharedConfig, SharedDirection, TableSpec};
 pub use per_direction::PerDirection;
 pub use pipes::{PipeConfig, MAX_PIPES_PER_HOST};
+pub use probes::{ProbeConfig, DEFAULT_ECHO_SIZE, DEFAULT_PROBE_SIZE};
 pub use qdisc::{FrioSettings, QdiscKind, QdiscSpec, RedSettings, RioClassSettings, RioSettings};
 pub use run::RunConfig;
 pub use tcp::{BicSettings, CubicPreset, CubicSettings, MonacoSettings, NewRenoTimer, RoundRtt, TcpProfile, TcpSettings, VegasPreset, VegasRules, VegasSettings};
@@ -113,6 +117,9 @@ pub struct Config {
     /// DiffServ markers.
     #[serde(default, rename = "marker", skip_serializing_if = "Vec::is_empty")]
     pub markers: Vec<MarkerConfig>,
+    /// Probe series between hosts (simulator).
+    #[serde(default, rename = "probe", skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbeConfig>,
 }
 
 impl Config {
@@ -156,7 +163,7 @@ impl Config {
     }
 
     /// Checks everything that does not need compilation: the names and the view, then each
-    /// section (paths, shared bottlenecks, links, pipes, Monarch, flows, markers, run), in
+    /// section (paths, shared bottlenecks, links, pipes, Monarch, flows, markers, probes, run), in
     /// this order; the first mistake is the one reported.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let nodes = check_names(&self.hosts, &self.routers)?;
@@ -176,6 +183,7 @@ impl Config {
         }
         workload::validate(&self.flows, &self.pipes, &hosts)?;
         markers::validate(&self.markers, &hosts, self.view(), &self.paths, &self.links)?;
+        probes::validate(&self.probes, &hosts, self.run.duration)?;
         run::validate(&self.run, &hosts)
     }
 }

@@ -1,0 +1,192 @@
+"""The whole measurement in the simulator: ``measure_simulated`` measures hosts of a ground
+truth as ``measure_emulated`` does, but on the simulator's virtual clock, so that a
+measurement of a network takes seconds and repeats bit for bit (issue #25: "the whole loop
+also runs in the simulator ... so it can be swept in seconds").
+
+The same steps, as one simulation of the ground truth with its own ``[[flow]]`` cross
+traffic (simulated TCP, as reactive as the emulator's kernel TCP):
+
+- after ``SETTLE_S``, the probe series: a ``[[probe]]`` entry per ordered pair, every
+  source's probes to its destinations leaving together (back to back on its first link),
+  with the measuring tool's datagram sizes and its interval and length;
+- then every throughput test in turn, ``GAP_S`` apart: a ``[[flow]]`` of N bulk
+  connections from a to b for ``duration``, its per-connection delivered bytes sampled
+  every 50 ms as the tool's sink samples its sockets.
+
+The simulation's ``probes`` table and ``flow_series`` become the steps the live session
+records (``ProbeSeries``, ``throughput.summarize``), and the same analysis makes the model
+(``session.conclude``). What differs from a live measurement is only the measured
+network's TCP (the simulator's endpoints instead of the kernel's) and that the echo leaves
+the instant its probe arrives.
+
+Not here: the analysis (``session``, ``shared``, ``model``), the live programs.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from ..config import ConfigSource
+from ..errors import PathtwinError
+from .emulated import SETTLE_S, default_hosts, ground_truth
+from .probes import ProbeSeries
+from .session import Measurement, Settings, check_hosts, conclude
+from .state import State, state_path
+from .throughput import BUCKET_S, SAMPLE_S, buckets, summarize
+
+#: Seconds between one throughput test's end and the next one's start: its last bytes drain
+#: and its connections close, as between the live tool's tests.
+GAP_S = 1.0
+#: Seconds after the probe series before the first test: the last echoes return.
+PROBE_TAIL_S = 1.0
+
+
+#: A throughput test: from, to, parallel flows.
+Test = tuple[str, str, int]
+
+
+def probe_steps(probes, names: Sequence[str], interval_s: float) -> dict:
+    """The ``probe`` step (``{src: {dst: ProbeSeries as JSON}}``) from the ``probes`` table:
+    a round is answered when its probe and its echo both arrived."""
+    out: dict[str, dict[str, Any]] = {s: {} for s in names}
+    for (src, dst), rows in probes.groupby(["src", "dst"], observed=True, sort=False):
+        answered = rows[rows.arrived_ns.notna() & rows.echoed_ns.notna()]
+        out[str(src)][str(dst)] = ProbeSeries(
+            str(src), str(dst), len(rows), interval_s, answered["round"].to_numpy(np.int64),
+            answered.sent_ns.to_numpy(np.int64), answered.arrived_ns.to_numpy(np.int64),
+            answered.echoed_ns.to_numpy(np.int64)).to_json()
+    return out
+
+
+def throughput_step(flows, series, entry: int, start_s: float, n: int, duration_s: float, tcp: dict) -> dict:
+    """A test's throughput record from its connections' delivered bytes at every sample, as
+    ``throughput.parallel_flows`` makes it from the sink's counters. ``tcp`` is the run's
+    ``tcp_defaults``: a full segment's payload and IP bytes turn goodput into the IP-level
+    ABW, and the largest window stands where the kernel's ``tcp_rmem`` maximum does (the
+    model's ``wmax``)."""
+    conns = flows[flows.entry == entry].flow.tolist()
+    if len(conns) != n:
+        raise PathtwinError(f"the simulation ran {len(conns)} of the test's {n} connections")
+    t0_ns = int(round(start_s * 1e9))
+    until_ns = t0_ns + int(round((duration_s + BUCKET_S) * 1e9))
+    rows = series[series.flow.isin(conns)]
+    by_time: dict[int, dict[int, int]] = defaultdict(dict)
+    for t, f, d in zip(rows.time_s.to_numpy(), rows.flow.to_numpy(), rows.delivered_bytes.to_numpy()):
+        t_ns = int(round(t * 1e9))
+        if t0_ns <= t_ns <= until_ns:
+            by_time[t_ns][int(f)] = int(d)
+    # From the test's start, when nothing was delivered (the sink's first sample is at its
+    # first accept).
+    samples = [(t0_ns, [0] * n)] + [(t, [got.get(c, 0) for c in conns]) for t, got in sorted(by_time.items()) if t > t0_ns]
+    rec = summarize(buckets(samples, t0_ns, BUCKET_S, n), BUCKET_S, duration_s, tcp["payload"], tcp["ip_bytes"], n,
+                    t0_ns=t0_ns)
+    rec["receiver_rmem_max"] = int(tcp["max_window"])
+    rec["kernel_counts"] = False
+    return rec
+
+
+def add_probes(cfg: dict, names: Sequence[str], settings: Settings, at_s: float) -> float:
+    """Adds the probe series to ``cfg`` (a ``[[probe]]`` per ordered pair of ``names`` from
+    ``at_s``); returns when the first test may start."""
+    end = at_s + settings.probe_duration_s
+    cfg["probe"] = [{"from": a, "to": b, "interval": f"{settings.probe_interval_s!r}s", "start": f"{at_s!r}s",
+                     "stop": f"{end!r}s"} for a in names for b in names if a != b]
+    return end + PROBE_TAIL_S
+
+
+def add_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: float, at_s: float) -> list[list[tuple[int, float, int]]]:
+    """Adds the tests to ``cfg``'s ``[[flow]]`` entries: each batch's tests at once, the
+    batches one after the other ``GAP_S`` apart, from ``at_s``; sets ``[run]`` to cover them
+    and to sample every ``SAMPLE_S`` (as the tool's sink). Returns per batch, per test, its
+    ``[[flow]]`` index, start (s) and flow count."""
+    flows = cfg.setdefault("flow", [])
+    index = []
+    for k, batch in enumerate(batches):
+        entries = []
+        for a, b, n in batch:
+            entries.append((len(flows), at_s, n))
+            flows.append({"from": a, "to": b, "app": "bulk", "count": n, "start": f"{at_s!r}s",
+                          "stop": f"{at_s + duration_s!r}s", "label": f"test {k} {a}->{b} x{n}"})
+        index.append(entries)
+        at_s += duration_s + GAP_S
+    run = cfg.setdefault("run", {})
+    run["duration"] = f"{at_s!r}s"
+    run["sample_interval"] = f"{SAMPLE_S!r}s"
+    return index
+
+
+def simulate_complete(cfg: dict, keep: Optional[Path] = None, progress: bool = False):
+    """The simulation's result, whole: Ctrl-C during it raises ``KeyboardInterrupt`` (its
+    tests are not whole, and nothing is recorded)."""
+    from ..sim import simulate
+
+    res = simulate(cfg, out=keep, progress=progress)
+    if res.run["interrupted"]:
+        # Ctrl-C: a test cut short measures nothing; a simulation takes seconds to redo.
+        raise KeyboardInterrupt
+    if not res.run["complete"]:
+        raise PathtwinError("the simulation ended before its tests did")
+    return res
+
+
+def test_records(res, index: list[list[tuple[int, float, int]]], duration_s: float) -> list[list[dict]]:
+    """Every test's throughput record (``throughput_step``), per batch."""
+    flows, series = res.flows, res.flow_series
+    return [[throughput_step(flows, series, entry, start_s, n, duration_s, res.run["tcp_defaults"])
+             for entry, start_s, n in batch] for batch in index]
+
+
+def throughput_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: float, settle_s: float = SETTLE_S,
+                     keep: Optional[Path] = None) -> list[list[dict]]:
+    """Simulates ``cfg`` (its own ``[[flow]]`` cross traffic running from the start) with
+    ``batches`` of throughput tests from ``settle_s`` (``add_tests``); returns each test's
+    record, per batch."""
+    cfg = copy.deepcopy(cfg)
+    index = add_tests(cfg, batches, duration_s, settle_s)
+    return test_records(simulate_complete(cfg, keep), index, duration_s)
+
+
+def measure_simulated(source: ConfigSource, hosts: Optional[Sequence[str]] = None, settings: Optional[Settings] = None,
+                      out: Optional[Path] = None, state_file: Optional[Path] = None, progress: bool = False,
+                      settle_s: float = SETTLE_S, keep: Optional[Path] = None) -> Measurement:
+    """Simulates ``source`` (a ground truth) with its cross traffic and the measurement of
+    ``hosts`` (default: ``default_hosts``) with ``settings``; returns the model as
+    ``measure_emulated`` does. ``progress`` shows the simulation's progress bar; ``keep``
+    names a directory for the simulation's own results (its tables, including every probe
+    and the tests' flows). A state file holding every step (the same command run again) is
+    concluded without simulating."""
+    settings = settings or Settings()
+    settings.check()
+    truth = ground_truth(source)
+    if truth.get("probe"):
+        raise PathtwinError("the ground truth has [[probe]] entries of its own; the measurement adds its probes")
+    names = check_hosts(list(hosts), truth["hosts"]) if hosts is not None else default_hosts(truth)
+    if len(names) < 2:
+        raise PathtwinError("the ground truth has fewer than two hosts to measure")
+    if state_file is None:
+        if out is None:
+            raise PathtwinError("give an output file or a state file: a measurement keeps its steps in one")
+        state_file = state_path(Path(out))
+    origin = Path(str(source)).name if isinstance(source, (str, Path)) and "\n" not in str(source) else "<config>"
+    context = {"ground_truth": origin, "ground_truth_config": truth, "engine": "sim", "settle_s": settle_s}
+    st = State.open(Path(state_file), {**settings.record(), "hosts": names, **context})
+    pairs = [(a, b) for a in names for b in names if a != b]
+    keys = [f"tput {a}->{b} {n}" for a, b in pairs for n in sorted(settings.flows)]
+    if not (st.done("probe") and all(st.done(k) for k in keys)):
+        cfg = copy.deepcopy(truth)
+        first_test = add_probes(cfg, names, settings, settle_s)
+        index = add_tests(cfg, [[(a, b, n)] for a, b in pairs for n in sorted(settings.flows)], settings.duration_s, first_test)
+        res = simulate_complete(cfg, keep, progress)
+        probes = res.tables.get("probes")
+        if probes is None:
+            raise PathtwinError("the simulation sent no probes")
+        records = test_records(res, index, settings.duration_s)
+        st.steps = {"probe": probe_steps(probes, names, settings.probe_interval_s),
+                    **{k: batch[0] for k, batch in zip(keys, records)}}
+        st.save()
+    return conclude(names, st, settings, out, context)
