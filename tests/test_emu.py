@@ -463,7 +463,12 @@ def test_figure5_real_tcp_rtt_near_base_in_path_mode_and_inflated_in_link_mode()
         # lateness in the run says whether the machine added it (one CI run read 81.7 ms).
         return ([f"path-mode RTT {rtt['path']:.1f} ms, not within 10 % of {base} ms (release lateness p99 "
                  f"{late['p99_ms']:.2f} ms, max {late['max_ms']:.1f} ms)"] * (abs(rtt["path"] - base) > 0.1 * base)
-                + [f"link-mode RTT {rtt['link']:.1f} ms, under 5x {base} ms"] * (rtt["link"] < 5 * base))
+                + [f"link-mode RTT {rtt['link']:.1f} ms, under 5x {base} ms"] * (rtt["link"] < 5 * base)
+                # NSDI'09 §4.2: the path emulator's RTT std dev was 3.0 ms. Ours can vary only
+                # by the 32 KB queue's time at 100 Mbit/s (2.6 ms) and the machine's lateness;
+                # measured 0.2 ms (KNOWN: below the paper's, see test_sim_nsdi09_queues).
+                + [f"path-mode RTT std dev {f['rtt_std_ms']['path']:.1f} ms, over the queue's 2.6 ms (release lateness "
+                   f"p99 {late['p99_ms']:.2f} ms)"] * (f["rtt_std_ms"]["path"] > 32e3 * 8 / 100e6 * 1e3))
 
     met_in_one_of(2, run, shortfalls)
 
