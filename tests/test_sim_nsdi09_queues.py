@@ -129,3 +129,11 @@ def test_figure5_path_mode_rtt_spread_is_bounded_by_its_queue_and_below_the_pape
     # ticks) and its hosts' scheduling to every RTT, which the model does not have; and
     # ours is of the smoothed RTT (the engines keep no per-ACK sample).
     assert f5.rtt_std_ms["path"] < nsdi09.FIGURE5_PATH_RTT_STD_MS, f5
+
+
+@pytest.mark.parametrize("name", ["nsdi09-bad-queue", "nsdi09-small-queue", "nsdi09-figure6"])
+def test_a_bad_duration_is_a_one_line_error(cli, name):
+    for duration, message in (("1s", "must be longer than 1 s"), ("soon", "--duration")):
+        r = cli("reproduce", name, "--duration", duration)
+        assert r.returncode == 2, (name, duration, r.stdout, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr

@@ -119,16 +119,30 @@ class BadQueueRow:
         return _error(self.achieved[direction], self.abw[direction])
 
 
+def table2_row(path: dict) -> int:
+    """The row (1-based) of ``nsdi09-table2`` whose path has ``path``'s ABW and base RTT."""
+    for i, p in enumerate(load_example("nsdi09-table2")["path"]):
+        if (p["abw"], p["rtt"]) == (path["abw"], path["rtt"]):
+            return i + 1
+    raise PathtwinError(f"no row of Table 2 has ABW {path['abw']} and base RTT {path['rtt']}")
+
+
 def bad_queue(request: Request, progress: Optional[Progress] = None) -> list[BadQueueRow]:
+    from .. import _native
+
     cfg = load_example("nsdi09-bad-queue")
     _with_duration(cfg, request.duration)
     rates = goodputs(cfg, request, progress)
     wmax = parse_quantity("size", cfg["tcp"]["max_window"], "tcp.max_window")
     rows = []
-    for i, (p, row) in enumerate(zip(cfg["path"], BAD_QUEUE_PAPER)):
-        fwd, rev = (rates[k] for k, f in enumerate(_flows(cfg)) if set(f) == set(p["between"]))
-        capacity = parse_per_direction("rate", p.get("capacity", "100mbit"), f"path[{i}].capacity")
-        rows.append(BadQueueRow(row, parse_per_direction("rate", p["abw"], f"path[{i}].abw"),
+    for i, p in enumerate(cfg["path"]):
+        # The forward flow is the one in the order the path names its hosts (a->b).
+        a, b = p["between"]
+        flows = _flows(cfg)
+        fwd, rev = rates[flows.index((a, b))], rates[flows.index((b, a))]
+        capacity = (parse_per_direction("rate", p["capacity"], f"path[{i}].capacity") if "capacity" in p
+                    else (float(_native.DEFAULT_PATH_CAPACITY_BPS),) * 2)
+        rows.append(BadQueueRow(table2_row(p), parse_per_direction("rate", p["abw"], f"path[{i}].abw"),
                                 parse_quantity("time", p["rtt"], f"path[{i}].rtt") * 1e3, capacity,
                                 parse_per_direction("size", p["queue"], f"path[{i}].queue"), wmax, (fwd, rev)))
     return rows
