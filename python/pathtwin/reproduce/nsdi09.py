@@ -218,7 +218,9 @@ def _iperf_pair(net: Emulation, a: str, b: str, seconds: float, window: Optional
             for src, dst in ((a, b), (b, a))]
 
 
-def _iperf_result(p: subprocess.Popen, what: str) -> dict:
+def iperf_result(p: subprocess.Popen, what: str) -> dict:
+    """iperf3 client ``p``'s JSON report once it ends; a failure is a one-line error naming
+    ``what`` (also used by ``nsdi09_queues``)."""
     out, err = p.communicate()
     try:
         d = json.loads(out)
@@ -291,7 +293,7 @@ def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None,
                 for k, p in enumerate(cfg["path"]):
                     a, b = p["between"]
                     clients.append(_iperf_pair(net, a, b, seconds, window, port=5201))
-                got = [[_iperf_result(c, f"row {picked[k]}")["end"]["sum_received"]["bits_per_second"] for c in pair]
+                got = [[iperf_result(c, f"row {picked[k]}")["end"]["sum_received"]["bits_per_second"] for c in pair]
                        for k, pair in enumerate(clients)]
             results = net.results
             assert results is not None  # the emulation has stopped
@@ -340,7 +342,7 @@ def reproduce_figure5_emu(duration: float = 30.0, out=None):
             net[b].serve(["iperf3", "-s", "-1"], 5201)
             c = net[a].popen(["iperf3", "-c", b, "-t", f"{duration:g}", "-i", f"{FIGURE5_RTT_SAMPLE_S:g}", "-J", *extra],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            d = _iperf_result(c, f"{mode} mode")
+            d = iperf_result(c, f"{mode} mode")
             late = net.lateness_window()["release"]
         rtt[mode] = d["end"]["streams"][0]["sender"]["mean_rtt"] / 1e3
         samples = [i["streams"][0]["rtt"] / 1e3 for i in d["intervals"] if "rtt" in i["streams"][0]]

@@ -28,7 +28,7 @@ from ..config import parse_per_direction, parse_quantity
 from ..errors import PathtwinError
 from ..sim import simulate
 
-from .nsdi09 import _iperf_result, load_example
+from .nsdi09 import iperf_result, load_example
 from .registry import PaperValue, Progress, Reproduction, Request, register
 
 
@@ -81,17 +81,25 @@ def emu_goodputs(cfg: dict, seconds: float, out: Optional[Path] = None) -> list[
         clients = [net[src].popen(["iperf3", "-c", dst, "-p", str(5201 + k), "-t", f"{seconds:g}", "-J", *window],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                    for k, (src, dst) in enumerate(flows)]
-        return [_iperf_result(c, f"flow {src}->{dst}")["end"]["sum_received"]["bits_per_second"]
+        return [iperf_result(c, f"flow {src}->{dst}")["end"]["sum_received"]["bits_per_second"]
                 for c, (src, dst) in zip(clients, flows)]
 
 
 def goodputs(cfg: dict, request: Request, progress: Optional[Progress] = None) -> list[float]:
-    """``sim_goodputs`` or ``emu_goodputs`` as ``request`` asks (its duration set already)."""
-    if request.engine == "emu":
-        return emu_goodputs(cfg, parse_quantity("time", cfg["run"]["duration"], "run.duration"),
-                            out=Path(request.out) / "emu" if request.out else None)
+    """``sim_goodputs`` or ``emu_goodputs`` as ``request`` asks (its duration set already),
+    mean over ``request.seeds`` runs: in the emulator, as in ``nsdi09``'s Table 2, the runs
+    repeat (the kernel's TCP and the machine are the randomness there)."""
     assert request.seeds is not None  # the record's default fills it
-    return sim_goodputs(cfg, request.seeds, request.out, progress)
+    if request.engine != "emu":
+        return sim_goodputs(cfg, request.seeds, request.out, progress)
+    seconds = parse_quantity("time", cfg["run"]["duration"], "run.duration")
+    sums = [0.0] * len(cfg["flow"])
+    for run in range(1, request.seeds + 1):
+        rates = emu_goodputs(cfg, seconds, out=Path(request.out) / f"emu-{run}" if request.out else None)
+        sums = [s + r for s, r in zip(sums, rates)]
+        if progress is not None:
+            progress(f"  run {run} done")
+    return [s / request.seeds for s in sums]
 
 
 def _error(achieved: float, abw: float) -> float:
