@@ -216,7 +216,8 @@ def test_reproduce_all_report_in_chromium(tmp_path, browser):
         == [record.name]
 
     ours = figure5()  # deterministic: seed 1, as reproduce all runs it
-    by_quantity = {"mean RTT, link emulation": ours.mean_rtt_ms["link"], "mean RTT, path emulation": ours.mean_rtt_ms["path"]}
+    by_quantity = {"mean RTT, link emulation": ours.mean_rtt_ms["link"], "mean RTT, path emulation": ours.mean_rtt_ms["path"],
+                   "RTT standard deviation, path emulation": ours.rtt_std_ms["path"]}
     tolerance = record.tolerance if record.tolerance is not None else 0.10
     shown = cell_values(page, "paper")
     assert [row["quantity"][0] for row in shown] == [p.quantity for p in record.paper]

@@ -3,7 +3,8 @@ topologies shipped in the package (``pathtwin/examples/``, found with ``importli
 
 ``nsdi09-table2``: every row of NSDI'09 Table 2 in path mode and in link mode, over several
 seeds, printed in the paper's layout (configured ABW, achieved throughput, error %).
-``nsdi09-figure5``: one forward flow on the Harvard–WUSTL path; mean RTT in both modes.
+``nsdi09-figure5``: one forward flow on the Harvard–WUSTL path; mean RTT and its standard
+deviation in both modes.
 Both run in the simulator or, with the kernel's TCP and iperf3, in the emulator; both are
 registered (``registry``) with the paper's numbers.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import statistics
 import subprocess
 import tomllib
 from dataclasses import dataclass
@@ -166,6 +168,13 @@ def print_table2(rows: list[Table2Row], console=None, title="NSDI'09 Table 2 (si
 #: The paper's mean RTTs of Figure 5's 30-second flow (ms): link emulation and path emulation.
 FIGURE5_LINK_RTT_MS = 629.0
 FIGURE5_PATH_RTT_MS = 53.2
+#: The RTT's standard deviation (ms) inside the path emulator and on the real path (§4.2).
+FIGURE5_PATH_RTT_STD_MS = 3.0
+FIGURE5_REAL_RTT_STD_MS = 5.1
+#: How often the flow's RTT is sampled for its standard deviation, in both engines (s): the
+#: smoothed RTT (the simulator's ``srtt_ms``, the kernel's ``tcpi_rtt`` as iperf3 reports
+#: it per interval); neither engine keeps each ACK's RTT sample (the kernel exposes none).
+FIGURE5_RTT_SAMPLE_S = 0.1
 
 
 @dataclass
@@ -173,6 +182,8 @@ class Figure5:
     mean_rtt_ms: dict     # mode -> mean RTT
     goodput_bps: dict     # mode -> forward goodput
     base_rtt_ms: float
+    # mode -> standard deviation of the smoothed RTT sampled every FIGURE5_RTT_SAMPLE_S
+    rtt_std_ms: dict
     # Emulated: mode -> the emulator's release lateness over the run ({"p99_ms", "max_ms"}),
     # so that an RTT off its mark tells the machine's delay (late releases) from the model's.
     release_lateness_ms: Optional[dict] = None
@@ -181,16 +192,18 @@ class Figure5:
 def figure5(seed: int = 1, out: Path | None = None, duration: str | None = None) -> Figure5:
     base = load_example("nsdi09-figure5")
     base["run"]["seed"] = seed
+    base["run"]["sample_interval"] = f"{FIGURE5_RTT_SAMPLE_S * 1e3:g}ms"
     if duration:
         parse_quantity("time", duration, "--duration")  # named after the option in errors
         base["run"]["duration"] = duration
-    rtts, goodputs = {}, {}
+    rtts, goodputs, stds = {}, {}, {}
     for mode in ("path", "link"):
         res = simulate(with_mode(base, mode), out=(Path(out) / mode) if out else None)
         f = res.flows.iloc[0]
         rtts[mode] = float(f.rtt_mean_ms)
         goodputs[mode] = float(f.goodput_bps)
-    return Figure5(rtts, goodputs, parse_quantity("time", base["path"][0]["rtt"], "path[0].rtt") * 1e3)
+        stds[mode] = float(res.flow_series.srtt_ms.std())
+    return Figure5(rtts, goodputs, parse_quantity("time", base["path"][0]["rtt"], "path[0].rtt") * 1e3, stds)
 
 
 # -- the same with the kernel's TCP, in the emulator ---------------------------------------
@@ -205,7 +218,9 @@ def _iperf_pair(net: Emulation, a: str, b: str, seconds: float, window: Optional
             for src, dst in ((a, b), (b, a))]
 
 
-def _iperf_result(p: subprocess.Popen, what: str) -> dict:
+def iperf_result(p: subprocess.Popen, what: str) -> dict:
+    """iperf3 client ``p``'s JSON report once it ends; a failure is a one-line error naming
+    ``what`` (also used by ``nsdi09_queues``)."""
     out, err = p.communicate()
     try:
         d = json.loads(out)
@@ -278,7 +293,7 @@ def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None,
                 for k, p in enumerate(cfg["path"]):
                     a, b = p["between"]
                     clients.append(_iperf_pair(net, a, b, seconds, window, port=5201))
-                got = [[_iperf_result(c, f"row {picked[k]}")["end"]["sum_received"]["bits_per_second"] for c in pair]
+                got = [[iperf_result(c, f"row {picked[k]}")["end"]["sum_received"]["bits_per_second"] for c in pair]
                        for k, pair in enumerate(clients)]
             results = net.results
             assert results is not None  # the emulation has stopped
@@ -310,7 +325,8 @@ def reproduce_table2_emu(seeds: int = 1, duration=None, out=None, progress=None,
 def reproduce_figure5_emu(duration: float = 30.0, out=None):
     """NSDI'09 Figure 5 with the kernel's TCP: one forward iperf3 flow on the Harvard–WUSTL
     path for ``duration`` seconds in each mode; returns a ``Figure5`` with the mean
-    RTT per mode from the sender's TCP_INFO (as iperf3 reports it) and the goodputs."""
+    RTT per mode from the sender's TCP_INFO (as iperf3 reports it), the standard deviation of
+    that smoothed RTT over iperf3's 100-ms intervals, and the goodputs."""
     from ..emulation import Emulation, require_root
 
     require_root()
@@ -319,19 +335,21 @@ def reproduce_figure5_emu(duration: float = 30.0, out=None):
     a, b = base["path"][0]["between"]
     wmax = base.get("tcp", {}).get("max_window")
     extra = ["-w", str(int(parse_quantity("size", wmax, "tcp.max_window")))] if wmax else []
-    rtt, goodput, lateness = {}, {}, {}
+    rtt, goodput, lateness, std = {}, {}, {}, {}
     for mode in ("path", "link"):
         cfg = with_mode(base, mode)
         with Emulation(cfg, out=Path(out) / f"emu-{mode}" if out else None) as net:
             net[b].serve(["iperf3", "-s", "-1"], 5201)
-            c = net[a].popen(["iperf3", "-c", b, "-t", f"{duration:g}", "-J", *extra],
+            c = net[a].popen(["iperf3", "-c", b, "-t", f"{duration:g}", "-i", f"{FIGURE5_RTT_SAMPLE_S:g}", "-J", *extra],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            d = _iperf_result(c, f"{mode} mode")
+            d = iperf_result(c, f"{mode} mode")
             late = net.lateness_window()["release"]
         rtt[mode] = d["end"]["streams"][0]["sender"]["mean_rtt"] / 1e3
+        samples = [i["streams"][0]["rtt"] / 1e3 for i in d["intervals"] if "rtt" in i["streams"][0]]
+        std[mode] = statistics.stdev(samples) if len(samples) > 1 else float("nan")
         goodput[mode] = d["end"]["sum_received"]["bits_per_second"]
         lateness[mode] = {"p99_ms": late["p99_ns"] / 1e6, "max_ms": late["max_ns"] / 1e6}
-    return Figure5(rtt, goodput, parse_quantity("time", base["path"][0]["rtt"], "path[0].rtt") * 1e3, lateness)
+    return Figure5(rtt, goodput, parse_quantity("time", base["path"][0]["rtt"], "path[0].rtt") * 1e3, std, lateness)
 
 
 # -- the registry's records ----------------------------------------------------------------
@@ -393,9 +411,13 @@ def _run_figure5(request: Request, progress: Progress | None) -> Figure5:
 def _print_figure5(f5: Figure5, request: Request) -> None:
     print(f"NSDI'09 Figure 5 ({request.engine}): base RTT {f5.base_rtt_ms:g} ms")
     for m in ("path", "link"):
-        print(f"  {m:4} mode: mean RTT {f5.mean_rtt_ms[m]:8.1f} ms, goodput {f5.goodput_bps[m]/1e3:7.1f} kbit/s")
+        print(f"  {m:4} mode: mean RTT {f5.mean_rtt_ms[m]:8.1f} ms, std dev {f5.rtt_std_ms[m]:6.1f} ms, "
+              f"goodput {f5.goodput_bps[m]/1e3:7.1f} kbit/s")
     print(f"  link/path RTT ratio: {f5.mean_rtt_ms['link']/f5.mean_rtt_ms['path']:.1f}x "
           f"(paper: {FIGURE5_LINK_RTT_MS:g} ms vs {FIGURE5_PATH_RTT_MS:g} ms)")
+    print(f"  path-mode RTT std dev: {f5.rtt_std_ms['path']:.1f} ms (paper: {FIGURE5_PATH_RTT_STD_MS:g} ms in the path "
+          f"emulator, {FIGURE5_REAL_RTT_STD_MS:g} ms on the real path; ours is of the smoothed RTT every "
+          f"{FIGURE5_RTT_SAMPLE_S * 1e3:g} ms)")
 
 
 register(Reproduction(
@@ -424,9 +446,11 @@ register(Reproduction(
     paper=(
         PaperValue("mean RTT, link emulation", FIGURE5_LINK_RTT_MS, "ms", "NSDI'09 §4.2, Figure 5(b)"),
         PaperValue("mean RTT, path emulation", FIGURE5_PATH_RTT_MS, "ms", "NSDI'09 §4.2, Figure 5(c)"),
+        PaperValue("RTT standard deviation, path emulation", FIGURE5_PATH_RTT_STD_MS, "ms", "NSDI'09 §4.2, Figure 5(c)"),
     ),
     runner=_run_figure5,
     print_text=_print_figure5,
     to_json=vars,
-    ours=lambda f5: {"mean RTT, link emulation": f5.mean_rtt_ms["link"], "mean RTT, path emulation": f5.mean_rtt_ms["path"]},
+    ours=lambda f5: {"mean RTT, link emulation": f5.mean_rtt_ms["link"], "mean RTT, path emulation": f5.mean_rtt_ms["path"],
+                     "RTT standard deviation, path emulation": f5.rtt_std_ms["path"]},
 ))

@@ -1,7 +1,7 @@
 """The registry of reproductions: what each paper module declares about its experiments, in
 one record per reproduction, and how a caller finds, runs and prints them.
 
-A paper module (``nsdi09``, ``acc``, ``monarch``, ``thesis``) calls ``register`` at import
+A paper module (``nsdi09``, ``nsdi09_queues``, ``acc``, ``monarch``, ``thesis``) calls ``register`` at import
 with a ``Reproduction``: its name (``nsdi09-table2``), a one-line description, the engines it
 runs on, the options it takes, the paper's numbers with where the paper gives them, and three
 functions: one that runs it and returns structured results, one that prints those as text
