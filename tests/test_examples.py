@@ -106,6 +106,55 @@ def check_table2(cfg: dict, res) -> None:
             assert abs(got - abw) <= 0.10 * abw, (src, dst, got, abw)
 
 
+def w_max_bits(cfg: dict) -> float:
+    return parse_quantity("size", cfg["tcp"]["max_window"], "max_window") * 8
+
+
+def check_bad_queue(cfg: dict, res) -> None:
+    """Queues beyond Eq. 4 let the RTT grow until each flow is window-limited (NSDI'09
+    §4.1): every flow's goodput is the smaller of its ABW's payload share and w_max over the
+    RTT it saw (Eq. 3), within 10 %, and the RTT is well above the base RTT."""
+    flows = res.flows.set_index(["src", "dst"])
+    for p in cfg["path"]:
+        a, b = p["between"]
+        base_ms = seconds(p["rtt"]) * 1e3
+        for (src, dst), abw in zip(((a, b), (b, a)), parse_per_direction("rate", p["abw"], "abw")):
+            f = flows.loc[(src, dst)]
+            want = min(abw * SIM_PAYLOAD, w_max_bits(cfg) / (f.rtt_mean_ms / 1e3))
+            assert abs(f.goodput_bps - want) <= 0.10 * want, (src, dst, f.goodput_bps, want)
+            assert f.rtt_mean_ms > base_ms + 5, (src, dst, f.rtt_mean_ms, base_ms)
+
+
+def check_small_queue(cfg: dict, res) -> None:
+    """§4.2's 2.5 KB link queue: a forward flow alone comes close to its 409 kbit/s (at least
+    80 % of its payload share); with a flow each way the reverse flow gets a small fraction
+    of its 4,530 kbit/s, near the paper's "around 200 Kbps" (within 25 %)."""
+    flows = res.flows.set_index(["src", "dst"])
+    fwd, rev = parse_per_direction("rate", cfg["path"][0]["abw"], "abw")
+    alone = flows.loc[("h1", "w1")].goodput_bps
+    assert alone >= 0.8 * fwd * SIM_PAYLOAD, (alone, fwd)
+    reverse = flows.loc[("w2", "h2")].goodput_bps
+    assert reverse <= 0.1 * rev and abs(reverse - 200e3) <= 0.25 * 200e3, (reverse, rev)
+
+
+def check_figure6(cfg: dict, res) -> None:
+    """Figure 6's first point, capacity just above the ABW: the queue Eq. 4 allows (split
+    equally) keeps each flow's RTT under w_max/ABW (Eq. 3: not window-limited), and the
+    forward flow stays below its ABW's payload share, by at most a fifth."""
+    p = cfg["path"][0]
+    fwd, rev = parse_per_direction("rate", p["abw"], "abw")
+    capacity = parse_per_direction("rate", p["capacity"], "capacity")[0]
+    eq4_total = capacity / 8 * (w_max_bits(cfg) / max(fwd, rev) - seconds(p["rtt"]))
+    queues = [r for r in res.run["resolved_paths"] if r["path"] == 0]
+    assert sum(parse_quantity("size", r["queue"], "queue") for r in queues) <= eq4_total + 2, (queues, eq4_total)
+    flows = res.flows.set_index(["src", "dst"])
+    for (src, dst), abw in zip((tuple(p["between"]), tuple(reversed(p["between"]))), (fwd, rev)):
+        f = flows.loc[(src, dst)]
+        assert f.rtt_mean_ms / 1e3 < w_max_bits(cfg) / abw, (src, dst, f.rtt_mean_ms)
+    got = flows.loc[tuple(p["between"])].goodput_bps
+    assert 0.8 * fwd * SIM_PAYLOAD <= got <= fwd * SIM_PAYLOAD, (got, fwd)
+
+
 def check_red(cfg: dict, res) -> None:
     """RED's average between its thresholds, a short instantaneous queue and a busy link;
     the same file with DropTail keeps the buffer at least half full."""
@@ -354,6 +403,10 @@ class Example:
 EXAMPLES_RUN: dict[str, Example] = {
     "nsdi09-figure5.toml": Example("pathtwin sim examples/nsdi09-figure5.toml -o out/fig5", check_figure5),
     "nsdi09-table2.toml": Example("pathtwin sim examples/nsdi09-table2.toml -o out/table2", check_table2),
+    "nsdi09-bad-queue.toml": Example("pathtwin sim examples/nsdi09-bad-queue.toml -o out/bad-queue", check_bad_queue),
+    "nsdi09-small-queue.toml": Example("pathtwin sim examples/nsdi09-small-queue.toml -o out/small-queue",
+                                       check_small_queue),
+    "nsdi09-figure6.toml": Example("pathtwin sim examples/nsdi09-figure6.toml -o out/figure6", check_figure6),
     "red-dumbbell.toml": Example("pathtwin sim examples/red-dumbbell.toml -o out/red", check_red),
     "cc-comparison.toml": Example("pathtwin sim examples/cc-comparison.toml -o out/cc --plots", check_cc),
     "rio-markers.toml": Example("pathtwin sim examples/rio-markers.toml -o out/rio", check_rio),
