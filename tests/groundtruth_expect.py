@@ -91,3 +91,21 @@ def expected_classes(truth: Truth, src: str, dests: list[str]) -> set[frozenset[
     for d in dests:
         groups.setdefault(parent[d], set()).add(d)
     return {frozenset(g) for g in groups.values() if len(g) >= 2}
+
+
+def probe_wait_bound_ms(truth: Truth, hosts: list[str], src: str, dst: str) -> float:
+    """The most a probe's round trip can wait behind the other datagrams of its round: every
+    source probes every destination at once, back to back, and each probe is echoed as it
+    arrives, so a probe or its echo may queue behind any of those that cross a link of its
+    round trip, one serialization each at the round trip's slowest link."""
+    mine = set(truth.route(src, dst)) | set(truth.route(dst, src))
+    slowest = min(truth.links[h][0] for h in mine)
+    wait = 0.0
+    for a in hosts:
+        for b in hosts:
+            if a == b or (a, b) == (src, dst):
+                continue
+            for hops, size in ((truth.route(a, b), PROBE_IP), (truth.route(b, a), ECHO_IP)):
+                if mine & set(hops):
+                    wait += size * 8 / slowest
+    return wait * 1e3

@@ -419,6 +419,8 @@ EXAMPLES_RUN: dict[str, Example] = {
                                        check_ground_truth(["r1->r2"])),
     "groundtruth/two-bottlenecks.toml": Example("pathtwin sim examples/groundtruth/two-bottlenecks.toml -o out/two",
                                                 check_ground_truth(["r0->ra", "r0->rb"])),
+    "groundtruth/three-sites.toml": Example("pathtwin sim examples/groundtruth/three-sites.toml -o out/three",
+                                            check_ground_truth(["core1->core2", "core1->rc"])),
 }
 
 
