@@ -41,12 +41,13 @@ test-rust: setup
 # processors (pytest-xdist); then those marked `serial` (real
 # traffic in real time: emulations, loopback, kernel relays) one at a time, with the machine
 # to themselves. Both phases run whatever the first gives; either failing fails the target.
+# Each lists its slowest tests at the end, so that a run's log says where its time went.
 PYTEST_WORKERS ?= auto
 test-python: build
 	$(PYTHON) -m mypy python/pathtwin
 	status=0; \
-	$(PYTHON) -m pytest -q -m "not serial" -n $(PYTEST_WORKERS) --dist loadgroup || status=$$?; \
-	$(PYTHON) -m pytest -q -m serial || status=$$?; \
+	$(PYTHON) -m pytest -q -m "not serial" -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 || status=$$?; \
+	$(PYTHON) -m pytest -q -m serial --durations=25 || status=$$?; \
 	exit $$status
 
 test: test-rust test-python

@@ -317,11 +317,16 @@ def test_the_model_is_graded_against_its_ground_truth_with_the_link_baseline_bes
 
     rec, stdout = met_in_one_of(2, run, shortfalls)
     # Every experiment once per environment: 6 ordered pairs alone with 4 flows, and together.
+    # Alone, every path carries its flows in every environment; together, a pair may starve
+    # in truth (one run: d1 -> s got nothing while d1 -> d2's four flows took 14.3 of d1's
+    # 15 Mbit/s uplink), which neither model represents: recorded, not required positive.
     pairs = {(a, b) for a in hosts for b in hosts if a != b}
     for experiment in ("alone", "together"):
         got = [c for c in rec["cases"] if c["experiment"] == experiment]
         assert {(c["src"], c["dst"]) for c in got} == pairs and len(got) == len(pairs), experiment
-        assert all(c[f"{env}_bps"] > 0 for c in got for env in ("truth", "model", "link"))
+        assert all(c[f"{env}_bps"] >= 0 for c in got for env in ("truth", "model", "link")), got
+        if experiment == "alone":
+            assert all(c[f"{env}_bps"] > 0 for c in got for env in ("truth", "model", "link")), got
     # The truth's classes are the ones the file's routes and cross traffic imply.
     for s in hosts:
         want = expected_classes(truth, s, [d for d in hosts if d != s])
