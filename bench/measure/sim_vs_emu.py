@@ -84,19 +84,25 @@ def main() -> int:
     (args.out / "sim_vs_emu.json").write_text(json.dumps(report, indent=1) + "\n")
     if args.json:
         print(json.dumps(report, indent=1))
-        return 0
-    counts = [k[3:-6] for k in rows[0] if k.startswith("abw") and k.endswith("_sim_bps")]
-    print(f"{'pair':>8} {'RTT sim':>9} {'RTT emu':>9}" + "".join(f" {'ABW' + n + ' sim':>10} {'emu':>7} {'ratio':>6}" for n in counts))
+    else:
+        print_report(report)
+    return 0
+
+
+def print_report(report: dict) -> None:
+    rows = report["pairs"]
+    counts = [k[len("abw"):-len("_sim_bps")] for k in rows[0] if k.startswith("abw") and k.endswith("_sim_bps")]
+    print(f"{'pair':>8} {'RTT sim':>9} {'RTT emu':>9}" + "".join(f" {'ABW' + n + ' sim':>9} {'emu':>7} {'ratio':>6}" for n in counts))
     for r in rows:
         print(f"{r['pair']:>8} {r['rtt_sim_ms']:9.3f} {r['rtt_emu_ms']:9.3f}"
-              + "".join(f" {r[f'abw{n}_sim_bps'] / 1e6:10.2f} {r[f'abw{n}_emu_bps'] / 1e6:7.2f} {r[f'abw{n}_ratio']:6.3f}"
+              + "".join(f" {r[f'abw{n}_sim_bps'] / 1e6:9.2f} {r[f'abw{n}_emu_bps'] / 1e6:7.2f} {r[f'abw{n}_ratio']:6.3f}"
                         for n in counts))
-    for s, c in classes.items():
+    for s, c in report["classes"].items():
         print(f"from {s}: sim {c['sim']}, emu {c['emu']}")
+    wall = report["wall_s"]
     print(f"wall time: simulated {wall['sim']:.1f} s, emulated {wall['emu']:.1f} s ({report['speedup']:.0f}x); "
           f"ABW sim/emu median {report['abw_ratio_median']:.3f}, {report['abw_within_10pct'] * 100:.0f} % within 10 %; "
           f"classes agree: {report['classes_agree']}")
-    return 0
 
 
 if __name__ == "__main__":
