@@ -273,3 +273,34 @@ def test_a_table_printed_to_a_pipe_or_a_narrow_terminal_cuts_no_number():
         for cell in (f"{o['timeouts']:.0f} ({p['timeouts']:g})", f"{o['loss_percent']:.2f} ({p['loss_percent']:g})",
                      f"{o['goodput_Bps']:.0f} ({p['goodput_Bps']:g})", f"{o['cov']:.2f} ({p['cov']:g})"):
             assert cell in text.stdout, (cell, text.stdout)
+
+
+def test_the_bar_charts_draw_the_tables_numbers(rows):
+    """Figures 4.K.1-4.K.4 (one figure per configuration, four panels): every bar, read back
+    from the figure, is the table's number of ours or the thesis's for its case and flows."""
+    from pathtwin.reproduce.thesis import FIGURE_METRICS, Metrics, Row, figures
+
+    objs = [Row(x["configuration"], x["case"], x["flows"], Metrics(**x["ours"]), Metrics(**x["paper"]), x["seeds"])
+            for x in rows.values()]
+    drawn = figures(objs)
+    assert [name for name, _c, _f in drawn] == [f"thesis-figure-4.{k}" for k in range(1, 5)]
+    for (name, _caption, fig), configuration in zip(drawn, "ABCD"):
+        axes = fig.axes
+        assert len(axes) == len(FIGURE_METRICS) == 4
+        for ax, (attr, _label) in zip(axes, FIGURE_METRICS):
+            bars = {p.get_gid(): p.get_height() for p in ax.patches if p.get_gid()}
+            want = {}
+            for (c, case, flows), x in rows.items():
+                if c == configuration:
+                    want[f"ours {case} {flows}"] = x["ours"][attr]
+                    want[f"thesis {case} {flows}"] = x["paper"][attr]
+            assert bars.keys() == want.keys(), (name, attr)
+            assert all(bars[k] == pytest.approx(want[k]) for k in want), (name, attr)
+
+
+def test_reproduce_with_an_output_directory_writes_the_figures(tmp_path):
+    r = run_cli("reproduce", "thesis-tcp-friendly", "--only", "A", "--seeds", "1", "--duration", "20s", "-o", tmp_path)
+    assert r.returncode == 0, r.stderr
+    png = tmp_path / "thesis-figure-4.1.png"
+    assert f"figure: {png}" in r.stdout and png.stat().st_size > 10_000
+    assert not (tmp_path / "thesis-figure-4.2.png").exists(), "only configuration A ran"

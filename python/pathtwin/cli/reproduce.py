@@ -52,6 +52,8 @@ def reproduce(
         record.print_text(results, request)
         if out is not None:
             _plot_runs_under(out)
+            for path in record.save_figures(results, out):
+                print(f"figure: {path}")
 
 
 def _all(out: Optional[Path], only: Optional[str], engine: str, seeds: Optional[int], duration: Optional[str],

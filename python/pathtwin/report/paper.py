@@ -71,10 +71,11 @@ def judge(paper: float | str, ours: float | str | None, tolerance: float = DEFAU
 
 
 def section(name: str, description: str, rows: Sequence[Row], tolerance: float | None, seconds: float,
-            note: str = "", absolute: float | None = None) -> str:
+            note: str = "", absolute: float | None = None, figures: str = "") -> str:
     """A reproduction's section: its rows in a table, our cell classed ``within``,
     ``outside`` or ``unjudged`` (``judge``: relative ``tolerance``, or ``absolute``);
-    ``seconds`` is how long it ran."""
+    ``seconds`` is how long it ran; ``figures`` the paper's figures drawn from our results
+    (``page.figure``'s HTML), after the table."""
     tol = DEFAULT_TOLERANCE if tolerance is None else tolerance
     cells = []
     for r in rows:
@@ -91,8 +92,8 @@ def section(name: str, description: str, rows: Sequence[Row], tolerance: float |
             f"{f'{absolute:g} in the paper’s unit' if absolute is not None else f'{tol * 100:g} %'} ({stated}); "
             f"{outside} of {len(rows)} numbers outside it.{(' ' + esc(note)) if note else ''}</p>")
     if not rows:
-        return head + '<p class="note">The paper gives no numbers for this experiment.</p></section>'
-    return head + table(["quantity", "unit", "paper", "ours", "difference", "source"], cells, css="paper") + "</section>"
+        return head + '<p class="note">The paper gives no numbers for this experiment.</p>' + figures + "</section>"
+    return head + table(["quantity", "unit", "paper", "ours", "difference", "source"], cells, css="paper") + figures + "</section>"
 
 
 def failed_section(name: str, description: str, error: str) -> str:

@@ -85,7 +85,9 @@ class Reproduction:
     accepts (None: it states none, and the report's default applies); ``tolerance_abs``,
     if given, an absolute difference in the paper's unit instead, for numbers that are
     themselves errors (a relative tolerance on the paper's 2.1 % error would flag ours of
-    0.003 %)."""
+    0.003 %). ``figures(results)``, if given, draws the paper's figures from ``results``:
+    ``(name, caption, matplotlib figure)`` each (`pathtwin reproduce NAME -o DIR` writes them
+    as ``DIR/NAME.png``; `pathtwin reproduce all` puts them in its report)."""
 
     name: str
     description: str
@@ -100,6 +102,20 @@ class Reproduction:
     ours: Callable[[Any], Mapping[str, float | str]] | None = None
     tolerance: float | None = None
     tolerance_abs: float | None = None
+    figures: Callable[[Any], list[tuple[str, str, Any]]] | None = None
+
+    def save_figures(self, results: Any, out: Path) -> list[Path]:
+        """Writes ``figures(results)`` as ``out/NAME.png``; returns the files."""
+        from ..plot import _pyplot
+
+        written = []
+        for name, _caption, fig in self.figures(results) if self.figures is not None else []:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            path = Path(out) / f"{name}.png"
+            fig.savefig(path, dpi=100)
+            _pyplot().close(fig)
+            written.append(path)
+        return written
 
     def request(self, **options: Any) -> Request:
         """A ``Request`` for this reproduction from ``options`` (``Request``'s fields), its

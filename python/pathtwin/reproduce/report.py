@@ -1,7 +1,8 @@
 """`pathtwin reproduce all -o DIR`: every registered reproduction run in the simulator, one
 after the other, and one page (``DIR/report.html``) with, per reproduction, the paper's
 numbers beside ours, each judged by the reproduction's tolerance (``pathtwin.report.paper``
-renders and judges). Each reproduction keeps its runs' result directories under
+renders and judges) and the paper's figures drawn from ours where the reproduction draws
+them. Each reproduction keeps its runs' result directories under
 ``DIR/runs/NAME/`` (`pathtwin report` draws any of them), and ``DIR/reproductions.json``
 holds the same rows as the page. What a reproduction runs and what its numbers mean stays
 in its paper module; this module only goes through the registry.
@@ -16,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import PathtwinError
-from ..report import write_page
+from ..report import page, write_page
 from ..report.paper import DEFAULT_TOLERANCE, Row, failed_section, judge, section
 from .registry import Progress, Reproduction, get, reproductions
 
@@ -63,8 +64,10 @@ def run_all(out: str | Path, only: str | None = None, progress: Progress | None 
             results = record.run(record.request(engine="sim", out=out / "runs" / record.name))
             outcome = Outcome(record.name, time.perf_counter() - t0, rows_of(record, results))
             note = "" if record.ours is not None else "This reproduction does not name its numbers for the report."
+            drawn = "".join(page.figure(fig, name, caption) for name, caption, fig in
+                            (record.figures(results) if record.figures is not None else []))
             sections.append(section(record.name, record.description, outcome.rows, record.tolerance, outcome.seconds, note,
-                                    record.tolerance_abs))
+                                    record.tolerance_abs, drawn))
         except PathtwinError as e:
             outcome = Outcome(record.name, time.perf_counter() - t0, error=str(e))
             sections.append(failed_section(record.name, record.description, str(e)))

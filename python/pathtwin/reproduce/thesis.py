@@ -196,6 +196,59 @@ def print_tables(rows: list[Row], console=None) -> None:
         console = print_table(t, console)
 
 
+# --- the thesis's bar charts (Figures 4.1.1-4.4.4) ---------------------------------------------
+
+#: The thesis's four figures per configuration, in its order (Figure 4.k.1-4.k.4).
+FIGURE_METRICS = (("timeouts", "Number of timeouts"), ("loss_percent", "Probability of loss (%)"),
+                  ("goodput_Bps", "Average per-flow goodput (bytes/s)"), ("cov", "Goodput coefficient of variation"))
+
+
+def figures(rows: list[Row]) -> list[tuple[str, str, object]]:
+    """The thesis's bar charts for each configuration in ``rows``, ours beside the thesis's:
+    per configuration one matplotlib figure with its four panels (Figures 4.K.1-4.K.4:
+    timeouts, loss probability, mean goodput, CoV), the flow counts on the x axis as the thesis
+    draws them, a bar per case (ours filled, the thesis's hatched beside it); as the
+    registry's ``(name, caption, figure)``."""
+    out = []
+    for k, c in enumerate(CONFIGURATIONS):
+        mine = [r for r in rows if r.configuration == c]
+        if mine:
+            out.append((f"thesis-figure-4.{k + 1}", f"Figures 4.{k + 1}.1-4.{k + 1}.4, configuration {c}: ours and the "
+                        "thesis's", figure(mine, f"4.{k + 1}")))
+    return out
+
+
+def figure(rows: list[Row], number: str):
+    """One configuration's figure (see ``figures``); its panels' bars carry ``gid``s
+    ``"ours CASE FLOWS"`` and ``"thesis CASE FLOWS"`` so that what they draw can be read back."""
+    from ..plot import _pyplot
+
+    plt = _pyplot()
+
+    counts = sorted({r.flows for r in rows})
+    cases = sorted({r.case for r in rows})
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    width = 0.8 / (2 * len(cases))
+    for ax, (attr, label), sub in zip(axes.flat, FIGURE_METRICS, range(1, 5)):
+        for i, case in enumerate(cases):
+            for j, n in enumerate(counts):
+                r = next((r for r in rows if r.case == case and r.flows == n), None)
+                if r is None:
+                    continue
+                x = j - 0.4 + (2 * i + 0.5) * width
+                ours = ax.bar(x, getattr(r.ours, attr), width, color=f"C{i}", label=CASES[case] if j == 0 else None)
+                ours[0].set_gid(f"ours {case} {n}")
+                theirs = ax.bar(x + width, getattr(r.paper, attr), width, color="white", edgecolor=f"C{i}", hatch="//",
+                                label="thesis (hatched)" if i == j == 0 else None)
+                theirs[0].set_gid(f"thesis {case} {n}")
+        ax.set_xticks(range(len(counts)), [f"{n} flows" for n in counts])
+        ax.set_title(f"Figure {number}.{sub}: {label}", fontsize=9)
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"Configuration {rows[0].configuration} (ours filled, the thesis's hatched)")
+    fig.tight_layout()
+    return fig
+
+
 # --- the registry's record -------------------------------------------------------------------
 
 def _run(request: Request, progress: Progress | None) -> list[Row]:
@@ -241,4 +294,5 @@ register(Reproduction(
     to_json=lambda rows: [dataclasses.asdict(r) for r in rows],
     engine_note="SACK and Reno are the simulator's TCP",
     ours=_ours,
+    figures=figures,
 ))
