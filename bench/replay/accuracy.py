@@ -23,11 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 
 from pathtwin import trace
-from pathtwin.replay import Workload, breakdown, replay, run_emulated, run_simulated, synthetic
+from pathtwin.replay import CATEGORIES, Workload, breakdown, replay, run_emulated, run_simulated, synthetic
 
 #: The paper's headline: connections whose replayed response time is within ±20 % (Fig. 6).
 PAPER_WITHIN_20PCT = 0.86
@@ -74,13 +72,9 @@ def main(argv=None) -> int:
                                                 median_abs_error=("abs", "median"))
     by_loss = both.groupby(both["true_loss"] > 0).agg(connections=("abs", "size"), within_20pct=("abs", lambda e: float((e <= 0.2).mean())))
     by_loss.index = ["no random loss", "random loss"][: len(by_loss)] if len(by_loss) == 2 else by_loss.index
-    figs = {
-        "by response time (Fig. 6)": breakdown(table, "original_ms", [0, 100, 300, 1000, 3000, np.inf], ["<100 ms", "100-300 ms", "0.3-1 s", "1-3 s", ">3 s"]),
-        "by bandwidth (Fig. 7)": breakdown(table, "down_bps", [0, 56e3, 1e6, 6e6, np.inf], ["<56 kbit/s", "56k-1M", "1-6M", ">6 Mbit/s"]),
-        "by RTT (Fig. 8)": breakdown(table, "rtt_ms", [0, 20, 50, 100, 200, np.inf], ["<20 ms", "20-50", "50-100", "100-200", ">200 ms"]),
-        "by client class": by_class,
-        "by true path loss": by_loss,
-    }
+    # Figs. 6-8 in the bins `pathtwin replay` prints (pathtwin.replay.CATEGORIES).
+    figs = {c.title: breakdown(table, c.column, c.edges, c.labels) for c in CATEGORIES}
+    figs.update({"by client class": by_class, "by true path loss": by_loss})
     for name, df in figs.items():
         print(f"\n{name}\n{df.round(3).to_string()}")
     naive = None

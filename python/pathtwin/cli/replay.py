@@ -6,8 +6,10 @@
 Builds the replay database of a capture (or takes one a previous run wrote), replays it in
 the emulator (or, with ``--engine sim``, the simulator) with the server's TCP changed by
 ``--set``, and prints how the per-connection
-response times compare with the source's; the tables, the server capture and a plot of the
-CDFs are in the output directory.
+response times compare with the source's: the paper's headline, its Figures 6-8 as a table
+(per category of response time, bandwidth and RTT: connections, share within ±20 %, shares
+under- and over-estimated) and Figure 9's two halves in time. The tables, the server capture
+and the figures as PNGs are in the output directory.
 """
 
 from __future__ import annotations
@@ -52,32 +54,44 @@ def _value(text: str):
     return text
 
 
-def plot_cdfs(table, path: Path) -> Path:
-    """Response-time CDFs of source and replay, and the CDF of the relative error."""
-    import matplotlib
+#: How each breakdown is named in the printed table.
+_CATEGORY_NAMES = {"response_time": "response time", "bandwidth": "bandwidth", "min_rtt": "min RTT"}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
 
-    both = table.dropna(subset=["original_ms", "replay_ms"])
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    for col, label in (("original_ms", "source"), ("replay_ms", "replay")):
-        v = np.sort(both[col].to_numpy())
-        a.step(v, np.arange(1, len(v) + 1) / max(len(v), 1), where="post", label=label)
-    a.set_xscale("log")
-    a.set_xlabel("response time (ms)")
-    a.set_ylabel("CDF of connections")
-    a.legend()
-    e = np.sort(both["rel_error"].to_numpy())
-    b.step(e, np.arange(1, len(e) + 1) / max(len(e), 1), where="post")
-    b.axvspan(-0.2, 0.2, color="0.9")
-    b.set_xlim(-1, 1)
-    b.set_xlabel("relative error of the replayed response time")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+def _pct(x) -> str:
+    return "    -" if x is None or x != x else f"{100 * x:5.1f}"
+
+
+def category_lines(cats: dict) -> list[str]:
+    """``summary["categories"]`` as a compact table: per category (Figs. 6-8) the number of
+    replayed connections, the share within ±20 % and the shares the replay under- and
+    over-estimated (negative and positive relative error), in %."""
+    title = "relative error by category (Figs. 6-8), %"
+    width = max([len(title)] + [len(f"{_CATEGORY_NAMES.get(k, k)} {b['label']}") for k, v in cats.items() if k != "total"
+                                for b in v["bins"]])
+    lines = [f"{title:<{width}}  {'conns':>6}  ±20 %  under   over",
+             f"{'total':<{width}}  {cats['total']['connections']:>6}  {_pct(cats['total']['within_20pct'])}  "
+             f"{_pct(cats['total']['under'])}  {_pct(cats['total']['over'])}"]
+    for key, v in cats.items():
+        if key == "total":
+            continue
+        for b in v["bins"]:
+            name = f"{_CATEGORY_NAMES.get(key, key)} {b['label']}"
+            lines.append(f"{name:<{width}}  {b['connections']:>6}  {_pct(b['within_20pct'])}  {_pct(b['under'])}  {_pct(b['over'])}")
+    return lines
+
+
+def halves_line(h: dict) -> str:
+    """``summary["halves"]`` (Fig. 9) in one line."""
+    def num(v, fmt):
+        return "-" if v is None else format(v, fmt)
+
+    def one(key):
+        x = h[key]
+        return (f"{key} KS {num(x['ks_distance'], '.3f')}, medians {num(x['first_median_ms'], '.1f')} / "
+                f"{num(x['second_median_ms'], '.1f')} ms")
+    return (f"two halves in time (Fig. 9; {h['first']:,} and {h['second']:,} connections, split at "
+            f"{num(h['split_s'], '.1f')} s): {one('original')}; {one('replay')}")
 
 
 def register(app: typer.Typer) -> None:
@@ -111,13 +125,19 @@ def register(app: typer.Typer) -> None:
         with console.status(f"replaying in the {'simulator' if engine == 'sim' else 'emulator'} ..."):
             result = rp.replay(workload, out, tcp=tcp, engine=engine, source_exchanges=source_exchanges, seed=seed)
         s = result.summary
-        plot = plot_cdfs(result.table, out / "response_times.png")
+        from ..replay.figures import write_figures
+
+        plots = write_figures(result.table, out)
         console.print(f"replayed {s['replayed']:,} of {s['connections']:,} connections in {s['wall_s']:.0f} s"
                       + (f" with {', '.join(f'{k}={v}' for k, v in tcp.items())}" if tcp else ""))
         console.print(f"response time within ±20 %: {100 * s['within_20pct']:.1f} % (±10 %: {100 * s['within_10pct']:.1f} %), "
                       f"median error {100 * s['median_abs_error']:.1f} %")
         console.print(rp.ks_reading(s))
-        console.print(f"wrote {out}/connections.parquet, {out}/summary.json, {plot}, capture {result.run.capture}")
+        for line in category_lines(s["categories"]):
+            console.print(line, highlight=False, markup=False)
+        console.print(halves_line(s["halves"]), highlight=False, markup=False, soft_wrap=True)
+        console.print(f"wrote {out}/connections.parquet, {out}/summary.json, {', '.join(p.name for p in plots)}, "
+                      f"capture {result.run.capture}")
         if s["interrupted"]:
             console.print(f"interrupted: compared the {s['replayed']:,} connections that had finished; the database "
                           f"in {out}/db replays the whole workload again", soft_wrap=True)

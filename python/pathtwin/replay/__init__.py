@@ -13,7 +13,10 @@ The parts, usable one by one from a notebook:
 - :func:`run_simulated` (``sim.py``): the same in the simulator, simulated TCP, for fast
   what-if sweeps; its capture goes through the same analysis and comparison;
 - :func:`compare` / :func:`summary` (``compare.py``): per-connection response times of the
-  source and of the replay, and the paper's accuracy figures.
+  source and of the replay, and the paper's accuracy figures; :func:`categories` (Figs. 6-8:
+  the signed error per category of response time, bandwidth and RTT) and :func:`halves`
+  (Fig. 9: the workload's two halves in time);
+- ``figures.py``: those drawn (matplotlib), :func:`~pathtwin.replay.figures.write_figures`.
 
 The server's ``tcp`` settings are the what-if: the clients and the paths stay as traced.
 """
@@ -28,7 +31,8 @@ from typing import Callable, Optional, Union
 import pandas as pd
 
 from ..errors import PathtwinError
-from .compare import breakdown, carried_whole, compare, ks_distance, ks_reading, response_times, response_times_by_slot, summary
+from .compare import (CATEGORIES, breakdown, carried_whole, categories, compare, halves, ks_distance, ks_reading, response_times,
+                      response_times_by_slot, summary)
 from .dbcheck import check_source_exchanges
 from .emu import EmulatedRun, run_emulated
 from .sim import SimulatedRun, run_simulated
@@ -37,7 +41,8 @@ from .workload import Workload, synthetic
 #: Engines a replay runs in.
 ENGINES = ("emu", "sim")
 
-__all__ = ["Workload", "synthetic", "run_emulated", "run_simulated", "SimulatedRun", "compare", "summary", "breakdown", "ks_distance", "ks_reading",
+__all__ = ["Workload", "synthetic", "run_emulated", "run_simulated", "SimulatedRun", "compare", "summary", "breakdown", "categories", "CATEGORIES", "halves",
+           "ks_distance", "ks_reading",
            "response_times", "response_times_by_slot", "replay", "ReplayResult", "load_source"]
 
 
@@ -97,7 +102,8 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
     emulator's). Writes under ``out``: ``db/`` (the database), ``replay/`` (the emulation
     or simulation, the server capture, the emulator agents' logs), ``replay_conns.parquet``
     and ``replay_exchanges.parquet`` (that capture analysed), ``connections.parquet`` (the
-    comparison) and ``summary.json``. Ctrl-C during the replay ends it there and still writes
+    comparison) and ``summary.json`` (with Figs. 6-8's ``categories`` and Fig. 9's ``halves``;
+    ``figures.write_figures`` draws them). Ctrl-C during the replay ends it there and still writes
     all of these, comparing the connections that had carried all their bytes
     (``summary["interrupted"]``)."""
     from .. import trace
@@ -132,6 +138,8 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
     table = compare(workload, source_exchanges, rconns, rex, run.addresses)
     table.to_parquet(out / "connections.parquet", index=False)
     s = summary(table)
+    s["categories"] = categories(table)
+    s["halves"] = halves(table)
     s.update({"engine": engine, "tcp": tcp or {}, "skipped": workload.skipped, "vantage": workload.vantage, "wall_s": run.wall_s,
               "interrupted": run.interrupted})
     (out / "summary.json").write_text(json.dumps(s, indent=2))

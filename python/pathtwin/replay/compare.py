@@ -8,13 +8,26 @@ exchange table, the replay's from the replay capture's, matched through the repl
 paper's headline (the share within ±20 %, 86 % in its Fig. 6), the same within ±10 %, the
 median error and the two-sample Kolmogorov-Smirnov distance between the two distributions
 (the measure of a predictive replay, Fig. 10).
+
+It also owns the paper's two finer readings of a replay. Figures 6-8 (:data:`CATEGORIES`,
+:func:`breakdown`, :func:`categories`): the signed relative error per connection, for all of
+them and per category of original response time, estimated bottleneck bandwidth and minimum
+RTT, each category with its count, its share within ±20 % and its shares under- and
+over-estimated ("over 60 % of replayed connections had a negative relative error", §5.1).
+Figure 9 (:func:`halves`): the workload split in two halves in time, whose response-time
+distributions should match — for the original, and for the replay. Drawing them is
+:mod:`~pathtwin.replay.figures`'.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
+from ..errors import PathtwinError
 from .workload import Workload
 
 
@@ -61,10 +74,11 @@ def ks_distance(a, b) -> float:
 def compare(db: Workload, source_exchanges: pd.DataFrame, replay_conns: pd.DataFrame, replay_exchanges: pd.DataFrame,
             addresses: list[str]) -> pd.DataFrame:
     """One row per database connection: original and replayed response time, relative error,
-    and the connection's path (for the breakdowns by RTT and bandwidth)."""
+    the connection's path (for the breakdowns by RTT and bandwidth) and its start (for the
+halves in time)."""
     original = response_times(source_exchanges)
     replay = response_times_by_slot(replay_conns, replay_exchanges, addresses)
-    out = db.conns[["conn", "rtt_ms", "down_bps", "down_loss", "source_conn_id"]].copy()
+    out = db.conns[["conn", "start_s", "rtt_ms", "down_bps", "down_loss", "source_conn_id"]].copy()
     out["exchanges"] = out["conn"].map(db.exchanges.groupby("conn").size()).fillna(0).astype(int)
     out["original_ms"] = out["source_conn_id"].map(original)
     out["replay_ms"] = out["conn"].map(replay)
@@ -103,10 +117,129 @@ def ks_reading(s: dict) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class Category:
+    """One of the paper's breakdowns: a column of the comparison table cut into bins."""
+
+    #: Key in ``summary.json``'s ``categories`` and in the PNG's name.
+    name: str
+    #: The figure of the paper it redraws, and what its legend is about.
+    title: str
+    column: str
+    #: Bin edges, right-open: a value ``v`` is in bin i when ``edges[i] <= v < edges[i+1]``.
+    edges: tuple
+    labels: tuple
+
+
+#: The three breakdowns of Figures 6-8, each of the *original* connection (§5.1: "of the
+#: original connections in the trace").
+#:
+#: - response time: the paper's own bins (Fig. 6's legend: < 200 ms, 200-500, 500-1000,
+#:   1000-1500, > 1500 ms);
+#: - bottleneck bandwidth (the database's ``down_bps``, Monkey See's ACK-pair estimate): the
+#:   text does not list Fig. 7's legend, so the bins are the access classes the paper itself
+#:   draws its lines at — dial-up below 56 kbit/s (Fig. 2, §3.3.1's 5-packet queues), DSL and
+#:   cable from 56 kbit/s to the 6 Mbit/s top subscriber rate (Fig. 3), split at 1.5 Mbit/s
+#:   (above which one 1460-byte packet per millisecond, the trace's resolution, makes
+#:   estimates unreliable, Fig. 3's caption) — and faster than 6 Mbit/s;
+#: - minimum RTT (``rtt_ms``): neither is Fig. 8's, so doubling steps from 50 ms — the same
+#:   continent (< 50 ms), across one (50-100), across an ocean (100-200), and the dial-up and
+#:   satellite tail (> 200 ms), where Monkey's accuracy was worst.
+CATEGORIES = (
+    Category("response_time", "Figure 6: by original response time", "original_ms",
+             (0.0, 200.0, 500.0, 1000.0, 1500.0, math.inf), ("< 200 ms", "200-500 ms", "500-1000 ms", "1000-1500 ms", "> 1500 ms")),
+    Category("bandwidth", "Figure 7: by estimated bottleneck bandwidth", "down_bps",
+             (0.0, 56e3, 1.5e6, 6e6, math.inf), ("< 56 kbit/s", "56 kbit/s-1.5 Mbit/s", "1.5-6 Mbit/s", "> 6 Mbit/s")),
+    Category("min_rtt", "Figure 8: by minimum RTT", "rtt_ms",
+             (0.0, 50.0, 100.0, 200.0, math.inf), ("< 50 ms", "50-100 ms", "100-200 ms", "> 200 ms")),
+)
+
+#: The label of the row and the line of every replayed connection (the paper's "total").
+TOTAL = "total"
+
+
+def replayed(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a comparison table with both response times: what the figures count."""
+    return table.dropna(subset=["original_ms", "replay_ms"])
+
+
+def _shares(e: pd.Series) -> dict:
+    """Count, share within ±20 %, and the signed shares of one set of relative errors. An
+    error of exactly 0 is neither under nor over, so the two need not add up to 1."""
+    n = len(e)
+    if n == 0:
+        return {"connections": 0, "within_20pct": math.nan, "under": math.nan, "over": math.nan, "median_error": math.nan}
+    return {"connections": n, "within_20pct": float((e.abs() <= 0.2).mean()), "under": float((e < 0).mean()),
+            "over": float((e > 0).mean()), "median_error": float(e.median())}
+
+
 def breakdown(table: pd.DataFrame, by: str, bins, labels) -> pd.DataFrame:
-    """Share within ±20 % per bin of ``by`` (the paper's Figs. 6-8: by response time,
-    bandwidth, RTT)."""
-    both = table.dropna(subset=["original_ms", "replay_ms"]).copy()
-    both["bin"] = pd.cut(both[by], bins=bins, labels=labels)
-    g = both.groupby("bin", observed=False)
-    return pd.DataFrame({"connections": g.size(), "within_20pct": g["rel_error"].apply(lambda e: float((e.abs() <= 0.2).mean()) if len(e) else float("nan"))})
+    """Per bin of ``by`` (right-open: ``bins[i] <= value < bins[i+1]``) over the replayed
+    connections: how many, the share within ±20 %, the shares with a negative (``under``)
+    and a positive (``over``) relative error, and the median signed error — one row per
+    label, in order, empty bins included (0 connections, NaN shares). The paper's Figs. 6-8
+    by response time, bandwidth and RTT (:data:`CATEGORIES`)."""
+    if by not in table.columns:
+        raise PathtwinError(f"breakdown by {by!r}: the comparison table has no such column")
+    if len(bins) != len(labels) + 1:
+        raise PathtwinError(f"breakdown by {by!r}: {len(bins)} bin edges for {len(labels)} labels (one edge more than labels)")
+    both = replayed(table)
+    try:
+        cut = pd.cut(both[by], bins=list(bins), labels=list(labels), right=False)
+    except ValueError as e:  # edges not increasing, labels repeated
+        raise PathtwinError(f"breakdown by {by!r}: {e}") from None
+    rows = [_shares(both["rel_error"][cut == label]) for label in labels]
+    return pd.DataFrame(rows, index=pd.Index(list(labels), name="bin"))
+
+
+def categories(table: pd.DataFrame) -> dict:
+    """Figures 6-8 as numbers: ``{"total": {...}, "response_time": {"bins": [{"label", ...},
+    ...], ...}, "bandwidth": ..., "min_rtt": ...}``, each bin :func:`breakdown`'s row, a share
+    of an empty bin ``None`` (JSON has no NaN; and None == None where NaN != NaN). A connection
+    whose ``by`` value is missing or outside the edges falls in no bin (the edges start at 0
+    and end at infinity, so only a missing estimate does); ``unbinned`` counts those."""
+    both = replayed(table)
+    out: dict = {TOTAL: {k: (int(v) if k == "connections" else _number(v)) for k, v in _shares(both["rel_error"]).items()}}
+    for cat in CATEGORIES:
+        b = breakdown(table, cat.column, cat.edges, cat.labels)
+        rows = [{"label": label, **{k: (int(v) if k == "connections" else _number(v)) for k, v in r.items()}}
+                for label, r in zip(cat.labels, b.to_dict("records"))]
+        # The open upper end is null: JSON has no infinity.
+        out[cat.name] = {"title": cat.title, "column": cat.column, "edges": [_number(e) if math.isfinite(e) else None for e in cat.edges],
+                         "bins": rows,
+                         "unbinned": int(len(both) - sum(r["connections"] for r in rows))}
+    return out
+
+
+def _number(v) -> float | None:
+    """A float for JSON, None for NaN (an empty bin's share, a KS distance of an empty half)."""
+    f = float(v)
+    return None if math.isnan(f) else f
+
+
+def category_of(table: pd.DataFrame, cat: Category) -> pd.Series:
+    """Each row's bin label in ``cat`` (NaN outside every bin), as :func:`breakdown` cuts."""
+    return pd.cut(table[cat.column], bins=list(cat.edges), labels=list(cat.labels), right=False)
+
+
+def halves(table: pd.DataFrame, start: str = "start_s") -> dict:
+    """Figure 9: the workload cut in two halves in time — at the middle of its connections'
+    start times, as the paper cut its 2:15-3:06 pm trace at 2:40 — and each half's
+    response-time distribution compared with the other's (two-sample KS distance, medians),
+    for the original response times and for the replayed ones. Two halves of one workload
+    are equivalent workloads (§5.2), so the original's KS distance is the noise floor a
+    predictive replay's distance (Fig. 10) should be read against, and the replay's halves
+    should be as alike as the original's. Over the replayed connections, so that both
+    readings count the same connections; a statistic of an empty half is None."""
+    if start not in table.columns:
+        raise PathtwinError(f"halves: the comparison table has no {start!r} column")
+    both = replayed(table)
+    t = both[start].astype(float)
+    split = float((t.min() + t.max()) / 2) if len(t) else math.nan
+    first, second = both[t < split], both[t >= split]
+    out: dict = {"split_s": _number(split), "first": int(len(first)), "second": int(len(second))}
+    for col, key in (("original_ms", "original"), ("replay_ms", "replay")):
+        a, b = first[col], second[col]
+        out[key] = {"ks_distance": _number(ks_distance(a, b)),
+                    "first_median_ms": _number(a.median()), "second_median_ms": _number(b.median())}
+    return out
