@@ -567,7 +567,8 @@ def test_agents_in_an_emulation_measure_its_paths(tmp_path, no_namespace_left_be
     RTT_EXCESS_MS above; the ABW within ABW_TOLERANCE of the configured ABW (the path carries
     nothing else, and its queue is sized by NSDI'09's bounds for its ABW and RTT: one flow
     reaches it)."""
-    from test_measure_emu import ABW_TOLERANCE, ECHO_IP, PROBE_IP, RTT_EXCESS_MS
+    from groundtruth_expect import ECHO_IP, PROBE_IP
+    from test_measure_emu import ABW_TOLERANCE, RTT_EXCESS_MS
 
     from pathtwin import Emulation
 
