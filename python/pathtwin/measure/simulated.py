@@ -134,7 +134,7 @@ def simulate_complete(cfg: dict, keep: Optional[Path] = None, progress: bool = F
     return res
 
 
-def test_records(res, index: list[list[tuple[int, float, int]]], duration_s: float) -> list[list[dict]]:
+def throughput_records(res, index: list[list[tuple[int, float, int]]], duration_s: float) -> list[list[dict]]:
     """Every test's throughput record (``throughput_step``), per batch."""
     flows, series = res.flows, res.flow_series
     return [[throughput_step(flows, series, entry, start_s, n, duration_s, res.run["tcp_defaults"])
@@ -148,7 +148,7 @@ def throughput_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: f
     record, per batch."""
     cfg = copy.deepcopy(cfg)
     index = add_tests(cfg, batches, duration_s, settle_s)
-    return test_records(simulate_complete(cfg, keep), index, duration_s)
+    return throughput_records(simulate_complete(cfg, keep), index, duration_s)
 
 
 def measure_simulated(source: ConfigSource, hosts: Optional[Sequence[str]] = None, settings: Optional[Settings] = None,
@@ -185,7 +185,7 @@ def measure_simulated(source: ConfigSource, hosts: Optional[Sequence[str]] = Non
         probes = res.tables.get("probes")
         if probes is None:
             raise PathtwinError("the simulation sent no probes")
-        records = test_records(res, index, settings.duration_s)
+        records = throughput_records(res, index, settings.duration_s)
         st.steps = {"probe": probe_steps(probes, names, settings.probe_interval_s),
                     **{k: batch[0] for k, batch in zip(keys, records)}}
         st.save()
