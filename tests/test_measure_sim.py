@@ -17,6 +17,7 @@ says (``groundtruth_expect``), as ``test_measure_emu.py`` checks the emulated lo
 
 from __future__ import annotations
 
+import functools
 import json
 import tomllib
 
@@ -41,12 +42,17 @@ RTT_ROUNDING_MS = 0.0002
 ABW_TOLERANCE = 0.15
 
 
+@functools.lru_cache(maxsize=None)
+def kept_run(kept):
+    """The kept simulation's flows, flow series and TCP defaults, read once for every test."""
+    return (pd.read_parquet(kept / "flows.parquet"), pd.read_parquet(kept / "flow_series.parquet"),
+            json.loads((kept / "run.json").read_text())["tcp_defaults"])
+
+
 def quarter_second_residual(truth: Truth, kept, route: list[tuple[str, str]], window_s: tuple[float, float]) -> float:
     """What ``route`` left free in the window: per quarter second, the smallest of its links'
     rates less the IP rate of the cross traffic crossing that link then; their mean."""
-    flows = pd.read_parquet(kept / "flows.parquet")
-    series = pd.read_parquet(kept / "flow_series.parquet")
-    tcp = json.loads((kept / "run.json").read_text())["tcp_defaults"]
+    flows, series, tcp = kept_run(kept)
     to_ip = tcp["ip_bytes"] / tcp["payload"]
     edges = np.arange(window_s[0], window_s[1] + 1e-9, 0.25)
     cross = {h: np.zeros(len(edges) - 1) for h in route}

@@ -25,7 +25,6 @@ Not here: the analysis (``session``, ``shared``, ``model``), the live programs.
 from __future__ import annotations
 
 import copy
-from collections import defaultdict
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -63,26 +62,30 @@ def probe_steps(probes, names: Sequence[str], interval_s: float) -> dict:
     return out
 
 
-def throughput_step(flows, series, entry: int, start_s: float, n: int, duration_s: float, tcp: dict) -> dict:
-    """A test's throughput record from its connections' delivered bytes at every sample, as
-    ``throughput.parallel_flows`` makes it from the sink's counters. ``tcp`` is the run's
-    ``tcp_defaults``: a full segment's payload and IP bytes turn goodput into the IP-level
-    ABW, and the largest window stands where the kernel's ``tcp_rmem`` maximum does (the
-    model's ``wmax``)."""
+def delivered_by_time(series):
+    """Every connection's delivered bytes at every sample, from ``flow_series``: one row per
+    sample time (ns), one column per connection, 0 before a connection's first sample. Built
+    once per run: every test reads its own columns of it."""
+    table = series.pivot_table(index="time_s", columns="flow", values="delivered_bytes", aggfunc="last").fillna(0)
+    table.index = (table.index.to_numpy() * 1e9).round().astype(np.int64)
+    return table
+
+
+def throughput_step(flows, delivered, entry: int, start_s: float, n: int, duration_s: float, tcp: dict) -> dict:
+    """A test's throughput record from its connections' delivered bytes at every sample
+    (``delivered_by_time``), as ``throughput.parallel_flows`` makes it from the sink's
+    counters. ``tcp`` is the run's ``tcp_defaults``: a full segment's payload and IP bytes
+    turn goodput into the IP-level ABW, and the largest window stands where the kernel's
+    ``tcp_rmem`` maximum does (the model's ``wmax``)."""
     conns = flows[flows.entry == entry].flow.tolist()
     if len(conns) != n:
         raise PathtwinError(f"the simulation ran {len(conns)} of the test's {n} connections")
     t0_ns = int(round(start_s * 1e9))
     until_ns = t0_ns + int(round((duration_s + BUCKET_S) * 1e9))
-    rows = series[series.flow.isin(conns)]
-    by_time: dict[int, dict[int, int]] = defaultdict(dict)
-    for t, f, d in zip(rows.time_s.to_numpy(), rows.flow.to_numpy(), rows.delivered_bytes.to_numpy()):
-        t_ns = int(round(t * 1e9))
-        if t0_ns <= t_ns <= until_ns:
-            by_time[t_ns][int(f)] = int(d)
+    window = delivered.loc[(delivered.index > t0_ns) & (delivered.index <= until_ns), conns]
     # From the test's start, when nothing was delivered (the sink's first sample is at its
     # first accept).
-    samples = [(t0_ns, [0] * n)] + [(t, [got.get(c, 0) for c in conns]) for t, got in sorted(by_time.items()) if t > t0_ns]
+    samples = [(t0_ns, [0] * n)] + [(int(t), [int(v) for v in row]) for t, row in zip(window.index, window.to_numpy())]
     rec = summarize(buckets(samples, t0_ns, BUCKET_S, n), BUCKET_S, duration_s, tcp["payload"], tcp["ip_bytes"], n,
                     t0_ns=t0_ns)
     rec["receiver_rmem_max"] = int(tcp["max_window"])
@@ -136,8 +139,8 @@ def simulate_complete(cfg: dict, keep: Optional[Path] = None, progress: bool = F
 
 def throughput_records(res, index: list[list[tuple[int, float, int]]], duration_s: float) -> list[list[dict]]:
     """Every test's throughput record (``throughput_step``), per batch."""
-    flows, series = res.flows, res.flow_series
-    return [[throughput_step(flows, series, entry, start_s, n, duration_s, res.run["tcp_defaults"])
+    flows, delivered = res.flows, delivered_by_time(res.flow_series)
+    return [[throughput_step(flows, delivered, entry, start_s, n, duration_s, res.run["tcp_defaults"])
              for entry, start_s, n in batch] for batch in index]
 
 
