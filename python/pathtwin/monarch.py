@@ -9,9 +9,18 @@ A real kernel TCP sender and receiver run in their own namespaces; the emulator'
 to the target instead; the target's answer releases the packet to the receiver, whose ACKs
 go straight back. The target is a namespace host whose own kernel answers the probes (RST,
 ICMP port unreachable, echo and timestamp replies) across an emulated path with its own
-delay, rates, queue and loss per direction — there is no Internet here, so targets live in
-the emulation. The proxy records probes and answers as it sends and receives them; that
-capture is what the self-diagnosis (``pathtwin.trace.diagnose``) reads.
+delay, rates, queue and loss per direction — the mode in which the truth is known, for
+validation. The proxy records probes and answers as it sends and receives them; that capture
+is what the self-diagnosis (``pathtwin.trace.diagnose``) reads.
+
+A target may also be a real host, as in the paper: ``run("192.0.2.7", ...)`` (an address or
+a name). The sender and receiver stay in their namespaces; the probes leave through this
+machine's own routing from its own address, with raw sockets, and the host's kernel answers
+(``pathtwin_emu::real_target``). That needs root (CAP_NET_RAW, and CAP_NET_ADMIN for the
+namespaces) and a firewall that lets the probes out and their answers in. Addresses that are
+not on the Internet (private, loopback, link-local, multicast, ...) are refused unless
+``allow_private``; what the target is sent is capped at ``max_rate`` (20 Mbit/s by default),
+past which the proxy drops the sender's packets, and the summary says so.
 
 ``real_tcp=True`` also runs the same transfer as a real TCP flow from the sender to the
 target, for the paper's §4 comparison, in an emulation of its own with the same seed: the
@@ -26,8 +35,10 @@ reports the distribution of Monarch's throughput and of its ratio to real TCP's.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +79,31 @@ def topology(path: dict, probe: str = "tcp-ack", target_ip_ids: str = "kernel", 
                         "target_ip_ids": target_ip_ids}}
 
 
+def real_topology(address: str, probe: str = "tcp-ack", seed: int = 1, allow_private: bool = False,
+                  max_rate: Optional[str] = None) -> dict:
+    """Hosts ``sender`` and ``receiver``; Monarch's proxy between them probes the real host
+    at ``address`` (an IPv4 address) through this machine's own stack."""
+    if probe not in PROBES:
+        raise PathtwinError(f"probe {probe!r}: use one of {', '.join(PROBES)}")
+    monarch = {"sender": "sender", "receiver": "receiver", "target": address, "probe": probe,
+               "allow_private": allow_private}
+    if max_rate is not None:
+        monarch["max_rate"] = max_rate
+    return {"hosts": ["sender", "receiver"], "run": {"seed": seed}, "monarch": monarch}
+
+
+def resolve_target(name: str) -> str:
+    """A real target's IPv4 address: ``name`` itself, or what the resolver gives for it."""
+    try:
+        return str(ipaddress.IPv4Address(name))
+    except ValueError:
+        pass
+    try:
+        return socket.getaddrinfo(name, None, socket.AF_INET)[0][4][0]
+    except (socket.gaierror, IndexError, UnicodeError) as e:
+        raise PathtwinError(f"target {name!r}: not an IPv4 address, and the resolver found none ({e})") from None
+
+
 @dataclass
 class MonarchResult:
     summary: dict
@@ -89,7 +125,17 @@ def _warnings(s: dict) -> list[str]:
     that cannot stand for a packet's size."""
     out = []
     probes = s["proxy"]["probes"]
-    held_back = s["unanswered_probes"] - s["dropped_downstream"] - s["dropped_upstream"]
+    if s["dropped_downstream"] is None:
+        # A real path: what it dropped is only the diagnosis's estimate.
+        held_back = s["unanswered_probes"] - s["lost_downstream"] - s["lost_upstream"] - s["lost_unclassified"]
+    else:
+        held_back = s["unanswered_probes"] - s["dropped_downstream"] - s["dropped_upstream"]
+    if s["proxy"].get("capped"):
+        out.append(f"{s['proxy']['capped']} of the sender's packets were dropped at the rate cap on what the target is sent "
+                   f"({s['max_rate'] or '20mbit'}): the flow measured the cap, not the path — raise it with --max-rate if the "
+                   f"target's owner agrees")
+    if s["proxy"].get("send_failures"):
+        out.append(f"the kernel refused {s['proxy']['send_failures']} probes (no route, or larger than the route's MTU)")
     if probes and held_back > THROTTLE_SHARE * probes:
         out.append(f"{held_back} of {probes} probes went unanswered though the path delivered them: the target rate-limits its "
                    f"answers (Linux: net.ipv4.icmp_ratelimit and icmp_msgs_per_sec limit ICMP errors such as port unreachable); "
@@ -142,41 +188,67 @@ def _flow_summary(series: pd.DataFrame, t: dict, nbytes: int) -> tuple[dict, pd.
     }, f
 
 
-def run(path: dict, out, probe: str = "tcp-ack", cc: Optional[str] = None, nbytes: int = 500_000,
+def run(path: dict | str, out, probe: str = "tcp-ack", cc: Optional[str] = None, nbytes: int = 500_000,
         real_tcp: bool = False, target_sysctls: Optional[dict] = None, target_ip_ids: str = "kernel",
-        seed: int = 1) -> MonarchResult:
-    """One Monarch transfer of ``nbytes`` over the target ``path`` (see :func:`topology`),
-    then, with ``real_tcp``, the same transfer as real TCP to the target. ``target_sysctls``
-    are set in the target host (e.g. ``{"net.ipv4.icmp_ratelimit": 0}``); ``target_ip_ids``
-    is "kernel" (the target's own IDs; Linux's leave the diagnosis little to work with) or
-    "sequential" (one counter over all it sends, as the paper's hosts had); ``seed`` seeds the
-    path's random loss (:func:`run_tcp` with the same seed meets the same drops)."""
+        seed: int = 1, allow_private: bool = False, max_rate: Optional[str] = None) -> MonarchResult:
+    """One Monarch transfer of ``nbytes`` to a target: an emulated one whose ``path`` is a dict
+    (see :func:`topology`), or a real host when ``path`` is its address or name (see the
+    module's doc; ``allow_private`` and ``max_rate`` apply to it). Then, with ``real_tcp``, the
+    same transfer as real TCP to an emulated target. ``target_sysctls`` are set in an
+    emulated target host (e.g. ``{"net.ipv4.icmp_ratelimit": 0}``); ``target_ip_ids`` is
+    "kernel" (the target's own IDs; Linux's leave the diagnosis little to work with) or
+    "sequential" (one counter over all an emulated target sends, as the paper's hosts had);
+    ``seed`` seeds the path's random loss (:func:`run_tcp` with the same seed meets the same
+    drops)."""
     from . import trace
     from .emulation import Emulation, bulk_transfer
     from .results import read_result_dir
 
     if nbytes <= 0:
         raise PathtwinError(f"bytes must be positive, not {nbytes}")
+    real = isinstance(path, str)
+    if real:
+        for given, what in ((real_tcp, "real TCP to the target (it would need a sink there)"),
+                            (target_sysctls, "settings in the target"), (target_ip_ids != "kernel", "sequential IP IDs")):
+            if given:
+                raise PathtwinError(f"target {path}: {what} is only for an emulated target: a real host is not ours to change")
+        address = resolve_target(str(path))
+        config = real_topology(address, probe, seed, allow_private, max_rate)
+    else:
+        config = topology(dict(path), probe, target_ip_ids, seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     capture = out / "probes.pcap"
-    with Emulation(topology(path, probe, target_ip_ids, seed), out=out / "emulation", cc=cc, monarch_pcap=capture) as net:
+    with Emulation(config, out=out / "emulation", cc=cc, monarch_pcap=capture) as net:
         for key, value in (target_sysctls or {}).items():
             net["target"].run(["sysctl", "-q", "-w", f"{key}={value}"], check=True)
+        if real:
+            # A target that answers nothing is told in 15 s (SYN sent 4 times), not the
+            # kernel's 127 s: the sender's namespace is ours to set.
+            net["sender"].run(["sysctl", "-q", "-w", "net.ipv4.tcp_syn_retries=3"], check=True)
         before = _path_losses(net.stats())
-        mon = bulk_transfer(net, "sender", "receiver", nbytes, PORT, cc)
+        try:
+            mon = bulk_transfer(net, "sender", "receiver", nbytes, PORT, cc)
+        except PathtwinError:
+            proxy = net.stats()["monarch"]
+            if real and proxy["probes"] and not proxy["responses"]:
+                raise PathtwinError(f"target {address}: none of {proxy['probes']} {probe} probes was answered (is the host up? "
+                                    f"does a firewall drop the probes, or their answers on the way back?)") from None
+            raise
         # The sender's last ACK may still be crossing the path as a probe.
         time.sleep(1.0)
         stats = net.stats()
         proxy = stats["monarch"]
-        # The truth the diagnosis is judged by: what the path itself dropped each way.
-        truth = {k: v - before[k] for k, v in _path_losses(stats).items()}
+        # The truth the diagnosis is judged by: what the path itself dropped each way (an
+        # emulated target's only; a real path's drops are what the diagnosis estimates).
+        truth = None if real else {k: v - before[k] for k, v in _path_losses(stats).items()}
     series = read_result_dir(out / "emulation").tables["flow_series"]
     summary, mseries = _flow_summary(series, mon, nbytes)
     diagnosis, _ = trace.diagnose(capture)
     row = diagnosis.iloc[0] if len(diagnosis) else None
     summary.update({
         "probe": probe, "cc": cc, "path": path, "proxy": proxy,
+        "target": address if real else "emulated", "max_rate": max_rate if real else None,
         "unanswered_probes": proxy["probes"] - proxy["responses"],
         "verdict": str(row["verdict"]) if row is not None else "Indeterminate",
         "reason": str(row["reason"]) if row is not None else "no probe flow in the capture",
@@ -186,12 +258,12 @@ def run(path: dict, out, probe: str = "tcp-ack", cc: Optional[str] = None, nbyte
         "reordered_downstream": int(row["reordered_downstream"]) if row is not None else 0,
         "reordered_upstream": int(row["reordered_upstream_minor"] + row["reordered_upstream_harmful"]) if row is not None else 0,
         "reordered_upstream_harmful": int(row["reordered_upstream_harmful"]) if row is not None else 0,
-        "dropped_downstream": truth["down"], "dropped_upstream": truth["up"],
+        "dropped_downstream": truth["down"] if truth else None, "dropped_upstream": truth["up"] if truth else None,
     })
     summary["warnings"] = _warnings(summary)
     summary["seed"] = seed
     if real_tcp:
-        summary["real_tcp"] = run_tcp(path, out / "real-tcp", cc=cc, nbytes=nbytes, seed=seed)
+        summary["real_tcp"] = run_tcp(dict(path), out / "real-tcp", cc=cc, nbytes=nbytes, seed=seed)  # type: ignore[arg-type]
         summary["ratio_to_real_tcp"] = summary["throughput_bps"] / summary["real_tcp"]["throughput_bps"]
     (out / "monarch.json").write_text(json.dumps(summary, indent=2, default=str))
     return MonarchResult(summary, mseries, diagnosis, capture, out)
@@ -220,7 +292,7 @@ def _quantiles(values: list[float]) -> dict[str, float]:
             "mean": float(xs.mean())}
 
 
-def runs(path: dict, out, count: int, seed: int = 1, real_tcp: bool = True, **kwargs) -> Runs:
+def runs(path: dict | str, out, count: int, seed: int = 1, real_tcp: bool = True, **kwargs) -> Runs:
     """``count`` Monarch transfers over realizations ``seed`` .. ``seed + count - 1`` of
     ``path``, each in ``out/run-NN`` (with ``real_tcp``, each paired with real TCP on the same
     realization); the rows and their distribution are also in ``out/monarch-runs.json``.

@@ -18,7 +18,7 @@
 
 use std::net::IpAddr;
 
-use pathtwin_core::config::{Config, ConfigError, TcpProfile};
+use pathtwin_core::config::{Config, ConfigError, MonarchConfig, MonarchTarget, TargetIpIds, TcpProfile};
 use pathtwin_core::element::{Element, Occupancy, QueueStats};
 use pathtwin_core::qdisc::AqmStats;
 use pathtwin_core::results::{self, EMU_PIPES, PACKET_FLOWS, QUEUE_SERIES, ROUTES, TIMING};
@@ -29,8 +29,9 @@ use serde::Serialize;
 
 use crate::clock::CpuLatencyRequest;
 use crate::device::Tun;
-use crate::engine::{Engine, EngineError, HostCounters, MonarchProxy, Route, RouteCounters, TimingOptions};
+use crate::engine::{Engine, EngineError, HostCounters, MonarchProxy, ProbeWay, Route, RouteCounters, TimingOptions};
 use crate::monarch::{MonarchStats, Translator};
+use crate::real_target::RealTarget;
 use crate::lab::{pipe_net, HostInfo, Lab, PipePlan, DEVICE};
 use crate::lateness::Histogram;
 use crate::netns::{cleanup_stale, NetnsError, RunId};
@@ -49,6 +50,9 @@ pub enum EmuError {
     /// The `[[flow]]` workload's programs could not start.
     #[error(transparent)]
     Workload(#[from] crate::workload::WorkloadError),
+    /// The way to a real Monarch target could not be opened (no route, no raw sockets).
+    #[error("monarch.target: {0}")]
+    MonarchTarget(std::io::Error),
     /// The process lacks the privileges namespaces and TUN devices need.
     #[error("the emulator needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN); run it with sudo")]
     NotRoot,
@@ -146,7 +150,7 @@ pub struct Snapshot {
 }
 
 /// Monarch's proxy: probes sent, answers, and what reached the receiver.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct MonarchSnapshot {
     #[serde(flatten)]
     pub stats: MonarchStats,
@@ -154,6 +158,12 @@ pub struct MonarchSnapshot {
     pub held: usize,
     pub released: u64,
     pub released_bytes: u64,
+    /// Packets dropped because their probe would have exceeded a real target's rate cap,
+    /// and probes the kernel refused to send (both 0 with an emulated target).
+    pub capped: u64,
+    pub send_failures: u64,
+    /// A real target's probes' source address (this machine's, towards the target).
+    pub source: Option<String>,
 }
 
 /// All pipes together (one entry per pipe would make every snapshot as large as the run).
@@ -458,6 +468,60 @@ fn kernel_settings(cfg: &Config, opts: &EmulatorOptions) -> (Vec<(String, String
     (sysctls, route_attrs)
 }
 
+/// Monarch's proxy for `[monarch]` `m`: its probes cross the route from the sender to an
+/// emulated target, or leave through the machine's stack to a real one; `routes` are the
+/// emulation's (with the element-less ones the proxy's hosts need, added before).
+fn monarch_proxy(m: &MonarchConfig, config: &Config, lab: &Lab, routes: &[Route], capture: Option<&std::path::Path>) -> Result<MonarchProxy, EmuError> {
+    let hosts = lab.hosts();
+    let id = |n: &str| hosts.iter().position(|h| h.name == n).expect("validated host");
+    let (sender, receiver) = (id(&m.sender), id(&m.receiver));
+    // Acknowledgment numbers of TCP probes start at a seeded offset, as real probes' would
+    // not be zero-based.
+    let tcp_base = (config.run.seed as u32).wrapping_mul(0x9E37_79B9) | 0x1000_0000;
+    let (translator, way) = match m.target_kind(&config.hosts) {
+        MonarchTarget::Host(name) => {
+            let target = id(name);
+            let Some(route) = routes.iter().position(|r| r.src == sender && r.dst == target && r.only.is_none()) else {
+                return Err(ConfigError::invalid(
+                    "monarch",
+                    format!("no [[path]] or [[link]] leads from sender {:?} to target {:?}: the probes need one", m.sender, name),
+                )
+                .into());
+            };
+            if !routes.iter().any(|r| r.src == target && r.dst == sender) {
+                return Err(ConfigError::invalid("monarch", format!("no route back from target {name:?} to sender {:?}", m.sender)).into());
+            }
+            let sequential_ids = (m.target_ip_ids == TargetIpIds::Sequential).then_some(1);
+            let translator = Translator::new(m.probe, hosts[sender].ipv4, hosts[target].ipv4, tcp_base);
+            (translator, ProbeWay::Emulated { route: route as u32, host: target, sequential_ids })
+        }
+        MonarchTarget::Real(addr) => {
+            if m.target_ip_ids == TargetIpIds::Sequential {
+                return Err(ConfigError::invalid(
+                    "monarch.target_ip_ids",
+                    "a real target's IP IDs are its own: \"sequential\" is only for an emulated target",
+                )
+                .into());
+            }
+            let target = RealTarget::open(addr, m.probe, m.max_rate()).map_err(EmuError::MonarchTarget)?;
+            let route = routes.iter().position(|r| r.src == sender && r.dst == receiver).expect("the proxy's route was added");
+            (Translator::new(m.probe, target.source(), addr, tcp_base), ProbeWay::Real { target, route: route as u32 })
+        }
+    };
+    let capture = match capture {
+        Some(path) => {
+            let open = || -> std::io::Result<std::io::BufWriter<std::fs::File>> {
+                let mut w = std::io::BufWriter::with_capacity(1 << 16, std::fs::File::create(path)?);
+                pathtwin_core::pcapfile::write_header(&mut w, 65_535)?;
+                Ok(w)
+            };
+            Some(open().map_err(|e| NetnsError::Command { cmd: "monarch capture".into(), msg: format!("{}: {e}", path.display()) })?)
+        }
+        None => None,
+    };
+    Ok(MonarchProxy { translator, sender, receiver, way, released: 0, released_bytes: 0, capped: 0, send_failures: 0, capture })
+}
+
 impl Emulator {
     /// Removes what dead runs left, builds the model and the hosts, and starts the clock.
     pub fn start(config: Config, opts: &EmulatorOptions) -> Result<Emulator, EmuError> {
@@ -517,12 +581,17 @@ impl Emulator {
             }
         }
         // Monarch's receiver sits next to its sender: unless the config models the way
-        // between them, its packets go straight back, a route without elements.
+        // between them, its packets go straight back, a route without elements. With a real
+        // target the proxy's way from sender to receiver is one too (it counts what the proxy
+        // took in and released; the probes cross the machine's own stack).
         if let Some(m) = &config.monarch {
             let id = |n: &str| net.host_id(n).expect("validated host");
             let (receiver, sender) = (id(&m.receiver), id(&m.sender));
             if net.route(receiver, sender).is_none() {
                 routes.push(Route { src: receiver, dst: sender, hops: Vec::new(), only: None });
+            }
+            if matches!(m.target_kind(&config.hosts), MonarchTarget::Real(_)) && net.route(sender, receiver).is_none() {
+                routes.push(Route { src: sender, dst: receiver, hops: Vec::new(), only: None });
             }
         }
         let first_pipe_route = routes.len();
@@ -552,51 +621,12 @@ impl Emulator {
             fifo_while_idle: cpu_latency.is_some(),
         };
         let monarch = match &config.monarch {
-            Some(m) => {
-                let id = |n: &str| lab.hosts().iter().position(|h| h.name == n).expect("validated host");
-                let (sender, receiver, target) = (id(&m.sender), id(&m.receiver), id(&m.target));
-                let Some(probe_route) = routes.iter().position(|r| r.src == sender && r.dst == target && r.only.is_none()) else {
-                    return Err(ConfigError::invalid(
-                        "monarch",
-                        format!("no [[path]] or [[link]] leads from sender {:?} to target {:?}: the probes need one", m.sender, m.target),
-                    )
-                    .into());
-                };
-                if !routes.iter().any(|r| r.src == target && r.dst == sender) {
-                    return Err(ConfigError::invalid("monarch", format!("no route back from target {:?} to sender {:?}", m.target, m.sender)).into());
-                }
-                let hosts = lab.hosts();
-                // Acknowledgment numbers of TCP probes start at a seeded offset, as real
-                // probes' would not be zero-based.
-                let tcp_base = (config.run.seed as u32).wrapping_mul(0x9E37_79B9) | 0x1000_0000;
-                let capture = match &opts.monarch_capture {
-                    Some(path) => {
-                        let open = || -> std::io::Result<std::io::BufWriter<std::fs::File>> {
-                            let mut w = std::io::BufWriter::with_capacity(1 << 16, std::fs::File::create(path)?);
-                            pathtwin_core::pcapfile::write_header(&mut w, 65_535)?;
-                            Ok(w)
-                        };
-                        Some(open().map_err(|e| NetnsError::Command { cmd: "monarch capture".into(), msg: format!("{}: {e}", path.display()) })?)
-                    }
-                    None => None,
-                };
-                Some(MonarchProxy {
-                    capture,
-                    target,
-                    sequential_ids: (m.target_ip_ids == pathtwin_core::config::TargetIpIds::Sequential).then_some(1),
-                    translator: Translator::new(m.probe, hosts[sender].ipv4, hosts[target].ipv4, tcp_base),
-                    sender,
-                    receiver,
-                    probe_route: probe_route as u32,
-                    released: 0,
-                    released_bytes: 0,
-                })
-            }
+            Some(m) => Some(monarch_proxy(m, &config, &lab, &routes, opts.monarch_capture.as_deref())?),
             None => None,
         };
         let mut engine = Engine::new(ports, net, routes, timing)?;
         if let Some(proxy) = monarch {
-            engine.set_monarch(proxy);
+            engine.set_monarch(proxy)?;
         }
         let sampler = if opts.tcp_info { Some(TcpSampler::start(&lab, engine.clock(), config.run.sample_interval)?) } else { None };
         let workload = match workload_plan {
@@ -725,6 +755,12 @@ impl Emulator {
                 held: m.translator.held(),
                 released: m.released,
                 released_bytes: m.released_bytes,
+                capped: m.capped,
+                send_failures: m.send_failures,
+                source: match &m.way {
+                    ProbeWay::Real { target, .. } => Some(target.source().to_string()),
+                    ProbeWay::Emulated { .. } => None,
+                },
             }),
             pipes,
             queues,

@@ -50,6 +50,7 @@ use crate::flow_records::FlowRecords;
 use crate::gso::{self, VnetHdr, MAX_MERGED};
 use crate::lateness::Histogram;
 use crate::monarch::Translator;
+use crate::real_target::{NotSent, RealTarget};
 use crate::packet::{FiveTuple, IpPacket};
 use crate::priority::{set_thread_fifo, set_thread_nice, Governor, Switch, LOOP_NICE};
 use crate::spill::SpillThread;
@@ -191,33 +192,51 @@ impl Default for TimingOptions {
 }
 
 /// Monarch's proxy in the loop (see [`crate::monarch`]): what `sender` sends to `receiver`
-/// is held and a probe goes along `probe_route` instead; an answer delivered to `sender`
-/// releases the held packet to `receiver`, at once (the proxy is local). What `receiver`
-/// sends to `sender`, and other traffic (a real TCP flow from `sender` to the remote host,
-/// say), is routed as usual.
+/// is held and a probe goes to the target instead (`way`); an answer to `sender` releases the
+/// held packet to `receiver`, at once (the proxy is local). What `receiver` sends to
+/// `sender`, and other traffic (a real TCP flow from `sender` to an emulated target, say), is
+/// routed as usual.
 pub struct MonarchProxy {
     pub translator: Translator,
     pub sender: usize,
     pub receiver: usize,
-    pub probe_route: u32,
+    pub way: ProbeWay,
     /// Packets released to the receiver, and their bytes.
     pub released: u64,
     pub released_bytes: u64,
+    /// Packets dropped because their probe would have exceeded a real target's rate cap, and
+    /// probes the kernel refused to send (a real target only).
+    pub capped: u64,
+    pub send_failures: u64,
     /// Where the proxy records each probe as it leaves and each answer as it arrives (the
     /// vantage point of Monarch's self-diagnosis, `pathtwin trace diagnose`).
     pub capture: Option<std::io::BufWriter<std::fs::File>>,
-    /// The target host, and the next IP ID to stamp on what it sends (`None`: its kernel's).
-    pub target: usize,
-    pub sequential_ids: Option<u16>,
+}
+
+/// Where Monarch's probes go.
+pub enum ProbeWay {
+    /// A host of the emulation: probes cross the model along `route` to host `host`, whose
+    /// packets get the next sequential IP ID when `sequential_ids` is set (`None`: its
+    /// kernel's own).
+    Emulated { route: u32, host: usize, sequential_ids: Option<u16> },
+    /// A host outside the emulation, through the machine's own stack. What the proxy takes
+    /// in from the sender and releases to the receiver is counted on `route`, the
+    /// element-less route between them.
+    Real { target: RealTarget, route: u32 },
 }
 
 impl MonarchProxy {
     fn record(&mut self, at: Instant, pkt: &IpPacket) {
-        if let Some(w) = self.capture.as_mut() {
-            if pathtwin_core::pcapfile::write_record(w, at.as_nanos(), pkt.bytes(), pkt.bytes().len() as u32).is_err() {
-                // A full disk must not stop the emulation; the capture just ends here.
-                self.capture = None;
-            }
+        record_probe(&mut self.capture, at, pkt);
+    }
+}
+
+/// Writes a probe or an answer to Monarch's capture, if there is one.
+fn record_probe(capture: &mut Option<std::io::BufWriter<std::fs::File>>, at: Instant, pkt: &IpPacket) {
+    if let Some(w) = capture.as_mut() {
+        if pathtwin_core::pcapfile::write_record(w, at.as_nanos(), pkt.bytes(), pkt.bytes().len() as u32).is_err() {
+            // A full disk must not stop the emulation; the capture just ends here.
+            *capture = None;
         }
     }
 }
@@ -347,6 +366,8 @@ impl driver::Engine<EmuPacket> for Io {
 }
 
 const TIMER_TOKEN: u64 = u64::MAX;
+/// A real Monarch target's answers are ready (see [`ProbeWay::Real`]).
+const ANSWERS_TOKEN: u64 = u64::MAX - 1;
 
 /// A packet released to host `dst` at model time `departure`, waiting for the end of the
 /// model's pass to be written (see `Engine::outbox`). `counted` is what crossed `route`
@@ -453,9 +474,18 @@ impl<D: PacketIo> Engine<D> {
         Ok(engine)
     }
 
-    /// Puts Monarch's proxy in the loop (see [`MonarchProxy`]).
-    pub fn set_monarch(&mut self, proxy: MonarchProxy) {
+    /// Puts Monarch's proxy in the loop (see [`MonarchProxy`]); a real target's answers
+    /// join the loop's epoll set.
+    pub fn set_monarch(&mut self, proxy: MonarchProxy) -> Result<(), EngineError> {
+        if let ProbeWay::Real { target, .. } = &proxy.way {
+            let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: ANSWERS_TOKEN };
+            // SAFETY: registers a valid fd with a valid epoll instance.
+            if unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, target.answers_fd(), &mut ev) } != 0 {
+                return Err(EngineError::Os { what: "epoll_ctl(monarch answers)", source: io::Error::last_os_error() });
+            }
+        }
         self.io.monarch = Some(proxy);
+        Ok(())
     }
 
     pub fn monarch(&self) -> Option<&MonarchProxy> {
@@ -495,6 +525,7 @@ impl<D: PacketIo> Engine<D> {
     pub fn run_until(&mut self, until: Instant, mut should_stop: impl FnMut() -> bool) -> Result<(), EngineError> {
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
         let mut ready: Vec<usize> = Vec::with_capacity(self.hosts.len());
+        let mut answers_ready = false;
         if !self.thread_prepared {
             self.thread_prepared = true;
             // Best effort, all: without them (a seccomp filter, no CAP_SYS_NICE) the loop
@@ -514,6 +545,9 @@ impl<D: PacketIo> Engine<D> {
                 self.read_host(h);
             }
             ready.clear();
+            if std::mem::take(&mut answers_ready) {
+                self.read_real_answers();
+            }
             let now = self.clock.now().max(now);
             self.run_model(now);
             self.maybe_sample(now);
@@ -569,6 +603,8 @@ impl<D: PacketIo> Engine<D> {
                     if let Some(t) = self.armed_for.take() {
                         self.wake_lateness.record(mono_ns().saturating_sub(self.clock.to_mono_ns(t)));
                     }
+                } else if ev.u64 == ANSWERS_TOKEN {
+                    answers_ready = true;
                 } else {
                     ready.push(ev.u64 as usize);
                 }
@@ -682,20 +718,45 @@ impl<D: PacketIo> Engine<D> {
         let Some(m) = self.io.monarch.as_mut() else { return };
         // The proxy records and translates packets: they leave it with whole checksums.
         ip.complete_checksum();
-        if h == m.target {
-            if let Some(next) = m.sequential_ids.as_mut() {
+        if let ProbeWay::Emulated { host, sequential_ids: Some(next), .. } = &mut m.way {
+            if h == *host {
                 ip.set_ipv4_id(*next);
                 *next = next.wrapping_add(1);
             }
         }
         let to = |host: usize| self.hosts[host].addrs.contains(&ip.dst());
         if h == m.sender && to(m.receiver) {
+            let taken = (ip.wire_len() as u64, ip.payload_len() as u64, ip.five_tuple());
             let probe = m.translator.probe_for(ip);
-            m.record(at, &probe);
-            let route = m.probe_route;
-            self.route_counters[route as usize].packets_in += 1;
-            self.route_counters[route as usize].bytes_in += probe.wire_len() as u64;
-            self.driver.send(at, EmuPacket { ip: probe, route, hop: 0 }, &mut self.io);
+            let route = match &mut m.way {
+                ProbeWay::Emulated { route, .. } => {
+                    let route = *route;
+                    m.record(at, &probe);
+                    self.route_counters[route as usize].packets_in += 1;
+                    self.route_counters[route as usize].bytes_in += probe.wire_len() as u64;
+                    self.driver.send(at, EmuPacket { ip: probe, route, hop: 0 }, &mut self.io);
+                    return;
+                }
+                ProbeWay::Real { target, route } => {
+                    let route = *route;
+                    match target.admit(at, probe.bytes().len()).and_then(|()| target.send(&probe)) {
+                        Ok(()) => m.record(at, &probe),
+                        Err(why) => {
+                            // The packet goes no further: its probe never left.
+                            m.translator.withdraw_last();
+                            match why {
+                                NotSent::Capped => m.capped += 1,
+                                NotSent::Failed => m.send_failures += 1,
+                            }
+                        }
+                    }
+                    self.io.recycle_ip(probe);
+                    route
+                }
+            };
+            // What the proxy took in from the sender, as a route's and a flow's counts.
+            let (len, payload, tuple) = taken;
+            self.count_in(route, tuple, at, 1, len, payload);
             return;
         }
         let Some(&route) = self.by_addrs.get(&(ip.src(), ip.dst())) else {
@@ -704,6 +765,40 @@ impl<D: PacketIo> Engine<D> {
         };
         self.count_in(route, ip.five_tuple(), at, 1, ip.wire_len() as u64, ip.payload_len() as u64);
         self.driver.send(at, EmuPacket { ip, route, hop: 0 }, &mut self.io);
+    }
+
+    /// Reads a real target's answers (see [`ProbeWay::Real`]): each that answers a held
+    /// packet releases it to the receiver now, and is recorded; anything else is dropped.
+    fn read_real_answers(&mut self) {
+        let Some(MonarchProxy { translator, way: ProbeWay::Real { target, route }, capture, receiver, released, released_bytes, .. }) =
+            self.io.monarch.as_mut()
+        else {
+            return;
+        };
+        let (route, receiver) = (*route, *receiver);
+        loop {
+            let mut buf = self.io.spare.pop().unwrap_or_default();
+            if target.recv(&mut buf).is_none() {
+                self.io.spare.push(buf);
+                break;
+            }
+            let Ok(answer) = IpPacket::parse(buf) else { continue };
+            let at = self.clock.now();
+            if let Some(held) = translator.on_response(&answer) {
+                record_probe(capture, at, &answer);
+                *released += 1;
+                *released_bytes += held.wire_len() as u64;
+                let counted = (held.wire_len() as u64, held.payload_len() as u64, held.five_tuple());
+                if self.io.outbox[receiver].is_empty() {
+                    self.io.outbox_hosts.push(receiver);
+                }
+                self.io.outbox[receiver].push(Outgoing { departure: at, route, ip: held, counted });
+            }
+            if self.io.spare.len() < SPARE_BUFFERS {
+                self.io.spare.push(answer.into_bytes());
+            }
+        }
+        self.flush_outboxes();
     }
 
     /// Counts `count` packets of flow `tuple` (`bytes` in all, `payload` of it data) entering

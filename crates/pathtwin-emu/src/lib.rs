@@ -10,7 +10,7 @@
 //! release loop), [`tcpinfo`] (the `sock_diag` wire format and `struct tcp_info`),
 //! [`sampler`] (the thread sampling every host's TCP sockets into `flow_series`),
 //! [`spill`] (time series written to an unlinked file as they come, so that a long run's
-//! memory stays flat), [`monarch`] (Monarch's probe translation, sans-IO), [`workload`] (the
+//! memory stays flat), [`monarch`] (Monarch's probe translation, sans-IO), [`real_target`] (Monarch's probes to a host outside the emulation, through the machine's own stack), [`workload`] (the
 //! config's `[[flow]]` workload as kernel TCP between the hosts, written as the simulator's
 //! `flows` table), [`emulator`] (config → hosts → loop → results). Python
 //! (`pathtwin.emulation`) owns processes, captures and result files.
@@ -75,6 +75,7 @@ pub mod monarch;
 pub mod netns;
 pub mod packet;
 pub mod priority;
+pub mod real_target;
 pub mod sampler;
 pub mod spill;
 pub mod tcpinfo;

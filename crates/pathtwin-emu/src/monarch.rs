@@ -129,6 +129,17 @@ impl Translator {
         IpPacket::parse(out).expect("a built probe parses")
     }
 
+    /// Takes back the packet of the last probe made, a probe that was never sent (a real
+    /// target's rate cap, or the kernel refused it): the packet is dropped, and the probe and
+    /// its key are as if never made.
+    pub fn withdraw_last(&mut self) -> Option<IpPacket> {
+        let key = self.next_key.wrapping_sub(1);
+        let packet = self.held.remove(&key)?;
+        self.next_key = key;
+        self.stats.probes -= 1;
+        Some(packet)
+    }
+
     /// If `resp` (from the remote host, to the prober) answers a held packet, returns that
     /// packet: it is now the receiver's. Anything else is `None` (not an answer, or an
     /// answer to nothing held).

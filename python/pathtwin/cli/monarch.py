@@ -1,14 +1,17 @@
 """`pathtwin monarch`: a TCP transfer carried by probes (Monarch), from the command line.
 
     sudo pathtwin monarch rtt=60ms,down=4mbit,up=1mbit,loss_down=1% --probe icmp-echo --cc cubic -o run/
+    sudo pathtwin monarch 192.0.2.7 --probe icmp-echo --cc cubic -o run/
 
-TARGET describes the emulated remote host's path (there is no Internet here): ``rtt``,
-``down`` (towards the target, the probes' direction), ``up``, and optionally ``loss_down``,
-``loss_up`` and ``queue``. Prints throughput, RTTs, retransmissions, the proxy's counts and
-the self-diagnosis verdict; the flow's time series, the probe capture and ``monarch.json``
-are in the output directory. ``--real-tcp`` pairs the flow with real TCP on the same path
-realization (``--seed``); ``--runs K`` repeats both over K realizations and prints the
-distribution of the Monarch/TCP throughput ratio (``monarch-runs.json``).
+TARGET is either an emulated remote host's path — ``rtt``, ``down`` (towards the target, the
+probes' direction), ``up``, and optionally ``loss_down``, ``loss_up`` and ``queue`` — or a
+real host's address or name, probed through this machine's own network stack (root; private,
+loopback and multicast addresses only with ``--allow-private``; at most ``--max-rate`` of
+probes). Prints throughput, RTTs, retransmissions, the proxy's counts and the self-diagnosis
+verdict; the flow's time series, the probe capture and ``monarch.json`` are in the output
+directory. ``--real-tcp`` (emulated targets) pairs the flow with real TCP on the same path
+realization (``--seed``); ``--runs K`` repeats over K realizations and prints the
+distribution of the throughput and of the Monarch/TCP ratio (``monarch-runs.json``).
 """
 
 from __future__ import annotations
@@ -21,12 +24,11 @@ import typer
 from ..errors import PathtwinError
 
 
-def parse_target(text: str) -> dict:
+def parse_target(text: str) -> dict | str:
     """``rtt=60ms,down=4mbit,up=1mbit,loss_down=1%`` -> a path dict (values stay strings for
-    the config's own unit parser)."""
+    the config's own unit parser); anything else is a real host's address or name."""
     if "=" not in text:
-        raise PathtwinError(f"target {text!r}: real Internet targets need network access this machine does not have; "
-                            "describe an emulated one as rtt=60ms,down=4mbit,up=1mbit[,loss_down=1%,loss_up=0%,reorder_down=1%,reorder_up=0%,reorder_delay=5ms,queue=50pkt]")
+        return text
     from ..config import parse_assignments
 
     return parse_assignments(text.split(","), f"target {text!r}: item")
@@ -37,7 +39,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("monarch")
     def monarch_cmd(
-        target: str = typer.Argument(..., help="the emulated target's path: rtt=..,down=..,up=..[,loss_down=..,loss_up=..,reorder_down=..,reorder_up=..,reorder_delay=..,queue=..]"),
+        target: str = typer.Argument(..., help="a real host's address or name, or an emulated target's path: rtt=..,down=..,up=..[,loss_down=..,loss_up=..,reorder_down=..,reorder_up=..,reorder_delay=..,queue=..]"),
         out: Path = typer.Option(..., "-o", "--out", help="result directory"),
         probe: str = typer.Option("tcp-ack", "--probe", help="tcp-ack, udp, icmp-echo or icmp-timestamp"),
         cc: Optional[str] = typer.Option(None, "--cc", help="the sender's kernel congestion control (reno, cubic, bbr)"),
@@ -47,6 +49,8 @@ def register(app: typer.Typer) -> None:
         target_sysctl: list[str] = typer.Option([], "--target-sysctl", help="KEY=VALUE set in the emulated target, e.g. net.ipv4.icmp_ratelimit=0; repeatable"),
         seed: int = typer.Option(1, "--seed", help="the path realization (its random loss and reordering); --real-tcp meets the same one"),
         runs: int = typer.Option(1, "--runs", help="realizations to run (seeds SEED, SEED+1, ...); prints the distribution of throughput and, with --real-tcp, of Monarch/TCP"),
+        allow_private: bool = typer.Option(False, "--allow-private", help="a real target may be a private, shared, loopback, link-local, documentation, benchmarking or multicast address"),
+        max_rate: Optional[str] = typer.Option(None, "--max-rate", help="the most a real target is sent, e.g. 5mbit (default 20mbit); the proxy drops what would exceed it"),
     ) -> None:
         """Emulate a TCP transfer to a remote host with probes it answers (Monarch)."""
         from rich.console import Console
@@ -61,12 +65,17 @@ def register(app: typer.Typer) -> None:
             raise PathtwinError(f"--seed: {seed} is negative")
         sysctls = parse_assignments(target_sysctl, "--target-sysctl")
         path = parse_target(target)
+        if isinstance(path, dict) and (allow_private or max_rate is not None):
+            raise PathtwinError("--allow-private and --max-rate are for a real target (an address or a name), not an emulated one")
+        if max_rate is not None:
+            parse_quantity("rate", max_rate, "--max-rate")
+        real = {"allow_private": allow_private, "max_rate": max_rate} if isinstance(path, str) else {}
         con = Console()
         if runs > 1:
             try:
                 with con.status(f"{runs} realizations of {nbytes:,} bytes as {probe} probes ..."):
                     rs = monarch.runs(path, out, runs, seed=seed, real_tcp=real_tcp, probe=probe, cc=cc, nbytes=nbytes,
-                                      target_sysctls=sysctls, target_ip_ids=target_ip_ids)
+                                      target_sysctls=sysctls, target_ip_ids=target_ip_ids, **real)
             except KeyboardInterrupt:
                 con.print(f"interrupted: the realizations that finished are in {out}/monarch-runs.json", soft_wrap=True)
                 raise
@@ -75,12 +84,14 @@ def register(app: typer.Typer) -> None:
             return
         with con.status(f"transferring {nbytes:,} bytes as {probe} probes ..."):
             r = monarch.run(path, out, probe=probe, cc=cc, nbytes=nbytes, real_tcp=real_tcp, target_sysctls=sysctls,
-                            target_ip_ids=target_ip_ids, seed=seed)
+                            target_ip_ids=target_ip_ids, seed=seed, **real)
         s = r.summary
         con.print(f"{probe} probes, {s['cc'] or 'default cc'}: {s['throughput_bps'] / 1e6:.2f} Mbit/s over {s['duration_s']:.2f} s, "
                   f"RTT min {s['min_rtt_ms']:.1f} / mean {s['mean_rtt_ms']:.1f} ms, {s['retransmits']} retransmissions")
         p = s["proxy"]
-        con.print(f"proxy: {p['probes']:,} probes, {p['responses']:,} answered, {s['unanswered_probes']:,} unanswered")
+        towards = f" to {s['target']} from {p['source']}" if p.get("source") else ""
+        con.print(f"proxy: {p['probes']:,} probes{towards}, {p['responses']:,} answered, {s['unanswered_probes']:,} unanswered"
+                  + (f", {p['capped']:,} packets dropped at the rate cap" if p.get("capped") else ""))
         con.print(f"self-diagnosis: {s['verdict']} ({s['reason']}); lost downstream {s['lost_downstream']}, upstream {s['lost_upstream']}")
         for w in s["warnings"]:
             con.print(f"[yellow]warning:[/] {w}")

@@ -44,7 +44,7 @@ mod workload;
 
 pub use links::LinkConfig;
 pub use markers::{MarkerConfig, MarkerKind, Placement};
-pub use monarch::{MonarchConfig, ProbeKind, TargetIpIds};
+pub use monarch::{special_purpose, MonarchConfig, MonarchTarget, ProbeKind, TargetIpIds, DEFAULT_MAX_RATE};
 pub use paths::{AbwSteps, Mode, PathConfig, ReactivitySpec, SharedConfig, SharedDirection, TableSpec};
 pub use per_direction::PerDirection;
 pub use pipes::{PipeConfig, MAX_PIPES_PER_HOST};
