@@ -484,6 +484,17 @@ def bulk_transfer(net: "Emulation", src: str, dst: str, nbytes: int, port: int, 
     return {**sent, "received": got["bytes"]}
 
 
+def since_flow_start(series, sample_interval_s: float):
+    """One flow's ``flow_series`` rows with ``time_s`` from the flow's start instead of the
+    emulation's: the sampler sees a socket within one interval of its connect, so the flow
+    began at most one ``sample_interval_s`` before its first row (the start is that exact
+    only to an interval: the emulation's clock has no Unix origin to match the sender's)."""
+    out = series.copy()
+    if len(out):
+        out["time_s"] -= float(out.time_s.min()) - sample_interval_s
+    return out
+
+
 def _run_duration_s(net: "Emulation") -> float:
     """The run's ``[run] duration`` in seconds, as the emulator resolved it."""
     from . import _native

@@ -50,13 +50,16 @@ from .errors import PathtwinError
 
 PROBES = ("tcp-ack", "udp", "icmp-echo", "icmp-timestamp")
 PORT = 5400
+#: How often the senders' ``tcp_info`` is sampled: the config's default.
+SAMPLE_INTERVAL = "100ms"
 
-def topology(path: dict, probe: str = "tcp-ack", target_ip_ids: str = "kernel", seed: int = 1) -> dict:
+def topology(path: dict, probe: str = "tcp-ack", target_ip_ids: str = "kernel", seed: int = 1,
+             sample_interval: str = SAMPLE_INTERVAL) -> dict:
     """Hosts ``sender``, ``receiver``, ``target``; the path between sender and target
     (``rtt``, ``down`` and ``up`` rates — down is towards the target, the probes' way —
     ``loss_down``/``loss_up``, ``reorder_down``/``reorder_up`` (shares held back
     ``reorder_delay``, 5 ms by default), ``queue``) in link mode; Monarch's proxy between
-    them."""
+    them; the senders' ``tcp_info`` sampled every ``sample_interval``."""
     if probe not in PROBES:
         raise PathtwinError(f"probe {probe!r}: use one of {', '.join(PROBES)}")
     keys = ("rtt", "down", "up", "loss_down", "loss_up", "reorder_down", "reorder_up", "reorder_delay", "queue")
@@ -74,22 +77,23 @@ def topology(path: dict, probe: str = "tcp-ack", target_ip_ids: str = "kernel", 
         p["reorder"] = [path.get("reorder_down", 0.0), path.get("reorder_up", 0.0)]
     if path.get("reorder_delay") is not None:
         p["reorder_delay"] = path["reorder_delay"]
-    return {"hosts": ["sender", "receiver", "target"], "path": [p], "run": {"seed": seed},
+    return {"hosts": ["sender", "receiver", "target"], "path": [p], "run": {"seed": seed, "sample_interval": sample_interval},
             "monarch": {"sender": "sender", "receiver": "receiver", "target": "target", "probe": probe,
                         "target_ip_ids": target_ip_ids}}
 
 
 def real_topology(address: str, probe: str = "tcp-ack", seed: int = 1, allow_private: bool = False,
-                  max_rate: Optional[str] = None) -> dict:
+                  max_rate: Optional[str] = None, sample_interval: str = SAMPLE_INTERVAL) -> dict:
     """Hosts ``sender`` and ``receiver``; Monarch's proxy between them probes the real host
-    at ``address`` (an IPv4 address) through this machine's own stack."""
+    at ``address`` (an IPv4 address) through this machine's own stack; the sender's
+    ``tcp_info`` sampled every ``sample_interval``."""
     if probe not in PROBES:
         raise PathtwinError(f"probe {probe!r}: use one of {', '.join(PROBES)}")
     monarch = {"sender": "sender", "receiver": "receiver", "target": address, "probe": probe,
                "allow_private": allow_private}
     if max_rate is not None:
         monarch["max_rate"] = max_rate
-    return {"hosts": ["sender", "receiver"], "run": {"seed": seed}, "monarch": monarch}
+    return {"hosts": ["sender", "receiver"], "run": {"seed": seed, "sample_interval": sample_interval}, "monarch": monarch}
 
 
 def resolve_target(name: str) -> str:
@@ -107,7 +111,9 @@ def resolve_target(name: str) -> str:
 @dataclass
 class MonarchResult:
     summary: dict
-    #: The sender socket's ``tcp_info`` over time (cwnd, RTT, retransmissions).
+    #: The sender socket's ``tcp_info`` over time (``cwnd_bytes``, ``srtt_ms``,
+    #: ``retransmits``, ...), ``time_s`` from the flow's start (``emulation/``'s
+    #: ``flow_series`` keeps the emulation's clock).
     series: pd.DataFrame
     #: The self-diagnosis of the probe flow (one row).
     diagnosis: pd.DataFrame
@@ -190,7 +196,8 @@ def _flow_summary(series: pd.DataFrame, t: dict, nbytes: int) -> tuple[dict, pd.
 
 def run(path: dict | str, out, probe: str = "tcp-ack", cc: Optional[str] = None, nbytes: int = 500_000,
         real_tcp: bool = False, target_sysctls: Optional[dict] = None, target_ip_ids: str = "kernel",
-        seed: int = 1, allow_private: bool = False, max_rate: Optional[str] = None) -> MonarchResult:
+        seed: int = 1, allow_private: bool = False, max_rate: Optional[str] = None,
+        sample_interval: str = SAMPLE_INTERVAL) -> MonarchResult:
     """One Monarch transfer of ``nbytes`` to a target: an emulated one whose ``path`` is a dict
     (see :func:`topology`), or a real host when ``path`` is its address or name (see the
     module's doc; ``allow_private`` and ``max_rate`` apply to it). Then, with ``real_tcp``, the
@@ -199,9 +206,10 @@ def run(path: dict | str, out, probe: str = "tcp-ack", cc: Optional[str] = None,
     "kernel" (the target's own IDs; Linux's leave the diagnosis little to work with) or
     "sequential" (one counter over all an emulated target sends, as the paper's hosts had);
     ``seed`` seeds the path's random loss (:func:`run_tcp` with the same seed meets the same
-    drops)."""
+    drops); ``sample_interval`` is how often the sender's ``tcp_info`` is sampled."""
     from . import trace
-    from .emulation import Emulation, bulk_transfer
+    from .config import parse_quantity
+    from .emulation import Emulation, bulk_transfer, since_flow_start
     from .results import read_result_dir
 
     if nbytes <= 0:
@@ -213,12 +221,13 @@ def run(path: dict | str, out, probe: str = "tcp-ack", cc: Optional[str] = None,
             if given:
                 raise PathtwinError(f"target {path}: {what} is only for an emulated target: a real host is not ours to change")
         address = resolve_target(str(path))
-        config = real_topology(address, probe, seed, allow_private, max_rate)
+        config = real_topology(address, probe, seed, allow_private, max_rate, sample_interval)
     else:
-        config = topology(dict(path), probe, target_ip_ids, seed)
+        config = topology(dict(path), probe, target_ip_ids, seed, sample_interval)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     capture = out / "probes.pcap"
+    interval_s = parse_quantity("time", sample_interval, "sample interval")
     with Emulation(config, out=out / "emulation", cc=cc, monarch_pcap=capture) as net:
         for key, value in (target_sysctls or {}).items():
             net["target"].run(["sysctl", "-q", "-w", f"{key}={value}"], check=True)
@@ -266,7 +275,7 @@ def run(path: dict | str, out, probe: str = "tcp-ack", cc: Optional[str] = None,
         summary["real_tcp"] = run_tcp(dict(path), out / "real-tcp", cc=cc, nbytes=nbytes, seed=seed)  # type: ignore[arg-type]
         summary["ratio_to_real_tcp"] = summary["throughput_bps"] / summary["real_tcp"]["throughput_bps"]
     (out / "monarch.json").write_text(json.dumps(summary, indent=2, default=str))
-    return MonarchResult(summary, mseries, diagnosis, capture, out)
+    return MonarchResult(summary, since_flow_start(mseries, interval_s), diagnosis, capture, out)
 
 
 @dataclass
