@@ -103,7 +103,7 @@ def resolve_target(name: str) -> str:
     except ValueError:
         pass
     try:
-        return socket.getaddrinfo(name, None, socket.AF_INET)[0][4][0]
+        return str(socket.getaddrinfo(name, None, socket.AF_INET)[0][4][0])
     except (socket.gaierror, IndexError, UnicodeError) as e:
         raise PathtwinError(f"target {name!r}: not an IPv4 address, and the resolver found none ({e})") from None
 
@@ -215,15 +215,15 @@ def run(path: dict | str, out, probe: str = "tcp-ack", cc: Optional[str] = None,
     if nbytes <= 0:
         raise PathtwinError(f"bytes must be positive, not {nbytes}")
     real = isinstance(path, str)
-    if real:
+    if isinstance(path, str):
         for given, what in ((real_tcp, "real TCP to the target (it would need a sink there)"),
                             (target_sysctls, "settings in the target"), (target_ip_ids != "kernel", "sequential IP IDs")):
             if given:
                 raise PathtwinError(f"target {path}: {what} is only for an emulated target: a real host is not ours to change")
-        address = resolve_target(str(path))
+        address = resolve_target(path)
         config = real_topology(address, probe, seed, allow_private, max_rate, sample_interval)
     else:
-        config = topology(dict(path), probe, target_ip_ids, seed, sample_interval)
+        config = topology(path, probe, target_ip_ids, seed, sample_interval)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     capture = out / "probes.pcap"
@@ -271,8 +271,8 @@ def run(path: dict | str, out, probe: str = "tcp-ack", cc: Optional[str] = None,
     })
     summary["warnings"] = _warnings(summary)
     summary["seed"] = seed
-    if real_tcp:
-        summary["real_tcp"] = run_tcp(dict(path), out / "real-tcp", cc=cc, nbytes=nbytes, seed=seed)  # type: ignore[arg-type]
+    if real_tcp and isinstance(path, dict):
+        summary["real_tcp"] = run_tcp(path, out / "real-tcp", cc=cc, nbytes=nbytes, seed=seed)
         summary["ratio_to_real_tcp"] = summary["throughput_bps"] / summary["real_tcp"]["throughput_bps"]
     (out / "monarch.json").write_text(json.dumps(summary, indent=2, default=str))
     return MonarchResult(summary, since_flow_start(mseries, interval_s), diagnosis, capture, out)

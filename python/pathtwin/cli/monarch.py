@@ -69,13 +69,12 @@ def register(app: typer.Typer) -> None:
             raise PathtwinError("--allow-private and --max-rate are for a real target (an address or a name), not an emulated one")
         if max_rate is not None:
             parse_quantity("rate", max_rate, "--max-rate")
-        real = {"allow_private": allow_private, "max_rate": max_rate} if isinstance(path, str) else {}
         con = Console()
         if runs > 1:
             try:
                 with con.status(f"{runs} realizations of {nbytes:,} bytes as {probe} probes ..."):
                     rs = monarch.runs(path, out, runs, seed=seed, real_tcp=real_tcp, probe=probe, cc=cc, nbytes=nbytes,
-                                      target_sysctls=sysctls, target_ip_ids=target_ip_ids, **real)
+                                      target_sysctls=sysctls, target_ip_ids=target_ip_ids, allow_private=allow_private, max_rate=max_rate)
             except KeyboardInterrupt:
                 con.print(f"interrupted: the realizations that finished are in {out}/monarch-runs.json", soft_wrap=True)
                 raise
@@ -84,7 +83,8 @@ def register(app: typer.Typer) -> None:
             return
         with con.status(f"transferring {nbytes:,} bytes as {probe} probes ..."):
             r = monarch.run(path, out, probe=probe, cc=cc, nbytes=nbytes, real_tcp=real_tcp, target_sysctls=sysctls,
-                            target_ip_ids=target_ip_ids, seed=seed, **real)
+                            target_ip_ids=target_ip_ids, seed=seed, allow_private=allow_private,
+                            max_rate=max_rate)
         s = r.summary
         con.print(f"{probe} probes, {s['cc'] or 'default cc'}: {s['throughput_bps'] / 1e6:.2f} Mbit/s over {s['duration_s']:.2f} s, "
                   f"RTT min {s['min_rtt_ms']:.1f} / mean {s['mean_rtt_ms']:.1f} ms, {s['retransmits']} retransmissions")
