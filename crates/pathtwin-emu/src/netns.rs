@@ -24,6 +24,8 @@ use std::process::Command;
 pub const STATE_ROOT: &str = "/run/pathtwin";
 /// Prefix of every namespace pathtwin creates.
 pub const NS_PREFIX: &str = "pt-";
+/// Prefix of a run directory being prepared (`.claim-PID-ID`; see [`RunDir::claim`]).
+const CLAIM_PREFIX: &str = ".claim-";
 
 /// Errors while creating or removing a run's kernel objects.
 #[derive(Debug, thiserror::Error)]
@@ -256,11 +258,29 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    /// Creates `/run/pathtwin/ID/owner` naming this process.
+    /// Creates `/run/pathtwin/ID/owner` naming this process. The directory appears with its
+    /// owner already in it: it is prepared under a name that is no run id and then renamed.
+    /// An emulation starting at the same moment runs [`cleanup_stale`], which removes every
+    /// run directory without a live owner; a directory created empty and then given its
+    /// owner was removed in between (seen: two `pathtwin emu run` started together, one
+    /// failing with "writing /run/pathtwin/ID/owner: No such file or directory").
     pub fn claim(id: &RunId) -> Result<RunDir, NetnsError> {
         let dir = id.state_dir();
-        fs::create_dir_all(&dir).map_err(os(format!("creating {}", dir.display())))?;
-        fs::write(dir.join("owner"), Owner::me().encode()).map_err(os(format!("writing {}/owner", dir.display())))?;
+        let staging = Path::new(STATE_ROOT).join(format!("{CLAIM_PREFIX}{}-{}", std::process::id(), id.as_str()));
+        fs::create_dir_all(&staging).map_err(os(format!("creating {}", staging.display())))?;
+        fs::write(staging.join("owner"), Owner::me().encode()).map_err(os(format!("writing {}/owner", staging.display())))?;
+        if let Err(e) = fs::rename(&staging, &dir) {
+            let _ = fs::remove_dir_all(&staging);
+            if !dir.is_dir() {
+                return Err(os(format!("creating {}", dir.display()))(e));
+            }
+            // The id was given again (a run id reused after its run ended): take it over,
+            // the owner replaced in one step.
+            let owner = dir.join("owner");
+            let tmp = dir.join(format!("owner.{}", std::process::id()));
+            fs::write(&tmp, Owner::me().encode()).map_err(os(format!("writing {}", tmp.display())))?;
+            fs::rename(&tmp, &owner).map_err(os(format!("writing {}", owner.display())))?;
+        }
         Ok(RunDir { id: id.clone() })
     }
 
@@ -292,6 +312,11 @@ pub fn live_runs() -> Vec<RunId> {
     out
 }
 
+/// The process of a run directory being prepared (see [`RunDir::claim`]).
+fn claim_pid(name: &str) -> Option<u32> {
+    name.strip_prefix(CLAIM_PREFIX)?.split_once('-')?.0.parse().ok()
+}
+
 fn run_owner(id: &RunId) -> Option<Owner> {
     Owner::decode(&fs::read_to_string(id.state_dir().join("owner")).ok()?)
 }
@@ -307,8 +332,9 @@ pub struct Cleaned {
 /// no longer alive. Runs with a live owner (another emulation running now) are left alone.
 pub fn cleanup_stale() -> Cleaned {
     let mut cleaned = Cleaned::default();
-    let live = live_runs();
-    let is_live = |run: &str| live.iter().any(|r| r.as_str() == run);
+    // Asked of each run as it comes, not once before the walk: a run that claims its
+    // directory while this one walks is alive by the time its names are met.
+    let is_live = |run: &str| RunId::parse(run).ok().and_then(|id| run_owner(&id)).is_some_and(|o| o.is_alive());
     let mut names: Vec<String> = fs::read_dir("/run/netns")
         .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
@@ -332,6 +358,11 @@ pub fn cleanup_stale() -> Cleaned {
             if RunId::parse(&run).is_ok() && !is_live(&run) {
                 let _ = fs::remove_dir_all(e.path());
                 cleaned.state_dirs.push(run);
+            } else if let Some(pid) = claim_pid(&run) {
+                // A claim whose process died before renaming it.
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = fs::remove_dir_all(e.path());
+                }
             }
         }
     }
