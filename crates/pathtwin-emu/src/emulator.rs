@@ -411,6 +411,21 @@ fn reject_simulator_only_settings(cfg: &Config) -> Result<(), EmuError> {
             "[[probe]] series are the simulator's; between emulated hosts `pathtwin measure --emulate` sends real probes (remove them, or use `pathtwin sim`)",
         )));
     }
+    // Mechanisms of the simulator's TCP that Linux has no switch for.
+    let t = &cfg.tcp;
+    for (key, set) in [
+        ("delayed_ack_timeout", t.delayed_ack_timeout.is_some()),
+        ("lost_retransmit", t.lost_retransmit.is_some()),
+        ("ns2_rto_restart_every_ack", t.ns2_rto_restart_every_ack.is_some()),
+        ("newreno_timer", t.newreno_timer.is_some()),
+    ] {
+        if set {
+            return Err(EmuError::Config(ConfigError::invalid(
+                format!("tcp.{key}"),
+                "a setting of the simulator's TCP that the kernel's cannot take; remove it or use `pathtwin sim`",
+            )));
+        }
+    }
     match cfg.tcp.controller_tables().iter().find(|(_, set)| *set) {
         Some((name, _)) => Err(EmuError::Config(ConfigError::invalid(
             format!("tcp.{name}"),
@@ -431,6 +446,18 @@ fn kernel_settings(cfg: &Config, opts: &EmulatorOptions) -> (Vec<(String, String
     // (Whether the kernel lets a namespace use `cc` is settled by `allow_congestion_control`.)
     if let Some(sack) = t.sack {
         sysctls.push(("net.ipv4.tcp_sack".to_string(), if sack { "1" } else { "0" }.to_string()));
+    }
+    // RACK's time-based loss detection (`tcp_recovery` bit 0x1, Linux's default) and tail
+    // loss probes (`tcp_early_retrans` 3, the default; 0 turns TLP off); the duplicate-ACK
+    // threshold is the initial reordering degree (`tcp_reordering`, default 3).
+    if let Some(rack) = t.rack {
+        sysctls.push(("net.ipv4.tcp_recovery".to_string(), if rack { "1" } else { "0" }.to_string()));
+    }
+    if let Some(tlp) = t.tlp {
+        sysctls.push(("net.ipv4.tcp_early_retrans".to_string(), if tlp { "3" } else { "0" }.to_string()));
+    }
+    if let Some(d) = t.dupack_threshold {
+        sysctls.push(("net.ipv4.tcp_reordering".to_string(), d.to_string()));
     }
     // 1: request ECN and accept it; 2 (Linux's default, what `ecn = false` means in the
     // simulator too): accept when asked, never ask.
@@ -955,5 +982,38 @@ mod tests {
             assert!(json.get(key).is_some(), "{key} missing from {json}");
         }
         assert_eq!((json["kind"].as_str(), json["in_packets"].as_u64(), json["in_bytes"].as_u64()), (Some("srtcm"), Some(1), Some(80)));
+    }
+
+    fn config(tcp: &str) -> Config {
+        Config::from_toml(&format!("hosts = [\"a\", \"b\"]\n[tcp]\n{tcp}"), "t.toml").unwrap()
+    }
+
+    /// `rack`, `tlp` and `dupack_threshold` become the hosts' sysctls, with the values
+    /// Documentation/networking/ip-sysctl.rst gives: `tcp_recovery` bit 0x1 is RACK,
+    /// `tcp_early_retrans` 0 turns tail loss probes off and 3 (the default) on,
+    /// `tcp_reordering` is the initial duplicate-ACK threshold.
+    #[test]
+    fn loss_recovery_switches_become_the_hosts_sysctls() {
+        let (sysctls, _) = kernel_settings(&config("rack = false\ntlp = false\ndupack_threshold = 5"), &EmulatorOptions::default());
+        for want in [("net.ipv4.tcp_recovery", "0"), ("net.ipv4.tcp_early_retrans", "0"), ("net.ipv4.tcp_reordering", "5")] {
+            assert!(sysctls.iter().any(|(k, v)| (k.as_str(), v.as_str()) == want), "{want:?} not in {sysctls:?}");
+        }
+        let (sysctls, _) = kernel_settings(&config("rack = true\ntlp = true"), &EmulatorOptions::default());
+        assert!(sysctls.contains(&("net.ipv4.tcp_recovery".into(), "1".into())) && sysctls.contains(&("net.ipv4.tcp_early_retrans".into(), "3".into())));
+    }
+
+    /// What the kernel has no switch for is refused, never silently dropped.
+    #[test]
+    fn the_simulators_own_mechanisms_are_refused() {
+        for (line, key) in [
+            ("newreno_timer = \"slow-but-steady\"", "tcp.newreno_timer"),
+            ("lost_retransmit = true", "tcp.lost_retransmit"),
+            ("ns2_rto_restart_every_ack = true", "tcp.ns2_rto_restart_every_ack"),
+            ("delayed_ack_timeout = \"100ms\"", "tcp.delayed_ack_timeout"),
+        ] {
+            let e = reject_simulator_only_settings(&config(line)).unwrap_err().to_string();
+            assert!(e.starts_with(key) && e.contains("simulator's TCP"), "{line}: {e}");
+        }
+        assert!(reject_simulator_only_settings(&config("rack = false\ntlp = false\nsack = false")).is_ok());
     }
 }

@@ -152,7 +152,15 @@ fn socket_options(i: usize, f: &FlowConfig, global: &TcpSettings, available_cc: 
         return refuse("profile", crate::emulator::NS2_PROFILE_IN_EMULATOR);
     }
     let per_host = "the kernel sets it per route or per host, not per connection; set it in [tcp] for every connection of the emulation";
-    for (key, set) in [("initial_window", t.initial_window.is_some()), ("min_rto", t.min_rto.is_some()), ("sack", t.sack.is_some()), ("ecn", t.ecn.is_some())] {
+    for (key, set) in [
+        ("initial_window", t.initial_window.is_some()),
+        ("min_rto", t.min_rto.is_some()),
+        ("sack", t.sack.is_some()),
+        ("ecn", t.ecn.is_some()),
+        ("rack", t.rack.is_some()),
+        ("tlp", t.tlp.is_some()),
+        ("dupack_threshold", t.dupack_threshold.is_some()),
+    ] {
         if set {
             return refuse(key, per_host);
         }
@@ -160,11 +168,8 @@ fn socket_options(i: usize, f: &FlowConfig, global: &TcpSettings, available_cc: 
     let sim_only = "a setting of the simulator's TCP that the kernel's cannot take; remove it or use `pathtwin sim`";
     for (key, set) in [
         ("delayed_ack_timeout", t.delayed_ack_timeout.is_some()),
-        ("rack", t.rack.is_some()),
-        ("tlp", t.tlp.is_some()),
         ("lost_retransmit", t.lost_retransmit.is_some()),
         ("ns2_rto_restart_every_ack", t.ns2_rto_restart_every_ack.is_some()),
-        ("dupack_threshold", t.dupack_threshold.is_some()),
         ("newreno_timer", t.newreno_timer.is_some()),
     ] {
         if set {
@@ -256,7 +261,8 @@ mod tests {
         let err = |flow: &str| planned(&format!("[[flow]]\nfrom = \"a\"\nto = \"b\"\n{flow}")).unwrap_err().to_string();
         assert_eq!(err("cc = \"vegas\""), "flow[0].cc: the kernel has no congestion control \"vegas\" (available: reno cubic bbr)");
         assert!(err("[flow.tcp]\ninitial_window = 4").starts_with("flow[0].tcp.initial_window: the kernel sets it per route"));
-        assert!(err("[flow.tcp]\nrack = false").starts_with("flow[0].tcp.rack: a setting of the simulator's TCP"));
+        assert!(err("[flow.tcp]\nrack = false").starts_with("flow[0].tcp.rack: the kernel sets it per route or per host"));
+        assert!(err("[flow.tcp]\nlost_retransmit = true").starts_with("flow[0].tcp.lost_retransmit: a setting of the simulator's TCP"));
         assert!(err("[flow.tcp]\nprofile = \"ns2\"").starts_with("flow[0].tcp.profile: \"ns2\" is the simulator's own TCP"));
         // The kernel is Linux: `profile = "linux"` is accepted and changes nothing.
         let linux = planned("[[flow]]\nfrom = \"a\"\nto = \"b\"\n[flow.tcp]\nprofile = \"linux\"\n").unwrap();
