@@ -391,6 +391,9 @@ fn available_congestion_controls() -> Vec<String> {
     std::fs::read_to_string(CC_AVAILABLE).map(|s| s.split_whitespace().map(str::to_string).collect()).unwrap_or_default()
 }
 
+/// Why a mechanism of the simulator's TCP cannot be emulated.
+pub(crate) const SIMULATOR_ONLY_SETTING: &str = "a setting of the simulator's TCP that the kernel's cannot take; remove it or use `pathtwin sim`";
+
 /// Why `profile = "ns2"` cannot be emulated.
 pub(crate) const NS2_PROFILE_IN_EMULATOR: &str =
     "\"ns2\" is the simulator's own TCP; the emulator runs the kernel's, which is what \"linux\" describes (remove it, or use `pathtwin sim`)";
@@ -411,20 +414,8 @@ fn reject_simulator_only_settings(cfg: &Config) -> Result<(), EmuError> {
             "[[probe]] series are the simulator's; between emulated hosts `pathtwin measure --emulate` sends real probes (remove them, or use `pathtwin sim`)",
         )));
     }
-    // Mechanisms of the simulator's TCP that Linux has no switch for.
-    let t = &cfg.tcp;
-    for (key, set) in [
-        ("delayed_ack_timeout", t.delayed_ack_timeout.is_some()),
-        ("lost_retransmit", t.lost_retransmit.is_some()),
-        ("ns2_rto_restart_every_ack", t.ns2_rto_restart_every_ack.is_some()),
-        ("newreno_timer", t.newreno_timer.is_some()),
-    ] {
-        if set {
-            return Err(EmuError::Config(ConfigError::invalid(
-                format!("tcp.{key}"),
-                "a setting of the simulator's TCP that the kernel's cannot take; remove it or use `pathtwin sim`",
-            )));
-        }
+    if let Some(key) = cfg.tcp.simulator_only_setting() {
+        return Err(EmuError::Config(ConfigError::invalid(format!("tcp.{key}"), SIMULATOR_ONLY_SETTING)));
     }
     match cfg.tcp.controller_tables().iter().find(|(_, set)| *set) {
         Some((name, _)) => Err(EmuError::Config(ConfigError::invalid(

@@ -299,6 +299,19 @@ impl TcpSettings {
         [("vegas", self.vegas.is_some()), ("cubic", self.cubic.is_some()), ("bic", self.bic.is_some()), ("monaco", self.monaco.is_some())]
     }
 
+    /// The first of the simulator's own mechanisms this section sets, by key: those Linux
+    /// has no switch for (the emulator refuses them).
+    pub fn simulator_only_setting(&self) -> Option<&'static str> {
+        [
+            ("delayed_ack_timeout", self.delayed_ack_timeout.is_some()),
+            ("lost_retransmit", self.lost_retransmit.is_some()),
+            ("ns2_rto_restart_every_ack", self.ns2_rto_restart_every_ack.is_some()),
+            ("newreno_timer", self.newreno_timer.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(key, set)| set.then_some(key))
+    }
+
     /// `self` with every field that `over` sets replaced.
     pub fn overridden_by(&self, over: &TcpSettings) -> TcpSettings {
         TcpSettings {

@@ -165,16 +165,8 @@ fn socket_options(i: usize, f: &FlowConfig, global: &TcpSettings, available_cc: 
             return refuse(key, per_host);
         }
     }
-    let sim_only = "a setting of the simulator's TCP that the kernel's cannot take; remove it or use `pathtwin sim`";
-    for (key, set) in [
-        ("delayed_ack_timeout", t.delayed_ack_timeout.is_some()),
-        ("lost_retransmit", t.lost_retransmit.is_some()),
-        ("ns2_rto_restart_every_ack", t.ns2_rto_restart_every_ack.is_some()),
-        ("newreno_timer", t.newreno_timer.is_some()),
-    ] {
-        if set {
-            return refuse(key, sim_only);
-        }
+    if let Some(key) = t.simulator_only_setting() {
+        return refuse(key, crate::emulator::SIMULATOR_ONLY_SETTING);
     }
     let cc = match (&f.cc, &t.cc) {
         (Some(cc), _) => Some((format!("flow[{i}].cc"), cc)),
