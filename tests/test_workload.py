@@ -301,8 +301,10 @@ def test_compare_refuses_what_it_cannot_compare_in_one_line(tmp_path, cli):
 def test_emu_run_refuses_a_workload_the_kernel_cannot_run_before_creating_hosts(tmp_path, cli):
     base = TOPOLOGY + "[[flow]]\nfrom = \"a\"\nto = \"b\"\n"
     cases = {
-        base + "[flow.tcp]\nrack = false\n": "flow[0].tcp.rack: a setting of the simulator's TCP that the kernel's cannot take; "
-                                            "remove it or use `pathtwin sim`",
+        base + "[flow.tcp]\nlost_retransmit = true\n": "flow[0].tcp.lost_retransmit: a setting of the simulator's TCP that the "
+                                                     "kernel's cannot take; remove it or use `pathtwin sim`",
+        base + "[flow.tcp]\nrack = false\n": "flow[0].tcp.rack: the kernel sets it per route or per host, not per connection; "
+                                            "set it in [tcp] for every connection of the emulation",
         base + "[flow.tcp]\ninitial_window = 4\n": "flow[0].tcp.initial_window: the kernel sets it per route or per host, not per "
                                                   "connection; set it in [tcp] for every connection of the emulation",
         base + "cc = \"vegas\"\n": "flow[0].cc: the kernel has no congestion control \"vegas\" (available: ",
@@ -313,3 +315,25 @@ def test_emu_run_refuses_a_workload_the_kernel_cannot_run_before_creating_hosts(
         assert done.returncode == 2, done.stdout
         assert done.stderr.startswith(f"pathtwin: error: {msg}") and done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "out").exists()
+
+
+@needs_root
+@pytest.mark.skipif(shutil.which("tcpdump") is None, reason="needs tcpdump")
+def test_a_capture_sees_every_workload_connection_from_its_first_syn(tmp_path):
+    """With captures (`pcap=`), packets flow only once tcpdump holds every host's device, so
+    flows that start at time zero are captured from their SYN: each connection the workload
+    made is in the server's capture with its handshake, and the analysis keeps it (a capture
+    started after the workload lost those SYNs, and the analysis pruned the connections)."""
+    from pathtwin import trace
+
+    flows = [{"from": "a", "to": "b", "app": "reqresp", "request": "200B", "response": "20KB", "requests": 1,
+              "start": "0s", "label": f"r{i}"} for i in range(4)]
+    res = pathtwin.emulate(scenario(flows, duration="3s", until_done=True), out=tmp_path / "run", pcap=tmp_path / "pcap",
+                           pcap_hosts=["a", "b"])
+    assert len(res.flows) == 4 and (res.flows["responses"] == 1).all(), res.flows
+    for host in ("a", "b"):  # the client's SYN leaves at once; the server's arrives 20 ms later
+        conns, _ = trace.analyze(tmp_path / "pcap" / f"{host}.pcap")
+        assert len(conns) == 4 and conns["handshake_complete"].all(), (host, conns[["conn_id", "handshake_complete", "prune_reason"]])
+    # At the server the analysis keeps them all (a client's capture has no ACK pairs to keep
+    # them by: Monkey See's rule, which replay handles on its own).
+    assert conns["kept"].all(), conns[["conn_id", "prune_reason"]]

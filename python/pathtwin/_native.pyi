@@ -145,13 +145,15 @@ class _EmuResults(TypedDict):
 
 @final
 class EmuRun:
-    """One running emulation: the hosts exist and packets flow from construction until
-    ``stop()``."""
+    """One emulation: the hosts exist from construction until ``stop()``; packets flow from
+    construction, or with ``hold=True`` from ``go()``."""
 
     def __new__(cls, config_text: str, origin: str = "", json: bool = False, run_id: str | None = None,
                 cc: str | None = None, spin_us: float = 0.0, high_priority: bool = True, cpu_latency_qos: bool = True,
                 tcp_info: bool = True, monarch_pcap: str | None = None, offload: bool = True,
-                workload: bool = False) -> Self: ...
+                workload: bool = False, hold: bool = False) -> Self: ...
+    def go(self) -> None:
+        """Lets a held run's packets flow: model time zero, the workload and sampling start."""
     @property
     def run_id(self) -> str: ...
     @property

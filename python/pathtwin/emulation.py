@@ -226,13 +226,16 @@ class Emulation:
                                       self.run_id, self.cc, float(self.spin_us), bool(self.high_priority),
                                       bool(self.cpu_latency_qos), bool(self.tcp_info),
                                       str(self.monarch_pcap) if self.monarch_pcap is not None else None,
-                                      bool(self.offload), bool(self.workload))
+                                      bool(self.offload), bool(self.workload), hold=self.pcap is not None)
         self._hosts = {h["name"]: Host(self, h) for h in self._native.hosts}
         _live.add(self)
         try:
             self._write_state()
             if self.pcap is not None:
+                # The captures start before any packet flows (the run was held): they see
+                # every packet of the workload from its first SYN.
                 self._start_captures()
+                self._native.go()
         except BaseException:
             self.stop()
             raise

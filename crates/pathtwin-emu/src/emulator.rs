@@ -540,9 +540,71 @@ fn monarch_proxy(m: &MonarchConfig, config: &Config, lab: &Lab, routes: &[Route]
     Ok(MonarchProxy { translator, sender, receiver, way, released: 0, released_bytes: 0, capped: 0, send_failures: 0, capture })
 }
 
+/// An emulation whose hosts exist but whose packets do not flow yet ([`Emulator::prepare`]):
+/// model time zero, the `[[flow]]` workload and the `tcp_info` sampling begin with
+/// [`Prepared::start`]. In between, captures can be started on the hosts' devices, so that
+/// they see every packet of the workload from its first SYN (a capture started after the
+/// workload missed the handshakes of flows starting at zero, and the analysis then dropped
+/// those connections).
+pub struct Prepared {
+    // Field order is drop order: the devices before the namespaces holding them.
+    ports: Vec<crate::engine::HostPort<Tun>>,
+    lab: Lab,
+    net: pathtwin_core::topology::Network<crate::engine::EmuPacket>,
+    routes: Vec<Route>,
+    timing: TimingOptions,
+    monarch: Option<MonarchProxy>,
+    workload_plan: Option<workload::Plan>,
+    tcp_info: bool,
+    cpu_latency: Option<CpuLatencyRequest>,
+    element_info: Vec<ElementInfo>,
+    resolved: Vec<ResolvedDirection>,
+    warnings: Vec<String>,
+    config: Config,
+    first_pipe_route: usize,
+}
+
+impl Prepared {
+    pub fn run_id(&self) -> &RunId {
+        self.lab.run_id()
+    }
+    pub fn hosts(&self) -> &[HostInfo] {
+        self.lab.hosts()
+    }
+    pub fn lab(&self) -> &Lab {
+        &self.lab
+    }
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Starts the clock (model time zero is now), the packet loop's state, the `tcp_info`
+    /// sampling and the workload.
+    pub fn start(self) -> Result<Emulator, EmuError> {
+        let Prepared { ports, lab, net, routes, timing, monarch, workload_plan, tcp_info, cpu_latency, element_info, resolved, warnings, config, first_pipe_route } =
+            self;
+        let mut engine = Engine::new(ports, net, routes, timing)?;
+        if let Some(proxy) = monarch {
+            engine.set_monarch(proxy)?;
+        }
+        let sampler = if tcp_info { Some(TcpSampler::start(&lab, engine.clock(), config.run.sample_interval)?) } else { None };
+        let workload = match workload_plan {
+            Some(plan) => Some(Workload::start(plan, &lab, engine.clock())?),
+            None => None,
+        };
+        Ok(Emulator { workload, engine, sampler, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config, first_pipe_route })
+    }
+}
+
 impl Emulator {
     /// Removes what dead runs left, builds the model and the hosts, and starts the clock.
     pub fn start(config: Config, opts: &EmulatorOptions) -> Result<Emulator, EmuError> {
+        Emulator::prepare(config, opts)?.start()
+    }
+
+    /// Removes what dead runs left and builds the model and the hosts, without starting the
+    /// clock (see [`Prepared`]).
+    pub fn prepare(config: Config, opts: &EmulatorOptions) -> Result<Prepared, EmuError> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err(EmuError::NotRoot);
@@ -642,16 +704,22 @@ impl Emulator {
             Some(m) => Some(monarch_proxy(m, &config, &lab, &routes, opts.monarch_capture.as_deref())?),
             None => None,
         };
-        let mut engine = Engine::new(ports, net, routes, timing)?;
-        if let Some(proxy) = monarch {
-            engine.set_monarch(proxy)?;
-        }
-        let sampler = if opts.tcp_info { Some(TcpSampler::start(&lab, engine.clock(), config.run.sample_interval)?) } else { None };
-        let workload = match workload_plan {
-            Some(plan) => Some(Workload::start(plan, &lab, engine.clock())?),
-            None => None,
-        };
-        Ok(Emulator { workload, engine, sampler, lab, _cpu_latency: cpu_latency, element_info, resolved, warnings, config, first_pipe_route })
+        Ok(Prepared {
+            ports,
+            lab,
+            net,
+            routes,
+            timing,
+            monarch,
+            workload_plan,
+            tcp_info: opts.tcp_info,
+            cpu_latency,
+            element_info,
+            resolved,
+            warnings,
+            config,
+            first_pipe_route,
+        })
     }
 
     pub fn run_id(&self) -> &RunId {

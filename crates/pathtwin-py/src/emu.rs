@@ -22,6 +22,7 @@ use pathtwin_emu::lab::write_state_file;
 use pathtwin_emu::lateness::Histogram;
 use pathtwin_emu::netns::{cleanup_stale, live_runs, RunId};
 use pathtwin_emu::sampler::FlowSeriesRow;
+use pathtwin_emu::emulator::Prepared;
 use pathtwin_emu::{Emulator, EmulatorOptions};
 
 use crate::tables;
@@ -58,9 +59,13 @@ struct Running {
     workload_finished: Option<Arc<AtomicBool>>,
 }
 
-/// One running emulation: the hosts exist and packets flow from construction until `stop()`.
+/// One emulation: the hosts exist from construction until `stop()`; packets flow from
+/// construction, or with `hold=True` from `go()` (so that captures of the hosts' devices can
+/// start first).
 #[pyclass(module = "pathtwin._native")]
 struct EmuRun {
+    /// The hosts of a run made with `hold=True`, until `go()`.
+    held: Option<Prepared>,
     running: Option<Running>,
     #[pyo3(get)]
     run_id: String,
@@ -76,11 +81,12 @@ struct EmuRun {
 #[pymethods]
 impl EmuRun {
     /// Starts an emulation of `config_text` (TOML, or JSON when `json` is true, as Python
-    /// dicts are passed; `origin` names the file in errors).
+    /// dicts are passed; `origin` names the file in errors); with `hold`, only its hosts,
+    /// until `go()`.
     #[new]
     #[pyo3(signature = (config_text, origin = "", json = false, run_id = None, cc = None, spin_us = 0.0,
                         high_priority = true, cpu_latency_qos = true, tcp_info = true, monarch_pcap = None,
-                        offload = true, workload = false))]
+                        offload = true, workload = false, hold = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -96,6 +102,7 @@ impl EmuRun {
         monarch_pcap: Option<String>,
         offload: bool,
         workload: bool,
+        hold: bool,
     ) -> PyResult<Self> {
         let config = if json { Config::from_json(config_text) } else { Config::from_toml(config_text, origin) };
         let config = config.map_err(|e| pathtwin_error(py, e))?;
@@ -114,9 +121,9 @@ impl EmuRun {
             offload,
             workload,
         };
-        let emu = py.allow_threads(|| Emulator::start(config, &opts)).map_err(|e| pathtwin_error(py, e))?;
+        let prepared = py.allow_threads(|| Emulator::prepare(config, &opts)).map_err(|e| pathtwin_error(py, e))?;
         // Each host with the addresses of its pipes (the emulator's own, pipe `s` at index s).
-        let hosts: Vec<serde_json::Value> = emu
+        let hosts: Vec<serde_json::Value> = prepared
             .hosts()
             .iter()
             .map(|h| {
@@ -127,9 +134,22 @@ impl EmuRun {
             })
             .collect();
         let hosts_json = serde_json::to_string(&hosts).expect("host info serializes");
-        let run_id = emu.run_id().to_string();
-        let state_dir = emu.lab().state_dir().display().to_string();
-        let warnings = emu.warnings().to_vec();
+        let run_id = prepared.run_id().to_string();
+        let state_dir = prepared.lab().state_dir().display().to_string();
+        let warnings = prepared.warnings().to_vec();
+        let mut run = EmuRun { held: Some(prepared), running: None, run_id, state_dir, hosts_json, warnings, window_start: Default::default() };
+        if !hold {
+            run.go(py)?;
+        }
+        Ok(run)
+    }
+
+    /// Lets the packets of a run made with `hold=True` flow: model time zero, the workload
+    /// and the `tcp_info` sampling start now. Does nothing once they flow.
+    fn go(&mut self, py: Python<'_>) -> PyResult<()> {
+        let Some(prepared) = self.held.take() else { return Ok(()) };
+        let emu = py.allow_threads(|| prepared.start()).map_err(|e| pathtwin_error(py, e))?;
+        let run_id = self.run_id.clone();
         let workload_finished = emu.workload_finished();
         let stop = Arc::new(AtomicBool::new(false));
         let snapshot = Arc::new(Mutex::new(serde_json::to_string(&emu.snapshot()).expect("snapshot serializes")));
@@ -141,8 +161,8 @@ impl EmuRun {
                 .spawn(move || loop_thread(emu, &stop, &snapshot, &lateness))
                 .map_err(|e| pathtwin_error(py, format!("starting the emulator thread: {e}")))?
         };
-        let window_start = (Histogram::default(), Histogram::default());
-        Ok(EmuRun { running: Some(Running { stop, snapshot, lateness, thread, workload_finished }), run_id, state_dir, hosts_json, warnings, window_start })
+        self.running = Some(Running { stop, snapshot, lateness, thread, workload_finished });
+        Ok(())
     }
 
     /// The hosts as a list of dicts: name, netns, ipv4, ipv6, and as a pipe client `pipes`
@@ -197,6 +217,8 @@ impl EmuRun {
     /// in `tables`, with a warning, so nothing measured is lost.
     #[pyo3(signature = (out_dir = None))]
     fn stop<'py>(&mut self, py: Python<'py>, out_dir: Option<std::path::PathBuf>) -> PyResult<Bound<'py, PyDict>> {
+        // A held run stopped before `go()` still ends with its (empty) results.
+        self.go(py)?;
         let Some(r) = self.running.take() else {
             return Err(pathtwin_error(py, "the emulation was already stopped"));
         };
