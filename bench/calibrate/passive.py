@@ -46,24 +46,36 @@ CASES = [
 #: is refused), its congestion control named by `emulate(cc=...)`.
 TCP = {"sim": {"cc": "cubic", "max_window": "512KiB", "rcv_window": "512KiB"}, "emu": {"profile": "linux"}}
 CC = "cubic"
+#: When the transfer starts (s). The emulator starts the workload with its hosts, before
+#: tcpdump has opened the server's device (tens of milliseconds later): a transfer from 0 s
+#: loses its handshake from the capture, and the analysis then prunes the connection (no
+#: window scale, no min RTT). The truth's ABW steps are said from the transfer's start
+#: (`CASES`), as `to_paths` writes the model's (from the capture's first connection).
+START = 1.0
 
 
 def truth_config(steps, capacity, rtt, response, seed, engine: str = "sim") -> dict:
     path = {"between": ["server", "client"], "rtt": f"{rtt}ms", "capacity": f"{capacity}mbit",
             "abw": f"{steps[0][1]}mbit", "queue": "150KB", "enforce_bounds": False}
     if len(steps) > 1:
-        path["abw_steps"] = {"a_to_b": [[f"{t}s", f"{r}mbit"] for t, r in steps[1:]]}
+        path["abw_steps"] = {"a_to_b": [[f"{START + t}s", f"{r}mbit"] for t, r in steps[1:]]}
     return {"hosts": ["server", "client"], "run": {"duration": "30s", "seed": seed, "pcap": ["server"], "until_done": True},
             "tcp": dict(TCP[engine]), "path": [path],
             "flow": [{"from": "client", "to": "server", "app": "reqresp", "request": "300B", "response": response,
-                      "requests": 1}]}
+                      "requests": 1, "start": f"{START}s"}]}
 
 
 def model_config(topo: dict, truth: dict, seed: int) -> dict:
     """The inferred paths with the truth's workload and run settings (captured at the server
-    as the truth was)."""
+    as the truth was); the ABW steps, said from the captured connection's start, moved to
+    the transfer's."""
+    paths = [dict(p, between=["server", "client"]) for p in topo["path"]]
+    for p in paths:
+        if "abw_steps" in p:
+            p["abw_steps"] = {d: [[f"{START + parse_quantity('time', t, 'abw_steps'):.3f}s", r] for t, r in steps]
+                              for d, steps in p["abw_steps"].items()}
     cfg = {"hosts": ["server", "client"], "run": {**truth["run"], "seed": seed + 1000}, "tcp": truth["tcp"],
-           "path": [dict(p, between=["server", "client"]) for p in topo["path"]], "flow": truth["flow"]}
+           "path": paths, "flow": truth["flow"]}
     return cfg
 
 
@@ -90,8 +102,8 @@ def per_second(result) -> np.ndarray:
     each at its own sample times, so every label's total is interpolated at the whole
     seconds and the labels are summed."""
     s, flow = result.flow_series, result.flows.iloc[0]
-    end = float(flow["start_s"]) + float(flow["response_time_mean_s"])
-    edges = np.arange(0.0, np.floor(end) + 1.0)
+    start = float(flow["start_s"])
+    edges = start + np.arange(0.0, np.floor(float(flow["response_time_mean_s"])) + 1.0)
     total = sum(np.interp(edges, g["time_s"].to_numpy(), g["delivered_bytes"].to_numpy().astype(float), left=0.0)
                 for _, g in s.groupby("label", observed=True))
     return np.diff(total) * 8.0
@@ -100,6 +112,8 @@ def per_second(result) -> np.ndarray:
 def server_rtt(capture: Path) -> tuple[float, float]:
     """The server's mean and largest RTT over the transfer, from the capture's analysis."""
     conns, _ = trace.analyze(capture)
+    if not conns["handshake_complete"].iloc[0]:
+        raise SystemExit(f"{capture}: the capture missed the handshake (tcpdump started after the transfer: raise START)")
     return float(conns["rtt_mean_ms"].iloc[0]), float(conns["rtt_max_ms"].iloc[0])
 
 
@@ -115,8 +129,9 @@ def compare(truth, model, truth_dir: Path, model_dir: Path) -> dict:
 
 
 def abw_at(path: dict, t: float) -> float:
-    """The server→client ABW (bit/s) a model's path gives at ``t`` s: its constant ABW, or
-    its last `[path.abw_steps]` step at or before ``t``."""
+    """The server→client ABW (bit/s) a model's path gives ``t`` s into the transfer (as
+    `to_paths` writes it, from the captured connection's start): its constant ABW, or its
+    last `[path.abw_steps]` step at or before ``t``."""
     abw = parse_per_direction("rate", path["abw"], "path.abw")[0]
     for at, rate in path.get("abw_steps", {}).get("a_to_b", []):
         if parse_quantity("time", at, "abw_steps") <= t:
@@ -144,11 +159,12 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", choices=("sim", "emu"), default="sim",
                     help="the engine of the truth and its models (emu: kernel TCP, needs root)")
     ap.add_argument("--out", type=Path, help="write passive.json here")
+    ap.add_argument("--keep", type=Path, help="keep every run (results, captures) under this directory")
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, steps, capacity, rtt, response in CASES:
-            work = Path(tmp) / f"{len(rows)}"
+            work = (args.keep or Path(tmp)) / f"{len(rows)}"
             rows.append(run_case(name, steps, capacity, rtt, response, 1, work, args.engine))
     print(f"{'case':18} {'model':8} {'steps':>5} {'goodput med err':>15} {'goodput KS':>10} {'completion':>10} "
           f"{'RTT mean':>9} {'RTT max':>8}")
