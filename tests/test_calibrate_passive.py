@@ -38,7 +38,8 @@ ABW_TOLERANCE = 0.25
 # - Queue: the kernel's captures carry window scaling, so the analysis sees the whole
 #   window and the largest queueing delay measures the truth's 150 KB: 141, 151, 161, 165
 #   and 180 KB were written in five runs (the emulator's release jitter adds to the largest
-#   delay); ±30 %. (The simulator's captures, without window scaling, write 65 535 B.)
+#   delay); ±30 %. (From the simulator's captures, without window scaling, w_max reads 65 535 B,
+#   Eq. 4 then caps the queue at 54 KB and the measured 151 KB is dropped.)
 QUEUE_TOLERANCE = 0.30
 # - Per-second goodput's median relative error: profile 3-13 %, constant 31 % (it misses
 #   every step by the step's distance from the mean); the profile's must be below the
