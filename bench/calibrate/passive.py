@@ -11,7 +11,7 @@ seconds and its truth is exact; or emulated (``emu``, root), the transfer then k
 and the capture tcpdump's on the server's device. Either way the capture is the server's,
 as a server operator would record it, and the model runs in the same engine as the truth.
 
-    python bench/calibrate/passive.py [--engine sim|emu] [--out DIR]
+    python bench/calibrate/passive.py [--engine sim|emu] [--out DIR] [--keep DIR]
 
 The truths have no random loss, so a simulated run is deterministic: one seed says it all.
 An emulated one is real time on a shared machine: run it more than once to see its spread.
@@ -113,7 +113,7 @@ def server_rtt(capture: Path) -> tuple[float, float]:
     """The server's mean and largest RTT over the transfer, from the capture's analysis."""
     conns, _ = trace.analyze(capture)
     if not conns["handshake_complete"].iloc[0]:
-        raise SystemExit(f"{capture}: the capture missed the handshake (tcpdump started after the transfer: raise START)")
+        raise RuntimeError(f"{capture}: the capture missed the handshake (tcpdump started after the transfer: raise START)")
     return float(conns["rtt_mean_ms"].iloc[0]), float(conns["rtt_max_ms"].iloc[0])
 
 
