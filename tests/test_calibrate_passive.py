@@ -37,14 +37,15 @@ NAME, STEPS, CAPACITY, RTT, RESPONSE = passive.CASES[0]
 ABW_TOLERANCE = 0.25
 # - Where in each step: a change shows in the profile from the start of a bin (about 1.1 s)
 #   with a standing queue, the first after it or the next: the 4 Mbit/s step from 3 s was
-#   written from 3.44, 3.45, 4.40 and 4.46 s, the 9 Mbit/s step from 6 s from 6.49-6.67 s.
+#   written from 3.44, 3.45, 3.54, 4.40 and 4.46 s, the 9 Mbit/s step from 6 s from
+#   6.49-6.67 s.
 #   So each step is read 1.6 s after its configured start (one bin late, with room, and
 #   1.4 s before the next step); a profile a bin later still (steps moved 1.2 s later in
 #   `trace._abw_steps`, tried: 4 Mbit/s from 5.68 s) fails.
 LAG = 1.6
 # - Queue: the kernel's captures carry window scaling, so the analysis sees the whole
 #   window and the largest queueing delay measures the truth's 150 KB: 141-180 KB was
-#   written in six runs (the emulator's release jitter adds to the largest delay); ±30 %. (From the simulator's captures, without window scaling, w_max reads 65 535 B,
+#   written in seven runs (the emulator's release jitter adds to the largest delay); ±30 %. (From the simulator's captures, without window scaling, w_max reads 65 535 B,
 #   Eq. 4 then caps the queue at 54 KB and the measured 151 KB is dropped.)
 QUEUE_TOLERANCE = 0.30
 # - Per-second goodput's median relative error: profile 3-13 %, constant 31 % (it misses
