@@ -113,7 +113,8 @@ def server_rtt(capture: Path) -> tuple[float, float]:
     """The server's mean and largest RTT over the transfer, from the capture's analysis."""
     conns, _ = trace.analyze(capture)
     if not conns["handshake_complete"].iloc[0]:
-        raise RuntimeError(f"{capture}: the capture missed the handshake (tcpdump started after the transfer: raise START)")
+        raise RuntimeError(f"{capture}: the capture missed the handshake "
+                           "(tcpdump started after the transfer: raise START)")
     return float(conns["rtt_mean_ms"].iloc[0]), float(conns["rtt_max_ms"].iloc[0])
 
 
