@@ -5,13 +5,16 @@ capture's truth: median error of the per-second goodput, Kolmogorov–Smirnov di
 per-second goodput samples, the response's completion time, and the server's mean and
 largest RTT as the two captures' analyses give them.
 
-The ground truth here is simulated (a path whose cross traffic steps over time, as iBox's
-traces show it), so that the loop runs in seconds and its truth is exact; the capture is the
-simulator's at the server, as a server operator would record it.
+The ground truth is a path whose cross traffic steps over time, as iBox's traces show it,
+in either engine (``--engine``): simulated (``sim``, the default), so that the loop runs in
+seconds and its truth is exact; or emulated (``emu``, root), the transfer then kernel TCP
+and the capture tcpdump's on the server's device. Either way the capture is the server's,
+as a server operator would record it, and the model runs in the same engine as the truth.
 
-    python bench/calibrate/passive.py [--out DIR]
+    python bench/calibrate/passive.py [--engine sim|emu] [--out DIR] [--keep DIR]
 
-The truths have no random loss, so a run is deterministic: one seed says it all.
+The truths have no random loss, so a simulated run is deterministic: one seed says it all.
+An emulated one is real time on a shared machine: run it more than once to see its spread.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import numpy as np
 
 import pathtwin
 from pathtwin import trace
-from pathtwin.config import parse_quantity
+from pathtwin.config import parse_per_direction, parse_quantity
 
 #: (name, ABW steps of the server→client direction as (from s, Mbit/s), capacity Mbit/s,
 #: RTT ms, response bytes)
@@ -37,22 +40,42 @@ CASES = [
 ]
 
 
-def truth_config(steps, capacity, rtt, response, seed) -> dict:
+#: The engines' TCP. The simulator runs its own TCP (the "ns2" profile) with cubic and the
+#: windows capped at 512 KiB; the emulator runs the kernel's, with its own defaults (the
+#: window autotuned; "linux" is the profile that names it, and the simulator-only profile
+#: is refused), its congestion control named by `emulate(cc=...)`.
+TCP = {"sim": {"cc": "cubic", "max_window": "512KiB", "rcv_window": "512KiB"}, "emu": {"profile": "linux"}}
+CC = "cubic"
+#: When the transfer starts (s). The emulator starts the workload with its hosts, before
+#: tcpdump has opened the server's device (tens of milliseconds later): a transfer from 0 s
+#: loses its handshake from the capture, and the analysis then prunes the connection (no
+#: window scale, no min RTT). The truth's ABW steps are said from the transfer's start
+#: (`CASES`), as `to_paths` writes the model's (from the capture's first connection).
+START = 1.0
+
+
+def truth_config(steps, capacity, rtt, response, seed, engine: str = "sim") -> dict:
     path = {"between": ["server", "client"], "rtt": f"{rtt}ms", "capacity": f"{capacity}mbit",
             "abw": f"{steps[0][1]}mbit", "queue": "150KB", "enforce_bounds": False}
     if len(steps) > 1:
-        path["abw_steps"] = {"a_to_b": [[f"{t}s", f"{r}mbit"] for t, r in steps[1:]]}
+        path["abw_steps"] = {"a_to_b": [[f"{START + t}s", f"{r}mbit"] for t, r in steps[1:]]}
     return {"hosts": ["server", "client"], "run": {"duration": "30s", "seed": seed, "pcap": ["server"], "until_done": True},
-            "tcp": {"cc": "cubic", "max_window": "512KiB", "rcv_window": "512KiB"}, "path": [path],
+            "tcp": dict(TCP[engine]), "path": [path],
             "flow": [{"from": "client", "to": "server", "app": "reqresp", "request": "300B", "response": response,
-                      "requests": 1}]}
+                      "requests": 1, "start": f"{START}s"}]}
 
 
 def model_config(topo: dict, truth: dict, seed: int) -> dict:
     """The inferred paths with the truth's workload and run settings (captured at the server
-    as the truth was)."""
+    as the truth was); the ABW steps, said from the captured connection's start, moved to
+    the transfer's."""
+    paths = [dict(p, between=["server", "client"]) for p in topo["path"]]
+    for p in paths:
+        if "abw_steps" in p:
+            p["abw_steps"] = {d: [[f"{START + parse_quantity('time', t, 'abw_steps'):.3f}s", r] for t, r in steps]
+                              for d, steps in p["abw_steps"].items()}
     cfg = {"hosts": ["server", "client"], "run": {**truth["run"], "seed": seed + 1000}, "tcp": truth["tcp"],
-           "path": [dict(p, between=["server", "client"]) for p in topo["path"]], "flow": truth["flow"]}
+           "path": paths, "flow": truth["flow"]}
     return cfg
 
 
@@ -63,18 +86,35 @@ def ks(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(np.searchsorted(a, x, side="right") / len(a) - np.searchsorted(b, x, side="right") / len(b))))
 
 
+def run(engine: str, cfg: dict, out: Path):
+    """Runs ``cfg``'s workload in ``engine``, its capture in ``out/pcap/server.pcap`` either
+    way (the simulator captures the hosts of ``[run] pcap``; the emulator runs tcpdump there)."""
+    if engine == "sim":
+        return pathtwin.simulate(cfg, out=out)
+    return pathtwin.emulate(cfg, out=out, pcap=out / "pcap", pcap_hosts=cfg["run"]["pcap"], cc=CC)
+
+
 def per_second(result) -> np.ndarray:
-    """The transfer's goodput in each whole second it was under way (bytes read, both ends)."""
-    s = result.flow_series
-    end = float(result.flows["response_time_mean_s"].iloc[0])
-    s = s[(s["time_s"] > 0) & (s["time_s"] <= np.floor(end))]
-    sec = np.ceil(s["time_s"].to_numpy() - 1e-9).astype(int)
-    return np.array([s["goodput_bps"].to_numpy()[sec == k].mean() for k in np.unique(sec)])
+    """The transfer's goodput in each whole second it was under way, from the bytes
+    delivered to both ends by each second's end: the simulator's `flow_series` has one row
+    per connection counting both ends' reads; the emulator's one per sending socket (the
+    client's, for the request, and the server's, labelled " (server)", for the response),
+    each at its own sample times, so every label's total is interpolated at the whole
+    seconds and the labels are summed."""
+    s, flow = result.flow_series, result.flows.iloc[0]
+    start = float(flow["start_s"])
+    edges = start + np.arange(0.0, np.floor(float(flow["response_time_mean_s"])) + 1.0)
+    total = sum(np.interp(edges, g["time_s"].to_numpy(), g["delivered_bytes"].to_numpy().astype(float), left=0.0)
+                for _, g in s.groupby("label", observed=True))
+    return np.diff(total) * 8.0
 
 
 def server_rtt(capture: Path) -> tuple[float, float]:
     """The server's mean and largest RTT over the transfer, from the capture's analysis."""
     conns, _ = trace.analyze(capture)
+    if not conns["handshake_complete"].iloc[0]:
+        raise RuntimeError(f"{capture}: the capture missed the handshake "
+                           "(tcpdump started after the transfer: raise START)")
     return float(conns["rtt_mean_ms"].iloc[0]), float(conns["rtt_max_ms"].iloc[0])
 
 
@@ -89,29 +129,44 @@ def compare(truth, model, truth_dir: Path, model_dir: Path) -> dict:
             "rtt_mean_error": (mean_m - mean_t) / mean_t, "rtt_max_error": (max_m - max_t) / max_t}
 
 
-def run_case(name, steps, capacity, rtt, response, seed, work: Path) -> dict:
-    truth_cfg = truth_config(steps, capacity, rtt, response, seed)
-    truth = pathtwin.simulate(truth_cfg, out=work / "truth")
+def abw_at(path: dict, t: float) -> float:
+    """The server→client ABW (bit/s) a model's path gives ``t`` s into the transfer (as
+    `to_paths` writes it, from the captured connection's start): its constant ABW, or its
+    last `[path.abw_steps]` step at or before ``t``."""
+    abw = parse_per_direction("rate", path["abw"], "path.abw")[0]
+    for at, rate in path.get("abw_steps", {}).get("a_to_b", []):
+        if parse_quantity("time", at, "abw_steps") <= t:
+            abw = parse_quantity("rate", rate, "abw_steps")
+    return abw
+
+
+def run_case(name, steps, capacity, rtt, response, seed, work: Path, engine: str = "sim") -> dict:
+    truth_cfg = truth_config(steps, capacity, rtt, response, seed, engine)
+    truth = run(engine, truth_cfg, work / "truth")
     conns, bins, _ = trace.cross_traffic(work / "truth" / "pcap" / "server.pcap")
-    row: dict = {"case": name, "seed": seed}
+    row: dict = {"case": name, "seed": seed, "engine": engine}
     for label, profile in (("profile", bins), ("constant", None)):
         topo = trace.to_paths(conns, server_name="server", cross_traffic=profile)
         topo["path"][0]["between"] = ["server", "client"]
-        model = pathtwin.simulate(model_config(topo, truth_cfg, seed), out=work / label)
+        model = run(engine, model_config(topo, truth_cfg, seed), work / label)
         row[label] = compare(truth, model, work / "truth", work / label)
         row[label]["steps"] = len(topo["path"][0].get("abw_steps", {}).get("a_to_b", []))
+        row[label]["path"] = topo["path"][0]
     return row
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--engine", choices=("sim", "emu"), default="sim",
+                    help="the engine of the truth and its models (emu: kernel TCP, needs root)")
     ap.add_argument("--out", type=Path, help="write passive.json here")
+    ap.add_argument("--keep", type=Path, help="keep every run (results, captures) under this directory")
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, steps, capacity, rtt, response in CASES:
-            work = Path(tmp) / f"{len(rows)}"
-            rows.append(run_case(name, steps, capacity, rtt, response, 1, work))
+            work = (args.keep or Path(tmp)) / f"{len(rows)}"
+            rows.append(run_case(name, steps, capacity, rtt, response, 1, work, args.engine))
     print(f"{'case':18} {'model':8} {'steps':>5} {'goodput med err':>15} {'goodput KS':>10} {'completion':>10} "
           f"{'RTT mean':>9} {'RTT max':>8}")
     for r in rows:
