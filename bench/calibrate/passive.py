@@ -46,11 +46,11 @@ CASES = [
 #: is refused), its congestion control named by `emulate(cc=...)`.
 TCP = {"sim": {"cc": "cubic", "max_window": "512KiB", "rcv_window": "512KiB"}, "emu": {"profile": "linux"}}
 CC = "cubic"
-#: When the transfer starts (s). The emulator starts the workload with its hosts, before
-#: tcpdump has opened the server's device (tens of milliseconds later): a transfer from 0 s
-#: loses its handshake from the capture, and the analysis then prunes the connection (no
-#: window scale, no min RTT). The truth's ABW steps are said from the transfer's start
-#: (`CASES`), as `to_paths` writes the model's (from the capture's first connection).
+#: When the transfer starts (s); the truth's ABW steps are said from the transfer's start
+#: (`CASES`), as `to_paths` writes the model's (from the capture's first connection). It
+#: started at 1 s while the emulator started its workload before tcpdump had opened the
+#: server's device and a transfer from 0 s lost its handshake from the capture (the emulator
+#: now holds its packets until the captures run); the measured numbers are with this start.
 START = 1.0
 
 
@@ -113,8 +113,7 @@ def server_rtt(capture: Path) -> tuple[float, float]:
     """The server's mean and largest RTT over the transfer, from the capture's analysis."""
     conns, _ = trace.analyze(capture)
     if not conns["handshake_complete"].iloc[0]:
-        raise RuntimeError(f"{capture}: the capture missed the handshake "
-                           "(tcpdump started after the transfer: raise START)")
+        raise RuntimeError(f"{capture}: the capture missed the handshake")
     return float(conns["rtt_mean_ms"].iloc[0]), float(conns["rtt_max_ms"].iloc[0])
 
 
