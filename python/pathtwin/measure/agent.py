@@ -39,7 +39,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import PathtwinError
 from . import operations, protocol
-from .hosts import ENDPOINTS
+from .hosts import ENDPOINTS, machine_clock
 from .operations import Limits, Refused
 
 #: Seconds a started program may outlive its requested duration (start-up, the probe
@@ -296,7 +296,7 @@ class Agent:
         if op == "info":
             self.log(f"{label}: authenticated")
             return {"name": self.cfg.name, "address": self.cfg.address or sock.getsockname()[0],
-                    "version": protocol.VERSION, "limits": self.cfg.limits.record()}
+                    "version": protocol.VERSION, "limits": self.cfg.limits.record(), "clock": machine_clock()}
         handle = params.get("handle")
         if not isinstance(handle, str) or handle not in programs:
             raise Refused(f"{op}: no operation {str(handle)[:40]!r} on this connection")

@@ -21,7 +21,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Protocol, Sequence, Union
+from typing import Any, Optional, Protocol, Sequence, Union
 
 from ..errors import PathtwinError
 from . import operations
@@ -58,6 +58,21 @@ class OperatingHost(Protocol):
 
 #: What a measurement can measure between.
 Host = Union[MeasuredHost, OperatingHost]
+
+
+def machine_clock() -> Optional[str]:
+    """This machine's boot id: every namespace of it, and every process, reads one
+    ``CLOCK_REALTIME``."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def clock(host: Host) -> Optional[str]:
+    """Which clock stamps ``host``'s probe times: an agent's machine as it said in its hello
+    (``clock``; None from an agent that did not say), this machine's for a host of it."""
+    return host.clock if hasattr(host, "clock") else machine_clock()
 
 
 def operate(host: Host, op: str, ready: bool = True, **params: Any) -> Program:

@@ -43,6 +43,18 @@ class ProbeSeries:
     sent: np.ndarray
     remote_rx: np.ndarray
     back: np.ndarray
+    #: Which clock stamped ``sent`` and which ``remote_rx`` (the machines' boot ids; equal
+    #: between namespaces of one machine, None when a host did not say).
+    src_clock: Optional[str] = None
+    dst_clock: Optional[str] = None
+    #: The clock skew taken out of the one-way delays (s per s; see ``session.one_way_delays``).
+    skew: float = 0.0
+
+    @property
+    def independent_clocks(self) -> bool:
+        """Whether the two ends' clocks are known to be different machines' (one-way delays
+        then carry the clocks' offset and skew)."""
+        return self.src_clock is not None and self.dst_clock is not None and self.src_clock != self.dst_clock
 
     @property
     def rtt_s(self) -> np.ndarray:
@@ -67,13 +79,13 @@ class ProbeSeries:
     def to_json(self) -> dict:
         return {"src": self.src, "dst": self.dst, "rounds": self.rounds, "interval_s": self.interval_s,
                 "round": self.round.tolist(), "sent": self.sent.tolist(), "remote_rx": self.remote_rx.tolist(),
-                "back": self.back.tolist()}
+                "back": self.back.tolist(), "src_clock": self.src_clock, "dst_clock": self.dst_clock}
 
     @classmethod
     def from_json(cls, d: dict) -> "ProbeSeries":
         arr = lambda k: np.asarray(d[k], dtype=np.int64)  # noqa: E731
         return cls(d["src"], d["dst"], int(d["rounds"]), float(d["interval_s"]), arr("round"), arr("sent"),
-                   arr("remote_rx"), arr("back"))
+                   arr("remote_rx"), arr("back"), d.get("src_clock"), d.get("dst_clock"))
 
 
 class EchoServers:
@@ -117,11 +129,13 @@ def probe_all(sources: Sequence[Host], dests: dict[str, Sequence[Host]], port: i
         for s, p in procs:
             res = p.result("the probe series", timeout=duration_s + 30)
             names = [d.name for d in dests[s.name]]
+            by_name = {d.name: d for d in dests[s.name]}
             out[s.name] = {}
             for name, g in zip(names, res["series"]):
                 arr = lambda k: np.asarray(g[k], dtype=np.int64)  # noqa: E731
                 out[s.name][name] = ProbeSeries(s.name, name, int(res["rounds"]), float(res["interval"]),
-                                                arr("round"), arr("sent"), arr("remote_rx"), arr("back"))
+                                                arr("round"), arr("sent"), arr("remote_rx"), arr("back"),
+                                                hostmod.clock(s), hostmod.clock(by_name[name]))
             if on_done is not None:
                 on_done(s.name)
         return out

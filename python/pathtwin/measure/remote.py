@@ -89,6 +89,9 @@ class AgentHost:
         info = self.request("info", {})
         self.name = name or given or str(info.get("name", ""))
         self.limits: dict[str, Any] = info.get("limits", {})
+        # Which machine's clock stamps its probes (its boot id; None from an agent that does
+        # not say): one-way delays between machines carry their clocks' skew.
+        self.clock: Optional[str] = str(info["clock"]) if info.get("clock") else None
         try:
             self._ip = str(ipaddress.IPv4Address(info.get("address")))
         except ValueError:

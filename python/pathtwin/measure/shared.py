@@ -29,7 +29,12 @@ twice its standard error, not shared when it is below minus twice, undecided bet
 undecided when a path is uncongested: both measures are then noise).
 
 Clock offsets (real hosts: receiver time minus sender time) shift a series by a constant,
-which neither Pearson's correlation nor the denoising sees.
+which neither Pearson's correlation nor the denoising sees. Clock *skew* does not go unseen:
+two clocks running at rates that differ by 50 ppm (common for crystal oscillators) add a
+0.75-ms ramp to a 15-s series, above ``MIN_SPREAD_S``, and two destinations whose receivers
+drift the same way then correlate with no congestion at all. Between hosts of different
+machines the ramp is removed first (``remove_skew``: Moon, Skelly and Towsley, "Estimation
+and removal of clock skew from network delay measurements", INFOCOM 1999).
 """
 
 from __future__ import annotations
@@ -159,6 +164,41 @@ def rubenstein(x: np.ndarray, y: np.ndarray) -> tuple[float, float, bool | None]
     if diff < -2 * se:
         return m_cross, m_auto, False
     return m_cross, m_auto, None
+
+
+def skew(t: np.ndarray, d: np.ndarray) -> float:
+    """The clock skew of a one-way-delay series ``d`` over send times ``t`` (s), after Moon,
+    Skelly and Towsley (1999): the line below every sample that is closest to them on
+    average (their linear program, minimize sum(d - a - b t) subject to d >= a + b t). Its
+    optimum is the lower convex hull's supporting line at the mean time, so the skew is the
+    slope of the hull's edge over mean(t). Queueing only adds to a delay, so the lower
+    envelope is the propagation delay plus the clocks' ramp."""
+    t = np.asarray(t, dtype=float)
+    d = np.asarray(d, dtype=float)
+    if len(t) < 2:
+        return 0.0
+    order = np.lexsort((d, t))
+    hull: list[int] = []
+    for i in order:  # Andrew's monotone chain, lower hull
+        while len(hull) >= 2:
+            o, a = hull[-2], hull[-1]
+            if (t[a] - t[o]) * (d[i] - d[o]) - (d[a] - d[o]) * (t[i] - t[o]) <= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(int(i))
+    mean_t = float(t.mean())
+    for a, b in zip(hull, hull[1:]):
+        if t[a] <= mean_t <= t[b] and t[b] > t[a]:
+            return float((d[b] - d[a]) / (t[b] - t[a]))
+    return 0.0
+
+
+def remove_skew(t: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, float]:
+    """``d`` with its clock skew's ramp (``skew``) taken out, and the skew (s per s)."""
+    t = np.asarray(t, dtype=float)
+    b = skew(t, d)
+    return np.asarray(d, dtype=float) - b * (t - (t[0] if len(t) else 0.0)), b
 
 
 def spread(x: np.ndarray) -> float:
