@@ -12,8 +12,8 @@ analysis and the replay's consistency with simulated TCP on both sides, not the 
 against the kernel.
 
 ``--replay-engines`` replays the one database the recording yields in several engines in
-one run — ``emu``, ``sim`` (the simulated replay's default profile), ``sim-ns2``,
-``sim-linux`` — and prints their shares side by side (overall, with and without random
+one run — ``emu``, ``sim`` (the simulated replay's default profile, ``"linux"``),
+``sim-ns2``, ``sim-linux`` — and prints their shares side by side (overall, with and without random
 loss, long responses and short, long lossy ones), with each one's difference in points
 from the first; ``--long-lossy-share`` adds long lossy responses to the workload (that
 share of connections with a first response of at least 50 segments on a path with 0.5-2 %
