@@ -154,7 +154,8 @@ pub struct TcpConfig {
     /// rounded up to whole ticks and two more are added (`tcp_rack_mark_lost`:
     /// `usecs_to_jiffies(timeout) + TCP_TIMEOUT_MIN`). 4 ms with `CONFIG_HZ` = 250 (a kernel
     /// capture shows the retransmission 8 ms after the SACK that started a 2.5-ms window);
-    /// zero in `ns2` (the timer fires when the window runs out).
+    /// zero in `ns2` (the timer fires when the window runs out). `linux_handshake` counts
+    /// the handshake's timers in it too.
     pub rack_timer_tick: Duration,
     /// Restart the retransmission timer whenever the first unacknowledged segment is
     /// retransmitted, as Linux's `tcp_xmit_retransmit_queue` does (`rearm_timer` for
