@@ -154,13 +154,35 @@ pub struct TcpConfig {
     /// rounded up to whole ticks and two more are added (`tcp_rack_mark_lost`:
     /// `usecs_to_jiffies(timeout) + TCP_TIMEOUT_MIN`). 4 ms with `CONFIG_HZ` = 250 (a kernel
     /// capture shows the retransmission 8 ms after the SACK that started a 2.5-ms window);
-    /// zero in `ns2` (the timer fires when the window runs out).
+    /// zero in `ns2` (the timer fires when the window runs out). `linux_handshake` counts
+    /// the handshake's timers in it too.
     pub rack_timer_tick: Duration,
     /// Restart the retransmission timer whenever the first unacknowledged segment is
     /// retransmitted, as Linux's `tcp_xmit_retransmit_queue` does (`rearm_timer` for
     /// `rtx_head`); RFC 6298 restarts it only on ACKs of new data and at fast retransmit.
     /// Off in `ns2` (where `lost_retransmit` turns the same rule on).
     pub rearm_rto_on_head_retransmit: bool,
+    /// The handshake's retransmissions as Linux's. (1) After a SYN or SYN-ACK was
+    /// retransmitted, start with one segment only where Linux does (`tcp_init_transfer`:
+    /// "we only reset cwnd when more than 1 SYN/SYN-ACK retransmission has occurred",
+    /// `total_retrans > 1 && undo_marker`): at least two retransmissions, one of them by our
+    /// own timer (`undo_marker` is set when the SYN's timer fires, `tcp_enter_loss`, and for
+    /// a server only when its SYN-ACK timed out, `tcp_create_openreq_child`; a SYN-ACK resent
+    /// because the client's SYN came again counts in `total_retrans`, `inet_rtx_syn_ack`,
+    /// but is no timeout). (2) With timestamps, take the handshake's RTT sample from the
+    /// timestamp echo of the SYN (or SYN-ACK) answered (`tcp_synack_rtt_meas` and `tcp_ack_update_rtt`
+    /// fall back on `tcp_rtt_tsopt_us`) instead of the 3-s RTO of RFC 6298 (5.7). (3) The
+    /// SYN's and SYN-ACK's timers fire where the kernel's timer wheel puts them: a timeout
+    /// of 64 jiffies or more is rounded up to its level's granularity (8 jiffies, 32 ms at
+    /// HZ = 250, for the first 1-s timeout; 64 for 2-16 s), in `rack_timer_tick` jiffies
+    /// (`calc_wheel_index`). When the SYN-ACK is lost, the client's second SYN reaches the
+    /// server just as the server's 1-s timer expires; the slack decides which comes first,
+    /// and so whether the server sent one retransmission or two, and with (1) its initial
+    /// window (seen in the emulator: the client's second SYN 7-17 ms past the second, the
+    /// server's timer not yet fired, and ten segments, not one). Off in `ns2`: one
+    /// retransmission, by either end, means one segment (RFC 5681 §3.1) and no sample
+    /// (Karn), and the timers fire on time.
+    pub linux_handshake: bool,
     /// ns-2 mimicry, neither RFC 6298 nor Linux: restart the retransmission timer on every
     /// ACK while data is outstanding, duplicate ACKs included, as ns-2.35's `Agent/TCP/Linux`
     /// does (`LinuxTcpAgent::time_processing` calls `set_rtx_timer()` for each ACK it
@@ -233,6 +255,7 @@ impl TcpConfig {
             pto_slack: Duration::ZERO,
             rack_timer_tick: Duration::ZERO,
             rearm_rto_on_head_retransmit: false,
+            linux_handshake: false,
             ns2_rto_restart_every_ack: false,
             ecn: false,
             time_wait: Duration::from_secs(60),
@@ -307,6 +330,7 @@ impl TcpConfig {
             pto_slack: Duration::from_millis(8),
             rack_timer_tick: Duration::from_millis(4),
             rearm_rto_on_head_retransmit: true,
+            linux_handshake: true,
             ns2_rto_restart_every_ack: false,
             // net.ipv4.tcp_ecn = 2.
             ecn: false,

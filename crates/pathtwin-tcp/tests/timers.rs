@@ -164,3 +164,35 @@ fn ns2_mode_restarts_the_timer_on_duplicate_acks() {
         assert_eq!(sim.ep[0].stats().timeouts, 1);
     }
 }
+
+#[test]
+fn linux_handshake_timers_fire_on_the_kernels_wheel_and_one_lost_syn_ack_keeps_ten_segments() {
+    let mut sim = Sim::symmetric(TcpConfig::linux(), ms(50));
+    sim.set_drop(1, drop_syn_times(1));
+    sim.ep[0].send(50_000);
+    sim.ep[0].close();
+    sim.run_until(at_ms(1_160));
+    // With timestamps, Karn's rule gives way to the echo (tcp_rtt_tsopt_us): the server's
+    // timed-out SYN-ACK echoes the client's first SYN (1106 ms before), the client's ACK
+    // echoes that SYN-ACK (100 ms).
+    assert_eq!(sim.ep[0].srtt(), Some(ms(1106)));
+    assert_eq!(sim.ep[1].srtt(), Some(ms(100)));
+    sim.run_until(at_ms(20_000));
+    let syns = |side: usize| sim.sent[side].iter().filter(|(_, s)| s.flags.syn()).map(|(t, _)| *t).collect::<Vec<_>>();
+    // 1 s is 250 jiffies of 4 ms: level 1 of the timer wheel, whose buckets are 8 jiffies
+    // apart; the timer fires at the first bucket past it, jiffy 256.
+    assert_eq!(syns(0), [at_ms(0), at_ms(1024)]);
+    // The server's SYN-ACK at 50 ms (jiffy 12) is lost; its timer, set for jiffy 262, fires
+    // at 264 (1056 ms), before the client's second SYN arrives (1074 ms), to which it
+    // answers once more: two retransmissions, one a timeout.
+    assert_eq!(syns(1), [at_ms(50), at_ms(1056), at_ms(1074)]);
+    assert_eq!((sim.ep[0].stats().timeouts, sim.ep[1].stats().timeouts), (1, 1));
+    // tcp_init_transfer: one segment only after more than one retransmission with a
+    // timeout: the client (one) starts with ten, the server (two) with one.
+    let connected = sim.event_time(0, Event::Connected).expect("connected");
+    assert_eq!(connected, at_ms(1106));
+    let first_flight = sim.sent[0].iter().filter(|(t, s)| *t == connected && s.len > 0).count();
+    assert_eq!(first_flight, 10);
+    assert_eq!(sim.ep[1].cwnd(), 1448);
+    assert_eq!(sim.ep[1].stats().bytes_delivered, 50_000);
+}

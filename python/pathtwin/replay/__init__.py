@@ -35,7 +35,7 @@ from .compare import (CATEGORIES, breakdown, carried_whole, categories, compare,
                       response_times_by_slot, summary)
 from .dbcheck import check_source_exchanges
 from .emu import EmulatedRun, run_emulated
-from .sim import SimulatedRun, run_simulated
+from .sim import REPLAY_TCP, SimulatedRun, run_simulated
 from .workload import Workload, synthetic
 
 #: Engines a replay runs in.
@@ -140,7 +140,8 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
     s = summary(table)
     s["categories"] = categories(table)
     s["halves"] = halves(table)
-    s.update({"engine": engine, "tcp": tcp or {}, "skipped": workload.skipped, "vantage": workload.vantage, "wall_s": run.wall_s,
+    # The server's TCP as run: in the simulator, over the replay's profile (REPLAY_TCP).
+    s.update({"engine": engine, "tcp": {**REPLAY_TCP, **(tcp or {})} if engine == "sim" else (tcp or {}), "skipped": workload.skipped, "vantage": workload.vantage, "wall_s": run.wall_s,
               "interrupted": run.interrupted})
     (out / "summary.json").write_text(json.dumps(s, indent=2))
     return ReplayResult(workload, table, s, run, out)

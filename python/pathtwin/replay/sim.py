@@ -13,10 +13,14 @@ simulator's large default window stands for Linux's autotuning), and ``delayed_a
 for a "quick" client. Unlike the agent, the simulator can impose a "delayed" client policy,
 so such clients keep the default delayed ACKs.
 
-The simulated TCP is the run's ``[tcp]``: the default profile, ``"ns2"``, so that a replay's
-results stay what they were; a what-if ``tcp = {"profile": "linux"}`` makes the simulator
-stand in for the hosts' kernels as the emulated replay runs them (Linux's segment size, ACK
-policy, receive-window autotuning and CUBIC: docs/tcp-defaults.md).
+The simulated TCP is the run's ``[tcp]`` over :data:`REPLAY_TCP`: the profile ``"linux"``,
+so that the simulator stands in for the hosts' kernels as the emulated replay runs them
+(Linux's segment size, ACK policy, RACK-TLP and PRR, receive-window autotuning and CUBIC:
+docs/tcp-defaults.md). Replayed in both engines, one database gives the same shares within
+±20 % in each, lossy long responses included (bench/replay/accuracy.py
+``--replay-engines``; tests/test_replay_sim_emu.py), where the ``"ns2"`` profile, the
+replay's default until then, falls 8 points short on those. ``tcp = {"profile": "ns2"}``
+replays as before.
 
 Two differences from an emulated run, both of the simulator's model: a flow's ``tcp`` table
 applies to both ends of its connection (the what-if ``tcp`` is the run's ``[tcp]``, under
@@ -40,6 +44,8 @@ from .workload import Workload, _int_or_none
 #: Beyond the last connection's start, the most simulated time a replay may take; the run
 #: ends earlier, as soon as every connection has closed (``[run] until_done``).
 TAIL_S = 180.0
+#: The simulated TCP under a replay's what-if ``tcp``: Linux's, as the emulated hosts run.
+REPLAY_TCP = {"profile": "linux"}
 #: The time series are not what a replay reads; one sample a second keeps them small.
 SAMPLE_INTERVAL = "1s"
 
@@ -91,7 +97,7 @@ def sim_config(workload: Workload, tcp: Optional[dict] = None, seed: int = 1) ->
         "hosts": ["server", "clients"],
         "run": {"seed": seed, "duration": f"{last_start + TAIL_S:.9f}s", "until_done": True, "pcap": ["server"],
                 "sample_interval": SAMPLE_INTERVAL},
-        "tcp": dict(tcp or {}),
+        "tcp": {**REPLAY_TCP, **(tcp or {})},
         "pipe": workload.pipes(),
         "flow": flows,
     }

@@ -295,7 +295,17 @@ CLIENT_CLASSES = {
 }
 
 
-def synthetic(n: int = 2000, seed: int = 1, duration_s: float = 200.0, lossy_share: float = 0.3) -> tuple[Workload, pd.Series]:
+#: A "long" response for :func:`synthetic`'s ``long_lossy_share``: at least this many
+#: full segments (of 1448 bytes, Linux's payload with timestamps), so that loss and
+#: recovery, not slow start's first rounds alone, shape its time.
+LONG_SEGMENTS = 50
+#: Long lossy responses: bytes (log-uniform) and downstream loss (uniform).
+LONG_BYTES = (LONG_SEGMENTS * 1460, 300_000)
+LONG_LOSS = (0.005, 0.02)
+
+
+def synthetic(n: int = 2000, seed: int = 1, duration_s: float = 200.0, lossy_share: float = 0.3,
+              long_lossy_share: float = 0.0) -> tuple[Workload, pd.Series]:
     """A ground-truth workload of ``n`` HTTP-like connections, and each one's client class.
 
     Paths: a class per client (:data:`CLIENT_CLASSES`), rates and RTT uniform in the class's
@@ -306,6 +316,13 @@ def synthetic(n: int = 2000, seed: int = 1, duration_s: float = 200.0, lossy_sha
     query) or a static object (0.5-200 KB, log-uniform, in one piece); server delays 1-30
     ms. Client TCP: MSS 1460 (PPPoE's 1452 and dial-up's 536 on some), windows of 64 KB or,
     on a fifth, an old client's 16 KB.
+
+    ``long_lossy_share`` (0 by default, which draws the workload above unchanged) turns that
+    share of all connections, taken at random among the non-modem clients (a modem would
+    take minutes over a long response), into long lossy ones: the first response becomes a
+    static object of :data:`LONG_BYTES` (at least :data:`LONG_SEGMENTS` segments) and the
+    path's downstream loss :data:`LONG_LOSS` (0.5-2 %). Those draws come from their own
+    random stream, so the rest of the workload is the one ``long_lossy_share = 0`` draws.
     """
     if n < 1:
         raise PathtwinError(f"a workload needs at least one connection, not {n}")
@@ -347,5 +364,14 @@ def synthetic(n: int = 2000, seed: int = 1, duration_s: float = 200.0, lossy_sha
                 "header_bytes": header, "server_delay_s": float(rng.uniform(0.001, 0.030)), "query_delay_s": query,
                 "think_s": 0.0 if k == 0 else float(rng.uniform(0.3, 3.0)),
             })
+    if long_lossy_share > 0:
+        extra = np.random.default_rng([seed, 0x10E6])
+        eligible = np.array([i for i in range(n) if classes[i] != "modem"])
+        k = min(len(eligible), int(round(long_lossy_share * n)))
+        for i in sorted(extra.choice(eligible, size=k, replace=False).tolist()):
+            rows[i]["down_loss"] = float(extra.uniform(*LONG_LOSS))
+            first = next(x for x in xrows if x["conn"] == i and x["exchange"] == 0)
+            first.update(header_bytes=-1, query_delay_s=0.0,
+                         response_bytes=int(math.exp(extra.uniform(math.log(LONG_BYTES[0]), math.log(LONG_BYTES[1])))))
     w = Workload(pd.DataFrame(rows, columns=CONN_COLUMNS), pd.DataFrame(xrows, columns=EXCHANGE_COLUMNS), port=80)
     return w, pd.Series(classes, name="client_class")

@@ -63,7 +63,7 @@ impl Endpoint {
                     self.peer_wnd = seg.wnd;
                     // RFC 3168 §6.1.1: an ECN-setup SYN-ACK has ECE and not CWR.
                     let ecn = self.ecn_requested && seg.flags.contains(Flags::ECE) && !seg.flags.contains(Flags::CWR);
-                    self.establish(now, PeerSyn { mss: seg.mss, sack: seg.sack_permitted, timestamps: seg.timestamps, window_scale: seg.window_scale }, ecn);
+                    self.establish(now, PeerSyn { mss: seg.mss, sack: seg.sack_permitted, timestamps: seg.timestamps, window_scale: seg.window_scale }, ecn, seg.ts_ecr);
                     self.ack_now = true;
                 }
                 return;
@@ -83,7 +83,7 @@ impl Endpoint {
                     return;
                 }
                 let peer = self.peer_syn.unwrap_or_default();
-                self.establish(now, peer, self.peer_ecn_setup);
+                self.establish(now, peer, self.peer_ecn_setup, seg.ts_ecr);
                 // The ACK may carry data: fall through.
             }
             _ => {}

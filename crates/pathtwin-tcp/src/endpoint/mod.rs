@@ -132,6 +132,10 @@ pub struct Endpoint {
     /// Our SYN or SYN-ACK was sent more than once: no RTT sample from it (Karn), and the
     /// initial window is one segment (RFC 5681 §3.1).
     syn_retransmitted: bool,
+    /// SYN (or SYN-ACK) retransmissions, and how many of them our timer made
+    /// (`linux_handshake`).
+    syn_retransmits: u32,
+    syn_timeouts: u32,
     peer_isn: u64,
     /// The options of the peer's SYN, kept until the handshake ends.
     peer_syn: Option<PeerSyn>,
@@ -239,6 +243,8 @@ impl Endpoint {
             syn_pending: state == State::SynSent,
             syn_sent_at: None,
             syn_retransmitted: false,
+            syn_retransmits: 0,
+            syn_timeouts: 0,
             peer_isn: 0,
             peer_syn: None,
             snd_una: isn,
@@ -505,19 +511,27 @@ impl Endpoint {
     /// the handshake's RTT sample. With timestamps every segment carries 12 bytes of options
     /// that the MSS option does not count, so the payload per segment is 12 less (Linux's
     /// `tcp_current_mss`: 1448 for an MSS of 1460).
-    fn establish(&mut self, now: Instant, peer: PeerSyn, ecn: bool) {
+    /// `echo` is the TSecr of the segment that completed it.
+    fn establish(&mut self, now: Instant, peer: PeerSyn, ecn: bool, echo: Option<Instant>) {
         self.ts_ok = self.cfg.timestamps && peer.timestamps;
         let ts_room = if self.ts_ok { TIMESTAMP_OPTION_BYTES } else { 0 };
         self.smss = self.cfg.mss.min(peer.mss.map_or(DEFAULT_PEER_MSS, u32::from)).saturating_sub(ts_room).max(1);
         self.sack_ok = self.cfg.sack && peer.sack;
         self.ecn_ok = ecn;
-        if self.syn_retransmitted {
-            self.rtt.restart_after_syn_timeout(RTO_AFTER_SYN_TIMEOUT);
-        } else if let Some(sent) = self.syn_sent_at {
+        let linux = self.cfg.linux_handshake;
+        if !self.syn_retransmitted {
+            if let Some(sent) = self.syn_sent_at {
+                self.take_rtt_sample(now.saturating_since(sent));
+            }
+        } else if let (true, true, Some(sent)) = (linux, self.ts_ok, echo) {
+            // Karn forbids the sequence sample; the echo says which SYN was answered.
             self.take_rtt_sample(now.saturating_since(sent));
+        } else {
+            self.rtt.restart_after_syn_timeout(RTO_AFTER_SYN_TIMEOUT);
         }
         let smss = self.smss as u64;
-        let initial_cwnd = if self.syn_retransmitted {
+        let loss_window = if linux { self.syn_retransmits > 1 && self.syn_timeouts > 0 } else { self.syn_retransmitted };
+        let initial_cwnd = if loss_window {
             smss
         } else {
             (self.cfg.initial_window as u64 * smss).min(self.cfg.max_window)
@@ -560,6 +574,28 @@ impl Endpoint {
         }
     }
 
+    /// When a timer of `timeout` set at `now` fires in Linux's timer wheel (HZ = 1 s /
+    /// `jiffy`): at its jiffy when under 63 jiffies away (level 0), otherwise at the next
+    /// multiple of its level's granularity, 8^level jiffies (`calc_wheel_index`,
+    /// `calc_index`: `((expires >> shift) + 1) << shift`; `LVL_START(n)` = 63·8^(n−1)).
+    fn timer_wheel_expiry(now: Instant, timeout: Duration, jiffy: Duration) -> Instant {
+        let j = jiffy.as_nanos();
+        if j == 0 {
+            return now + timeout;
+        }
+        let delta = timeout.as_nanos().div_ceil(j);
+        let expires = now.as_nanos() / j + delta;
+        let mut level = 0u32;
+        while level < 8 && delta >= 63u64 << (3 * level) {
+            level += 1;
+        }
+        if level == 0 {
+            return Instant::from_nanos(expires * j);
+        }
+        let shift = 3 * level;
+        Instant::from_nanos((((expires >> shift) + 1) << shift) * j)
+    }
+
     fn take_rtt_sample(&mut self, r: Duration) {
         self.rtt.on_sample(r, self.snd_una, self.snd_max);
         self.stats.on_rtt_sample(r, self.rtt.srtt());
@@ -573,6 +609,7 @@ impl Endpoint {
                 self.rtt.on_timeout();
                 self.syn_pending = true;
                 self.syn_retransmitted = true;
+                self.syn_timeouts += 1;
             }
             _ if !self.sb.is_empty() => {
                 self.stats.timeouts += 1;

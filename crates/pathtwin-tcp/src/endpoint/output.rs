@@ -103,11 +103,16 @@ impl Endpoint {
         self.syn_pending = false;
         if self.syn_sent_at.is_some() {
             self.syn_retransmitted = true;
+            self.syn_retransmits += 1;
         }
         self.syn_sent_at = Some(now);
         // Restarted on every (re)transmission, including a SYN-ACK resent because the
         // client's SYN came again.
-        self.rto_at = Some(now + self.rtt.rto());
+        self.rto_at = Some(if self.cfg.linux_handshake {
+            Self::timer_wheel_expiry(now, self.rtt.rto(), self.cfg.rack_timer_tick)
+        } else {
+            now + self.rtt.rto()
+        });
         let mss = Some(self.cfg.mss.min(u16::MAX as u32) as u16);
         let seg = if self.state == State::SynSent {
             // RFC 3168 §6.1.1 ECN-setup SYN. A retransmitted SYN goes without it, as Linux
