@@ -9,7 +9,7 @@ emulation is disturbed when its lateness p99 exceeds DISTURBED_P99_US, or its go
 mean RTT moves more than DISTURBED_SHARE from running alone; the limit at a rate is the
 largest K with no emulation disturbed.
 
-    sudo python bench/emu/concurrency.py [--max 4] [--duration 10] [--rates 20mbit,400mbit] [--json OUT]
+    sudo python bench/emu/concurrency.py [--max 3] [--duration 10] [--rates 20mbit,400mbit] [--json OUT]
 
 Run it on a quiet machine: anything else running is a concurrent "emulation" it does not
 count.
@@ -93,7 +93,7 @@ def disturbed(row: dict, alone: dict) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--max", type=int, default=4, help="the most emulations at once to try")
+    ap.add_argument("--max", type=int, default=3, help="the most emulations at once to try")
     ap.add_argument("--duration", type=float, default=10.0, help="seconds each emulation runs")
     ap.add_argument("--flows", type=int, default=2, help="CUBIC flows per emulation")
     ap.add_argument("--rates", default=",".join(RATES), help="comma-separated path rates")
@@ -106,11 +106,18 @@ def main(argv=None) -> int:
     limits: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for rate in a.rates.split(","):
-            alone = None
+            # Alone twice: how far one emulation moves from itself, run after run, is the
+            # yardstick the thresholds must stand above.
+            first, again = (run_at_once(1, rate, a.duration, a.flows, Path(tmp) / f"alone{i}")[0] for i in range(2))
+            noise = {key: abs(again[key] / first[key] - 1) for key in ("goodput_bps", "rtt_mean_ms")}
+            print(f"{rate:>8} alone, twice: goodput {100 * noise['goodput_bps']:.1f} %, mean RTT "
+                  f"{100 * noise['rtt_mean_ms']:.1f} % apart; lateness p99 {first['lateness_p99_us']:.0f} and "
+                  f"{again['lateness_p99_us']:.0f} µs", flush=True)
+            rows += [dict(first, k=0, repeat=1), dict(again, k=0, repeat=2)]
+            alone = first
             limits[rate] = 0
             for k in range(1, a.max + 1):
                 got = run_at_once(k, rate, a.duration, a.flows, Path(tmp))
-                alone = alone or got[0]
                 for r in got:
                     r["disturbed"] = disturbed(r, alone)
                 rows += got
