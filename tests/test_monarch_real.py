@@ -24,7 +24,6 @@ import pytest
 from conftest import needs_root, run_cli
 
 from pathtwin.cli.monarch import parse_target
-from pathtwin.emulation import _SEND, _SINK
 
 DOWN_BPS = 4_000_000
 UP_BPS = 1_000_000
@@ -81,21 +80,12 @@ def tx_bytes(device: str) -> int:
     return int(Path(f"/sys/class/net/{device}/statistics/tx_bytes").read_text())
 
 
-def real_tcp(target: Target, nbytes: int, cc: str) -> dict:
-    """A kernel TCP transfer from this machine's namespace to a sink in the target's, over
-    the same veth and shaping: the paper's reference for a Monarch flow."""
-    sink = subprocess.Popen(["ip", "netns", "exec", target.ns, sys.executable, "-c", _SINK, "5500"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert "ready" in sink.stdout.readline(), sink.stderr.read()
-        done = subprocess.run([sys.executable, "-c", _SEND, target.address, "5500", str(nbytes), cc],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        sent = json.loads(done.stdout.strip().splitlines()[-1])
-        sink.communicate(timeout=30)
-    finally:
-        sink.kill()
-    return {"throughput_bps": nbytes * 8 / (sent["end"] - sent["connected"])}
+def sink_in(target: Target, port: int) -> subprocess.Popen:
+    """`pathtwin monarch-sink` on the target, as its owner would run it there."""
+    p = subprocess.Popen(["ip", "netns", "exec", target.ns, sys.executable, "-m", "pathtwin.cli", "monarch-sink", "--port",
+                          str(port), "--once"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert "listening" in p.stdout.readline(), p.stderr.read()
+    return p
 
 
 def monarch(target: Target, out: Path, *extra: str) -> dict:
@@ -116,7 +106,7 @@ def test_a_real_target_is_named_by_its_address_and_checked():
     ("127.0.0.1", [], "loopback"),
     ("255.255.255.255", ["--allow-private"], "not a host's address"),
     ("no-such-host.invalid", [], "the resolver found none"),
-    ("192.0.2.7", ["--real-tcp"], "only for an emulated target"),
+    ("192.0.2.7", ["--real-tcp", "--real-tcp-port", "0"], "--real-tcp-port: 0 is not a TCP port"),
     ("192.0.2.7", ["--target-sysctl", "net.ipv4.icmp_ratelimit=0"], "only for an emulated target"),
     ("rtt=40ms,down=4mbit,up=1mbit", ["--max-rate", "1mbit"], "for a real target"),
     ("8.8.8.8", ["--max-rate", "0bit"], "monarch.max_rate"),
@@ -136,10 +126,14 @@ def test_what_a_real_target_mode_refuses(tmp_path, target, flags, message):
 def test_monarch_to_a_host_outside_the_emulation_matches_real_tcp(tmp_path, real_target):
     """The probes leave from the machine's address on the veth and the target's kernel
     answers them (RSTs to ACKs on a closed port); the flow's throughput is real TCP's over
-    the same path within the paper's agreement (20 %), and within the shaped rate."""
+    the same path (`--real-tcp`: this machine to a `pathtwin monarch-sink` on the target)
+    within the paper's agreement (20 %), and within the shaped rate."""
+    sink = sink_in(real_target, 5402)
     before = tx_bytes(real_target.device)
-    s = monarch(real_target, tmp_path / "monarch")
-    sent_to_target = tx_bytes(real_target.device) - before
+    s = monarch(real_target, tmp_path / "monarch", "--real-tcp", "--real-tcp-port", "5402")
+    sent_to_target = tx_bytes(real_target.device) - before - NBYTES  # less the reference transfer's data
+    received = json.loads(sink.communicate(timeout=30)[0].strip().splitlines()[-1])
+    assert received["bytes"] == NBYTES and received["peer"] == real_target.source, received
     p = s["proxy"]
     assert s["received"] == NBYTES, s
     assert p["source"] == real_target.source and s["target"] == real_target.address, p
@@ -149,9 +143,20 @@ def test_monarch_to_a_host_outside_the_emulation_matches_real_tcp(tmp_path, real
     # some when the flow overfills its buffer, as it drops real TCP's.
     assert p["probes"] > NBYTES / 1448 and p["responses"] >= 0.9 * p["probes"], p
     assert p["capped"] == 0 and p["send_failures"] == 0, p
-    tcp = real_tcp(real_target, NBYTES, "cubic")
-    assert s["throughput_bps"] <= DOWN_BPS, s
+    tcp = s["real_tcp"]
+    assert s["throughput_bps"] <= DOWN_BPS and tcp["throughput_bps"] <= DOWN_BPS, s
     assert abs(s["throughput_bps"] - tcp["throughput_bps"]) <= 0.2 * tcp["throughput_bps"], (s["throughput_bps"], tcp)
+    assert s["ratio_to_real_tcp"] == s["throughput_bps"] / tcp["throughput_bps"] and "Monarch/TCP" in s["stdout"]
+
+
+@needs_root
+def test_without_a_sink_the_monarch_flow_is_kept_and_the_reference_is_a_one_line_error(tmp_path, real_target):
+    r = run_cli("monarch", real_target.address, "--allow-private", "--bytes", "100kB", "--real-tcp", "--real-tcp-port", "5403",
+                "-o", tmp_path / "out", timeout=120)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(lines) == 1 and "monarch-sink --port 5403" in lines[0], r.stderr
+    kept = json.loads((tmp_path / "out" / "monarch.json").read_text())
+    assert kept["received"] == 100_000 and "real_tcp" not in kept
 
 
 @needs_root

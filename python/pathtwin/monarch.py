@@ -168,6 +168,61 @@ def run_tcp(path: dict, out, cc: Optional[str] = None, nbytes: int = 500_000, se
     return summary
 
 
+#: Where ``sink`` listens by default, and a real target's TCP reference is sent.
+SINK_PORT = 5401
+
+
+def run_tcp_real(address: str, nbytes: int, cc: Optional[str] = None, port: int = SINK_PORT, timeout: float = 600) -> dict:
+    """A real TCP transfer of ``nbytes`` from this machine (its own network stack, as the
+    probes leave it) to a ``sink`` on the real target at ``address``: the paper's reference
+    for a Monarch flow to a host one controls."""
+    import subprocess
+    import sys
+
+    from .emulation import _SEND
+
+    try:
+        done = subprocess.run([sys.executable, "-c", _SEND, address, str(port), str(nbytes), cc or ""], capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise PathtwinError(f"real TCP to {address}:{port}: not done in {timeout:g} s") from None
+    if done.returncode != 0:
+        why = (done.stderr or "").strip().splitlines()[-1:] or ["no reason given"]
+        raise PathtwinError(f"real TCP to {address}:{port}: {why[0]} (is `pathtwin monarch-sink --port {port}` running there?)")
+    t = json.loads(done.stdout.strip().splitlines()[-1])
+    duration = t["end"] - t["connected"]
+    return {"bytes": nbytes, "duration_s": duration, "throughput_bps": nbytes * 8 / duration if duration > 0 else float("nan"),
+            "address": address, "port": port}
+
+
+def sink(port: int = SINK_PORT, once: bool = False, out=None) -> None:
+    """Receives TCP transfers on ``port`` (all addresses) and prints one JSON line per
+    connection (peer, bytes, seconds): the receiving end a real target runs for
+    ``run(..., real_tcp=True)``; one connection at a time, until Ctrl-C (or one, ``once``)."""
+    import socket
+    import sys
+
+    out = out or sys.stdout
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        srv.bind(("0.0.0.0", port))
+    except OSError as e:
+        raise PathtwinError(f"monarch-sink: cannot listen on port {port} ({e.strerror or e})") from None
+    srv.listen(4)
+    print(json.dumps({"listening": port}), file=out, flush=True)
+    with srv:
+        while True:
+            c, peer = srv.accept()
+            t0, n = time.time(), 0
+            with c:
+                while b := c.recv(1 << 16):
+                    n += len(b)
+            print(json.dumps({"peer": peer[0], "bytes": n, "seconds": round(time.time() - t0, 6)}), file=out, flush=True)
+            if once:
+                return
+
+
 def _path_losses(stats: dict) -> dict:
     """Packets the path between sender and target has dropped so far, each way (those that
     entered its route and never left it)."""
@@ -197,7 +252,7 @@ def _flow_summary(series: pd.DataFrame, t: dict, nbytes: int) -> tuple[dict, pd.
 def run(path: dict | str, out, probe: str = "tcp-ack", cc: Optional[str] = None, nbytes: int = 500_000,
         real_tcp: bool = False, target_sysctls: Optional[dict] = None, target_ip_ids: str = "kernel",
         seed: int = 1, allow_private: bool = False, max_rate: Optional[str] = None,
-        sample_interval: str = SAMPLE_INTERVAL) -> MonarchResult:
+        sample_interval: str = SAMPLE_INTERVAL, real_tcp_port: int = SINK_PORT) -> MonarchResult:
     """One Monarch transfer of ``nbytes`` to a target: an emulated one whose ``path`` is a dict
     (see :func:`topology`), or a real host when ``path`` is its address or name (see the
     module's doc; ``allow_private`` and ``max_rate`` apply to it). Then, with ``real_tcp``, the
@@ -206,7 +261,9 @@ def run(path: dict | str, out, probe: str = "tcp-ack", cc: Optional[str] = None,
     "kernel" (the target's own IDs; Linux's leave the diagnosis little to work with) or
     "sequential" (one counter over all an emulated target sends, as the paper's hosts had);
     ``seed`` seeds the path's random loss (:func:`run_tcp` with the same seed meets the same
-    drops); ``sample_interval`` is how often the sender's ``tcp_info`` is sampled."""
+    drops); ``sample_interval`` is how often the sender's ``tcp_info`` is sampled. To a real
+    target, ``real_tcp`` sends the same bytes from this machine to a :func:`sink` it runs on
+    ``real_tcp_port`` (:func:`run_tcp_real`)."""
     from . import trace
     from .config import parse_quantity
     from .emulation import Emulation, bulk_transfer, since_flow_start
@@ -216,8 +273,7 @@ def run(path: dict | str, out, probe: str = "tcp-ack", cc: Optional[str] = None,
         raise PathtwinError(f"bytes must be positive, not {nbytes}")
     real = isinstance(path, str)
     if isinstance(path, str):
-        for given, what in ((real_tcp, "real TCP to the target (it would need a sink there)"),
-                            (target_sysctls, "settings in the target"), (target_ip_ids != "kernel", "sequential IP IDs")):
+        for given, what in ((target_sysctls, "settings in the target"), (target_ip_ids != "kernel", "sequential IP IDs")):
             if given:
                 raise PathtwinError(f"target {path}: {what} is only for an emulated target: a real host is not ours to change")
         address = resolve_target(path)
@@ -271,10 +327,14 @@ def run(path: dict | str, out, probe: str = "tcp-ack", cc: Optional[str] = None,
     })
     summary["warnings"] = _warnings(summary)
     summary["seed"] = seed
-    if real_tcp and isinstance(path, dict):
-        summary["real_tcp"] = run_tcp(path, out / "real-tcp", cc=cc, nbytes=nbytes, seed=seed)
+    record = out / "monarch.json"
+    if real_tcp:
+        # The Monarch flow's record is kept whatever happens to the reference transfer.
+        record.write_text(json.dumps(summary, indent=2, default=str))
+        summary["real_tcp"] = (run_tcp(path, out / "real-tcp", cc=cc, nbytes=nbytes, seed=seed) if isinstance(path, dict)
+                               else run_tcp_real(address, nbytes, cc, real_tcp_port))
         summary["ratio_to_real_tcp"] = summary["throughput_bps"] / summary["real_tcp"]["throughput_bps"]
-    (out / "monarch.json").write_text(json.dumps(summary, indent=2, default=str))
+    record.write_text(json.dumps(summary, indent=2, default=str))
     return MonarchResult(summary, since_flow_start(mseries, interval_s), diagnosis, capture, out)
 
 
@@ -326,7 +386,7 @@ def runs(path: dict | str, out, count: int, seed: int = 1, real_tcp: bool = True
                    "verdict": s["verdict"]}
             if real_tcp:
                 row.update({"tcp_throughput_bps": s["real_tcp"]["throughput_bps"],
-                            "tcp_retransmits": s["real_tcp"]["retransmits"], "ratio": s["ratio_to_real_tcp"]})
+                            "tcp_retransmits": s["real_tcp"].get("retransmits"), "ratio": s["ratio_to_real_tcp"]})
             rows.append(row)
     except KeyboardInterrupt:
         # Ctrl-C keeps the realizations that finished, with their distribution.

@@ -51,6 +51,7 @@ def register(app: typer.Typer) -> None:
         runs: int = typer.Option(1, "--runs", help="realizations to run (seeds SEED, SEED+1, ...); prints the distribution of throughput and, with --real-tcp, of Monarch/TCP"),
         allow_private: bool = typer.Option(False, "--allow-private", help="a real target may be a private, shared, loopback, link-local, documentation, benchmarking or multicast address"),
         max_rate: Optional[str] = typer.Option(None, "--max-rate", help="the most a real target is sent, e.g. 5mbit (default 20mbit); the proxy drops what would exceed it"),
+        real_tcp_port: int = typer.Option(5401, "--real-tcp-port", help="with --real-tcp to a real target: the port its `pathtwin monarch-sink` listens on"),
     ) -> None:
         """Emulate a TCP transfer to a remote host with probes it answers (Monarch)."""
         from rich.console import Console
@@ -67,6 +68,8 @@ def register(app: typer.Typer) -> None:
         path = parse_target(target)
         if isinstance(path, dict) and (allow_private or max_rate is not None):
             raise PathtwinError("--allow-private and --max-rate are for a real target (an address or a name), not an emulated one")
+        if not 0 < real_tcp_port < 65536:
+            raise PathtwinError(f"--real-tcp-port: {real_tcp_port} is not a TCP port")
         if max_rate is not None:
             parse_quantity("rate", max_rate, "--max-rate")
         con = Console()
@@ -74,7 +77,8 @@ def register(app: typer.Typer) -> None:
             try:
                 with con.status(f"{runs} realizations of {nbytes:,} bytes as {probe} probes ..."):
                     rs = monarch.runs(path, out, runs, seed=seed, real_tcp=real_tcp, probe=probe, cc=cc, nbytes=nbytes,
-                                      target_sysctls=sysctls, target_ip_ids=target_ip_ids, allow_private=allow_private, max_rate=max_rate)
+                                      target_sysctls=sysctls, target_ip_ids=target_ip_ids, allow_private=allow_private, max_rate=max_rate,
+                                      real_tcp_port=real_tcp_port)
             except KeyboardInterrupt:
                 con.print(f"interrupted: the realizations that finished are in {out}/monarch-runs.json", soft_wrap=True)
                 raise
@@ -84,7 +88,7 @@ def register(app: typer.Typer) -> None:
         with con.status(f"transferring {nbytes:,} bytes as {probe} probes ..."):
             r = monarch.run(path, out, probe=probe, cc=cc, nbytes=nbytes, real_tcp=real_tcp, target_sysctls=sysctls,
                             target_ip_ids=target_ip_ids, seed=seed, allow_private=allow_private,
-                            max_rate=max_rate)
+                            max_rate=max_rate, real_tcp_port=real_tcp_port)
         s = r.summary
         con.print(f"{probe} probes, {s['cc'] or 'default cc'}: {s['throughput_bps'] / 1e6:.2f} Mbit/s over {s['duration_s']:.2f} s, "
                   f"RTT min {s['min_rtt_ms']:.1f} / mean {s['mean_rtt_ms']:.1f} ms, {s['retransmits']} retransmissions")
@@ -95,11 +99,28 @@ def register(app: typer.Typer) -> None:
         con.print(f"self-diagnosis: {s['verdict']} ({s['reason']}); lost downstream {s['lost_downstream']}, upstream {s['lost_upstream']}")
         for w in s["warnings"]:
             con.print(f"[yellow]warning:[/] {w}")
-        if "real_tcp" in s:
+        if "real_tcp" in s and isinstance(path, str):
+            t = s["real_tcp"]
+            con.print(f"real TCP from this machine to {t['address']}:{t['port']}: {t['throughput_bps'] / 1e6:.2f} Mbit/s; "
+                      f"Monarch/TCP {s['ratio_to_real_tcp']:.2f}")
+        elif "real_tcp" in s:
             t = s["real_tcp"]
             con.print(f"real TCP on the same path realization (seed {seed}): {t['throughput_bps'] / 1e6:.2f} Mbit/s, "
                       f"RTT min {t['min_rtt_ms']:.1f} ms, {t['retransmits']} retransmissions; Monarch/TCP {s['ratio_to_real_tcp']:.2f}")
         con.print(f"wrote {out}/monarch.json, {r.capture}, {out}/emulation/")
+
+
+    @app.command("monarch-sink")
+    def monarch_sink_cmd(
+        port: int = typer.Option(5401, "--port", help="TCP port to listen on"),
+        once: bool = typer.Option(False, "--once", help="end after one transfer"),
+    ) -> None:
+        """Receive the real TCP transfers `pathtwin monarch ADDRESS --real-tcp` sends (run it on the target)."""
+        from .. import monarch
+
+        if not 0 < port < 65536:
+            raise PathtwinError(f"--port: {port} is not a TCP port")
+        monarch.sink(port, once=once)
 
 
 def _print_runs(con, rs, real_tcp: bool) -> None:
