@@ -114,7 +114,7 @@ def _holds_marker(capture: Path) -> bool:
 def run_relay_lab(out: Path, *, one_way_s: float, rate_bps: float, loss: float, seed: int, server_argv: list[str],
                   connections: int, server_cc: str | None = None, up_rate_bps: float | None = None,
                   programs: tuple[str, str] = (SERVER, CLIENT), client_argv: list[str] | None = None,
-                  capture_client: bool = False) -> LabRun:
+                  capture_client: bool = False, server_initcwnd: int | None = None) -> LabRun:
     """Builds the path, runs http_lab's SERVER (argv `server_argv`, its port `PORT`) and
     CLIENT (`connections` requests, one after another) over it, captured at the server into
     `out`/server.pcap; tears every namespace and process down, also on failure. `server_cc`
@@ -123,7 +123,9 @@ def run_relay_lab(out: Path, *, one_way_s: float, rate_bps: float, loss: float, 
     Optionally: `up_rate_bps`, a second `tbf` on the router's port towards the server (the
     client's upstream bottleneck); `programs`, another (server, client) pair of scripts, the
     client's argv `client_argv` (default: server address, port, `connections`); and
-    `capture_client`, a second tcpdump at the client's port into `out`/client.pcap."""
+    `capture_client`, a second tcpdump at the client's port into `out`/client.pcap;
+    `server_initcwnd`, the server's initial window in segments (its route's `initcwnd`; the
+    kernel's default is 10, a CDN's is often larger)."""
     tag = f"{os.getpid()}{next(_labs)}"
     cli, rtr, srv = f"ptc{tag}", f"ptr{tag}", f"pts{tag}"
     out.mkdir(parents=True, exist_ok=True)
@@ -147,7 +149,8 @@ def run_relay_lab(out: Path, *, one_way_s: float, rate_bps: float, loss: float, 
         for n, dev in ((cli, f"c{tag}"), (srv, f"s{tag}"), (rtr, f"rc{tag}"), (rtr, f"rs{tag}")):
             ns(n, "ip", "link", "set", dev, "up")
         ns(cli, "ip", "route", "add", "default", "via", "10.77.1.1")
-        ns(srv, "ip", "route", "add", "default", "via", "10.77.2.1")
+        ns(srv, "ip", "route", "add", "default", "via", "10.77.2.1",
+           *(("initcwnd", str(server_initcwnd)) if server_initcwnd is not None else ()))
         if server_cc is not None:
             ns(srv, "sysctl", "-qw", f"net.ipv4.tcp_congestion_control={server_cc}")
         ns(rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
