@@ -3,7 +3,7 @@ connection is persistent and carries a few request/response exchanges separated 
 client's think times, as a browser's keep-alive connections do.
 
 The client draws, from its seed, per connection 2-4 exchanges, each a response of 1-200 KB
-(log-uniform), a server delay of 5-40 ms and, before every exchange but the first, a think
+(log-uniform; the first, a page rather than one of its objects, 20-200 KB), a server delay of 5-40 ms and, before every exchange but the first, a think
 time; connections run one after another, `GAP_S` apart. A request names its response's size
 and delay (``GET /SIZE/DELAY_MS``), so the server needs no state beyond the connection: it
 answers each request with a fixed-length header and the body, and closes when the client
@@ -65,7 +65,7 @@ for i in range(n):
     for k in range(rng.randint(2, 4)):
         if k:
             time.sleep(rng.uniform(think_lo, think_hi))
-        size = int(math.exp(rng.uniform(math.log(1000), math.log(200000))))
+        size = int(math.exp(rng.uniform(math.log(20000 if k == 0 else 1000), math.log(200000))))
         delay = rng.randint(5, 40)
         c.sendall(b'GET /%%d/%%d HTTP/1.1\r\nHost: server\r\nUser-Agent: lab\r\n\r\n' %% (size, delay))
         left = HEADER + size

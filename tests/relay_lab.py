@@ -114,7 +114,8 @@ def _holds_marker(capture: Path) -> bool:
 def run_relay_lab(out: Path, *, one_way_s: float, rate_bps: float, loss: float, seed: int, server_argv: list[str],
                   connections: int, server_cc: str | None = None, up_rate_bps: float | None = None,
                   programs: tuple[str, str] = (SERVER, CLIENT), client_argv: list[str] | None = None,
-                  capture_client: bool = False, server_initcwnd: int | None = None) -> LabRun:
+                  capture_client: bool = False, server_initcwnd: int | None = None,
+                  queue_bytes: int = 200_000) -> LabRun:
     """Builds the path, runs http_lab's SERVER (argv `server_argv`, its port `PORT`) and
     CLIENT (`connections` requests, one after another) over it, captured at the server into
     `out`/server.pcap; tears every namespace and process down, also on failure. `server_cc`
@@ -125,7 +126,8 @@ def run_relay_lab(out: Path, *, one_way_s: float, rate_bps: float, loss: float, 
     client's argv `client_argv` (default: server address, port, `connections`); and
     `capture_client`, a second tcpdump at the client's port into `out`/client.pcap;
     `server_initcwnd`, the server's initial window in segments (its route's `initcwnd`; the
-    kernel's default is 10, a CDN's is often larger)."""
+    kernel's default is 10, a CDN's is often larger); `queue_bytes`, the `tbf` queues'
+    limit."""
     tag = f"{os.getpid()}{next(_labs)}"
     cli, rtr, srv = f"ptc{tag}", f"ptr{tag}", f"pts{tag}"
     out.mkdir(parents=True, exist_ok=True)
@@ -169,10 +171,10 @@ def run_relay_lab(out: Path, *, one_way_s: float, rate_bps: float, loss: float, 
             ns(rtr, "ip", "rule", "add", "iif", dev, "lookup", "100")
         ns(rtr, "ip", "route", "add", "default", "dev", f"dl{tag}", "table", "100")
         ns(rtr, "tc", "qdisc", "add", "dev", f"rc{tag}", "root", "tbf", "rate", f"{rate_bps:.0f}bit", "burst", "3000",
-           "limit", "200000")
+           "limit", str(queue_bytes))
         if up_rate_bps is not None:
             ns(rtr, "tc", "qdisc", "add", "dev", f"rs{tag}", "root", "tbf", "rate", f"{up_rate_bps:.0f}bit", "burst",
-               "3000", "limit", "200000")
+               "3000", "limit", str(queue_bytes))
 
         dumps = []
         for where, dev, path in ((srv, f"s{tag}", capture), (cli, f"c{tag}", client_capture))[:2 if capture_client else 1]:
