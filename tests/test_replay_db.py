@@ -104,6 +104,10 @@ def test_a_server_pause_is_not_counted_as_transfer_time():
     assert _fastest_exchange_bps(xs, 1460) == pytest.approx(10 * 1460 * 8 / 0.010, rel=1e-6)
     whole = xs.assign(header_bytes=math.nan, query_delay_ms=math.nan)
     assert _fastest_exchange_bps(whole, 1460) == pytest.approx(14 * 1460 * 8 / 0.110, rel=1e-6)
+    # A "header" that was a first flight and a "pause" that was a round trip: the whole
+    # response's rate is the higher lower bound.
+    flight = xs.assign(header_bytes=10 * 1460, query_delay_ms=40.0, response_end_s=1.100)
+    assert _fastest_exchange_bps(flight, 1460) == pytest.approx(14 * 1460 * 8 / 0.100, rel=1e-6)
 
 
 @pytest.mark.parametrize("spacing, iw", [(0.001, 15), (0.004, None)])
