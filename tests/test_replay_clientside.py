@@ -20,7 +20,7 @@ clients):
   server's first flight: +4.6 % and +5.9 %. 30 connections of a like workload (think times
   0.3-0.6 s, every response 1-200 KB): +0.4 % and +1.0 % (before: +3.9 % simulated);
 - 30 connections with think times of 0.05-0.2 s and a server window of 20: +1.1 % and
-  +2.6 %, 97 % and 93 % within ±20 % (before: +6.6 % and +8.1 %); the same workload
+  +2.5-2.6 %, 97 % and 90-93 % within ±20 % (before: +6.6 % and +8.1 %); the same workload
   captured at the server, where the server's TCP stays the what-if (Monkey's rule): +7.6 %
   and +9.0 % with the defaults, +1.1 % (simulator) with `--set tcp.initial_window=20`.
 A public browser capture (chrissanders/packets' http_espn_fail.pcapng: a CDN's server
