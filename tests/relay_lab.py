@@ -80,6 +80,8 @@ class LabRun:
     dropped: int
     #: What the server printed after 'ready' (see http_lab.realised_delays).
     server_stdout: str
+    #: The client-side capture, when asked for (``capture_client``).
+    client_capture: Path | None = None
 
 
 def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -110,15 +112,27 @@ def _holds_marker(capture: Path) -> bool:
 
 
 def run_relay_lab(out: Path, *, one_way_s: float, rate_bps: float, loss: float, seed: int, server_argv: list[str],
-                  connections: int, server_cc: str | None = None) -> LabRun:
+                  connections: int, server_cc: str | None = None, up_rate_bps: float | None = None,
+                  programs: tuple[str, str] = (SERVER, CLIENT), client_argv: list[str] | None = None,
+                  capture_client: bool = False, server_initcwnd: int | None = None,
+                  queue_bytes: int = 200_000) -> LabRun:
     """Builds the path, runs http_lab's SERVER (argv `server_argv`, its port `PORT`) and
     CLIENT (`connections` requests, one after another) over it, captured at the server into
     `out`/server.pcap; tears every namespace and process down, also on failure. `server_cc`
-    is the server's congestion control (else its namespace's default, the machine's)."""
+    is the server's congestion control (else its namespace's default, the machine's).
+
+    Optionally: `up_rate_bps`, a second `tbf` on the router's port towards the server (the
+    client's upstream bottleneck); `programs`, another (server, client) pair of scripts, the
+    client's argv `client_argv` (default: server address, port, `connections`); and
+    `capture_client`, a second tcpdump at the client's port into `out`/client.pcap;
+    `server_initcwnd`, the server's initial window in segments (its route's `initcwnd`; the
+    kernel's default is 10, a CDN's is often larger); `queue_bytes`, the `tbf` queues'
+    limit."""
     tag = f"{os.getpid()}{next(_labs)}"
     cli, rtr, srv = f"ptc{tag}", f"ptr{tag}", f"pts{tag}"
     out.mkdir(parents=True, exist_ok=True)
     capture = out / "server.pcap"
+    client_capture = out / "client.pcap"
     count_file = out / "dropped"
     procs: list[subprocess.Popen] = []
     try:
@@ -137,7 +151,8 @@ def run_relay_lab(out: Path, *, one_way_s: float, rate_bps: float, loss: float, 
         for n, dev in ((cli, f"c{tag}"), (srv, f"s{tag}"), (rtr, f"rc{tag}"), (rtr, f"rs{tag}")):
             ns(n, "ip", "link", "set", dev, "up")
         ns(cli, "ip", "route", "add", "default", "via", "10.77.1.1")
-        ns(srv, "ip", "route", "add", "default", "via", "10.77.2.1")
+        ns(srv, "ip", "route", "add", "default", "via", "10.77.2.1",
+           *(("initcwnd", str(server_initcwnd)) if server_initcwnd is not None else ()))
         if server_cc is not None:
             ns(srv, "sysctl", "-qw", f"net.ipv4.tcp_congestion_control={server_cc}")
         ns(rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
@@ -156,42 +171,52 @@ def run_relay_lab(out: Path, *, one_way_s: float, rate_bps: float, loss: float, 
             ns(rtr, "ip", "rule", "add", "iif", dev, "lookup", "100")
         ns(rtr, "ip", "route", "add", "default", "dev", f"dl{tag}", "table", "100")
         ns(rtr, "tc", "qdisc", "add", "dev", f"rc{tag}", "root", "tbf", "rate", f"{rate_bps:.0f}bit", "burst", "3000",
-           "limit", "200000")
+           "limit", str(queue_bytes))
+        if up_rate_bps is not None:
+            ns(rtr, "tc", "qdisc", "add", "dev", f"rs{tag}", "root", "tbf", "rate", f"{up_rate_bps:.0f}bit", "burst",
+               "3000", "limit", str(queue_bytes))
 
-        dump = subprocess.Popen(
-            ["ip", "netns", "exec", srv, "tcpdump", "-i", f"s{tag}", "-s", "256", "-U", "-w", str(capture),
-             f"tcp or (udp and dst port {MARKER_PORT})"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
-        )
-        procs.append(dump)
-        deadline = time.time() + 10
-        while "listening" not in (dump.stderr.readline() or "") and time.time() < deadline:
-            pass
+        dumps = []
+        for where, dev, path in ((srv, f"s{tag}", capture), (cli, f"c{tag}", client_capture))[:2 if capture_client else 1]:
+            dump = subprocess.Popen(
+                ["ip", "netns", "exec", where, "tcpdump", "-i", dev, "-s", "256", "-U", "-w", str(path),
+                 f"tcp or (udp and dst port {MARKER_PORT})"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
+            )
+            procs.append(dump)
+            dumps.append(dump)
+            deadline = time.time() + 10
+            while "listening" not in (dump.stderr.readline() or "") and time.time() < deadline:
+                pass
         server = subprocess.Popen(
-            ["ip", "netns", "exec", srv, sys.executable, "-c", SERVER, *server_argv],
+            ["ip", "netns", "exec", srv, sys.executable, "-c", programs[0], *server_argv],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         procs.append(server)
         wait_ready(server)
-        ns(cli, sys.executable, "-c", CLIENT, SERVER_IP, str(PORT), str(connections))
+        ns(cli, sys.executable, "-c", programs[1],
+           *(client_argv if client_argv is not None else [SERVER_IP, str(PORT), str(connections)]))
         server.wait(timeout=30)
         server_stdout = server.stdout.read()
         # The client has exited, 0.2 s after its last FIN left: every packet of the workload
         # has crossed the server's port. tcpdump may still be behind (on a busy machine a
         # capture was seen to stop in the middle of the last response), and it writes in
         # order: once a marker sent now is in the file, everything before it is.
-        ns(srv, sys.executable, "-c",
-           f"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'end', ('10.77.2.1', {MARKER_PORT}))")
-        deadline = time.monotonic() + 10
-        while not _holds_marker(capture):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{capture}: the end-of-workload marker never reached the capture")
-            time.sleep(0.05)
-        dump.send_signal(signal.SIGINT)
-        dump.wait(timeout=10)
+        marked = [(srv, "10.77.2.1", capture)] + ([(cli, "10.77.1.1", client_capture)] if capture_client else [])
+        for where, gateway, path in marked:
+            ns(where, sys.executable, "-c",
+               f"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'end', ('{gateway}', {MARKER_PORT}))")
+            deadline = time.monotonic() + 10
+            while not _holds_marker(path):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{path}: the end-of-workload marker never reached the capture")
+                time.sleep(0.05)
+        for dump in dumps:
+            dump.send_signal(signal.SIGINT)
+            dump.wait(timeout=10)
         delay.send_signal(signal.SIGTERM)
         delay.wait(timeout=10)
-        return LabRun(capture, int(count_file.read_text()), server_stdout)
+        return LabRun(capture, int(count_file.read_text()), server_stdout, client_capture if capture_client else None)
     finally:
         for p in procs:
             if p.poll() is None:

@@ -16,9 +16,9 @@ import pytest
 
 from pathtwin import trace
 from pathtwin.errors import PathtwinError
-from pathtwin.replay import Workload, load_source, synthetic
+from pathtwin.replay import Workload, load_source, replay, synthetic
 from pathtwin.replay.sim import sim_config
-from pathtwin.replay.workload import vantage
+from pathtwin.replay.workload import _fastest_exchange_bps, vantage
 from test_trace import ACK, FIN, PSH, SYN, T0, http_exchange, ipv4, pcap, tcp
 
 
@@ -38,17 +38,19 @@ def test_a_server_side_capture_gives_monkeys_parameters(tmp_path):
     assert x["header_bytes"].tolist() == [1000, 1000]
 
 
-def client_side(t0: float, rtt: float, segments: int, spacing: float, fin: bool) -> list:
-    """One connection seen at the client: the SYN-ACK a full RTT after the SYN, the
-    response arriving an RTT plus a 20 ms server delay after the request, one MSS every
-    `spacing` seconds (the bottleneck's pace)."""
+def client_side(t0: float, rtt: float, segments: int, spacing: float, fin: bool, server_delay: float = 0.020,
+                synack_late: float = 0.0) -> list:
+    """One connection seen at the client: the SYN-ACK a full RTT (and `synack_late`) after
+    the SYN, the response arriving an RTT plus `server_delay` after the request, one MSS
+    every `spacing` seconds (the bottleneck's pace)."""
     c, s, cport = "10.1.1.2", "192.0.2.80", 50000
     up = lambda t, seq, ack, fl, pl=b"", mss=None: (t, ipv4(c, s, 6, tcp(cport, 80, seq, ack, fl, pl, mss)))  # noqa: E731
     down = lambda t, seq, ack, fl, pl=b"", mss=None: (t, ipv4(s, c, 6, tcp(80, cport, seq, ack, fl, pl, mss)))  # noqa: E731
     req = b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n"
-    pkts = [up(t0, 100, 0, SYN, mss=1460), down(t0 + rtt, 900, 101, SYN | ACK, mss=1460),
-            up(t0 + rtt + 0.0001, 101, 901, ACK), up(t0 + rtt + 0.0002, 101, 901, ACK | PSH, req)]
-    t = t0 + 2 * rtt + 0.0002 + 0.020
+    t0 -= synack_late
+    pkts = [up(t0, 100, 0, SYN, mss=1460), down(t0 + synack_late + rtt, 900, 101, SYN | ACK, mss=1460),
+            up(t0 + synack_late + rtt + 0.0001, 101, 901, ACK), up(t0 + synack_late + rtt + 0.0002, 101, 901, ACK | PSH, req)]
+    t = t0 + synack_late + 2 * rtt + 0.0002 + server_delay
     seq = 901
     for k in range(segments):
         body = (b"HTTP/1.1 200 OK\r\n" if k == 0 else b"") + b"x" * (1460 - (17 if k == 0 else 0))
@@ -78,6 +80,60 @@ def test_a_client_side_capture_is_recognised_and_read_from_the_clients_side(tmp_
     assert x["server_delay_s"] == pytest.approx(0.020, abs=1e-4)
     # No ACK pairs at this side of the bottleneck: five MSS after the first in 5 ms.
     assert c["down_bps"] == pytest.approx(5 * 1460 * 8 / 0.005, rel=0.01)
+
+
+def test_a_slow_syn_ack_does_not_lengthen_a_client_side_rtt(tmp_path):
+    """At the client a request's answer comes an RTT plus the server's delay after it, never
+    sooner: a SYN-ACK slower than that (a busy server, a load balancer) is not the path's RTT
+    (a public browser capture: requests answered 30 ms after they left, the SYN-ACK in 37)."""
+    p = tmp_path / "client.pcap"
+    p.write_bytes(pcap(client_side(T0, rtt=0.040, segments=6, spacing=0.001, fin=False, server_delay=0.0,
+                                   synack_late=0.010)))
+    conns, exchanges, _ = trace.workload(p)
+    assert conns["syn_rtt_ms"].iloc[0] == pytest.approx(50.0, abs=0.01)
+    db = Workload.from_analysis(conns, exchanges, keep_open=True)
+    assert db.conns["rtt_ms"].iloc[0] == pytest.approx(40.0, abs=0.01)
+    assert db.exchanges["server_delay_s"].iloc[0] == pytest.approx(0.0, abs=1e-4)
+
+
+def test_a_server_pause_is_not_counted_as_transfer_time():
+    """The rate of a response sent in two parts (a header, then the rest after a pause) is
+    the rest's: 10 MSS after its first in 10 ms, not 13 MSS over the 110 ms with the pause."""
+    xs = pd.DataFrame([{"response_start_s": 1.0, "response_end_s": 1.110, "response_bytes": 15 * 1460,
+                        "header_bytes": 4 * 1460, "query_delay_ms": 100.0}])
+    assert _fastest_exchange_bps(xs, 1460) == pytest.approx(10 * 1460 * 8 / 0.010, rel=1e-6)
+    whole = xs.assign(header_bytes=math.nan, query_delay_ms=math.nan)
+    assert _fastest_exchange_bps(whole, 1460) == pytest.approx(14 * 1460 * 8 / 0.110, rel=1e-6)
+    # A "header" that was a first flight and a "pause" that was a round trip: the whole
+    # response's rate is the higher lower bound.
+    flight = xs.assign(header_bytes=10 * 1460, query_delay_ms=40.0, response_end_s=1.100)
+    assert _fastest_exchange_bps(flight, 1460) == pytest.approx(14 * 1460 * 8 / 0.100, rel=1e-6)
+
+
+@pytest.mark.parametrize("spacing, iw", [(0.001, 15), (0.004, None)])
+def test_a_client_side_capture_shows_the_servers_first_flight(tmp_path, spacing, iw):
+    """15 segments within one RTT of the first (15 ms of 40): the server sent them before any
+    ACK could release more, so its initial window was at least 15 segments; spread over 60
+    ms, they could be two rounds, and nothing is inferred."""
+    p = tmp_path / "client.pcap"
+    p.write_bytes(pcap(client_side(T0, rtt=0.040, segments=15, spacing=spacing, fin=False)))
+    conns, exchanges, _ = trace.workload(p)
+    db = Workload.from_analysis(conns, exchanges, keep_open=True)
+    assert db.server_initial_window == iw
+    assert Workload.load(db.save(tmp_path / "db")).server_initial_window == iw
+
+
+def test_a_client_side_replay_starts_from_the_traced_servers_first_flight(tmp_path):
+    """The replay's server takes the initial window the capture showed when it is above the
+    default 10, unless the what-if names one."""
+    p = tmp_path / "client.pcap"
+    p.write_bytes(pcap(client_side(T0, rtt=0.040, segments=15, spacing=0.001, fin=False)))
+    r = replay(p, tmp_path / "auto", engine="sim", keep_open=True)
+    assert r.summary["tcp_from_capture"] == {"initial_window": 15} and r.summary["tcp"] == {"initial_window": 15}
+    # The traced response came whole in one flight: so does the replayed one.
+    assert abs(r.summary["median_bias"]) <= 0.05, r.table
+    r = replay(p, tmp_path / "set", engine="sim", keep_open=True, tcp={"initial_window": 4})
+    assert r.summary["tcp_from_capture"] == {} and r.summary["tcp"] == {"initial_window": 4}
 
 
 def test_bad_sources_are_one_line_errors(tmp_path, cli):
@@ -167,6 +223,7 @@ def test_a_saved_database_loads_back_as_it_was(tmp_path):
     ('{"port": 70000}', "port 70000 is not a TCP port"),     # was accepted
     ('{"vantage": "moon"}', "vantage 'moon' is neither"),   # was replayed as "server"
     ('{"skipped": {"x": "many"}}', "skipped['x'] is 'many'"),
+    ('{"server_initial_window": 0}', "server_initial_window 0 is not a number of segments"),
     ("[" * 100_000, "not a replay database's workload.json"),  # was RecursionError
 ])
 def test_workload_json_values_are_checked(tmp_path, text, fragment):

@@ -129,7 +129,10 @@ def register(app: typer.Typer) -> None:
 
         plots = write_figures(result.table, out)
         console.print(f"replayed {s['replayed']:,} of {s['connections']:,} connections in {s['wall_s']:.0f} s"
-                      + (f" with {', '.join(f'{k}={v}' for k, v in tcp.items())}" if tcp else ""))
+                      + (f" with {', '.join(f'{k}={v}' for k, v in s['tcp'].items())}" if s["tcp"] else ""))
+        if s["tcp_from_capture"]:
+            console.print(f"from the capture: {', '.join(f'{k}={v}' for k, v in s['tcp_from_capture'].items())} "
+                          f"(the traced server's largest first flight, in segments; --set tcp.initial_window=N to choose)")
         console.print(f"response time within ±20 %: {100 * s['within_20pct']:.1f} % (±10 %: {100 * s['within_10pct']:.1f} %), "
                       f"median error {100 * s['median_abs_error']:.1f} %")
         console.print(rp.ks_reading(s))

@@ -38,6 +38,10 @@ from .emu import EmulatedRun, run_emulated
 from .sim import REPLAY_TCP, SimulatedRun, run_simulated
 from .workload import Workload, synthetic
 
+#: The replay server's initial window (segments) unless set: the kernel's (TCP_INIT_CWND)
+#: and both simulated profiles' (docs/tcp-defaults.md).
+DEFAULT_INITIAL_WINDOW = 10
+
 #: Engines a replay runs in.
 ENGINES = ("emu", "sim")
 
@@ -117,6 +121,15 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
             raise PathtwinError("a Workload source needs source_exchanges for the original response times")
     else:
         workload, source_exchanges = load_source(source, server, keep_open=keep_open)
+    tcp = dict(tcp or {})
+    # A client-side capture shows the traced server's first flights: where one was larger
+    # than the replay server's default initial window (Linux's and both simulated profiles':
+    # 10 segments), the replay starts from it, unless the what-if names one (a browser
+    # capture whose CDN sent 22 segments at once replayed 40 % slow from 10).
+    from_capture = {}
+    iw = workload.server_initial_window
+    if workload.vantage == "client" and "initial_window" not in tcp and iw is not None and iw > DEFAULT_INITIAL_WINDOW:
+        tcp["initial_window"] = from_capture["initial_window"] = int(iw)
     workload.save(out / "db")
     source_exchanges.to_parquet(out / "db" / "source_exchanges.parquet", index=False)
     # Captured where the source was, so that response times compare like for like.
@@ -141,7 +154,8 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
     s["categories"] = categories(table)
     s["halves"] = halves(table)
     # The server's TCP as run: in the simulator, over the replay's profile (REPLAY_TCP).
-    s.update({"engine": engine, "tcp": {**REPLAY_TCP, **(tcp or {})} if engine == "sim" else (tcp or {}), "skipped": workload.skipped, "vantage": workload.vantage, "wall_s": run.wall_s,
+    s.update({"engine": engine, "tcp": {**REPLAY_TCP, **tcp} if engine == "sim" else tcp, "tcp_from_capture": from_capture,
+              "skipped": workload.skipped, "vantage": workload.vantage, "wall_s": run.wall_s,
               "interrupted": run.interrupted})
     (out / "summary.json").write_text(json.dumps(s, indent=2))
     return ReplayResult(workload, table, s, run, out)

@@ -152,7 +152,10 @@ def read_meta(path: Path) -> dict:
     vantage = meta.get("vantage", "server")
     if vantage not in ("server", "client"):
         raise PathtwinError(f"{path}: vantage {_short(vantage)} is neither \"server\" nor \"client\"")
-    return {"port": port, "skipped": dict(skipped), "vantage": vantage}
+    iw = meta.get("server_initial_window")
+    if iw is not None and (not isinstance(iw, int) or isinstance(iw, bool) or iw < 1):
+        raise PathtwinError(f"{path}: server_initial_window {_short(iw)} is not a number of segments")
+    return {"port": port, "skipped": dict(skipped), "vantage": vantage, "server_initial_window": iw}
 
 
 def _name(n: str) -> str:

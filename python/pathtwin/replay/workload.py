@@ -53,6 +53,11 @@ class Workload:
     #: Where the source was captured ("server", as Monkey See's traces, or "client"); the
     #: replay captures at the same place so that response times compare like for like.
     vantage: str = "server"
+    #: A client-side capture's lower bound of the traced server's initial window, in
+    #: segments: the largest first response that arrived whole within one RTT (one flight).
+    #: None at the server's side (there the server's TCP is the what-if) or when no
+    #: response shows it.
+    server_initial_window: Optional[int] = None
 
     def __post_init__(self):
         for name, cols, df in (("conns", CONN_COLUMNS, self.conns), ("exchanges", EXCHANGE_COLUMNS, self.exchanges)):
@@ -69,7 +74,8 @@ class Workload:
         d.mkdir(parents=True, exist_ok=True)
         self.conns.to_parquet(d / "conns.parquet", index=False)
         self.exchanges.to_parquet(d / "exchanges.parquet", index=False)
-        (d / "workload.json").write_text(json.dumps({"port": self.port, "skipped": self.skipped, "vantage": self.vantage}, indent=2))
+        (d / "workload.json").write_text(json.dumps({"port": self.port, "skipped": self.skipped, "vantage": self.vantage,
+                                                     "server_initial_window": self.server_initial_window}, indent=2))
         return d
 
     @classmethod
@@ -87,7 +93,8 @@ class Workload:
         exchanges = dbcheck.check_table(dbcheck.read_parquet(d / "exchanges.parquet"), dbcheck.EXCHANGE_RULES,
                                         d / "exchanges.parquet")
         dbcheck.check_references(conns, exchanges, d / "conns.parquet", d / "exchanges.parquet")
-        return cls(conns, exchanges, port=meta["port"], skipped=meta["skipped"], vantage=meta["vantage"])
+        return cls(conns, exchanges, port=meta["port"], skipped=meta["skipped"], vantage=meta["vantage"],
+                   server_initial_window=meta["server_initial_window"])
 
     # -- from a capture's analysis ---------------------------------------------------
     @classmethod
@@ -103,7 +110,9 @@ class Workload:
         taken at the clients (most public ones) measures the RTT from SYN to SYN-ACK, sees
         the server's delays one RTT late (subtracted), its client's think times directly,
         and — with no ACK pairs spaced by the bottleneck — the rate of the fastest
-        exchange of four or more segments as a lower bound of the bottleneck.
+        exchange of four or more segments as a lower bound of the bottleneck. Its RTT is
+        the SYN-ACK's unless a request was answered sooner (:func:`_client_rtt_ms`), and a
+        response's rate leaves out the server's pause between its header and the rest.
         """
         skipped: dict[str, int] = {}
         if len(conns) == 0:
@@ -138,13 +147,21 @@ class Workload:
         if len(kept) == 0:
             raise PathtwinError("no connection of the capture can be replayed: " + ", ".join(f"{n} {r}" for r, n in skipped.items()))
         kept = kept.sort_values("start_s").reset_index(drop=True)
-        rtt_s = (kept["syn_rtt_ms"] if at_client else kept["min_rtt_ms"]).astype(float) / 1e3
+        if at_client:
+            rtt_s = pd.Series([_client_rtt_ms(c["syn_rtt_ms"], by_conn[c["conn_id"]]) for _, c in kept.iterrows()],
+                              index=kept.index, dtype=float) / 1e3
+        else:
+            rtt_s = kept["min_rtt_ms"].astype(float) / 1e3
         # Monkey: the client connected half an RTT before the server saw its SYN.
         client_start = kept["start_s"].astype(float) - (0.0 if at_client else rtt_s / 2)
         t0 = float(client_start.min())
         rows, xrows = [], []
+        iw = None
         for i, c in kept.iterrows():
             rtt = float(rtt_s[i])
+            if at_client:
+                flight = _first_flight_segments(by_conn[c["conn_id"]], rtt, c["mss_server"])
+                iw = flight if iw is None or (flight is not None and flight > iw) else iw
             bw = float(c["bottleneck_bps"])
             rows.append({
                 "conn": i, "start_s": float(client_start[i]) - t0, "rtt_ms": rtt * 1e3,
@@ -189,7 +206,7 @@ class Workload:
                     # saw it.
                     prev_acked = acked if not math.isnan(acked) else end + rtt
         return cls(pd.DataFrame(rows, columns=CONN_COLUMNS), pd.DataFrame(xrows, columns=EXCHANGE_COLUMNS),
-                   port=port, skipped=skipped, vantage="client" if at_client else "server")
+                   port=port, skipped=skipped, vantage="client" if at_client else "server", server_initial_window=iw)
 
     def source_slots(self, addresses: list[str]) -> pd.Series:
         """For each connection, the position of its source connection's client address in
@@ -243,19 +260,63 @@ def vantage(conns: pd.DataFrame) -> str:
     return "client" if float((syn[both] > hs[both]).mean()) > 0.5 else "server"
 
 
+def _client_rtt_ms(syn_rtt_ms, xs: pd.DataFrame) -> float:
+    """A client-side capture's RTT: SYN to SYN-ACK, unless a request was answered sooner.
+
+    At the client, every gap from a request's last byte to its response's first is an RTT
+    plus the server's delay, so none is shorter than the path's RTT; the SYN-ACK's, one
+    sample, may be longer (a server or a load balancer slow to answer a SYN: a public browser
+    capture answered requests 30 ms after they left where the SYN-ACK had taken 37). A
+    request sent before the previous response had ended (pipelined) is not a sample: its
+    response may follow the previous one at once."""
+    best = _num(syn_rtt_ms, math.nan)
+    prev_end = -math.inf
+    for x in xs.itertuples(index=False):
+        gap = _num(x.server_delay_ms, math.nan)
+        if _num(x.request_start_s, math.nan) >= prev_end and gap > 0 and not gap >= best:
+            best = gap
+        prev_end = _num(x.response_end_s, math.inf)
+    return best
+
+
+def _first_flight_segments(xs: pd.DataFrame, rtt_s: float, mss) -> Optional[int]:
+    """Segments of a connection's first response, seen at the client, if it came in one
+    piece (no header/rest split) and whole within less than an RTT of its first segment:
+    nothing the client's ACKs released can arrive that soon, so the server sent it all
+    before any ACK, as its initial window. None otherwise."""
+    if len(xs) == 0:
+        return None
+    x = xs.iloc[0]
+    span = _num(x["response_end_s"], math.nan) - _num(x["response_start_s"], math.nan)
+    if _num(x["header_bytes"], math.nan) > 0 or not span < rtt_s:
+        return None
+    return int(math.ceil(int(x["response_bytes"]) / _num(mss, 1460.0)))
+
+
 def _fastest_exchange_bps(xs: Optional[pd.DataFrame], mss) -> Optional[float]:
     """The highest rate at which one response of at least four segments arrived (a lower
-    bound of the bottleneck, for captures without ACK pairs)."""
+    bound of the bottleneck, for captures without ACK pairs). A response the server sent in
+    two parts (a header, then the rest after ``query_delay_ms``) also counts from the rest's
+    first segment, and the higher of the two rates is kept: the server's pause is not
+    transfer time (counted, a public browser capture's 44-KB response after a 76-ms pause
+    read 1.5 Mbit/s and replayed 23 % slow), but a "header" may also be a first flight and
+    its "pause" a round trip, which the whole response's rate then amortises better."""
     if xs is None:
         return None
     seg = _num(mss, 1460.0)
     best = None
     for x in xs.itertuples(index=False):
-        span = _num(x.response_end_s, math.nan) - _num(x.response_start_s, math.nan)
-        if x.response_bytes >= 4 * seg and span > 0:
-            # The first segment's arrival starts the clock: count the bytes after it.
-            rate = (x.response_bytes - seg) * 8 / span
-            best = rate if best is None else max(best, rate)
+        start, end = _num(x.response_start_s, math.nan), _num(x.response_end_s, math.nan)
+        parts = [(start, float(x.response_bytes))]
+        header, query = _num(x.header_bytes, math.nan), _num(x.query_delay_ms, math.nan)
+        if not math.isnan(header) and not math.isnan(query):
+            parts.append((start + query / 1e3, float(x.response_bytes) - header))
+        for first, size in parts:
+            span = end - first
+            if size >= 4 * seg and span > 0:
+                # The first segment's arrival starts the clock: count the bytes after it.
+                rate = (size - seg) * 8 / span
+                best = rate if best is None else max(best, rate)
     return best
 
 
