@@ -110,11 +110,12 @@ def test_a_server_pause_is_not_counted_as_transfer_time():
     assert _fastest_exchange_bps(flight, 1460) == pytest.approx(14 * 1460 * 8 / 0.100, rel=1e-6)
 
 
-@pytest.mark.parametrize("spacing, iw", [(0.001, 15), (0.004, None)])
+@pytest.mark.parametrize("spacing, iw", [(0.001, 16), (0.004, None)])
 def test_a_client_side_capture_shows_the_servers_first_flight(tmp_path, spacing, iw):
     """15 segments within one RTT of the first (15 ms of 40): the server sent them before any
     ACK could release more, so its initial window was at least 15 segments; spread over 60
-    ms, they could be two rounds, and nothing is inferred."""
+    ms, they could be two rounds, and nothing is inferred. Its 15 × 1460 bytes take 16 of the
+    replay server's timestamped 1448-byte segments: the window is counted in those."""
     p = tmp_path / "client.pcap"
     p.write_bytes(pcap(client_side(T0, rtt=0.040, segments=15, spacing=spacing, fin=False)))
     conns, exchanges, _ = trace.workload(p)
@@ -130,7 +131,7 @@ def test_a_client_side_replay_starts_from_the_traced_servers_first_flight(tmp_pa
     p.write_bytes(pcap(client_side(T0, rtt=0.040, segments=15, spacing=0.001, fin=False)))
     r = replay(p, tmp_path / "auto", engine="sim", keep_open=True)
     # The simulator's server runs the replay's profile (REPLAY_TCP) with the window on top.
-    assert r.summary["tcp_from_capture"] == {"initial_window": 15} and r.summary["tcp"]["initial_window"] == 15
+    assert r.summary["tcp_from_capture"] == {"initial_window": 16} and r.summary["tcp"]["initial_window"] == 16
     # The traced response came whole in one flight: so does the replayed one.
     assert abs(r.summary["median_bias"]) <= 0.05, r.table
     r = replay(p, tmp_path / "set", engine="sim", keep_open=True, tcp={"initial_window": 4})
