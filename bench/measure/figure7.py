@@ -4,7 +4,7 @@ the ground truth, over the path model measured from it, and over the link-emulat
 baseline, and each node's time to download the file in each.
 
     sudo python bench/measure/figure7.py [--ground-truth examples/groundtruth/swarm.toml]
-        [--hosts a1,a2,a3,b1,b2,b3,c1,c2,c3] [--seed a1] [--size 8MB] [--flows 1,4]
+        [--hosts a1,a2,a3,b1,b2,b3,c1,c2,c3] [--seed a1] [--size 16MB] [--flows 1,4]
         [--duration 5s] [--timeout 120] [--envs truth,model,link] [--json OUT]
 
 What it does:
@@ -136,6 +136,7 @@ def run_swarm(env: str, cfg: dict, hosts: list[str], seed: str, data: Path, work
         time.sleep(1.0)  # its first announce reaches the tracker
         for h in leechers:
             (root / h).mkdir()
+        net.lateness_window()  # the window starts with the swarm
         t0 = time.time()
         for h in leechers:
             d = root / h
@@ -150,12 +151,121 @@ def run_swarm(env: str, cfg: dict, hosts: list[str], seed: str, data: Path, work
                     if text:
                         done[h] = float(text) - t0
             time.sleep(0.1)
+        late = net.lateness_window()["release"]
         wall = time.monotonic() - t_start
     nodes = {}
     for h in leechers:
         f = root / h / data.name
         nodes[h] = {"completion_s": done.get(h), "intact": f.exists() and h in done and sha256(f) == digest}
-    return {"nodes": nodes, "wall_s": wall}
+    # The emulator's release lateness over the swarm: large values mean the machine, not the
+    # network, set the pace.
+    return {"nodes": nodes, "wall_s": wall, "release_lateness_ns": late}
+
+
+def inbound_rate_bps(env: str, cfg: dict, node: str, sources: list[str]) -> float:
+    """The most an environment can deliver into ``node`` from ``sources`` (bit/s, IP level):
+    in the ground truth its access link's downstream rate (every byte it receives crosses
+    it); in the model the sum over its paths from ``sources`` of the largest ABW their
+    reactivity tables give; in the link baseline the sum of its links' rates."""
+    from pathtwin.config import parse_per_direction, parse_quantity
+
+    if env == "truth":
+        links = [ln for ln in cfg["link"] if node in ln["between"]]
+        if len(links) != 1:
+            raise ValueError(f"{node}: not a host with one access link")
+        ln = links[0]
+        fwd, rev = parse_per_direction("rate", ln["rate"], "link.rate")
+        return rev if ln["between"][0] == node else fwd
+    total = 0.0
+    for p in cfg["path"]:
+        a, b = p["between"]
+        if node not in (a, b) or ({a, b} - {node}).pop() not in sources:
+            continue
+        way = 1 if a == node else 0  # [a->b, b->a]: towards node
+        if p.get("reactivity"):
+            total += max(parse_quantity("rate", str(v), "reactivity") for v in p["reactivity"][way].values())
+        else:
+            total += parse_per_direction("rate", p["abw"], "path.abw")[way]
+    return total
+
+
+def figure7(ground_truth_path: str, hosts: list[str], seed: str, size: int, settings, timeout_s: float, work: Path,
+            envs=ENVIRONMENTS, log=print) -> dict:
+    """Measures ``hosts`` of the ground truth in the simulator, builds the link baseline,
+    runs the swarm in each of ``envs`` and returns the record ``--json`` writes (rows per
+    leecher: ``{env}_s``, ``{env}_intact``, ``{env}_bound_s``, the ratios; the summary)."""
+    from pathtwin.measure.emulated import RUN_FOR, SETTLE_S, ground_truth
+    from pathtwin.measure.grade import link_baseline
+    from pathtwin.measure.simulated import measure_simulated
+
+    work.mkdir(parents=True, exist_ok=True)
+    # 1. The path model, measured in the simulator, and the link baseline from it.
+    t = time.monotonic()
+    model_path = work / "model.toml"
+    for stale in (model_path, work / "model.measure.json"):
+        stale.unlink(missing_ok=True)
+    measure_simulated(ground_truth_path, hosts=hosts, settings=settings, out=model_path)
+    measure_s = time.monotonic() - t
+    log(f"measured {len(hosts)} hosts in the simulator in {measure_s:.1f} s -> {model_path}")
+    model = ground_truth(model_path)
+    configs = {"truth": ground_truth(ground_truth_path), "model": model, "link": link_baseline(model)}
+    for cfg in configs.values():
+        cfg["run"] = {**cfg.get("run", {}), "duration": RUN_FOR}
+
+    # 2. The file and the swarm in each environment.
+    data = work / "file.bin"
+    data.write_bytes(os.urandom(size))
+    results = {}
+    for env in envs:
+        t = time.monotonic()
+        results[env] = run_swarm(env, configs[env], hosts, seed, data, work, timeout_s, SETTLE_S)
+        times = [n["completion_s"] for n in results[env]["nodes"].values()]
+        late = results[env]["release_lateness_ns"]
+        log(f"{env}: {sum(x is not None for x in times)}/{len(times)} nodes complete, "
+            f"wall {time.monotonic() - t:.1f} s, release lateness p99 {late.get('p99_ns', 0) / 1e3:.0f} us, "
+            f"max {late.get('max_ns', 0) / 1e3:.0f} us")
+
+    # 3. Per node.
+    leechers = [h for h in hosts if h != seed]
+    rows = []
+    for h in leechers:
+        row = {"node": h, **{f"{env}_s": results[env]["nodes"][h]["completion_s"] for env in envs},
+               **{f"{env}_intact": results[env]["nodes"][h]["intact"] for env in envs},
+               **{f"{env}_bound_s": size * 8 / inbound_rate_bps(env, configs[env], h, [o for o in hosts if o != h])
+                  for env in envs}}
+        for a, b in (("model", "truth"), ("link", "truth"), ("link", "model")):
+            if a in envs and b in envs and row[f"{a}_s"] and row[f"{b}_s"]:
+                row[f"{a}/{b}"] = row[f"{a}_s"] / row[f"{b}_s"]
+        rows.append(row)
+    summary = {}
+    for key in ("model/truth", "link/truth", "link/model"):
+        r = [row[key] for row in rows if key in row]
+        if r:
+            summary[key] = {"mean_diff": statistics.fmean(x - 1 for x in r),
+                            "mean_abs_diff": statistics.fmean(abs(x - 1) for x in r),
+                            "max_abs_diff": max(abs(x - 1) for x in r)}
+    return {"ground_truth": str(ground_truth_path), "hosts": hosts, "seed": seed, "size_bytes": size,
+            "application": "BitTorrent: aria2c (one seed, the others leeching), opentracker",
+            "measurement": {"engine": "sim", **settings.record(), "wall_s": measure_s},
+            "environments": list(envs), "rows": rows, "summary": summary, "paper": PAPER,
+            "wall_s": {env: results[env]["wall_s"] for env in envs},
+            "release_lateness_ns": {env: results[env]["release_lateness_ns"] for env in envs}}
+
+
+def print_table(record: dict) -> None:
+    envs = record["environments"]
+    print(f"\nper-node download time of {record['size_bytes'] / 1e6:g} MB (seed and tracker on {record['seed']})")
+    print(f"{'node':>5} " + " ".join(f"{env + ' s':>8}" for env in envs) + "  model/truth  link/truth  link/model")
+    for row in record["rows"]:
+        cells = " ".join(f"{row[f'{env}_s']:8.2f}" if row[f"{env}_s"] is not None else f"{'-':>8}" for env in envs)
+        ratios = "".join(f"{row[k]:12.3f}" if k in row else f"{'-':>12}" for k in ("model/truth", "link/truth", "link/model"))
+        bad = [env for env in envs if row[f"{env}_s"] is not None and not row[f"{env}_intact"]]
+        print(f"{row['node']:>5} {cells} {ratios}" + (f"  CORRUPT in {','.join(bad)}" if bad else ""))
+    for key, s in record["summary"].items():
+        print(f"{key}: mean {s['mean_diff'] * 100:+.1f} % (mean |diff| {s['mean_abs_diff'] * 100:.1f} %), "
+              f"max |diff| {s['max_abs_diff'] * 100:.1f} %")
+    print(f"paper (link against path emulation): +{PAPER['link_slower_mean'] * 100:.0f} % on average, "
+          f"{PAPER['link_slower_max'] * 100:.0f} % at most")
 
 
 def main(argv=None) -> int:
@@ -163,7 +273,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ground-truth", default=str(REPO / "examples/groundtruth/swarm.toml"))
     ap.add_argument("--hosts", default="a1,a2,a3,b1,b2,b3,c1,c2,c3", help="the swarm's nodes (measured and run)")
     ap.add_argument("--seed", default="a1", help="the node that seeds the file and runs the tracker")
-    ap.add_argument("--size", default="8MB", help="the file's size (MB = 10^6 bytes)")
+    ap.add_argument("--size", default="16MB", help="the file's size (MB = 10^6 bytes)")
     ap.add_argument("--flows", default="1,4", help="the measurement's flow counts")
     ap.add_argument("--duration", default="5s", help="each throughput test's length in the measurement")
     ap.add_argument("--probe-duration", default="8s")
@@ -176,10 +286,7 @@ def main(argv=None) -> int:
     from pathtwin.config import parse_quantity
     from pathtwin.emulation import require_root
     from pathtwin.measure import Settings
-    from pathtwin.measure.emulated import RUN_FOR, SETTLE_S, ground_truth
-    from pathtwin.measure.grade import link_baseline
     from pathtwin.measure.session import parse_flows
-    from pathtwin.measure.simulated import measure_simulated
 
     require_root()
     for tool in ("aria2c", "opentracker"):
@@ -189,75 +296,24 @@ def main(argv=None) -> int:
     if args.seed not in hosts:
         sys.exit(f"--seed {args.seed} is not one of --hosts")
     envs = [e.strip() for e in args.envs.split(",")]
+    if set(envs) - set(ENVIRONMENTS):
+        sys.exit(f"--envs: {','.join(sorted(set(envs) - set(ENVIRONMENTS)))} is not one of {','.join(ENVIRONMENTS)}")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="figure7-"))
-    work.mkdir(parents=True, exist_ok=True)
-
-    # 1. The path model, measured in the simulator, and the link baseline from it.
     settings = Settings(flows=parse_flows(args.flows), duration_s=parse_quantity("time", args.duration, "--duration"),
                         probe_duration_s=parse_quantity("time", args.probe_duration, "--probe-duration"))
+    size = int(parse_quantity("size", args.size, "--size"))
     t = time.monotonic()
-    model_path = work / "model.toml"
-    for stale in (model_path, work / "model.measure.json"):
-        stale.unlink(missing_ok=True)
-    measure_simulated(args.ground_truth, hosts=hosts, settings=settings, out=model_path)
-    measure_s = time.monotonic() - t
-    print(f"measured {len(hosts)} hosts in the simulator in {measure_s:.1f} s -> {model_path}", flush=True)
-    model = ground_truth(model_path)
-    configs = {"truth": ground_truth(args.ground_truth), "model": model, "link": link_baseline(model)}
-    for cfg in configs.values():
-        cfg["run"] = {**cfg.get("run", {}), "duration": RUN_FOR}
-
-    # 2. The file and the swarm in each environment.
-    size = int(parse_quantity("size", args.size, "--size")) if not args.size.isdigit() else int(args.size)
-    data = work / "file.bin"
-    data.write_bytes(os.urandom(size))
-    results = {}
-    for env in envs:
-        t = time.monotonic()
-        results[env] = run_swarm(env, configs[env], hosts, args.seed, data, work, args.timeout, SETTLE_S)
-        times = [n["completion_s"] for n in results[env]["nodes"].values()]
-        print(f"{env}: {sum(x is not None for x in times)}/{len(times)} nodes complete, "
-              f"wall {time.monotonic() - t:.1f} s", flush=True)
-
-    # 3. The table.
-    leechers = [h for h in hosts if h != args.seed]
-    rows = []
-    for h in leechers:
-        row = {"node": h, **{f"{env}_s": results[env]["nodes"][h]["completion_s"] for env in envs},
-               **{f"{env}_intact": results[env]["nodes"][h]["intact"] for env in envs}}
-        for a, b in (("model", "truth"), ("link", "truth"), ("link", "model")):
-            if a in envs and b in envs and row[f"{a}_s"] and row[f"{b}_s"]:
-                row[f"{a}/{b}"] = row[f"{a}_s"] / row[f"{b}_s"]
-        rows.append(row)
-    summary = {}
-    for key in ("model/truth", "link/truth", "link/model"):
-        r = [row[key] for row in rows if key in row]
-        if r:
-            summary[key] = {"mean_diff": statistics.fmean(x - 1 for x in r), "mean_abs_diff": statistics.fmean(abs(x - 1) for x in r),
-                            "max_abs_diff": max(abs(x - 1) for x in r)}
-    hdr = f"{'node':>5} " + " ".join(f"{env + ' s':>8}" for env in envs) + "  model/truth  link/truth  link/model"
-    print(f"\nper-node download time of {size / 1e6:g} MB (seed and tracker on {args.seed})")
-    print(hdr)
-    for row in rows:
-        cells = " ".join(f"{row[f'{env}_s']:8.2f}" if row[f"{env}_s"] is not None else f"{'-':>8}" for env in envs)
-        ratios = "".join(f"{row[k]:12.3f}" if k in row else f"{'-':>12}" for k in ("model/truth", "link/truth", "link/model"))
-        bad = [env for env in envs if row[f"{env}_s"] is not None and not row[f"{env}_intact"]]
-        print(f"{row['node']:>5} {cells} {ratios}" + (f"  CORRUPT in {','.join(bad)}" if bad else ""))
-    for key, s in summary.items():
-        print(f"{key}: mean {s['mean_diff'] * 100:+.1f} % (mean |diff| {s['mean_abs_diff'] * 100:.1f} %), "
-              f"max |diff| {s['max_abs_diff'] * 100:.1f} %")
-    print(f"paper (link against path emulation): +{PAPER['link_slower_mean'] * 100:.0f} % on average, "
-          f"{PAPER['link_slower_max'] * 100:.0f} % at most")
-    record = {"ground_truth": str(args.ground_truth), "hosts": hosts, "seed": args.seed, "size_bytes": size,
-              "measurement": {"engine": "sim", **settings.record(), "wall_s": measure_s},
-              "environments": envs, "rows": rows, "summary": summary, "paper": PAPER,
-              "wall_s": {env: results[env]["wall_s"] for env in envs}}
+    record = figure7(args.ground_truth, hosts, args.seed, size, settings, args.timeout, work, envs,
+                     log=lambda m: print(m, flush=True))
+    record["total_wall_s"] = time.monotonic() - t
+    print_table(record)
+    print(f"total wall time {record['total_wall_s']:.0f} s")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(record, indent=1))
         print(f"wrote {args.json}")
-    incomplete = [(env, h) for env in envs for h, n in results[env]["nodes"].items() if n["completion_s"] is None or not n["intact"]]
-    return 1 if incomplete else 0
+    bad = [(env, r["node"]) for env in envs for r in record["rows"] if r[f"{env}_s"] is None or not r[f"{env}_intact"]]
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
