@@ -54,6 +54,9 @@ PIECE = 256 * 1024
 #: The paper's Figure 7: link emulation against path emulation, per node.
 PAPER = {"link_slower_mean": 0.06, "link_slower_max": 0.12}
 ENVIRONMENTS = ("truth", "model", "link")
+#: On request (``--envs truth,model,link,quiet``): the ground truth without its cross traffic,
+#: to tell what the cross traffic costs from what the topology's sharing does.
+EXTRA = ("quiet",)
 
 
 # -- the torrent --------------------------------------------------------------------------
@@ -169,7 +172,7 @@ def inbound_rate_bps(env: str, cfg: dict, node: str, sources: list[str]) -> floa
     reactivity tables give; in the link baseline the sum of its links' rates."""
     from pathtwin.config import parse_per_direction, parse_quantity
 
-    if env == "truth":
+    if env in ("truth", "quiet"):
         links = [ln for ln in cfg["link"] if node in ln["between"]]
         if len(links) != 1:
             raise ValueError(f"{node}: not a host with one access link")
@@ -209,6 +212,7 @@ def figure7(ground_truth_path: str, hosts: list[str], seed: str, size: int, sett
     log(f"measured {len(hosts)} hosts in the simulator in {measure_s:.1f} s -> {model_path}")
     model = ground_truth(model_path)
     configs = {"truth": ground_truth(ground_truth_path), "model": model, "link": link_baseline(model)}
+    configs["quiet"] = {**configs["truth"], "flow": []}
     for cfg in configs.values():
         cfg["run"] = {**cfg.get("run", {}), "duration": RUN_FOR}
 
@@ -278,7 +282,8 @@ def main(argv=None) -> int:
     ap.add_argument("--duration", default="5s", help="each throughput test's length in the measurement")
     ap.add_argument("--probe-duration", default="8s")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds a swarm may take")
-    ap.add_argument("--envs", default=",".join(ENVIRONMENTS))
+    ap.add_argument("--envs", default=",".join(ENVIRONMENTS),
+                    help="of truth, model, link and quiet (the truth without its cross traffic)")
     ap.add_argument("--work", default=None, help="working directory (default: a temporary one)")
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
@@ -296,8 +301,9 @@ def main(argv=None) -> int:
     if args.seed not in hosts:
         sys.exit(f"--seed {args.seed} is not one of --hosts")
     envs = [e.strip() for e in args.envs.split(",")]
-    if set(envs) - set(ENVIRONMENTS):
-        sys.exit(f"--envs: {','.join(sorted(set(envs) - set(ENVIRONMENTS)))} is not one of {','.join(ENVIRONMENTS)}")
+    if set(envs) - set(ENVIRONMENTS + EXTRA):
+        sys.exit(f"--envs: {','.join(sorted(set(envs) - set(ENVIRONMENTS + EXTRA)))} is not one of "
+                 f"{','.join(ENVIRONMENTS + EXTRA)}")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="figure7-"))
     settings = Settings(flows=parse_flows(args.flows), duration_s=parse_quantity("time", args.duration, "--duration"),
                         probe_duration_s=parse_quantity("time", args.probe_duration, "--probe-duration"))
