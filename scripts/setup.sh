@@ -5,7 +5,9 @@ set -euo pipefail
 
 # chromium: the browser tests of HTML reports (tests/test_report.py) drive it through Playwright,
 # which cannot download its own browsers here.
-apt_pkgs=(iperf3 tcpdump tshark tcptrace iproute2 ns2 ns2-examples chromium)
+# aria2, opentracker: the BitTorrent swarm of NSDI'09 Figure 7 (tests/test_figure7.py,
+# bench/measure/figure7.py).
+apt_pkgs=(iperf3 tcpdump tshark tcptrace iproute2 ns2 ns2-examples chromium aria2 opentracker)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

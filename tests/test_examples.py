@@ -421,6 +421,8 @@ EXAMPLES_RUN: dict[str, Example] = {
                                                 check_ground_truth(["r0->ra", "r0->rb"])),
     "groundtruth/three-sites.toml": Example("pathtwin sim examples/groundtruth/three-sites.toml -o out/three",
                                             check_ground_truth(["core1->core2", "core1->rc"])),
+    "groundtruth/swarm.toml": Example("pathtwin sim examples/groundtruth/swarm.toml -o out/swarm",
+                                      check_ground_truth(["core1->core2", "core1->rc"])),
 }
 
 
