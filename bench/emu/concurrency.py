@@ -5,9 +5,11 @@ Runs K identical emulations at once (separate `pathtwin emu run` processes, K = 
 each one path carrying kernel TCP flows for a fixed time, at a light and at a heavy rate, and
 compares every emulation with the same one alone: its release lateness (how late the loop
 handed packets over, from `run.json`'s `timing`), its goodput and its mean RTT. An
-emulation is disturbed when its lateness p99 exceeds DISTURBED_P99_US, or its goodput or
-mean RTT moves more than DISTURBED_SHARE from running alone; the limit at a rate is the
-largest K with no emulation disturbed.
+emulation is disturbed when its lateness p99 exceeds DISTURBED_P99_US, or its goodput moves
+more than DISTURBED_SHARE from running alone; the limit at a rate is the largest K with no
+emulation disturbed. The mean RTT is reported, not judged: CUBIC's sawtooth moves it by 2-3
+% from one run alone to the next (measured), and what concurrency adds to it is the
+lateness, judged directly.
 
     sudo python bench/emu/concurrency.py [--max 3] [--duration 10] [--rates 20mbit,400mbit] [--json OUT]
 
@@ -32,8 +34,8 @@ import pandas as pd
 #: time at 100 Mbit/s, the precision the emulator's own tests rely on; running alone, the
 #: loop's p99 is tens of microseconds (bench/emu/run.py).
 DISTURBED_P99_US = 100.0
-#: Goodput or mean RTT moved this much from running alone (the tests' tightest tolerances on
-#: emulated goodput are 2-5 %).
+#: Goodput moved this much from running alone (the tests' tightest tolerances on emulated
+#: goodput are 2-5 %).
 DISTURBED_SHARE = 0.02
 #: The two loads: a light one (a few DSL or cable paths' worth) and a heavy one.
 RATES = ("20mbit", "400mbit")
@@ -84,10 +86,9 @@ def disturbed(row: dict, alone: dict) -> list[str]:
     why = []
     if row["lateness_p99_us"] > DISTURBED_P99_US:
         why.append(f"lateness p99 {row['lateness_p99_us']:.0f} µs")
-    for key, name in (("goodput_bps", "goodput"), ("rtt_mean_ms", "mean RTT")):
-        change = row[key] / alone[key] - 1
-        if abs(change) > DISTURBED_SHARE:
-            why.append(f"{name} {100 * change:+.1f} %")
+    change = row["goodput_bps"] / alone["goodput_bps"] - 1
+    if abs(change) > DISTURBED_SHARE:
+        why.append(f"goodput {100 * change:+.1f} %")
     return why
 
 
