@@ -39,16 +39,16 @@ def test_swarm_completes_intact_and_no_faster_than_the_network_allows(tmp_path):
             assert r[f"{env}_s"] is not None, (env, r)
             assert r[f"{env}_intact"], (env, r)
             assert r[f"{env}_s"] >= r[f"{env}_bound_s"], (env, r)
-    # The truth's bound is the access link's: 2 MB over c's 16-Mbit/s downlink is 1 s.
-    c1 = next(r for r in rec["rows"] if r["node"] == "c1")
-    assert c1["truth_bound_s"] == pytest.approx(size * 8 / 16e6)
-    # Site C as a whole: every byte its three nodes receive crosses core1 -> rc or comes up
-    # another C node's uplink, so the last of them cannot finish before
-    # 3 x size / (that line's rate + the three uplinks') — even without cross traffic.
     from pathtwin.config import parse_per_direction
     from pathtwin.measure.emulated import ground_truth
 
     links = {tuple(ln["between"]): parse_per_direction("rate", ln["rate"], "rate") for ln in ground_truth(SWARM)["link"]}
+    # The truth's bound is the access link's: the file over c1's downlink (rc -> c1).
+    c1 = next(r for r in rec["rows"] if r["node"] == "c1")
+    assert c1["truth_bound_s"] == pytest.approx(size * 8 / links[("c1", "rc")][1])
+    # Site C as a whole: every byte its three nodes receive crosses core1 -> rc or comes up
+    # another C node's uplink, so the last of them cannot finish before
+    # 3 x size / (that line's rate + the three uplinks') — even without cross traffic.
     site_c = ["c1", "c2", "c3"]
     into_c = links[("core1", "rc")][0] + sum(links[(c, "rc")][0] for c in site_c)
     last_c = max(r["truth_s"] for r in rec["rows"] if r["node"] in site_c)
