@@ -450,6 +450,10 @@ fn kernel_settings(cfg: &Config, opts: &EmulatorOptions) -> (Vec<(String, String
     if let Some(d) = t.dupack_threshold {
         sysctls.push(("net.ipv4.tcp_reordering".to_string(), d.to_string()));
     }
+    // The window's restart after idle (RFC 2861; `tcp_cwnd_restart`), on by default.
+    if let Some(on) = t.slow_start_after_idle {
+        sysctls.push(("net.ipv4.tcp_slow_start_after_idle".to_string(), if on { "1" } else { "0" }.to_string()));
+    }
     // 1: request ECN and accept it; 2 (Linux's default, what `ecn = false` means in the
     // simulator too): accept when asked, never ask.
     if let Some(ecn) = t.ecn {
@@ -1047,10 +1051,11 @@ mod tests {
         Config::from_toml(&format!("hosts = [\"a\", \"b\"]\n[tcp]\n{tcp}"), "t.toml").unwrap()
     }
 
-    /// `rack`, `tlp` and `dupack_threshold` become the hosts' sysctls, with the values
-    /// Documentation/networking/ip-sysctl.rst gives: `tcp_recovery` bit 0x1 is RACK,
-    /// `tcp_early_retrans` 0 turns tail loss probes off and 3 (the default) on,
-    /// `tcp_reordering` is the initial duplicate-ACK threshold.
+    /// `rack`, `tlp`, `dupack_threshold` and `slow_start_after_idle` become the hosts'
+    /// sysctls, with the values Documentation/networking/ip-sysctl.rst gives: `tcp_recovery`
+    /// bit 0x1 is RACK, `tcp_early_retrans` 0 turns tail loss probes off and 3 (the default)
+    /// on, `tcp_reordering` is the initial duplicate-ACK threshold,
+    /// `tcp_slow_start_after_idle` 1 (the default) restarts an idle connection's window.
     #[test]
     fn loss_recovery_switches_become_the_hosts_sysctls() {
         let (sysctls, _) = kernel_settings(&config("rack = false\ntlp = false\ndupack_threshold = 5"), &EmulatorOptions::default());
@@ -1059,6 +1064,10 @@ mod tests {
         }
         let (sysctls, _) = kernel_settings(&config("rack = true\ntlp = true"), &EmulatorOptions::default());
         assert!(sysctls.contains(&("net.ipv4.tcp_recovery".into(), "1".into())) && sysctls.contains(&("net.ipv4.tcp_early_retrans".into(), "3".into())));
+        for (on, want) in [(false, "0"), (true, "1")] {
+            let (sysctls, _) = kernel_settings(&config(&format!("slow_start_after_idle = {on}")), &EmulatorOptions::default());
+            assert!(sysctls.contains(&("net.ipv4.tcp_slow_start_after_idle".into(), want.into())), "{sysctls:?}");
+        }
     }
 
     /// What the kernel has no switch for is refused, never silently dropped.

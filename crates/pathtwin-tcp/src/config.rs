@@ -190,6 +190,18 @@ pub struct TcpConfig {
     /// and when it retransmits the head of the queue; with this on, the timer fires only
     /// after RTO without any ACK. Off by default; for comparisons with ns-2's TCP-Linux.
     pub ns2_rto_restart_every_ack: bool,
+    /// Restart the congestion window after an idle period (RFC 2861, RFC 5681 §4.1), as
+    /// Linux does with `net.ipv4.tcp_slow_start_after_idle = 1`, its default: when the
+    /// application queues new data while nothing is in flight and the last data segment
+    /// went out more than one RTO ago, ssthresh becomes max(ssthresh, ¾·cwnd) (outside
+    /// recovery) and cwnd is halved once for every further RTO of idle time, but not below
+    /// min(initial window, cwnd) (`tcp_slow_start_after_idle_check` in `include/net/tcp.h`,
+    /// called from `tcp_skb_entail` in `net/ipv4/tcp.c`; `tcp_cwnd_restart` in
+    /// `net/ipv4/tcp_output.c`). Time is counted in `rack_timer_tick` jiffies, as the
+    /// kernel's `lsndtime` and `icsk_rto` are. Not for controllers with a `cong_control`
+    /// hook of their own (BBR, Monaco), which the kernel skips. Off in `ns2` (the window
+    /// stays open however long the connection was idle).
+    pub restart_after_idle: bool,
     /// Ask for ECN (RFC 3168) in our SYN. False behaves as Linux's default `net.ipv4.tcp_ecn
     /// = 2`: we never ask, but a server accepts a peer's ECN-setup SYN; true is `tcp_ecn =
     /// 1`: a client asks and a server accepts. ECN is used when the client asked and the
@@ -257,6 +269,7 @@ impl TcpConfig {
             rearm_rto_on_head_retransmit: false,
             linux_handshake: false,
             ns2_rto_restart_every_ack: false,
+            restart_after_idle: false,
             ecn: false,
             time_wait: Duration::from_secs(60),
         }
@@ -266,8 +279,8 @@ impl TcpConfig {
     /// (`docs/tcp-defaults.md` gives the source of each value). Not modelled: the sender's
     /// buffer autotuning (`max_window` stands for the data `tcp_wmem[2]` holds), pacing
     /// (CUBIC and Reno are not paced without the fq qdisc), SACK compression
-    /// (`tcp_comp_sack_nr`), undo of spurious recoveries (F-RTO, D-SACK, Eifel), the
-    /// receiver's ping-pong mode, and restarting cwnd after idle.
+    /// (`tcp_comp_sack_nr`), undo of spurious recoveries (F-RTO, D-SACK, Eifel) and the
+    /// receiver's ping-pong mode.
     pub fn linux() -> TcpConfig {
         TcpConfig {
             profile: TcpProfile::Linux,
@@ -332,6 +345,8 @@ impl TcpConfig {
             rearm_rto_on_head_retransmit: true,
             linux_handshake: true,
             ns2_rto_restart_every_ack: false,
+            // net.ipv4.tcp_slow_start_after_idle = 1: `tcp_cwnd_restart` (RFC 2861).
+            restart_after_idle: true,
             // net.ipv4.tcp_ecn = 2.
             ecn: false,
             // TCP_TIMEWAIT_LEN = 60 s.
@@ -461,6 +476,9 @@ impl TcpConfig {
         if let Some(v) = s.ecn {
             c.ecn = v;
         }
+        if let Some(v) = s.slow_start_after_idle {
+            c.restart_after_idle = v;
+        }
         if let Some(v) = s.newreno_timer {
             c.newreno_timer = v;
         }
@@ -553,6 +571,17 @@ mod tests {
         assert_eq!(c.cc, CcAlgorithm::Vegas(VegasParams { alpha: 3.0, ..VegasParams::LINUX }));
         assert_eq!(c.initial_window, TcpConfig::default().initial_window);
         assert_eq!(TcpConfig::from_settings(&TcpSettings::default(), "tcp").unwrap(), TcpConfig::default());
+    }
+
+    #[test]
+    fn restart_after_idle_is_the_linux_profiles_and_follows_slow_start_after_idle() {
+        let linux = TcpSettings { profile: Some(TcpProfile::Linux), ..Default::default() };
+        assert!(TcpConfig::from_settings(&linux, "tcp").unwrap().restart_after_idle);
+        assert!(!TcpConfig::from_settings(&TcpSettings::default(), "tcp").unwrap().restart_after_idle);
+        let off = TcpSettings { slow_start_after_idle: Some(false), ..linux };
+        assert!(!TcpConfig::from_settings(&off, "tcp").unwrap().restart_after_idle);
+        let on = TcpSettings { slow_start_after_idle: Some(true), ..Default::default() };
+        assert!(TcpConfig::from_settings(&on, "tcp").unwrap().restart_after_idle);
     }
 
     #[test]

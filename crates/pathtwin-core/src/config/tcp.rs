@@ -291,6 +291,11 @@ pub struct TcpSettings {
     /// instead of dropping early.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ecn: Option<bool>,
+    /// Restart the congestion window after the connection was idle for longer than the RTO
+    /// (RFC 2861, RFC 5681 §4.1), as Linux's `net.ipv4.tcp_slow_start_after_idle = 1`;
+    /// default off under `profile = "ns2"`, on under `"linux"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_start_after_idle: Option<bool>,
 }
 
 impl TcpSettings {
@@ -336,6 +341,7 @@ impl TcpSettings {
             dupack_threshold: over.dupack_threshold.or(self.dupack_threshold),
             newreno_timer: over.newreno_timer.or(self.newreno_timer),
             ecn: over.ecn.or(self.ecn),
+            slow_start_after_idle: over.slow_start_after_idle.or(self.slow_start_after_idle),
         }
     }
 }

@@ -160,6 +160,7 @@ fn socket_options(i: usize, f: &FlowConfig, global: &TcpSettings, available_cc: 
         ("rack", t.rack.is_some()),
         ("tlp", t.tlp.is_some()),
         ("dupack_threshold", t.dupack_threshold.is_some()),
+        ("slow_start_after_idle", t.slow_start_after_idle.is_some()),
     ] {
         if set {
             return refuse(key, per_host);

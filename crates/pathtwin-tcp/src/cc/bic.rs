@@ -197,6 +197,11 @@ impl CongestionControl for Bic {
         self.cwnd = 1.0;
     }
 
+    fn on_cwnd_restart(&mut self, _now: Instant, cwnd: u64, ssthresh: u64) {
+        self.cwnd = (cwnd as f64 / self.smss).max(1.0 / self.smss);
+        self.ssthresh = if ssthresh == u64::MAX { f64::INFINITY } else { ssthresh as f64 / self.smss };
+    }
+
     fn cwnd(&self) -> u64 {
         (self.cwnd * self.smss) as u64
     }

@@ -47,6 +47,9 @@ impl CongestionControl for Controller {
     fn on_ecn(&mut self, now: Instant, flight: u64) {
         on_inner!(self, c => c.on_ecn(now, flight))
     }
+    fn on_cwnd_restart(&mut self, now: Instant, cwnd: u64, ssthresh: u64) {
+        on_inner!(self, c => c.on_cwnd_restart(now, cwnd, ssthresh))
+    }
     #[inline]
     fn on_packet_sent(&mut self, ev: &SentEvent) {
         on_inner!(self, c => c.on_packet_sent(ev))

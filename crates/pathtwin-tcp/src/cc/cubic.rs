@@ -29,8 +29,8 @@
 //!
 //! As Reno: no growth during recovery, nor when the sender was not limited by cwnd
 //! (RFC 9438 §5.8's application-limited rule in the RFC 7661 form Reno uses here). The
-//! epoch's clock keeps running while the sender is not cwnd-limited (Linux restarts it after
-//! idle periods; a bulk sender has none).
+//! epoch's clock keeps running while the sender is not cwnd-limited (Linux's form shifts it
+//! after idle periods, below; a bulk sender has none).
 //!
 //! **Linux's form** ([`CubicParams::LINUX`], `linux = true`; `net/ipv4/tcp_cubic.c` of Linux
 //! 6.x, `bictcp_update`, `cubictcp_recalc_ssthresh`, `cubictcp_acked`, `cubictcp_state`),
@@ -51,6 +51,9 @@
 //!   = 15 in integers, so α ≈ 0.53); while it is above cwnd, cnt ≤ cwnd/(W_est − cwnd).
 //!   Linux's integer arithmetic (cwnd in whole segments, cnt recomputed once per jiffy) is
 //!   not modelled.
+//! - After idle: a segment sent with nothing in flight moves the epoch's start on by the
+//!   time since the previous data segment (`cubictcp_cwnd_event`, `CA_EVENT_TX_START`), so
+//!   the curve resumes where it stopped rather than jumping ahead by the idle time.
 
 use super::hystart::{HyStartLinux, HyStartPlusPlus, LinuxAck};
 use super::round::RoundCounter;
@@ -183,6 +186,9 @@ pub struct Cubic {
     delay_min: Option<Duration>,
     rounds: RoundCounter,
     slow_start: SlowStart,
+    /// When the last data segment went out (Linux's `lsndtime`), for the epoch's shift
+    /// after idle (`linux`).
+    last_sent: Option<Instant>,
 }
 
 impl Cubic {
@@ -202,6 +208,7 @@ impl Cubic {
             delay_min: None,
             rounds: RoundCounter::default(),
             slow_start: p.slow_start,
+            last_sent: None,
         }
     }
 
@@ -411,6 +418,22 @@ impl CongestionControl for Cubic {
 
     fn on_packet_sent(&mut self, ev: &SentEvent) {
         self.rounds.on_sent(ev);
+        if self.params.linux {
+            // `cubictcp_cwnd_event(CA_EVENT_TX_START)` (`net/ipv4/tcp_cubic.c`), which
+            // `tcp_event_data_sent` (`net/ipv4/tcp_output.c`) raises for a segment sent with
+            // nothing in flight: "We were application limited (idle) for a while. Shift
+            // epoch_start to keep cwnd growth to cubic curve": epoch_start += now −
+            // lsndtime, at most now.
+            if ev.pipe <= ev.bytes {
+                if let (Some(e), Some(last)) = (self.epoch.as_mut(), self.last_sent) {
+                    let idle = ev.now.saturating_since(last);
+                    if idle > Duration::ZERO {
+                        e.start = (e.start + idle).min(ev.now);
+                    }
+                }
+            }
+            self.last_sent = Some(ev.now);
+        }
     }
 
     fn on_enter_recovery(&mut self, _now: Instant, flight: u64) {
@@ -436,6 +459,11 @@ impl CongestionControl for Cubic {
             self.delay_min = None;
             self.hystart_linux = self.params.hystart.then(HyStartLinux::default);
         }
+    }
+
+    fn on_cwnd_restart(&mut self, _now: Instant, cwnd: u64, ssthresh: u64) {
+        self.cwnd = (cwnd as f64 / self.smss).max(1.0 / self.smss);
+        self.ssthresh = if ssthresh == u64::MAX { f64::INFINITY } else { ssthresh as f64 / self.smss };
     }
 
     fn cwnd(&self) -> u64 {
@@ -617,6 +645,30 @@ mod tests {
         }
         tx.round(&mut c, Duration::from_millis(100));
         assert_eq!(c.k(), Some(0.0));
+    }
+
+    /// `cubictcp_cwnd_event(CA_EVENT_TX_START)`: a segment sent with nothing in flight
+    /// moves the epoch's start on by the time since the last one, at most to now.
+    #[test]
+    fn linux_shifts_the_epoch_by_the_idle_time() {
+        let at = |ms: u64| Instant::ZERO + Duration::from_millis(ms);
+        let sent = |now, pipe| SentEvent { now, seq: 1, bytes: MSS, pipe, retransmission: false };
+        for (params, shifts) in [(CubicParams::LINUX, true), (CubicParams::RFC9438, false)] {
+            let mut c = cubic(params, 100);
+            c.epoch = Some(Epoch { start: at(1_000), k: 1.0, w_max: 120.0, w_est: 100.0, alpha: 1.0, ack_cnt: 0.0 });
+            c.on_packet_sent(&sent(at(2_000), 50 * MSS));
+            // Idle from 2 s to 5 s: the epoch starts 3 s later.
+            c.on_packet_sent(&sent(at(5_000), MSS));
+            let want = if shifts { at(4_000) } else { at(1_000) };
+            assert_eq!(c.epoch.unwrap().start, want, "{params:?}");
+            // Data in flight: no shift.
+            c.on_packet_sent(&sent(at(6_000), 2 * MSS));
+            assert_eq!(c.epoch.unwrap().start, want, "{params:?}");
+            // Never past now.
+            c.epoch.as_mut().unwrap().start = at(6_500);
+            c.on_packet_sent(&sent(at(7_000), MSS));
+            assert_eq!(c.epoch.unwrap().start, if shifts { at(7_000) } else { at(6_500) }, "{params:?}");
+        }
     }
 
     #[test]

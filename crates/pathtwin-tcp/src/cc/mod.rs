@@ -191,6 +191,14 @@ pub trait CongestionControl: fmt::Debug + Send + Sync {
         self.on_exit_recovery(now, flight);
     }
 
+    /// The connection was idle and the endpoint restarted the window (Linux's
+    /// `tcp_cwnd_restart`, RFC 2861; see `TcpConfig::restart_after_idle`): set cwnd and
+    /// ssthresh to these, in bytes (`u64::MAX`: no threshold yet). The endpoint computes
+    /// them, as the kernel does outside the controller, and calls this only for controllers
+    /// without a `cong_control` hook of their own ([`CcAlgorithm::restarts_after_idle`]);
+    /// the default ignores it, for a controller that owns its window some other way.
+    fn on_cwnd_restart(&mut self, _now: Instant, _cwnd: u64, _ssthresh: u64) {}
+
     /// A data segment or FIN was sent.
     fn on_packet_sent(&mut self, _ev: &SentEvent) {}
 
@@ -283,6 +291,14 @@ impl CcAlgorithm {
     /// of their own; BBR has one (it sets cwnd from its model, packet-conserving in
     /// recovery), and Monaco's window follows its receiver's answers.
     pub fn reduces_by_prr(&self) -> bool {
+        !matches!(self, CcAlgorithm::Bbr | CcAlgorithm::Monaco(_))
+    }
+
+    /// Whether the window restarts after idle (`TcpConfig::restart_after_idle`) apply to
+    /// this controller. Linux's `tcp_slow_start_after_idle_check` returns early for a
+    /// controller with a `cong_control` hook (BBR, whose model sets cwnd; Monaco's window
+    /// follows its receiver's answers).
+    pub fn restarts_after_idle(&self) -> bool {
         !matches!(self, CcAlgorithm::Bbr | CcAlgorithm::Monaco(_))
     }
 

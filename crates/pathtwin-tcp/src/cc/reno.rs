@@ -107,6 +107,11 @@ impl CongestionControl for Reno {
         self.ca_acked = 0;
     }
 
+    fn on_cwnd_restart(&mut self, _now: Instant, cwnd: u64, ssthresh: u64) {
+        self.cwnd = cwnd.max(1);
+        self.ssthresh = ssthresh;
+    }
+
     fn cwnd(&self) -> u64 {
         self.cwnd
     }

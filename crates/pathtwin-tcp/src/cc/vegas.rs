@@ -417,6 +417,11 @@ impl CongestionControl for Vegas {
         self.reset_round();
     }
 
+    fn on_cwnd_restart(&mut self, _now: Instant, cwnd: u64, ssthresh: u64) {
+        self.cwnd = cwnd.max(1);
+        self.ssthresh = ssthresh;
+    }
+
     fn cwnd(&self) -> u64 {
         self.cwnd
     }

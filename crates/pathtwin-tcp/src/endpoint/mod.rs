@@ -185,6 +185,18 @@ pub struct Endpoint {
     /// Value of `written` when AllAcked was last reported.
     all_acked_reported: u64,
 
+    // Restart after idle (`TcpConfig::restart_after_idle`).
+    /// When the last segment carrying data went out (Linux's `lsndtime`; the handshake's
+    /// end before any).
+    last_data_sent_at: Option<Instant>,
+    /// The application wrote while nothing was in flight: the next transmission first
+    /// checks how long the connection was idle (`tcp_skb_entail` runs the check; the
+    /// endpoint learns the time at `poll_transmit`, the instant of the write).
+    idle_check_pending: bool,
+    /// `close` came with that check pending: whether the FIN goes alone is decided after
+    /// it, with the window the data will really have.
+    fin_alone_deferred: bool,
+
     // ECN (RFC 3168).
     /// Our SYN asked for ECN (ECE|CWR); a retransmitted SYN no longer does.
     ecn_requested: bool,
@@ -273,6 +285,9 @@ impl Endpoint {
             pacing_wakeup: None,
             limited_transmit_bytes: 0,
             all_acked_reported: 0,
+            last_data_sent_at: None,
+            idle_check_pending: false,
+            fin_alone_deferred: false,
             ecn_requested: false,
             peer_ecn_setup: false,
             ecn_ok: false,
@@ -315,6 +330,12 @@ impl Endpoint {
     /// [`close`](Self::close) are discarded.
     pub fn send(&mut self, bytes: u64) {
         if !self.close_requested && !matches!(self.state, State::Closed | State::TimeWait) {
+            // `tcp_skb_entail` runs `tcp_slow_start_after_idle_check` for new data queued
+            // while nothing is in flight (`packets_out` = 0).
+            let idle = matches!(self.state, State::Established | State::CloseWait) && self.sb.is_empty();
+            if bytes > 0 && self.cfg.restart_after_idle && idle {
+                self.idle_check_pending = true;
+            }
             self.written = self.written.saturating_add(bytes);
         }
     }
@@ -326,7 +347,11 @@ impl Endpoint {
             State::Closed | State::TimeWait => {}
             _ => {
                 if !self.close_requested && self.cfg.fin_alone_after_sent_data {
-                    self.fin_alone = self.unsent_fits_the_window();
+                    if self.idle_check_pending {
+                        self.fin_alone_deferred = true;
+                    } else {
+                        self.fin_alone = self.unsent_fits_the_window();
+                    }
                 }
                 self.close_requested = true;
             }
@@ -556,6 +581,9 @@ impl Endpoint {
         self.snd_max = self.isn + 1;
         self.rto_at = None;
         self.next_send_at = now;
+        // `tcp_finish_connect` and the SYN-RECV branch of `tcp_rcv_state_process` set
+        // `lsndtime` when the connection is established.
+        self.last_data_sent_at = Some(now);
         self.state = State::Established;
         self.push_event(Event::Connected);
     }
@@ -594,6 +622,57 @@ impl Endpoint {
         }
         let shift = 3 * level;
         Instant::from_nanos((((expires >> shift) + 1) << shift) * j)
+    }
+
+    /// The window's restart after idle (`TcpConfig::restart_after_idle`), when the
+    /// application wrote with nothing in flight; `now` is the write's instant. Linux 6.x:
+    /// `tcp_slow_start_after_idle_check` (`include/net/tcp.h`) skips controllers with a
+    /// `cong_control` hook and connections with `packets_out`, and calls
+    /// `tcp_cwnd_restart(sk, delta)` (`net/ipv4/tcp_output.c`) when delta = `tcp_jiffies32`
+    /// − `lsndtime` exceeds `icsk_rto`, both in jiffies:
+    ///
+    /// ```text
+    /// restart_cwnd = tcp_init_cwnd(tp, dst);         /* TCP_INIT_CWND, 10 */
+    /// tp->snd_ssthresh = tcp_current_ssthresh(sk);   /* max(ssthresh, cwnd/2 + cwnd/4) */
+    /// restart_cwnd = min(restart_cwnd, cwnd);
+    /// while ((delta -= inet_csk(sk)->icsk_rto) > 0 && cwnd > restart_cwnd)
+    ///         cwnd >>= 1;
+    /// tcp_snd_cwnd_set(tp, max(cwnd, restart_cwnd));
+    /// ```
+    ///
+    /// in whole segments; `tcp_current_ssthresh` keeps ssthresh as it is in recovery (or
+    /// CWR). The initial window is the configured one, not the one-segment window after a
+    /// lost SYN (`tcp_init_cwnd` is the route's `initcwnd` or 10).
+    fn restart_window_after_idle(&mut self, now: Instant) {
+        if !self.cfg.cc.restarts_after_idle() || !self.sb.is_empty() {
+            return;
+        }
+        let Some(last) = self.last_data_sent_at else { return };
+        let tick = self.cfg.rack_timer_tick.as_nanos();
+        let rto = self.rtt.rto().as_nanos();
+        let (idle, rto) = if tick == 0 {
+            (now.saturating_since(last).as_nanos(), rto)
+        } else {
+            ((now.as_nanos() / tick).saturating_sub(last.as_nanos() / tick), rto.div_ceil(tick).max(1))
+        };
+        if idle <= rto {
+            return;
+        }
+        let smss = self.smss as u64;
+        let cwnd_bytes = self.cc.cwnd();
+        let cwnd = (cwnd_bytes / smss).max(1);
+        let ssthresh = self.cc.ssthresh();
+        let ssthresh = if self.recovery.in_recovery() { ssthresh } else { ssthresh.max(((cwnd >> 1) + (cwnd >> 2)) * smss) };
+        let restart = (self.cfg.initial_window as u64).min(cwnd);
+        let (mut w, mut left) = (cwnd, idle);
+        while left > rto && w > restart {
+            left -= rto;
+            w >>= 1;
+        }
+        let w = w.max(restart);
+        // Unhalved, the window keeps its fraction of a segment.
+        let new_cwnd = if w == cwnd { cwnd_bytes } else { w * smss };
+        self.cc.on_cwnd_restart(now, new_cwnd, ssthresh);
     }
 
     fn take_rtt_sample(&mut self, r: Duration) {

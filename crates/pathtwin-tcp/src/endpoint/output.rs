@@ -162,6 +162,12 @@ impl Endpoint {
         if !self.state.may_send() {
             return None;
         }
+        if std::mem::take(&mut self.idle_check_pending) {
+            self.restart_window_after_idle(now);
+            if std::mem::take(&mut self.fin_alone_deferred) {
+                self.fin_alone = self.unsent_fits_the_window();
+            }
+        }
         if self.cc.pacing_rate().is_some() && now < self.next_send_at {
             self.pacing_wakeup = Some(self.next_send_at);
             return None;
@@ -245,6 +251,7 @@ impl Endpoint {
         self.stats.bytes_sent += len;
         if len > 0 {
             self.stats.data_segments_sent += 1;
+            self.last_data_sent_at = Some(now);
         }
         self.after_data_sent(now, start, end - start, false);
         if self.tlp {
@@ -306,6 +313,7 @@ impl Endpoint {
         self.stats.bytes_retransmitted += payload;
         if payload > 0 {
             self.stats.data_segments_sent += 1;
+            self.last_data_sent_at = Some(now);
         }
         self.after_data_sent(now, r.start, r.end - r.start, true);
         self.header(r.start, if r.fin { Flags::FIN } else { Flags::EMPTY }, payload as u32)
