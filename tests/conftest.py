@@ -137,10 +137,19 @@ def pytest_configure(config):
 #: test that runs the emulator (uses the ``emulator`` fixture, as ``needs_root`` does) is
 #: one without saying so.
 serial = pytest.mark.serial
+
+
+@pytest.fixture
+def capture_tools():
+    """tcpdump and /dev/net/tun, which the tests that capture real traffic need: without
+    them a test is skipped on a developer's machine and fails under CI (``unavailable``)."""
+    if shutil.which("tcpdump") is None or not os.path.exists("/dev/net/tun"):
+        unavailable("needs tcpdump and /dev/net/tun")
+
+
 #: Tests that capture real traffic with tcpdump through a TUN device (the kernel ground
-#: truths); skipped on a developer's machine without them, a failure under CI.
-needs_capture = pytest.mark.skipif(shutil.which("tcpdump") is None or not os.path.exists("/dev/net/tun"),
-                                   reason="needs tcpdump and /dev/net/tun")
+#: truths, replays and calibrations of captures).
+needs_capture = pytest.mark.usefixtures("capture_tools")
 
 
 def pytest_collection_modifyitems(config, items):

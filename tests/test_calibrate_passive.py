@@ -10,18 +10,11 @@ One case, three emulations of about 8 s each: ~30 s."""
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 
-from conftest import load_script, needs_root
+from conftest import load_script, needs_capture, needs_root
 
-pytestmark = [
-    needs_root,
-    pytest.mark.skipif(shutil.which("tcpdump") is None or not os.path.exists("/dev/net/tun"),
-                       reason="needs tcpdump and /dev/net/tun"),
-]
+pytestmark = [needs_root, needs_capture]
 
 passive = load_script("bench/calibrate/passive.py", "bench_calibrate_passive")
 

@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import met_in_one_of, needs_root
+from conftest import met_in_one_of, needs_capture, needs_root
 
 pathtwin = pytest.importorskip("pathtwin")
 from pathtwin.errors import PathtwinError  # noqa: E402
@@ -318,7 +318,7 @@ def test_emu_run_refuses_a_workload_the_kernel_cannot_run_before_creating_hosts(
 
 
 @needs_root
-@pytest.mark.skipif(shutil.which("tcpdump") is None, reason="needs tcpdump")
+@needs_capture
 def test_a_capture_sees_every_workload_connection_from_its_first_syn(tmp_path):
     """With captures (`pcap=`), packets flow only once tcpdump holds every host's device, so
     flows that start at time zero are captured from their SYN: each connection the workload
