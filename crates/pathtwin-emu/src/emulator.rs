@@ -582,6 +582,13 @@ impl Prepared {
         &self.warnings
     }
 
+    /// This run without its `[[flow]]` workload: one stopped before it started (a capture
+    /// that failed to start) ends with its tables but never runs a connection.
+    pub fn without_workload(mut self) -> Prepared {
+        self.workload_plan = None;
+        self
+    }
+
     /// Starts the clock (model time zero is now), the packet loop's state, the `tcp_info`
     /// sampling and the workload.
     pub fn start(self) -> Result<Emulator, EmuError> {

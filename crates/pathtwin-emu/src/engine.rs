@@ -726,7 +726,9 @@ impl<D: PacketIo> Engine<D> {
         }
         let to = |host: usize| self.hosts[host].addrs.contains(&ip.dst());
         if h == m.sender && to(m.receiver) {
-            let taken = (ip.wire_len() as u64, ip.payload_len() as u64, ip.five_tuple());
+            // A real target's proxy counts what it took in on its own route (an emulated
+            // one's probes are counted on theirs).
+            let taken = matches!(m.way, ProbeWay::Real { .. }).then(|| (ip.wire_len() as u64, ip.payload_len() as u64, ip.five_tuple()));
             let probe = m.translator.probe_for(ip);
             let route = match &mut m.way {
                 ProbeWay::Emulated { route, .. } => {
@@ -755,8 +757,9 @@ impl<D: PacketIo> Engine<D> {
                 }
             };
             // What the proxy took in from the sender, as a route's and a flow's counts.
-            let (len, payload, tuple) = taken;
-            self.count_in(route, tuple, at, 1, len, payload);
+            if let Some((len, payload, tuple)) = taken {
+                self.count_in(route, tuple, at, 1, len, payload);
+            }
             return;
         }
         let Some(&route) = self.by_addrs.get(&(ip.src(), ip.dst())) else {

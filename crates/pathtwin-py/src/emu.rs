@@ -217,8 +217,12 @@ impl EmuRun {
     /// in `tables`, with a warning, so nothing measured is lost.
     #[pyo3(signature = (out_dir = None))]
     fn stop<'py>(&mut self, py: Python<'py>, out_dir: Option<std::path::PathBuf>) -> PyResult<Bound<'py, PyDict>> {
-        // A held run stopped before `go()` still ends with its (empty) results.
-        self.go(py)?;
+        // A held run stopped before `go()` still ends with its (empty) results, and starts
+        // no connection of its workload on the way.
+        if let Some(prepared) = self.held.take() {
+            self.held = Some(prepared.without_workload());
+            self.go(py)?;
+        }
         let Some(r) = self.running.take() else {
             return Err(pathtwin_error(py, "the emulation was already stopped"));
         };

@@ -17,6 +17,7 @@ Not here: what the programs measure (``probes``, ``throughput``), the agent (``a
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -60,6 +61,7 @@ class OperatingHost(Protocol):
 Host = Union[MeasuredHost, OperatingHost]
 
 
+@functools.lru_cache(maxsize=1)
 def machine_clock() -> Optional[str]:
     """This machine's boot id: every namespace of it, and every process, reads one
     ``CLOCK_REALTIME``."""

@@ -47,8 +47,6 @@ class ProbeSeries:
     #: between namespaces of one machine, None when a host did not say).
     src_clock: Optional[str] = None
     dst_clock: Optional[str] = None
-    #: The clock skew taken out of the one-way delays (s per s; see ``session.one_way_delays``).
-    skew: float = 0.0
 
     @property
     def independent_clocks(self) -> bool:

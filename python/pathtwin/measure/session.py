@@ -218,29 +218,28 @@ def analyse(names: list[str], steps: dict[str, Any], flows: list[int], settings:
         dests = list(by)
         if len(dests) < 2:
             continue
+        deskewed = {d: one_way_delays(by[d]) for d in dests}
         try:
-            delays = {d: shared.interpolate_lost(by[d].round, one_way_delays(by[d]), by[d].rounds) for d in dests}
+            delays = {d: shared.interpolate_lost(by[d].round, deskewed[d][0], by[d].rounds) for d in dests}
         except PathtwinError as e:
             clusters[s] = {"classes": [], "error": str(e)}
             continue
         c = shared.cluster(delays, rho_shared=settings.rho_shared, min_spread_s=settings.min_spread_s)
         d = c.as_dict()
-        d["clock_skew_ppm"] = {k: round(by[k].skew * 1e6, 3) for k in dests if by[k].independent_clocks}
+        d["clock_skew_ppm"] = {k: round(deskewed[k][1] * 1e6, 3) for k in dests if by[k].independent_clocks}
         d["shared_abw_bps"] = [model.shared_abw({k: {int(n): v for n, v in t.items()} for k, t in tput.items()}, s, cls)
                                for cls in c.classes]
         clusters[s] = d
     return {"rtt": rtt, "throughput": tput, "shared": clusters}
 
 
-def one_way_delays(ps: ProbeSeries) -> np.ndarray:
-    """A series' one-way delays for shared-bottleneck detection: as measured between hosts
-    of one machine (one clock); between machines, with the clocks' skew removed
-    (``shared.remove_skew``; the skew is kept on the series as ``skew``)."""
-    d = ps.one_way_s
-    ps.skew = 0.0
-    if ps.independent_clocks and len(d) >= 2:
-        d, ps.skew = shared.remove_skew(ps.sent / 1e9, d)
-    return d
+def one_way_delays(ps: ProbeSeries) -> tuple[np.ndarray, float]:
+    """A series' one-way delays for shared-bottleneck detection, and the clock skew taken
+    out of them (s per s): as measured between hosts of one machine (one clock, skew 0);
+    between machines, with the clocks' skew removed (``shared.remove_skew``)."""
+    if ps.independent_clocks and len(ps.round) >= 2:
+        return shared.remove_skew(ps.sent / 1e9, ps.one_way_s)
+    return ps.one_way_s, 0.0
 
 
 def _header(names: list[str], f: dict, context: Optional[dict]) -> list[str]:
