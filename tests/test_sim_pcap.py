@@ -74,3 +74,41 @@ def test_simulator_capture_is_a_valid_pcap_that_tcpdump_reads(tmp_path):
     assert "Flags [S.]" in lines[1]
     # Server-side capture: the SYN arrives half an RTT (20 ms) after the client sent it.
     assert lines[0].startswith("00:00:00.020")
+
+
+DIALUP = """
+hosts = ["server", "clients"]
+[run]
+duration = "30s"
+until_done = true
+pcap = ["server"]
+[tcp]
+profile = "linux"
+[[pipe]]
+between = ["server", "clients"]
+rtt = "100ms"
+rate = "56kbit/33kbit"
+[[flow]]
+from = "clients"
+to = "server"
+app = "replay"
+pipe = 0
+exchanges = [[600, 20000, -1, 0.005, 0.0, 0.0]]
+"""
+
+
+def test_a_dial_up_clients_handshake_gives_the_paths_round_trip(tmp_path):
+    """At the server, the handshake's round trip is the SYN-ACK's way down and the client's
+    ACK's way up: the path's RTT plus a 60-byte SYN-ACK at the downlink's rate and a 52-byte
+    pure ACK at the uplink's (Linux acknowledges a SYN-ACK alone, before the request). With
+    the ACK riding on the 600-byte request, Monkey See read 150 ms more on this modem."""
+    scen = tmp_path / "dialup.toml"
+    scen.write_text(DIALUP)
+    out = tmp_path / "out"
+    r = run_cli("sim", scen, "-o", out, "-q")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("trace", "analyze", out / "pcap" / "server.pcap", "-o", tmp_path / "conns.parquet")
+    assert r.returncode == 0, r.stderr
+    row = pd.read_parquet(tmp_path / "conns.parquet").iloc[0]
+    expected_ms = 100 + 60 * 8 / 56_000 * 1e3 + 52 * 8 / 33_000 * 1e3
+    assert abs(row.min_rtt_ms - expected_ms) < 0.5, (row.min_rtt_ms, expected_ms)

@@ -181,7 +181,11 @@ pub struct TcpConfig {
     /// window (seen in the emulator: the client's second SYN 7-17 ms past the second, the
     /// server's timer not yet fired, and ten segments, not one). Off in `ns2`: one
     /// retransmission, by either end, means one segment (RFC 5681 §3.1) and no sample
-    /// (Karn), and the timers fire on time.
+    /// (Karn), and the timers fire on time. (4) The client acknowledges the SYN-ACK in a pure
+    /// ACK of its own, sent before the application's first write (`tcp_rcv_synsent_state_process`
+    /// calls `tcp_send_ack`); off, the ACK rides on that write's first segment, which at the
+    /// server delays the handshake's completion by the request's serialization (on a dial-up
+    /// uplink, 600 bytes are 150 ms, and Monkey See took the handshake's round trip for it).
     pub linux_handshake: bool,
     /// ns-2 mimicry, neither RFC 6298 nor Linux: restart the retransmission timer on every
     /// ACK while data is outstanding, duplicate ACKs included, as ns-2.35's `Agent/TCP/Linux`

@@ -144,3 +144,31 @@ fn an_ack_for_unsent_data_is_answered_and_ignored() {
     assert_eq!(s.flight_size(), 1000);
     assert_eq!(s.poll_transmit(at_ms(2)).map(|a| a.ack), Some(1));
 }
+
+/// The client's first segments after the SYN-ACK when its application writes `request`
+/// bytes the moment it is told it is connected: (length, flags) of each.
+fn after_syn_ack(cfg: TcpConfig, request: u64) -> Vec<(u32, Flags)> {
+    let t = Instant::ZERO;
+    let mut client = Endpoint::connect(cfg, t, 0);
+    let syn = client.poll_transmit(t).unwrap();
+    assert_eq!(syn.flags, Flags::SYN);
+    let syn_ack = Segment { seq: 7000, ack: 1, flags: Flags::SYN | Flags::ACK, wnd: WND, mss: Some(1460), sack_permitted: true, ..Default::default() };
+    client.handle_segment(at_ms(100), &syn_ack);
+    assert_eq!(client.poll_event(), Some(Event::Connected));
+    client.send(request);
+    std::iter::from_fn(|| client.poll_transmit(at_ms(100))).inspect(|s| assert_eq!(s.ack, 7001)).map(|s| (s.len, s.flags)).collect()
+}
+
+/// Linux acknowledges a SYN-ACK at once with a pure ACK and sends the request after it
+/// (`tcp_rcv_synsent_state_process` → `tcp_send_ack`; a kernel capture of any HTTP client
+/// shows SYN, SYN-ACK, ACK, then the request). Riding the ACK on the request instead delays
+/// the handshake's completion at the server by the request's serialization, which Monkey See
+/// reads as the path's round trip (150 ms too much on a dial-up uplink for 600 bytes).
+#[test]
+fn the_linux_client_acknowledges_the_syn_ack_alone_before_its_request() {
+    assert_eq!(after_syn_ack(TcpConfig::linux(), 600), vec![(0, Flags::ACK), (600, Flags::ACK)]);
+    // Nothing to send: the one pure ACK, as before.
+    assert_eq!(after_syn_ack(TcpConfig::linux(), 0), vec![(0, Flags::ACK)]);
+    // The simulator's own TCP (ns-2's agents have no handshake) keeps the piggybacked ACK.
+    assert_eq!(after_syn_ack(TcpConfig::ns2(), 600), vec![(600, Flags::ACK)]);
+}

@@ -65,6 +65,11 @@ impl Endpoint {
                     let ecn = self.ecn_requested && seg.flags.contains(Flags::ECE) && !seg.flags.contains(Flags::CWR);
                     self.establish(now, PeerSyn { mss: seg.mss, sack: seg.sack_permitted, timestamps: seg.timestamps, window_scale: seg.window_scale }, ecn, seg.ts_ecr);
                     self.ack_now = true;
+                    // Linux acknowledges the SYN-ACK at once, before waking the application
+                    // (`tcp_rcv_synsent_state_process` → `tcp_send_ack`; it delays the ACK to
+                    // carry data only for a writer already blocked in connect, defer-accept or
+                    // ping-pong mode). The client's first request follows in its own segment.
+                    self.handshake_ack_alone = self.cfg.linux_handshake;
                 }
                 return;
             }

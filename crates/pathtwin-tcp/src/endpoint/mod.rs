@@ -223,6 +223,9 @@ pub struct Endpoint {
     /// Linux's receive-window autotuning, once established (`TcpConfig::rcv_autotuning`).
     rcvwin: Option<RcvWindow>,
     ack_now: bool,
+    /// The ACK of a SYN-ACK, owed as a segment of its own (`linux_handshake`): sent before
+    /// any data the application wrote on being told it is connected.
+    handshake_ack_alone: bool,
     /// When in-order data is acknowledged (the delayed-ACK timer is its deadline).
     delack: DelayedAck,
     time_wait_at: Option<Instant>,
@@ -299,6 +302,7 @@ impl Endpoint {
             rx: Reassembly::new(0),
             rcvwin: None,
             ack_now: false,
+            handshake_ack_alone: false,
             delack: DelayedAck::default(),
             time_wait_at: None,
             rst_pending: None,

@@ -5,7 +5,8 @@
 //! as RFC 5681 §3.2 step 2, RFC 6582 step 5 and RFC 6298 (5.4) ask); a tail loss probe
 //! whose timer fired (RFC 8985 §7.3, also regardless of cwnd); a lost segment (rule 1); new
 //! data or our FIN (rule 2); during SACK recovery, an unSACKed segment below the highest
-//! SACK (rule 3); finally a pure ACK if one is owed.
+//! SACK (rule 3); finally a pure ACK if one is owed. A client of the `linux` profile sends the
+//! ACK of the SYN-ACK alone, ahead of any data (`TcpConfig::linux_handshake`).
 //!
 //! Pacing. When the controller has a pacing rate, every data or FIN transmission — forced
 //! retransmissions and probes included, as with Linux's internal pacing and the fq qdisc —
@@ -57,6 +58,7 @@ impl Endpoint {
         let mut seg = match self.state {
             State::Closed | State::Listen => None,
             State::SynSent | State::SynReceived => self.transmit_syn(now),
+            _ if std::mem::take(&mut self.handshake_ack_alone) => self.transmit_pure_ack(),
             _ => match self.transmit_data(now) {
                 Some(seg) => Some(seg),
                 None => {
