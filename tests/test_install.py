@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 pytestmark = [
+    pytest.mark.long,
     pytest.mark.skipif(os.environ.get("PATHTWIN_SKIP_INSTALL_TEST") == "1", reason="PATHTWIN_SKIP_INSTALL_TEST=1"),
     pytest.mark.skipif(shutil.which("cargo") is None or not (BIN / "maturin").exists() and shutil.which("maturin") is None,
                        reason="building the wheel needs cargo and maturin (make setup)"),
