@@ -41,13 +41,17 @@ test-rust: setup
 # processors (pytest-xdist); then those marked `serial` (real
 # traffic in real time: emulations, loopback, kernel relays) one at a time, with the machine
 # to themselves. Both phases run whatever the first gives; either failing fails the target.
-# Each lists its slowest tests at the end, so that a run's log says where its time went.
+# Each lists its slowest tests at the end, and both end with their time per test file
+# (scripts/test_times.py, from the JUnit XML each writes to out/), so that a run's log says
+# where its time went. In the parallel phase the tests marked `long` start first.
 PYTEST_WORKERS ?= auto
 test-python: build
 	$(PYTHON) -m mypy python/pathtwin
 	status=0; \
-	$(PYTHON) -m pytest -q -m "not serial" -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 || status=$$?; \
-	$(PYTHON) -m pytest -q -m serial --durations=25 || status=$$?; \
+	$(PYTHON) -m pytest -q -m "not serial" -n $(PYTEST_WORKERS) --dist loadgroup --durations=15 \
+		--junitxml=out/test-parallel.xml || status=$$?; \
+	$(PYTHON) -m pytest -q -m serial --durations=25 --junitxml=out/test-serial.xml || status=$$?; \
+	$(PYTHON) scripts/test_times.py out/test-parallel.xml out/test-serial.xml; \
 	exit $$status
 
 test: test-rust test-python

@@ -73,13 +73,19 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def require_emulator() -> None:
+    """The emulator's privileges (root and iproute2), for a fixture of a wider scope than the
+    tests' ``emulator`` (one measurement a module's tests share): ``unavailable`` without them."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        unavailable("the emulator needs root and iproute2")
+
+
 @pytest.fixture
 def emulator():
     """The emulator's privileges (root and iproute2). Without them a test is skipped on a
     developer's machine and fails under CI (``CI`` set, as `.ci/run` does), where a skip
     would pass unseen."""
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        unavailable("the emulator needs root and iproute2")
+    require_emulator()
 
 
 #: Marks a test that runs the emulator (see ``emulator``).
@@ -131,6 +137,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "serial: sends real traffic in real time (an emulation, loopback, a kernel "
                                        "relay): `make test` runs these one at a time, after the parallel phase, so "
                                        "that no other test's CPU load falls into what they measure")
+    config.addinivalue_line("markers", "long: a parallel-phase test of tens of seconds, which pytest-xdist's workers "
+                                       "start first (``pytest_collection_modifyitems``)")
 
 
 #: Marks a test that measures real traffic in real time (see ``pytest_configure``). Every
@@ -152,10 +160,20 @@ def capture_tools():
 needs_capture = pytest.mark.usefixtures("capture_tools")
 
 
+#: Marks a parallel-phase test that runs for tens of seconds (see ``pytest_configure``).
+long = pytest.mark.long
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "emulator" in getattr(item, "fixturenames", ()):
             item.add_marker(serial)
+    # Under pytest-xdist the workers take tests in collection order: the long ones go first,
+    # so that none starts last and finishes the phase alone while the other workers idle.
+    # (Not in one process: a module's tests split apart would set its module fixtures up
+    # twice.)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 def met_in_one_of(attempts: int, run, shortfalls):

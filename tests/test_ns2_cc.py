@@ -143,6 +143,7 @@ def outside(ci, band) -> bool:
     return not band[0] <= ci[0] <= ci[1] <= band[1]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("cc, flows", [("cubic", 2), ("bic", 2), ("cubic", 10), ("bic", 10)])
 def test_loss_based_flows_over_phase_draws(cc, flows):
     draws, duration = PHASE_RUNS[flows]
@@ -189,6 +190,7 @@ def spread_case(cc: str, flows: int):
     return r, rms_log(r.ratios()), ns_self
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("flows", [2, 10])
 def test_vegas_flows_sit_no_further_from_ns2_than_its_own_draws(flows):
     r, ours, ns_self = spread_case("vegas", flows)

@@ -18,7 +18,7 @@ from pathtwin.errors import PathtwinError
 from pathtwin.replay import Workload
 from pathtwin.cli.replay import parse_settings
 
-from conftest import needs_root
+from conftest import needs_root, require_emulator
 
 
 
@@ -38,6 +38,7 @@ def recorded(tmp_path_factory):
     with 60 a run missed it one time in a few."""
     from pathtwin.replay import run_emulated, synthetic
 
+    require_emulator()  # module-scoped: set up before the tests' own `emulator` check
     workload, classes = synthetic(150, seed=11, duration_s=15.0, lossy_share=0.0)
     run = run_emulated(workload, tmp_path_factory.mktemp("truth"))
     return workload, classes, run
