@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from pathtwin import trace
-from test_trace import T0, http_exchange, pcap, persistent_connection
+from test_trace import SIM_PROFILE, T0, http_exchange, pcap, persistent_connection
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 
 def read_back(path) -> pd.DataFrame:
@@ -70,6 +70,62 @@ def test_parquet_tables_read_back_as_the_api_frames(tmp_path, name):
     pd.testing.assert_frame_equal(read_back(only), trace.analyze(capture)[0], check_exact=True)
     assert f"{stats['frames']:,} frames" in r.stdout and f"{len(conns):,} connections" in r.stdout
     assert f"wrote {x_out}: {len(exchanges):,} exchanges" in r.stdout
+
+
+def test_the_bench_traffic_split_over_threads_reads_back_as_the_api_frames(tmp_path):
+    """The benchmark's own kind of capture (bench/trace/gen_capture.py: hundreds of
+    concurrent connections, retransmissions, headers only) through the command as the
+    benchmark runs it, its flows split over two threads, with every table it can write:
+    each must read back as the API's frame of the same capture analysed in one thread."""
+    capture = tmp_path / "bench.pcap"
+    subprocess.run([sys.executable, REPO / "bench/trace/gen_capture.py", capture, "--packets", "40000",
+                    "--concurrent", "60", "--seed", "3"], check=True)
+    outs = {name: tmp_path / f"{name}.parquet" for name in ("conns", "exchanges", "cross")}
+    r = run_cli("trace", "analyze", capture, "-o", outs["conns"], "--exchanges", outs["exchanges"],
+                "--cross-traffic", outs["cross"], "--threads", "2")
+    assert r.returncode == 0, r.stderr
+    conns, exchanges, stats = trace.workload(capture, threads=1)
+    _, bins, _ = trace.cross_traffic(capture, threads=1)
+    assert len(conns) > 100 and len(exchanges) >= len(conns)
+    assert (conns["retrans_packets_s2c"] > 0).any()
+    pd.testing.assert_frame_equal(read_back(outs["conns"]), conns, check_exact=True)
+    pd.testing.assert_frame_equal(read_back(outs["exchanges"]), exchanges, check_exact=True)
+    pd.testing.assert_frame_equal(read_back(outs["cross"]), bins, check_exact=True)
+    assert f"{stats['frames']:,} frames" in r.stdout and f"{len(conns):,} connections" in r.stdout
+
+
+def test_the_cross_traffic_table_reads_back_as_the_api_frame(tmp_path):
+    """A capture with a standing queue (a simulated transfer under stepping cross traffic,
+    where the benchmark's capture has none), split over two threads: its profile bins as
+    the command writes them equal the API's."""
+    from pathtwin.sim import simulate
+
+    simulate(SIM_PROFILE, out=tmp_path / "sim")
+    capture = tmp_path / "sim" / "pcap" / "server.pcap"
+    out = tmp_path / "ct.parquet"
+    r = run_cli("trace", "analyze", capture, "--cross-traffic", out, "--threads", "2")
+    assert r.returncode == 0, r.stderr
+    bins = trace.cross_traffic(capture, threads=1)[1]
+    assert len(bins) > 3 and bins["point"].any()
+    pd.testing.assert_frame_equal(read_back(out), bins, check_exact=True)
+    assert f"wrote {out}: {len(bins):,} bins of cross traffic over time" in r.stdout
+
+
+def test_a_capture_cut_inside_a_record_is_analysed_up_to_the_cut(tmp_path):
+    """A capture whose writer stopped mid-packet (a full disk, a killed tcpdump) is not an
+    error: its complete records are analysed, with one warning line. The expectation is the
+    API on the same capture written without the cut record."""
+    packets = http_exchange(T0, "198.51.100.7", 40001) + http_exchange(T0 + 1, "198.51.100.8", 40002)
+    whole, cut = tmp_path / "whole.pcap", tmp_path / "cut.pcap"
+    whole.write_bytes(pcap(packets[:-1]))
+    last = pcap(packets)[len(pcap(packets[:-1])):]
+    for keep in (7, 16 + 20):  # inside the last record's header; inside its packet
+        cut.write_bytes(whole.read_bytes() + last[:keep])
+        out = tmp_path / "conns.parquet"
+        r = run_cli("trace", "analyze", cut, "-o", out)
+        assert r.returncode == 0, r.stderr
+        assert "warning: the capture ends inside a record (last packet dropped)" in r.stdout
+        pd.testing.assert_frame_equal(read_back(out), trace.analyze(whole)[0], check_exact=True)
 
 
 def test_an_empty_table_keeps_its_columns(tmp_path):
