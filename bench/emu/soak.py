@@ -15,7 +15,10 @@ the short transfers completed. At the end: the lateness p99 of the last minute a
 first, memory and descriptor growth from the second minute to the last (the first holds
 start-up), and whether the run left any namespace, link or state directory behind, and how
 long writing the emulation's own result directory took (--result-dir, as a user's run writes
-it; --no-result-dir keeps the tables in memory only) and the process's memory after it.
+it; --no-result-dir keeps the tables in memory only), the process's memory after it, and its
+peak memory during the run and while the results were built (the high-water mark is reset
+when the traffic ends, so the second is the results' own); the tables' rows are counted from
+their files' footers, not read back.
 
 The run is held to the goals of a soak (issue #29): no release later than 50 ms in the whole
 run, resident memory growing under 0.5 MB a minute (the least-squares slope over the minutes

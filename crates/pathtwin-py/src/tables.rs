@@ -229,8 +229,8 @@ mod tests {
             goodput_bps: 1e6 * i as f64,
             delivered_bytes: 1000 * i as i64,
             retransmits: (i / 50) as i64,
-            // A value only in the last group: the column is text, not the Null type.
-            cc: (i + 10 >= n).then(|| "cubic".to_string()),
+            // Values only in a middle group: the column is text, not the Null type.
+            cc: (n / 2..n / 2 + 10).contains(&i).then(|| "cubic".to_string()),
             state: 1,
             ca_state: Some((i % 5) as u8),
             rto_retransmits: None,
@@ -251,7 +251,7 @@ mod tests {
     }
 
     /// A nullable table (`flow_series`' OPTIONAL columns) in groups smaller than it: a column
-    /// with a value only in the last group keeps its type, a column never valued is the Null
+    /// with values only in a middle group keeps its type, a column never valued is the Null
     /// type, as in the file the whole table makes; rows and NaNs (nulls) alike.
     #[test]
     fn a_nullable_table_written_in_groups_is_the_whole_tables_file() {
