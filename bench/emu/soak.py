@@ -15,7 +15,10 @@ the short transfers completed. At the end: the lateness p99 of the last minute a
 first, memory and descriptor growth from the second minute to the last (the first holds
 start-up), and whether the run left any namespace, link or state directory behind, and how
 long writing the emulation's own result directory took (--result-dir, as a user's run writes
-it; --no-result-dir keeps the tables in memory only) and the process's memory after it.
+it; --no-result-dir keeps the tables in memory only), the process's memory after it, and its
+peak memory during the run and while the results were built (the high-water mark is reset
+when the traffic ends, so the second is the results' own); the tables' rows are counted from
+their files' footers, not read back.
 
 The run is held to the goals of a soak (issue #29): no release later than 50 ms in the whole
 run, resident memory growing under 0.5 MB a minute (the least-squares slope over the minutes
@@ -131,6 +134,32 @@ def process_numbers() -> dict:
     field = {ln.split(":")[0]: ln.split(":")[1].strip() for ln in status if ":" in ln}
     return {"rss_mb": int(field["VmRSS"].split()[0]) / 1024, "fds": len(os.listdir("/proc/self/fd")),
             "threads": int(field["Threads"])}
+
+
+def reset_peak_rss() -> bool:
+    """Resets this process's resident-memory high-water mark (VmHWM, Linux >= 4.0), so that
+    ``peak_rss_mb()`` afterwards is the peak of what came since; False if the kernel refused."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mb() -> float:
+    """This process's resident-memory high-water mark (VmHWM) in MB."""
+    status = Path("/proc/self/status").read_text().splitlines()
+    return next(int(ln.split()[1]) for ln in status if ln.startswith("VmHWM:")) / 1024
+
+
+def table_rows(net: Emulation, name: str) -> int:
+    """Rows of result table ``name``: from its Parquet file's footer where the native side
+    wrote it (reading the table back would be a peak of the soak's own making), else in memory."""
+    if net.results is not None and name in net.results["written"]:
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(Path(net.out) / f"{name}.parquet").metadata.num_rows
+    return len(net.table(name))
 
 
 def steal_ms() -> float:
@@ -273,8 +302,12 @@ def main(argv=None) -> int:
             long_out, _ = iperf.communicate(timeout=120)
             short_out, _ = client.communicate(timeout=120)
             server.kill()
+            # From here the high-water mark is that of building and writing the results.
+            peak_during_run_mb = peak_rss_mb()
+            peak_reset = reset_peak_rss()
             ending = time.time()
         results_s = time.time() - ending
+        peak_results_mb = peak_rss_mb() if peak_reset else None
         after_results = process_numbers()
         left = leftovers(run_id)
     except PathtwinError as e:
@@ -287,9 +320,12 @@ def main(argv=None) -> int:
     short = json.loads(short_out.strip().splitlines()[-1]) if short_out.strip() else None
     report = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
               "minutes": minutes, "long_flows_bps": long_bps, "short_flows": short, "leftovers": left,
-              "packet_flows_rows": len(net.table("packet_flows")), "flow_series_rows": len(net.flow_series()),
+              "packet_flows_rows": table_rows(net, "packet_flows"), "flow_series_rows": table_rows(net, "flow_series"),
+              "queue_series_rows": table_rows(net, "queue_series"),
               "results_s": results_s, "rss_after_results_mb": after_results["rss_mb"],
-              # The high-water mark of the whole process, results included.
+              # The high-water marks: during the run, then while the results were built and
+              # written (None if the kernel cannot reset the mark), and of the whole process.
+              "peak_rss_run_mb": peak_during_run_mb, "peak_rss_results_mb": peak_results_mb,
               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     report["goals"] = goals(minutes, left)
     first, last = minutes[0], minutes[-1]
@@ -301,7 +337,8 @@ def main(argv=None) -> int:
         say(f"short flows: {short['completed']:,} completed, {short['failed']} failed, {short['bytes'] / 1e9:.2f} GB")
     say(f"results: {report['packet_flows_rows']:,} packet_flows rows (finished records spilled to a file during the "
         f"run), {report['flow_series_rows']:,} tcp_info samples (likewise), built in {report['results_s']:.1f} s after "
-        f"the run (resident memory then {report['rss_after_results_mb']:.0f} MB, peak {report['peak_rss_mb']:.0f} MB)")
+        f"the run (resident memory then {report['rss_after_results_mb']:.0f} MB; peak {report['peak_rss_run_mb']:.0f} MB "
+        f"during the run, {report['peak_rss_results_mb'] or float('nan'):.0f} MB building the results)")
     g = report["goals"]
     met = lambda goal: "met" if goal["met"] else "NOT met"
     rss = g["rss_slope_mb_per_min"]

@@ -250,9 +250,11 @@ class Emulation:
         _terminate(self._processes)
         _terminate(self._captures, grace=2.0)
         wall = time.perf_counter() - self._t0
-        # With a result directory the native side writes every table there (`flow_series`, a
-        # long run's largest, as Python objects cost gigabytes). If the directory cannot be
-        # made, the tables stay in `results` and `write_emu_results` reports the error.
+        # With a result directory the native side writes every table there, the long ones a
+        # row group at a time from the files the run spilled them to, and hands back only
+        # what it could not write (as Python objects a long run's tables cost gigabytes). If
+        # the directory cannot be made, the tables stay in `results` and `write_emu_results`
+        # reports the error.
         from .emu_results import emu_run_record, write_emu_results
         from .results import make_result_dir
 

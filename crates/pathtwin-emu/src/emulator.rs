@@ -34,8 +34,10 @@ use crate::monarch::{MonarchStats, Translator};
 use crate::real_target::RealTarget;
 use crate::lab::{pipe_net, HostInfo, Lab, PipePlan, DEVICE};
 use crate::lateness::Histogram;
+use crate::flow_records::PacketFlowsRows;
+use crate::long_tables::{LongTable, QueueSeriesRows, ResultTable};
 use crate::netns::{cleanup_stale, NetnsError, RunId};
-use crate::sampler::{FlowSeriesRow, SamplingStats, TcpSampler};
+use crate::sampler::{push_flow_series_row, FlowSeriesRow, SamplingStats, TcpSampler};
 use crate::workload::{self, Workload};
 
 /// Everything that can stop an emulation from starting or running.
@@ -271,13 +273,12 @@ impl From<&Histogram> for LatenessSummary {
 /// A finished emulation: its result tables and what `run.json` says of it.
 pub struct Results<'a> {
     /// With the workload `flows`; then `queues`, `queue_series`, `markers`, `packet_flows`,
-    /// `routes`, `timing` and, with `[[pipe]]`s, `pipes`; schemas in
-    /// `pathtwin_core::results`.
-    pub tables: Vec<(&'static str, Table)>,
-    /// The `flow_series` rows (every sending TCP socket of every host over time, from the
-    /// kernel's `tcp_info`, see [`crate::sampler`]): the table that grows with a run's length,
-    /// made a [`Table`] a part at a time by [`kernel_flow_series`].
-    pub flow_series: Vec<FlowSeriesRow>,
+    /// `routes`, `timing`, with `[[pipe]]`s `pipes`, and with `tcp_info` sampling
+    /// `flow_series` (every sending TCP socket of every host over time, see
+    /// [`crate::sampler`]); schemas in `pathtwin_core::results`. The tables that grow with
+    /// the run's length are [`ResultTable::Long`], read from their spill files a row group at
+    /// a time.
+    pub tables: Vec<(&'static str, ResultTable)>,
     pub run: RunFacts<'a>,
 }
 
@@ -315,42 +316,7 @@ pub struct TimingFacts {
 /// `rows` as a `flow_series` table ([`results::KERNEL_FLOW_SERIES`]).
 pub fn kernel_flow_series(rows: &[FlowSeriesRow]) -> Table {
     let mut t = Table::new(results::KERNEL_FLOW_SERIES);
-    let opt = |v: Option<i64>| v.map_or(Cell::Null, Cell::I);
-    let optf = |v: Option<f64>| v.map_or(Cell::Null, Cell::F);
-    for r in rows {
-        t.push(vec![
-            Cell::F(r.time_s),
-            Cell::I(r.flow.into()),
-            Cell::T(&r.label),
-            Cell::I(r.cwnd_bytes),
-            Cell::I(r.ssthresh_bytes),
-            Cell::F(r.srtt_ms),
-            Cell::F(r.goodput_bps),
-            Cell::I(r.delivered_bytes),
-            Cell::I(r.retransmits),
-            Cell::T(&r.src),
-            Cell::T(&r.dst),
-            Cell::I(r.src_port.into()),
-            Cell::I(r.dst_port.into()),
-            r.cc.as_deref().map_or(Cell::Null, Cell::T),
-            Cell::I(r.state.into()),
-            opt(r.ca_state.map(i64::from)),
-            opt(r.rto_retransmits.map(i64::from)),
-            optf(r.rttvar_ms),
-            optf(r.min_rtt_ms),
-            optf(r.rto_ms),
-            opt(r.mss.map(i64::from)),
-            opt(r.cwnd_segments.map(i64::from)),
-            opt(r.unacked_segments.map(i64::from)),
-            opt(r.lost_segments.map(i64::from)),
-            optf(r.delivery_rate_bps),
-            optf(r.pacing_rate_bps),
-            // Byte counters stay far below 2^63.
-            opt(r.bytes_sent.map(|b| b as i64)),
-            opt(r.bytes_retrans.map(|b| b as i64)),
-            opt(r.bytes_received.map(|b| b as i64)),
-        ]);
-    }
+    rows.iter().for_each(|r| push_flow_series_row(&mut t, r));
     t
 }
 
@@ -871,33 +837,38 @@ impl Emulator {
         }
     }
 
-    /// Brings every queue's placeholder state up to now and gathers the results.
+    /// Brings every queue's placeholder state up to now and gathers the results. The long
+    /// tables (`queue_series`, `packet_flows`, `flow_series`) take the records the run spilled
+    /// and are read when written ([`crate::long_tables`]): call it once, at the end of a run.
     pub fn results(&mut self) -> Results<'_> {
         let now = self.engine.now();
-        let samples = self.engine.queue_samples();
-        let packet_flows = self.packet_flows();
         let net = self.engine.network();
-        let names = self.lab.hosts();
-        let mut queue_series = Table::new(QUEUE_SERIES);
-        for s in samples {
-            results::push_queue_sample(&mut queue_series, &s, &net.element_info[s.element].name);
-        }
+        let element_names = net.element_info.iter().map(|e| e.name.clone()).collect();
+        let queue_series = QueueSeriesRows { samples: self.engine.take_queue_samples(), names: element_names };
+        let route_ends = self.engine.routes().iter().map(|r| (self.lab.hosts()[r.src].name.clone(), self.lab.hosts()[r.dst].name.clone())).collect();
+        let packet_flows = PacketFlowsRows { records: std::mem::take(&mut self.engine.flows), route_ends };
+        let net = self.engine.network();
         let mut tables = Vec::new();
         if let Some(w) = &self.workload {
-            tables.push(("flows", w.table()));
+            tables.push(("flows", ResultTable::Whole(w.table())));
         }
         tables.extend([
-            ("queues", results::queues(net, now)),
-            ("queue_series", queue_series),
-            ("markers", results::markers(net)),
-            ("packet_flows", packet_flows),
-            ("routes", self.route_table()),
-            ("timing", self.timing_table()),
+            ("queues", ResultTable::Whole(results::queues(net, now))),
+            ("queue_series", ResultTable::Long(LongTable::new("queue_series", QUEUE_SERIES, Box::new(queue_series)))),
+            ("markers", ResultTable::Whole(results::markers(net))),
+            ("packet_flows", ResultTable::Long(LongTable::new("packet_flows", PACKET_FLOWS, Box::new(packet_flows)))),
+            ("routes", ResultTable::Whole(self.route_table())),
+            ("timing", ResultTable::Whole(self.timing_table())),
         ]);
         if !net.pipes.is_empty() {
-            tables.push(("pipes", self.pipe_table()));
+            tables.push(("pipes", ResultTable::Whole(self.pipe_table())));
+        }
+        let known = self.workload.as_ref().map(Workload::known_flows).unwrap_or_default();
+        if let Some(s) = &self.sampler {
+            tables.push(("flow_series", ResultTable::Long(s.flow_series(known))));
         }
         let snap = self.snapshot();
+        let names = self.lab.hosts();
         let run = RunFacts {
             run_id: snap.run_id,
             config: &self.config,
@@ -918,37 +889,7 @@ impl Emulator {
             interrupted: self.workload_interrupted(),
             warnings: &self.warnings,
         };
-        let known = self.workload.as_ref().map(Workload::known_flows).unwrap_or_default();
-        Results { tables, flow_series: self.sampler.as_ref().map(|s| s.flow_series(&known)).unwrap_or_default(), run }
-    }
-
-    /// `packet_flows`: every record of a transport flow direction, in order of its first
-    /// packet (see [`crate::flow_records`]).
-    fn packet_flows(&mut self) -> Table {
-        let flows = self.engine.flows.all();
-        let names = self.lab.hosts();
-        let mut table = Table::new(PACKET_FLOWS);
-        for (t, c) in &flows {
-            let r = &self.engine.routes()[c.route as usize];
-            table.push(vec![
-                Cell::S(t.src.to_string()),
-                Cell::S(t.dst.to_string()),
-                Cell::I(t.proto.into()),
-                Cell::I(t.src_port.into()),
-                Cell::I(t.dst_port.into()),
-                Cell::T(&names[r.src].name),
-                Cell::T(&names[r.dst].name),
-                Cell::I(c.first_ns as i64),
-                Cell::I(c.last_ns as i64),
-                Cell::I(c.packets_in as i64),
-                Cell::I(c.bytes_in as i64),
-                Cell::I(c.payload_bytes_in as i64),
-                Cell::I(c.packets_out as i64),
-                Cell::I(c.bytes_out as i64),
-                Cell::I(c.payload_bytes_out as i64),
-            ]);
-        }
-        table
+        Results { tables, run }
     }
 
     /// `routes`: the routes between hosts (pipes have their own table).

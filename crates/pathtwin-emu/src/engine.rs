@@ -285,7 +285,7 @@ pub struct Engine<D> {
     /// The `packet_flows` records (finished ones spilled to a file as they finish).
     pub flows: FlowRecords,
     /// The queue series, spilled to a file off the loop's thread (read with
-    /// [`Engine::queue_samples`]): a long run's series would otherwise grow the process.
+    /// [`Engine::take_queue_samples`]): a long run's series would otherwise grow the process.
     samples: SpillThread<QueueSample>,
     next_sample: Instant,
     /// Whether the thread running the loop got its timer slack and scheduling policy (set on
@@ -899,9 +899,10 @@ impl<D: PacketIo> Engine<D> {
         self.driver.send(at, pkt, &mut self.io);
     }
 
-    /// Every queue sample taken so far, in order.
-    pub fn queue_samples(&mut self) -> Vec<QueueSample> {
-        self.samples.read_all()
+    /// The queue samples taken so far, to be read back in order: at the end of a run, for its
+    /// results (the engine keeps sampling into a new, empty series).
+    pub fn take_queue_samples(&mut self) -> SpillThread<QueueSample> {
+        std::mem::replace(&mut self.samples, SpillThread::new("pathtwin-queue-series"))
     }
 
     fn maybe_sample(&mut self, now: Instant) {
@@ -1147,7 +1148,7 @@ mod tests {
         assert_eq!((q.departures, q.drops), (14, 0));
         assert_eq!(e.route_counters[0].packets_out, 14);
         assert_eq!(e.route_counters[0].bytes_in, 20_000 + 14 * 40);
-        let flow = e.flows.all()[0].1;
+        let flow = e.flows.all().unwrap()[0].1;
         assert_eq!((flow.packets_in, flow.payload_bytes_in, flow.payload_bytes_out), (14, 20_000, 20_000));
         let sent = e.hosts[1].device.sent.borrow();
         assert_eq!(sent.len(), 1);

@@ -14,16 +14,33 @@
 //! [`IDLE_FINISH`] is longer than anything that still belongs to a finished TCP connection:
 //! Linux's `TCP_TIMEWAIT_LEN` (60 s, in which a lost final ACK brings the peer's FIN again)
 //! and `TCP_RTO_MAX` (120 s, the longest a retransmission waits).
+//!
+//! # In order, without holding them all
+//! The table lists records in order of first packet, but they finish in order of last
+//! packet. [`FlowRecords::for_each_in_order`] sorts them as an external sort does: runs of
+//! [`SORT_RUN`] records sorted in memory, each (when there is more than one) written to a
+//! spill file of its own, then merged; memory holds one run and one record per run, not the
+//! hour-long soak's 276 586 records (31 MB as records, several times that as a table).
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::IpAddr;
+
+use pathtwin_core::table::Cell;
 use pathtwin_core::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::long_tables::{Groups, Rows};
 use crate::packet::FiveTuple;
-use crate::spill::SpillThread;
+use crate::spill::{Spill, SpillThread};
 
 /// A record idle this long is finished (see the module doc).
 pub const IDLE_FINISH: Duration = Duration::from_secs(125);
+
+/// Records sorted in memory at a time when the records are put in order (see the module doc):
+/// 7 MB of them.
+pub const SORT_RUN: usize = 1 << 16;
 
 /// How often the live records are looked through for finished ones: an idle record leaves
 /// at most this late, and the look (one pass over the live map) stays rare.
@@ -116,14 +133,130 @@ impl FlowRecords {
         self.live.len()
     }
 
-    /// Every record, finished and live, in order of first packet (then of tuple, for a
-    /// stable order between records that began together).
-    pub fn all(&mut self) -> Vec<(FiveTuple, FlowCounters)> {
-        let mut all = self.finished.read_all();
-        all.extend(self.live.iter().map(|(t, c)| (*t, *c)));
-        all.sort_by_key(|(t, c)| (c.first_ns, t.src, t.dst, t.src_port, t.dst_port));
-        all
+    /// Every record, finished and live, in order (see [`FlowRecords::for_each_in_order`]), in
+    /// memory.
+    pub fn all(&mut self) -> Result<Vec<(FiveTuple, FlowCounters)>, String> {
+        let mut all = Vec::new();
+        self.for_each_in_order(|t, c| all.push((t, c)))?;
+        Ok(all)
     }
+
+    /// Calls `each` with every record, finished and live, in order of first packet (then of
+    /// tuple, for a stable order between records that began together), holding at most
+    /// [`SORT_RUN`] of them at a time (see the module doc).
+    pub fn for_each_in_order(&mut self, each: impl FnMut(FiveTuple, FlowCounters)) -> Result<(), String> {
+        self.for_each_in_order_by_runs(SORT_RUN, each)
+    }
+
+    fn for_each_in_order_by_runs(&mut self, run: usize, mut each: impl FnMut(FiveTuple, FlowCounters)) -> Result<(), String> {
+        let spilling = |e: std::io::Error| format!("sorting packet_flows records through a spill file: {e}");
+        let mut runs: Vec<Spill<Record>> = Vec::new();
+        let mut chunk: Vec<Record> = Vec::with_capacity(run.min(self.finished_len() + self.live.len()));
+        let mut failed: Option<String> = None;
+        // A full chunk, sorted, becomes a run on disk.
+        let end_run = |chunk: &mut Vec<Record>, runs: &mut Vec<Spill<Record>>| -> std::io::Result<()> {
+            chunk.sort_by_key(order);
+            let mut spill = Spill::new();
+            chunk.drain(..).try_for_each(|r| spill.push(&r))?;
+            runs.push(spill);
+            Ok(())
+        };
+        let read = self.finished.for_each(|r| {
+            chunk.push(r);
+            if chunk.len() >= run && failed.is_none() {
+                if let Err(e) = end_run(&mut chunk, &mut runs) {
+                    failed = Some(spilling(e));
+                }
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        read?;
+        for (t, c) in &self.live {
+            chunk.push((*t, *c));
+            if chunk.len() >= run {
+                end_run(&mut chunk, &mut runs).map_err(spilling)?;
+            }
+        }
+        chunk.sort_by_key(order);
+        if runs.is_empty() {
+            chunk.into_iter().for_each(|(t, c)| each(t, c));
+            return Ok(());
+        }
+        if !chunk.is_empty() {
+            end_run(&mut chunk, &mut runs).map_err(spilling)?;
+        }
+        drop(chunk);
+        // The merge: the least head of all runs next; equal keys by run, as a stable sort.
+        let mut readers = runs.iter_mut().map(Spill::reader).collect::<std::io::Result<Vec<_>>>().map_err(spilling)?;
+        let mut current: Vec<Option<Record>> = vec![None; readers.len()];
+        let mut heads = BinaryHeap::new();
+        for (i, r) in readers.iter_mut().enumerate() {
+            if let Some(first) = r.next().transpose().map_err(spilling)? {
+                heads.push(Reverse((order(&first), i)));
+                current[i] = Some(first);
+            }
+        }
+        while let Some(Reverse((_, i))) = heads.pop() {
+            let (t, c) = current[i].take().expect("a head has its record");
+            each(t, c);
+            if let Some(next) = readers[i].next().transpose().map_err(spilling)? {
+                heads.push(Reverse((order(&next), i)));
+                current[i] = Some(next);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records finished so far (spilled, or on their way).
+    fn finished_len(&self) -> usize {
+        self.finished.len()
+    }
+}
+
+/// `packet_flows`' rows ([`pathtwin_core::results::PACKET_FLOWS`]): every record, in order,
+/// a row group at a time ([`crate::long_tables`]).
+pub struct PacketFlowsRows {
+    pub records: FlowRecords,
+    /// Each route's source and destination host names, by route index.
+    pub route_ends: Vec<(String, String)>,
+}
+
+impl Rows for PacketFlowsRows {
+    fn rows(&mut self, groups: &mut Groups<'_>) -> Result<(), String> {
+        let ends = &self.route_ends;
+        self.records.for_each_in_order(|t, c| {
+            let (src, dst) = &ends[c.route as usize];
+            groups.row(|table| {
+                table.push(vec![
+                    Cell::S(t.src.to_string()),
+                    Cell::S(t.dst.to_string()),
+                    Cell::I(t.proto.into()),
+                    Cell::I(t.src_port.into()),
+                    Cell::I(t.dst_port.into()),
+                    Cell::T(src),
+                    Cell::T(dst),
+                    Cell::I(c.first_ns as i64),
+                    Cell::I(c.last_ns as i64),
+                    Cell::I(c.packets_in as i64),
+                    Cell::I(c.bytes_in as i64),
+                    Cell::I(c.payload_bytes_in as i64),
+                    Cell::I(c.packets_out as i64),
+                    Cell::I(c.bytes_out as i64),
+                    Cell::I(c.payload_bytes_out as i64),
+                ])
+            })
+        })
+    }
+}
+
+/// A record as it is kept and sorted.
+type Record = (FiveTuple, FlowCounters);
+
+/// The order of records in the table: first packet, then tuple.
+fn order((t, c): &Record) -> (u64, IpAddr, IpAddr, u16, u16) {
+    (c.first_ns, t.src, t.dst, t.src_port, t.dst_port)
 }
 
 #[cfg(test)]
@@ -150,7 +283,7 @@ mod tests {
         // At 126 s the first has been idle 125 s, the second 26 s.
         r.sweep(at_s(126) + Duration::from_nanos(1));
         assert_eq!(r.live(), 1);
-        let all = r.all();
+        let all = r.all().unwrap();
         assert_eq!(all.iter().map(|(t, _)| t.src_port).collect::<Vec<_>>(), [1000, 1001]);
         let first = all[0].1;
         assert_eq!((first.packets_in, first.bytes_in, first.packets_out, first.payload_bytes_out), (3, 3000, 1, 960));
@@ -163,8 +296,8 @@ mod tests {
             r.count_in(0, tuple(1000), at_s(s), 1, 100, 40);
             r.sweep(at_s(s + 1));
         }
-        assert_eq!((r.live(), r.all().len()), (1, 1));
-        assert_eq!(r.all()[0].1.packets_in, 6);
+        assert_eq!((r.live(), r.all().unwrap().len()), (1, 1));
+        assert_eq!(r.all().unwrap()[0].1.packets_in, 6);
     }
 
     #[test]
@@ -173,10 +306,33 @@ mod tests {
         r.count_in(0, tuple(1000), at_s(0), 1, 100, 40);
         r.sweep(at_s(200));
         r.count_in(0, tuple(1000), at_s(300), 2, 200, 80);
-        let all = r.all();
+        let all = r.all().unwrap();
         assert_eq!(all.len(), 2);
         assert_eq!((all[0].1.first_ns, all[0].1.packets_in), (0, 1));
         assert_eq!((all[1].1.first_ns, all[1].1.packets_in), (300_000_000_000, 2));
+    }
+
+    /// Records finished out of order of first packet (long ones late), many runs of them:
+    /// the merged order is a plain sort's, every record once.
+    #[test]
+    fn records_come_in_order_of_first_packet_through_many_sorted_runs() {
+        let mut r = FlowRecords::default();
+        let mut want = Vec::new();
+        // Flow i starts at i s; every third lasts 400 s, the others 1 s.
+        for i in 0..2000u64 {
+            let port = (i % 60_000) as u16;
+            let last = if i % 3 == 0 { i + 400 } else { i + 1 };
+            r.count_in(i as u32, tuple(port), at_s(i), 1, 100, 40);
+            r.count_in(i as u32, tuple(port), at_s(last), 1, 100, 40);
+            r.sweep(at_s(i));
+            want.push((i * 1_000_000_000, port));
+        }
+        assert!(r.finished_len() > 1000 && r.live() > 100, "records both finished and live: {} {}", r.finished_len(), r.live());
+        for run in [7, 1000, usize::MAX] {
+            let mut got = Vec::new();
+            r.for_each_in_order_by_runs(run, |t, c| got.push((c.first_ns, t.src_port))).unwrap();
+            assert_eq!(got, want, "runs of {run}");
+        }
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! release loop), [`tcpinfo`] (the `sock_diag` wire format and `struct tcp_info`),
 //! [`sampler`] (the thread sampling every host's TCP sockets into `flow_series`),
 //! [`spill`] (time series written to an unlinked file as they come, so that a long run's
-//! memory stays flat), [`monarch`] (Monarch's probe translation, sans-IO), [`real_target`] (Monarch's probes to a host outside the emulation, through the machine's own stack), [`workload`] (the
+//! memory stays flat), [`long_tables`] (the tables that grow with a run's length, read back
+//! from those files a row group at a time), [`monarch`] (Monarch's probe translation, sans-IO), [`real_target`] (Monarch's probes to a host outside the emulation, through the machine's own stack), [`workload`] (the
 //! config's `[[flow]]` workload as kernel TCP between the hosts, written as the simulator's
 //! `flows` table), [`emulator`] (config → hosts → loop → results). Python
 //! (`pathtwin.emulation`) owns processes, captures and result files.
@@ -71,6 +72,7 @@ pub mod flow_records;
 pub mod gso;
 pub mod lab;
 pub mod lateness;
+pub mod long_tables;
 pub mod monarch;
 pub mod netns;
 pub mod packet;

@@ -59,11 +59,14 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use pathtwin_core::results::KERNEL_FLOW_SERIES;
+use pathtwin_core::table::{Cell, Table};
 use pathtwin_core::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{mono_ns, RealClock};
 use crate::lab::Lab;
+use crate::long_tables::{Groups, LongTable, Rows};
 use crate::netns::NetnsError;
 use crate::spill::Spill;
 use crate::tcpinfo::{
@@ -150,6 +153,44 @@ pub struct FlowSeriesRow {
     pub bytes_received: Option<u64>,
 }
 
+/// Appends `r` to a `flow_series` table ([`pathtwin_core::results::KERNEL_FLOW_SERIES`]).
+pub fn push_flow_series_row(t: &mut Table, r: &FlowSeriesRow) {
+    let opt = |v: Option<i64>| v.map_or(Cell::Null, Cell::I);
+    let optf = |v: Option<f64>| v.map_or(Cell::Null, Cell::F);
+    t.push(vec![
+        Cell::F(r.time_s),
+        Cell::I(r.flow.into()),
+        Cell::T(&r.label),
+        Cell::I(r.cwnd_bytes),
+        Cell::I(r.ssthresh_bytes),
+        Cell::F(r.srtt_ms),
+        Cell::F(r.goodput_bps),
+        Cell::I(r.delivered_bytes),
+        Cell::I(r.retransmits),
+        Cell::T(&r.src),
+        Cell::T(&r.dst),
+        Cell::I(r.src_port.into()),
+        Cell::I(r.dst_port.into()),
+        r.cc.as_deref().map_or(Cell::Null, Cell::T),
+        Cell::I(r.state.into()),
+        opt(r.ca_state.map(i64::from)),
+        opt(r.rto_retransmits.map(i64::from)),
+        optf(r.rttvar_ms),
+        optf(r.min_rtt_ms),
+        optf(r.rto_ms),
+        opt(r.mss.map(i64::from)),
+        opt(r.cwnd_segments.map(i64::from)),
+        opt(r.unacked_segments.map(i64::from)),
+        opt(r.lost_segments.map(i64::from)),
+        optf(r.delivery_rate_bps),
+        optf(r.pacing_rate_bps),
+        // Byte counters stay far below 2^63.
+        opt(r.bytes_sent.map(|b| b as i64)),
+        opt(r.bytes_retrans.map(|b| b as i64)),
+        opt(r.bytes_received.map(|b| b as i64)),
+    ]);
+}
+
 /// [`Instant`] as its nanoseconds, for spilling.
 mod instant_ns {
     use pathtwin_core::time::Instant;
@@ -190,101 +231,133 @@ pub fn flow_series(samples: &[RawSample], names: &[String], interval: Duration, 
         samples.iter().enumerate().for_each(|(i, s)| each(i, s));
         Ok(())
     };
-    flow_series_in_passes(&mut pass, names, interval, known).expect("samples in memory cannot fail to read")
+    let labels = FlowLabels::find(&mut pass, names, known).expect("samples in memory cannot fail to read");
+    let mut rows = Vec::new();
+    labels.rows(&mut pass, names, interval, &mut |r| rows.push(r)).expect("samples in memory cannot fail to read");
+    rows
 }
 
 /// Hands every sample over (index, sample) in time order, once per call.
 type SamplePass<'a> = dyn FnMut(&mut dyn FnMut(usize, &RawSample)) -> io::Result<()> + 'a;
 
-/// [`flow_series`] over samples that `pass` hands over (index, sample), in time order, once
-/// per call: twice, the first to find each flow's start and label, the second for the rows.
-fn flow_series_in_passes(
-    pass: &mut SamplePass<'_>,
-    names: &[String],
-    interval: Duration,
-    known: &KnownFlows,
-) -> io::Result<Vec<FlowSeriesRow>> {
-    // A flow starts at its socket's first sending sample and keeps every later one.
-    let mut first_seen: BTreeMap<SocketKey, usize> = BTreeMap::new();
-    pass(&mut |i, s| {
-        if is_sending(s) {
-            first_seen.entry(s.key).or_insert(i);
+/// Which sockets are flows, from which sample on, and their numbers and labels: what a
+/// first pass over the samples finds (see the module doc), before a second makes the rows.
+struct FlowLabels {
+    /// A flow starts at its socket's first sending sample and keeps every later one.
+    first_seen: BTreeMap<SocketKey, usize>,
+    labels: BTreeMap<SocketKey, (u32, String)>,
+}
+
+impl FlowLabels {
+    fn find(pass: &mut SamplePass<'_>, names: &[String], known: &KnownFlows) -> io::Result<FlowLabels> {
+        let mut first_seen: BTreeMap<SocketKey, usize> = BTreeMap::new();
+        pass(&mut |i, s| {
+            if is_sending(s) {
+                first_seen.entry(s.key).or_insert(i);
+            }
+        })?;
+        let mut order: Vec<(usize, SocketKey)> = first_seen.iter().filter(|(k, _)| !known.contains_key(k)).map(|(k, i)| (*i, *k)).collect();
+        order.sort();
+        let mut per_pair: BTreeMap<(usize, usize), u32> = BTreeMap::new();
+        for (_, k) in &order {
+            *per_pair.entry((k.host, k.peer)).or_default() += 1;
         }
-    })?;
-    let mut order: Vec<(usize, SocketKey)> = first_seen.iter().filter(|(k, _)| !known.contains_key(k)).map(|(k, i)| (*i, *k)).collect();
-    order.sort();
-    let mut per_pair: BTreeMap<(usize, usize), u32> = BTreeMap::new();
-    for (_, k) in &order {
-        *per_pair.entry((k.host, k.peer)).or_default() += 1;
+        let first_free = known.values().map(|(n, _)| n + 1).max().unwrap_or(0);
+        let mut labels: BTreeMap<SocketKey, (u32, String)> = order
+            .iter()
+            .enumerate()
+            .map(|(n, (_, k))| {
+                let (a, b) = (&names[k.host], &names[k.peer]);
+                let label = if per_pair[&(k.host, k.peer)] == 1 {
+                    format!("{a}->{b}")
+                } else {
+                    format!("{a}:{}->{b}:{}", k.local_port, k.remote_port)
+                };
+                (*k, (first_free + n as u32, label))
+            })
+            .collect();
+        labels.extend(known.iter().filter(|(k, _)| first_seen.contains_key(k)).map(|(k, v)| (*k, v.clone())));
+        Ok(FlowLabels { first_seen, labels })
     }
-    let first_free = known.values().map(|(n, _)| n + 1).max().unwrap_or(0);
-    let mut labels: BTreeMap<SocketKey, (u32, String)> = order
-        .iter()
-        .enumerate()
-        .map(|(n, (_, k))| {
-            let (a, b) = (&names[k.host], &names[k.peer]);
-            let label = if per_pair[&(k.host, k.peer)] == 1 {
-                format!("{a}->{b}")
-            } else {
-                format!("{a}:{}->{b}:{}", k.local_port, k.remote_port)
+
+    /// The second pass: hands `each` every row, in order.
+    fn rows(&self, pass: &mut SamplePass<'_>, names: &[String], interval: Duration, each: &mut dyn FnMut(FlowSeriesRow)) -> io::Result<()> {
+        let mut last: BTreeMap<SocketKey, (Instant, u64)> = BTreeMap::new();
+        pass(&mut |i, s| {
+            let Some((flow, label)) = self.labels.get(&s.key) else { return };
+            if i < self.first_seen[&s.key] {
+                return;
+            }
+            let info = &s.info;
+            let mss = info.snd_mss.unwrap_or(0) as i64;
+            let delivered = delivered_bytes(info);
+            // The first row of a flow counts from zero one interval earlier, as the simulator's.
+            let (t0, d0) = last.get(&s.key).copied().unwrap_or((Instant::from_nanos(s.t.as_nanos().saturating_sub(interval.as_nanos())), 0));
+            let dt = s.t.saturating_since(t0).as_secs_f64();
+            let goodput = if dt > 0.0 { delivered.saturating_sub(d0) as f64 * 8.0 / dt } else { f64::NAN };
+            last.insert(s.key, (s.t, delivered));
+            let ssthresh = match info.snd_ssthresh {
+                Some(x) if x < INFINITE_SSTHRESH => x as i64 * mss,
+                _ => i64::MAX,
             };
-            (*k, (first_free + n as u32, label))
+            let ms = |us: Option<u32>| us.map(|u| u as f64 / 1000.0);
+            each(FlowSeriesRow {
+                time_s: s.t.as_secs_f64(),
+                flow: *flow,
+                label: label.clone(),
+                src: names[s.key.host].clone(),
+                dst: names[s.key.peer].clone(),
+                src_port: s.key.local_port,
+                dst_port: s.key.remote_port,
+                cwnd_bytes: info.snd_cwnd.unwrap_or(0) as i64 * mss,
+                ssthresh_bytes: ssthresh,
+                srtt_ms: ms(info.rtt_us).unwrap_or(f64::NAN),
+                goodput_bps: goodput,
+                delivered_bytes: delivered as i64,
+                retransmits: info.total_retrans.unwrap_or(0) as i64,
+                cc: s.cc.clone(),
+                state: info.state.unwrap_or(0),
+                ca_state: info.ca_state,
+                rto_retransmits: info.retransmits,
+                rttvar_ms: ms(info.rttvar_us),
+                min_rtt_ms: ms(info.min_rtt_us),
+                rto_ms: ms(info.rto_us),
+                mss: info.snd_mss,
+                cwnd_segments: info.snd_cwnd,
+                unacked_segments: info.unacked,
+                lost_segments: info.lost,
+                delivery_rate_bps: info.delivery_rate.map(|r| r as f64 * 8.0),
+                pacing_rate_bps: info.pacing_rate.filter(|&r| r != u64::MAX).map(|r| r as f64 * 8.0),
+                bytes_sent: info.bytes_sent,
+                bytes_retrans: info.bytes_retrans,
+                bytes_received: info.bytes_received,
+            });
         })
-        .collect();
-    labels.extend(known.iter().filter(|(k, _)| first_seen.contains_key(k)).map(|(k, v)| (*k, v.clone())));
-    let mut last: BTreeMap<SocketKey, (Instant, u64)> = BTreeMap::new();
-    let mut rows = Vec::new();
-    pass(&mut |i, s| {
-        let Some((flow, label)) = labels.get(&s.key) else { return };
-        if i < first_seen[&s.key] {
-            return;
+    }
+}
+
+/// `flow_series`' rows read from the sampler's spill file, a row group at a time
+/// ([`crate::long_tables`]); the numbers and labels are found on the first reading.
+pub struct FlowSeriesRows {
+    shared: Arc<Mutex<Shared>>,
+    names: Vec<String>,
+    interval: Duration,
+    known: KnownFlows,
+    labels: Option<FlowLabels>,
+}
+
+impl Rows for FlowSeriesRows {
+    fn rows(&mut self, groups: &mut Groups<'_>) -> Result<(), String> {
+        let mut shared = self.shared.lock().expect("sampler lock");
+        let samples = &mut shared.samples;
+        let mut pass = |each: &mut dyn FnMut(usize, &RawSample)| samples.for_each(|i, s| each(i, &s));
+        let read_back = |e: io::Error| format!("reading the spilled TCP_INFO samples back: {e}");
+        if self.labels.is_none() {
+            self.labels = Some(FlowLabels::find(&mut pass, &self.names, &self.known).map_err(read_back)?);
         }
-        let info = &s.info;
-        let mss = info.snd_mss.unwrap_or(0) as i64;
-        let delivered = delivered_bytes(info);
-        // The first row of a flow counts from zero one interval earlier, as the simulator's.
-        let (t0, d0) = last.get(&s.key).copied().unwrap_or((Instant::from_nanos(s.t.as_nanos().saturating_sub(interval.as_nanos())), 0));
-        let dt = s.t.saturating_since(t0).as_secs_f64();
-        let goodput = if dt > 0.0 { delivered.saturating_sub(d0) as f64 * 8.0 / dt } else { f64::NAN };
-        last.insert(s.key, (s.t, delivered));
-        let ssthresh = match info.snd_ssthresh {
-            Some(x) if x < INFINITE_SSTHRESH => x as i64 * mss,
-            _ => i64::MAX,
-        };
-        let ms = |us: Option<u32>| us.map(|u| u as f64 / 1000.0);
-        rows.push(FlowSeriesRow {
-            time_s: s.t.as_secs_f64(),
-            flow: *flow,
-            label: label.clone(),
-            src: names[s.key.host].clone(),
-            dst: names[s.key.peer].clone(),
-            src_port: s.key.local_port,
-            dst_port: s.key.remote_port,
-            cwnd_bytes: info.snd_cwnd.unwrap_or(0) as i64 * mss,
-            ssthresh_bytes: ssthresh,
-            srtt_ms: ms(info.rtt_us).unwrap_or(f64::NAN),
-            goodput_bps: goodput,
-            delivered_bytes: delivered as i64,
-            retransmits: info.total_retrans.unwrap_or(0) as i64,
-            cc: s.cc.clone(),
-            state: info.state.unwrap_or(0),
-            ca_state: info.ca_state,
-            rto_retransmits: info.retransmits,
-            rttvar_ms: ms(info.rttvar_us),
-            min_rtt_ms: ms(info.min_rtt_us),
-            rto_ms: ms(info.rto_us),
-            mss: info.snd_mss,
-            cwnd_segments: info.snd_cwnd,
-            unacked_segments: info.unacked,
-            lost_segments: info.lost,
-            delivery_rate_bps: info.delivery_rate.map(|r| r as f64 * 8.0),
-            pacing_rate_bps: info.pacing_rate.filter(|&r| r != u64::MAX).map(|r| r as f64 * 8.0),
-            bytes_sent: info.bytes_sent,
-            bytes_retrans: info.bytes_retrans,
-            bytes_received: info.bytes_received,
-        });
-    })?;
-    Ok(rows)
+        let labels = self.labels.as_ref().expect("found above");
+        labels.rows(&mut pass, &self.names, self.interval, &mut |r| groups.row(|t| push_flow_series_row(t, &r))).map_err(read_back)
+    }
 }
 
 /// The `NETLINK_SOCK_DIAG` sockets of one host's namespace: one for dumps, and one that
@@ -485,19 +558,12 @@ impl TcpSampler {
         }
     }
 
-    /// The `flow_series` rows of everything sampled so far (read back from the spill file);
-    /// `known` names the workload's sockets.
-    pub fn flow_series(&self, known: &KnownFlows) -> Vec<FlowSeriesRow> {
-        let mut shared = self.shared.lock().expect("sampler lock");
-        let Shared { samples, spill_error, .. } = &mut *shared;
-        let mut pass = |each: &mut dyn FnMut(usize, &RawSample)| samples.for_each(|i, s| each(i, &s));
-        match flow_series_in_passes(&mut pass, &self.names, self.interval, known) {
-            Ok(rows) => rows,
-            Err(e) => {
-                spill_error.get_or_insert(format!("reading the spilled TCP_INFO samples back: {e}; flow_series is empty"));
-                Vec::new()
-            }
-        }
+    /// The `flow_series` table of everything sampled, read from the spill file when asked
+    /// (call after [`TcpSampler::stop`]); `known` names the workload's sockets. It keeps the
+    /// samples after the sampler is dropped.
+    pub fn flow_series(&self, known: KnownFlows) -> LongTable {
+        let rows = FlowSeriesRows { shared: self.shared.clone(), names: self.names.clone(), interval: self.interval, known, labels: None };
+        LongTable::new("flow_series", KERNEL_FLOW_SERIES, Box::new(rows))
     }
 
     pub fn stats(&self) -> SamplingStats {
@@ -658,6 +724,7 @@ impl Sampling {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::long_tables::columns_as_text;
     use std::net::Ipv4Addr;
 
     fn key(host: usize, peer: usize, lp: u16, rp: u16) -> SocketKey {
@@ -740,12 +807,25 @@ mod tests {
         for s in &samples {
             spill.push(s).unwrap();
         }
-        let mut pass = |each: &mut dyn FnMut(usize, &RawSample)| spill.for_each(|i, s| each(i, &s));
-        let spilled = flow_series_in_passes(&mut pass, &names, Duration::from_millis(100), &KnownFlows::new()).unwrap();
+        assert!(spill.on_disk());
+        let shared = Arc::new(Mutex::new(Shared { samples: spill, ..Shared::default() }));
+        let rows = FlowSeriesRows { shared, names: names.clone(), interval: Duration::from_millis(100), known: KnownFlows::new(), labels: None };
+        let mut spilled = LongTable::new("flow_series", KERNEL_FLOW_SERIES, Box::new(rows));
         let in_memory = flow_series(&samples, &names, Duration::from_millis(100), &KnownFlows::new());
         // The first sample has acknowledged only the SYN: not a flow yet.
         assert_eq!(in_memory.len(), 499);
-        assert_eq!(spilled, in_memory);
+        let whole = [crate::emulator::kernel_flow_series(&in_memory)];
+        // In groups smaller than the table (twice: the Parquet writer reads it twice), and whole.
+        for _ in 0..2 {
+            let mut groups = Vec::new();
+            let handed = spilled.for_each_group(64, &mut |t| {
+                groups.push(t);
+                Ok(())
+            });
+            assert_eq!((handed, groups.iter().map(Table::rows).max()), (Ok(8), Some(64)));
+            assert_eq!(columns_as_text(&groups), columns_as_text(&whole));
+        }
+        assert_eq!(columns_as_text(&[spilled.to_table().unwrap()]), columns_as_text(&whole));
     }
 
     #[test]

@@ -61,7 +61,8 @@ fn a_workload_runs_to_its_end_and_reports_every_connection() {
     assert!(!emu.workload_interrupted());
     let results = emu.results();
     assert!(results.run.workload && !results.run.interrupted);
-    let flows = &results.tables.iter().find(|(n, _)| *n == "flows").expect("a flows table").1;
+    let tables: Vec<(&str, pathtwin_core::table::Table)> = results.tables.into_iter().map(|(n, t)| (n, t.into_table().unwrap())).collect();
+    let flows = &tables.iter().find(|(n, _)| *n == "flows").expect("a flows table").1;
     assert_eq!(flows.rows(), 3);
     let ints = |c: &str| match flows.column(c) {
         Some(pathtwin_core::table::Column::I64(v)) => v.clone(),
@@ -79,7 +80,9 @@ fn a_workload_runs_to_its_end_and_reports_every_connection() {
     }
     let mean = floats("response_time_mean_s")[2];
     assert!((0.030..0.060).contains(&mean), "response time {mean}");
-    let labels: Vec<&str> = results.flow_series.iter().map(|r| r.label.as_str()).collect();
+    let flow_series = tables.iter().find(|(n, _)| *n == "flow_series").expect("a flow_series table");
+    let Some(pathtwin_core::table::Column::Category(labels)) = flow_series.1.column("label") else { panic!("no label column") };
+    let labels: Vec<&str> = labels.iter().collect();
     for l in ["a->b#0", "a->b#1", "web"] {
         assert!(labels.contains(&l), "{l} not in the flow_series labels {labels:?}");
     }

@@ -17,11 +17,11 @@ use std::thread::JoinHandle;
 use pathtwin_core::config::Config;
 use pathtwin_core::time::Duration;
 use pathtwin_core::table::Table;
-use pathtwin_emu::emulator::{kernel_flow_series, LatenessSummary};
+use pathtwin_emu::emulator::LatenessSummary;
 use pathtwin_emu::lab::write_state_file;
 use pathtwin_emu::lateness::Histogram;
 use pathtwin_emu::netns::{cleanup_stale, live_runs, RunId};
-use pathtwin_emu::sampler::FlowSeriesRow;
+use pathtwin_emu::long_tables::ResultTable;
 use pathtwin_emu::emulator::Prepared;
 use pathtwin_emu::{Emulator, EmulatorOptions};
 
@@ -41,12 +41,11 @@ fn pathtwin_error(py: Python<'_>, msg: impl std::fmt::Display) -> PyErr {
     }
 }
 
-/// What the loop thread hands back when the run ends: `run.json`'s facts as JSON text, the
-/// result tables, and the `flow_series` rows.
+/// What the loop thread hands back when the run ends: `run.json`'s facts as JSON text and
+/// the result tables (the long ones still in the files the run spilled them to).
 struct Finished {
     run: String,
-    tables: Vec<(&'static str, Table)>,
-    flow_series: Vec<FlowSeriesRow>,
+    tables: Vec<(&'static str, ResultTable)>,
 }
 
 struct Running {
@@ -211,10 +210,13 @@ impl EmuRun {
     /// (the tables written) and `warnings`.
     ///
     /// With `out_dir` (an existing directory) every table is written there as
-    /// `<table>.parquet`. `flow_series` (every TCP socket every sample interval: the one
-    /// table that grows with a run's length) is then left out of `tables`: an hour's
-    /// 600 000 rows cost 900 MB as Python objects. A table that cannot be written comes back
-    /// in `tables`, with a warning, so nothing measured is lost.
+    /// `<table>.parquet`, and the tables written are left out of `tables` (Python reads them
+    /// from their files when asked): as Python objects the hour-long soak's 585 563
+    /// `flow_series` rows and 276 586 `packet_flows` rows cost hundreds of MB. The tables that
+    /// grow with a run's length (`flow_series`, `queue_series`, `packet_flows`) are written
+    /// from the files the run spilled them to, a row group of
+    /// [`tables::LONG_TABLE_GROUP_ROWS`] rows at a time, never whole. A table that cannot be
+    /// written comes back in `tables`, with a warning, so nothing measured is lost.
     #[pyo3(signature = (out_dir = None))]
     fn stop<'py>(&mut self, py: Python<'py>, out_dir: Option<std::path::PathBuf>) -> PyResult<Bound<'py, PyDict>> {
         // A held run stopped before `go()` still ends with its (empty) results, and starts
@@ -234,28 +236,44 @@ impl EmuRun {
         };
         let mut written: Vec<&str> = Vec::new();
         let mut warnings: Vec<String> = Vec::new();
-        if let Some(dir) = &out_dir {
-            py.allow_threads(|| {
-                for (name, t) in &finished.tables {
-                    match tables::write(&dir.join(format!("{name}.parquet")), t) {
-                        Ok(()) => written.push(name),
-                        Err(why) => warnings.push(why),
+        let mut kept: Vec<(&str, ResultTable)> = Vec::new();
+        py.allow_threads(|| {
+            for (name, mut t) in finished.tables {
+                let Some(dir) = &out_dir else {
+                    kept.push((name, t));
+                    continue;
+                };
+                let path = dir.join(format!("{name}.parquet"));
+                let done = match &mut t {
+                    ResultTable::Whole(whole) => tables::write(&path, whole),
+                    ResultTable::Long(long) => tables::write_long(&path, long, tables::LONG_TABLE_GROUP_ROWS).map(|_| ()),
+                };
+                match done {
+                    Ok(()) => written.push(name),
+                    Err(why) => {
+                        warnings.push(why);
+                        kept.push((name, t));
                     }
                 }
-                match write_flow_series(&dir.join("flow_series.parquet"), &finished.flow_series) {
-                    Ok(()) => written.push("flow_series"),
-                    Err(why) => warnings.push(why),
-                }
-            });
-        }
+            }
+        });
         let out = PyDict::new(py);
         out.set_item("run", py.import("json")?.call_method1("loads", (&finished.run,))?)?;
         let by_name = PyDict::new(py);
-        for (name, t) in &finished.tables {
-            by_name.set_item(name, tables::to_dict(py, t)?)?;
-        }
-        if !written.contains(&"flow_series") {
-            by_name.set_item("flow_series", tables::to_dict(py, &kernel_flow_series(&finished.flow_series))?)?;
+        for (name, t) in kept {
+            let schema = match &t {
+                ResultTable::Long(l) => Some(l.schema),
+                ResultTable::Whole(_) => None,
+            };
+            let table = match py.allow_threads(|| t.into_table()) {
+                Ok(table) => table,
+                Err(why) => {
+                    // The spill file could not be read back: the table's columns, without rows.
+                    warnings.push(why);
+                    Table::new(schema.expect("only a long table is read back"))
+                }
+            };
+            by_name.set_item(name, tables::to_dict(py, &table)?)?;
         }
         out.set_item("tables", by_name)?;
         out.set_item("written", written)?;
@@ -318,21 +336,11 @@ fn loop_thread(mut emu: Emulator, stop: &AtomicBool, snapshot: &Mutex<String>, l
     let outcome = outcome.and_then(|()| {
         let results = emu.results();
         let run = serde_json::to_string(&results.run).map_err(|e| e.to_string())?;
-        Ok(Finished { run, tables: results.tables, flow_series: results.flow_series })
+        Ok(Finished { run, tables: results.tables })
     });
     // `emu` drops here: devices close, namespaces and the state directory are removed.
     drop(emu);
     outcome
-}
-
-/// Rows per row group of `flow_series.parquet`: the columns of one group are built at a time
-/// (a few MB), where the whole table's would be hundreds after an hour.
-const FLOW_SERIES_GROUP_ROWS: usize = 65_536;
-
-/// Writes `rows` as the `flow_series` Parquet file, a row group at a time.
-fn write_flow_series(path: &std::path::Path, rows: &[FlowSeriesRow]) -> Result<(), String> {
-    let groups = rows.len().div_ceil(FLOW_SERIES_GROUP_ROWS);
-    tables::write_groups(path, groups, &|g| kernel_flow_series(&rows[g * FLOW_SERIES_GROUP_ROWS..((g + 1) * FLOW_SERIES_GROUP_ROWS).min(rows.len())]))
 }
 
 /// Removes namespaces and state of runs whose owner died; returns the namespaces removed.

@@ -3,7 +3,7 @@
 //! A short `pathtwin sim` used to spend most of its time importing pandas and pyarrow to
 //! write five small files; writing them here lets the command line skip both (and so does
 //! `pathtwin trace analyze`). One row group per table (or, for a long table built a part at
-//! a time, [`write_nullable_groups`]), Snappy-compressed (pyarrow's
+//! a time, [`write_nullable_groups`] and [`write_passes`]), Snappy-compressed (pyarrow's
 //! default), every column a flat primitive: `f64` as DOUBLE, `i64` as INT64, `bool` as
 //! BOOLEAN, text as UTF-8 BYTE_ARRAY. Readers (pyarrow, pandas, DuckDB, Spark) read these as
 //! they read what pyarrow writes.
@@ -138,13 +138,13 @@ impl ColumnRef<'_> {
 /// Writes `columns` (equal lengths, none with missing values) as the Parquet file `path`,
 /// every column REQUIRED.
 pub fn write_table(path: &Path, columns: &[(&str, ColumnRef<'_>)]) -> Result<(), ParquetError> {
-    write(path, Repetition::REQUIRED, 1, &|_, emit| emit(columns))
+    write(path, Repetition::REQUIRED, &mut |emit| emit(columns))
 }
 
 /// Writes `columns` (equal lengths) as the Parquet file `path`, every column OPTIONAL, as
 /// pyarrow writes a pandas frame (see the module doc).
 pub fn write_nullable_table(path: &Path, columns: &[(&str, ColumnRef<'_>)]) -> Result<(), ParquetError> {
-    write(path, Repetition::OPTIONAL, 1, &|_, emit| emit(columns))
+    write(path, Repetition::OPTIONAL, &mut |emit| emit(columns))
 }
 
 /// Hands the columns of one row group to the writer.
@@ -156,16 +156,29 @@ pub type Emit<'e> = &'e mut dyn FnMut(&[(&str, ColumnRef<'_>)]) -> Result<(), Pa
 /// single value in the whole table, once to write; so only one group's columns are ever
 /// built at a time, however long the table.
 pub fn write_nullable_groups(path: &Path, groups: usize, group: &dyn Fn(usize, Emit<'_>) -> Result<(), ParquetError>) -> Result<(), ParquetError> {
-    write(path, Repetition::OPTIONAL, groups, group)
+    write(path, Repetition::OPTIONAL, &mut |emit| (0..groups.max(1)).try_for_each(|g| group(g, &mut *emit)))
 }
 
-fn write(path: &Path, repetition: Repetition, groups: usize, group: &dyn Fn(usize, Emit<'_>) -> Result<(), ParquetError>) -> Result<(), ParquetError> {
+/// Hands every row group of a table to `emit`, in order, at least one (an empty one for a
+/// table without rows); called twice, and must hand the same groups both times.
+pub type Pass<'p> = dyn FnMut(Emit<'_>) -> Result<(), ParquetError> + 'p;
+
+/// Writes the table that `pass` hands over a row group at a time (see [`Pass`]) as the
+/// Parquet file `path`, every column OPTIONAL if `nullable` (as [`write_nullable_table`])
+/// else REQUIRED (as [`write_table`]): a table read from a file as it is written, never
+/// held whole. The first pass finds the columns without a single value in the whole table,
+/// the second writes; only the group being handed over is in memory.
+pub fn write_passes(path: &Path, nullable: bool, pass: &mut Pass<'_>) -> Result<(), ParquetError> {
+    write(path, if nullable { Repetition::OPTIONAL } else { Repetition::REQUIRED }, pass)
+}
+
+fn write(path: &Path, repetition: Repetition, pass: &mut Pass<'_>) -> Result<(), ParquetError> {
     // The schema: each column's kind from the first group, the Null type only where no group
     // has a value.
     let mut fields: Vec<(Type, Type)> = Vec::new();
     let mut all_null: Vec<bool> = Vec::new();
-    for g in 0..groups.max(1) {
-        group(g, &mut |columns| {
+    {
+        pass(&mut |columns| {
             if fields.is_empty() {
                 for (name, c) in columns {
                     fields.push((c.parquet_type(name, repetition, false)?, c.parquet_type(name, repetition, true)?));
@@ -186,8 +199,8 @@ fn write(path: &Path, repetition: Repetition, groups: usize, group: &dyn Fn(usiz
     let props = Arc::new(WriterProperties::builder().set_compression(Compression::SNAPPY).build());
     let file = File::create(path)?;
     let mut writer = SerializedFileWriter::new(file, schema, props)?;
-    for g in 0..groups.max(1) {
-        group(g, &mut |columns| {
+    {
+        pass(&mut |columns| {
             let mut row_group = writer.next_row_group()?;
             for (_, column) in columns {
                 let mut out = row_group.next_column()?.ok_or_else(|| ParquetError::General("schema has fewer columns than the table".into()))?;
