@@ -215,6 +215,10 @@ def _report(m) -> None:
         if c["disagreements"]:
             line += "; Rubenstein's test disagrees on " + ", ".join("/".join(p) for p in c["disagreements"])
         print(line)
+    for g in f.get("together", []):
+        what = "paths of several sources" if g["label"].startswith("paths") else g["label"]
+        print(f"together, {what} ({len(g['members'])} paths): {g['abw_bps'] / 1e6:.2f} Mbit/s, alone "
+              f"{g['alone_sum_bps'] / 1e6:.2f} in sum" + (" -> a shared class" if g["class"] else ""))
     print(f"model: {m.out}")
     print(f"record (every value's samples and spread, both tests' verdicts): {m.state}")
 
@@ -305,11 +309,16 @@ def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: 
         if parts:
             print(f"{experiment}: " + ", ".join(parts))
     for b in rec["shared_bottlenecks"]:
-        print(f"all pairs at once, through the bottleneck from {b['source']} to {{{', '.join(b['destinations'])}}}: truth "
+        where = (f"from {b['source']} to {{{', '.join(b['destinations'])}}}" if "source" in b
+                 else f"of {{{', '.join(b['paths'])}}}")
+        print(f"all pairs at once, through the bottleneck {where}: truth "
               f"{mbps(b['truth_bps'])}, model {mbps(b['model_bps'])} ({err(b['model_error'])}), link {mbps(b['link_bps'])} "
               f"({err(b['link_error'])}) Mbit/s")
-    sh = rec["shared"]
-    print(f"shared bottlenecks: precision {sh['precision']:.2f}, recall {sh['recall']:.2f}")
+    if sm.get("together_model_worst"):
+        print("all pairs at once, the model's largest errors: " + "; ".join(sm["together_model_worst"]))
+    sh, sp = rec["shared"], rec["shared_paths"]
+    print(f"shared bottlenecks: precision {sh['precision']:.2f}, recall {sh['recall']:.2f} (per source); "
+          f"{sp['precision']:.2f}, {sp['recall']:.2f} (paths of any sources)")
     print(f"wrote {out / 'validation.json'} and the error CDFs beside it")
 
 
