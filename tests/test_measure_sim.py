@@ -316,3 +316,21 @@ def test_figure_9_every_pair_at_once_through_bottlenecks_shared_across_sources(t
     assert rec["shared_paths"]["precision"] >= 0.9 and rec["shared_paths"]["recall"] >= 0.9, rec["shared_paths"]
     # Per path, every pair at once: the model within 20 % more often than the baseline.
     assert sm["together_model_within_20pct"] > sm["together_link_within_20pct"]
+
+
+def test_no_together_measures_per_source_classes_only(tmp_path):
+    """``--no-together`` leaves out the tests of paths loaded together: no class of paths in
+    the model, and the per-source classes (campus: s's paths to d1 and d2 share the loaded
+    bottleneck) as with them."""
+    models = {}
+    for flag in ("--together", "--no-together"):
+        out = tmp_path / flag.strip("-") / "model.toml"
+        out.parent.mkdir()
+        r = run_cli("measure", "--simulate", CAMPUS, "--hosts", "s,d1,d2", "--flows", "1,4", "--duration", "3s",
+                    "--probe-interval", "50ms", "--probe-duration", "3s", flag, "-o", out, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        models[flag] = tomllib.loads(out.read_text()).get("shared", [])
+    assert any("paths" in c for c in models["--together"]), models["--together"]
+    assert not any("paths" in c for c in models["--no-together"]), models["--no-together"]
+    per_source = {flag: [c for c in m if "source" in c] for flag, m in models.items()}
+    assert per_source["--together"] == per_source["--no-together"] != [], per_source

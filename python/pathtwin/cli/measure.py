@@ -100,6 +100,9 @@ def paths(
     probe_interval: str = typer.Option("99ms", "--probe-interval", help="Time between probe rounds."),
     probe_duration: str = typer.Option("15s", "--probe-duration", help="Length of the probe series."),
     port: int = typer.Option(17000, "--port", help="UDP port of the probes; the TCP tests use the next one."),
+    together: bool = typer.Option(True, "--together/--no-together", help="Also load paths together: each host's paths "
+                                  "out and in (access links) and the classes of paths of several sources whose delays "
+                                  "correlate, written as [[shared]] classes of paths."),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="Real hosts: the file (mode 0600) holding "
                                               "the token their agents were started with."),
 ) -> None:
@@ -127,7 +130,7 @@ def paths(
     names = list(hosts) if hosts else (hosts_opt.split(",") if hosts_opt is not None else None)
     settings = Settings(flows=parse_flows(flows), duration_s=_time(duration, "--duration"),
                         probe_interval_s=_time(probe_interval, "--probe-interval"),
-                        probe_duration_s=_time(probe_duration, "--probe-duration"), port=port)
+                        probe_duration_s=_time(probe_duration, "--probe-duration"), port=port, together=together)
     settings.check()
     if out.is_dir():
         raise PathtwinError(f"-o {out}: is a directory; give the model's file name (e.g. {out / 'model.toml'})")

@@ -58,6 +58,8 @@ class Settings:
     port: int = 17000
     rho_shared: float = shared.RHO_SHARED
     min_spread_s: float = shared.MIN_SPREAD_S
+    #: Whether to load paths together (``together_groups``) after the per-pair tests.
+    together: bool = True
 
     def check(self) -> None:
         if not self.flows:
@@ -159,7 +161,7 @@ def measure(hosts: Sequence[Host], settings: Settings, out: Optional[Path] = Non
     pairs = _pairs(hosts)
     plan = [(h.name, "probe", settings.probe_duration_s + 1) for h in hosts]
     plan += [(f"{a.name}->{b.name}", f"{n} flow{'s' if n > 1 else ''}", settings.duration_s) for a, b in pairs for n in flows]
-    plan += [(label, "together", settings.duration_s) for label, _ in access_groups(names)]
+    plan += [(label, "together", settings.duration_s) for label, _ in access_groups(names) if settings.together]
     if progress is not None:
         progress.plan(plan)
         for pair, step, _ in plan:
@@ -248,7 +250,9 @@ def cross_source_classes(probe_step: dict, settings: Settings) -> tuple[list[lis
 
 def together_groups(names: Sequence[str], probe_step: dict, settings: Settings) -> list[tuple[str, list[Pair]]]:
     """The tests of paths loaded together, each as (label, member paths): the access groups,
-    then the cross-source classes the probes found."""
+    then the cross-source classes the probes found (none unless ``settings.together``)."""
+    if not settings.together:
+        return []
     cross, _ = cross_source_classes(probe_step, settings)
     return access_groups(names) + [("paths " + ",".join(path_name(p) for p in cls), cls) for cls in cross]
 
