@@ -93,6 +93,31 @@ def expected_classes(truth: Truth, src: str, dests: list[str]) -> set[frozenset[
     return {frozenset(g) for g in groups.values() if len(g) >= 2}
 
 
+def expected_path_classes(truth: Truth, hosts: list[str]) -> set[frozenset[tuple[str, str]]]:
+    """Classes of paths of any sources between ``hosts``: those whose routes cross a common
+    loaded link direction, merged transitively (the cross-source twin of
+    ``expected_classes``, written on its own, not by the tool's ``groundtruth``)."""
+    loaded = truth.loaded()
+    paths = [(a, b) for a in hosts for b in hosts if a != b]
+    on = {p: {h for h in truth.route(*p) if h in loaded} for p in paths}
+    classes: list[set[tuple[str, str]]] = []
+    for p in paths:
+        if not on[p]:
+            continue
+        touching = [c for c in classes if any(on[p] & on[q] for q in c)]
+        merged = {p}.union(*touching)
+        classes = [c for c in classes if c not in touching] + [merged]
+    return {frozenset(c) for c in classes if len(c) >= 2}
+
+
+def access_limited(truth: Truth, hosts: list[str], host: str, out: bool) -> float:
+    """The rate (bit/s) of ``host``'s own link in the direction its paths out (``out``) or in
+    take: the most its paths together can carry."""
+    other = next(d for d in hosts if d != host)
+    hop = truth.route(host, other)[0] if out else truth.route(other, host)[-1]
+    return truth.links[hop][0]
+
+
 def probe_wait_bound_ms(truth: Truth, hosts: list[str], src: str, dst: str) -> float:
     """The most a probe's round trip can wait behind the other datagrams of its round: every
     source probes every destination at once, back to back, and each probe is echoed as it

@@ -2,9 +2,11 @@
 //! route of element hops a packet crosses. Both views end here, and both engines start here.
 //!
 //! Paths view (NSDI'09 Fig. 2/4): each direction of a path is a bandwidth queue followed by
-//! the direction's half of the base RTT, then loss; a `[[shared]]` class replaces the member
-//! directions' queues by one queue whose reactivity weighs the members' ABW by their flows,
-//! and each member keeps its own delay line after it. Links view: each direction of a link is
+//! the direction's half of the base RTT, then loss; a per-source `[[shared]]` class replaces
+//! the member directions' queues by one queue whose reactivity weighs the members' ABW by
+//! their flows (or holds the class's own `abw`), and each member keeps its own delay line
+//! after it; a `paths` class (members of any sources) is one more queue that each member
+//! crosses after its own, before its delay line, so a direction crosses every class it is in. Links view: each direction of a link is
 //! a queue with the link's propagation delay, then loss, and a route is the
 //! concatenation along the lowest-delay node path (ties: fewer hops, then names), computed
 //! with Dijkstra over the routers (hosts do not forward, see [`LinkRouter`]), for every host
@@ -71,7 +73,11 @@ pub struct ResolvedDirection {
     pub upper_bound_total: f64,
     /// Whether the path's queues satisfy Eq. 2 in each direction and Eq. 4 together.
     pub feasible: bool,
+    /// The per-source `[[shared]]` class whose queue replaces this direction's own.
     pub shared_class: Option<usize>,
+    /// Every `[[shared]]` class this direction crosses (its per-source class and the paths
+    /// classes it is in).
+    pub shared_classes: Vec<usize>,
 }
 
 /// The two routes of one `[[pipe]]`: between the server's addresses and one address of the
@@ -415,49 +421,65 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
         specs.push(d0);
         specs.push(d1);
     }
-    // Shared classes: which spec joins which class, as which slot.
-    let mut membership: BTreeMap<usize, (usize, u16)> = BTreeMap::new();
+    // Shared classes: which spec joins which class, as which slot. A per-source class's
+    // queue replaces its members' own (`replaced_by`); a paths class's queue is crossed after
+    // it (`crosses`, in config order), and a direction may cross several.
+    let mut replaced_by: BTreeMap<usize, (usize, u16)> = BTreeMap::new();
+    let mut crosses: BTreeMap<usize, Vec<(usize, u16)>> = BTreeMap::new();
     let mut class_queue: Vec<usize> = Vec::new();
     for (c, s) in cfg.shared.iter().enumerate() {
-        let src = b.net.host_id(&s.source).expect("validated");
         let mut members = Vec::new();
-        for (j, d) in s.destinations.iter().enumerate() {
-            let dst = b.net.host_id(d).expect("validated");
-            let (from, to) = match s.direction {
-                SharedDirection::Out => (src, dst),
-                SharedDirection::In => (dst, src),
-            };
-            let k = specs.iter().position(|x| x.src == from && x.dst == to).ok_or_else(|| {
-                ConfigError::invalid(format!("shared[{c}].destinations[{j}]"), format!("no [[path]] between {} and {d}", s.source))
-            })?;
+        for (j, ((from, to), at)) in s.members().into_iter().enumerate() {
+            let (a, z) = (b.net.host_id(from).expect("validated"), b.net.host_id(to).expect("validated"));
+            let k = specs
+                .iter()
+                .position(|x| x.src == a && x.dst == z)
+                .ok_or_else(|| ConfigError::invalid(format!("shared[{c}].{at}"), format!("no [[path]] between {from} and {to}")))?;
             if cfg.paths[specs[k].path].abw_steps.as_ref().is_some_and(|st| !st.direction(specs[k].dir).is_empty()) {
                 return Err(ConfigError::invalid(
                     format!("path[{}].abw_steps", specs[k].path),
-                    format!("the direction {}->{d} is in shared[{c}], whose ABW follows its paths' flows; steps over time need a path of its own", s.source),
+                    format!("the direction {from}->{to} is in shared[{c}], whose ABW follows its paths' flows; steps over time need a path of its own"),
                 ));
-            }
-            if membership.contains_key(&k) {
-                return Err(ConfigError::invalid(format!("shared[{c}].destinations[{j}]"), "this path direction is already in another shared class"));
             }
             if cfg.paths[specs[k].path].mode == Mode::Link {
                 return Err(ConfigError::invalid(format!("shared[{c}]"), "shared bottlenecks need mode = \"path\""));
             }
-            membership.insert(k, (c, j as u16));
+            if s.per_source() {
+                if replaced_by.contains_key(&k) {
+                    return Err(ConfigError::invalid(format!("shared[{c}].{at}"), "this path direction is already in another source's shared class"));
+                }
+                replaced_by.insert(k, (c, j as u16));
+            } else {
+                crosses.entry(k).or_default().push((c, j as u16));
+            }
             members.push(k);
         }
-        let capacity = members.iter().map(|&k| specs[k].capacity).max().expect("≥ 2 members");
+        let capacity = s.capacity.unwrap_or_else(|| members.iter().map(|&k| specs[k].capacity).max().expect("≥ 2 members"));
         let limit = s.queue.unwrap_or_else(|| members.iter().map(|&k| specs[k].queue).min_by_key(|&q| limit_bytes(q)).expect("members"));
-        let tables: Vec<AbwTable> = members.iter().map(|&k| specs[k].table.clone()).collect();
-        let reactivity = Reactivity::new(tables, QueueRule::Fixed(limit), cfg.run.flow_idle_timeout);
-        let abw = reactivity.current_abw();
         // A shared queue takes the discipline of its first member path.
         let first = &cfg.paths[specs[members[0]].path];
         let delay = half_rtt(first.rtt, specs[members[0]].dir);
-        let queue = new_queue(capacity, abw, limit, delay, first.qdisc_spec(), b.rng()).with_reactivity(reactivity);
-        let dests = s.destinations.join(",");
-        let name = match s.direction {
-            SharedDirection::Out => format!("shared[{c}] {}->{{{dests}}}", s.source),
-            SharedDirection::In => format!("shared[{c}] {{{dests}}}->{}", s.source),
+        let queue = match s.abw {
+            Some(abw) => {
+                if abw > capacity {
+                    return Err(ConfigError::invalid(format!("shared[{c}].abw"), format!("ABW {abw} is above the class's capacity {capacity}")));
+                }
+                new_queue(capacity, abw, limit, delay, first.qdisc_spec(), b.rng())
+            }
+            None => {
+                let tables: Vec<AbwTable> = members.iter().map(|&k| specs[k].table.clone()).collect();
+                let reactivity = Reactivity::new(tables, QueueRule::Fixed(limit), cfg.run.flow_idle_timeout);
+                let abw = reactivity.current_abw();
+                if abw > capacity {
+                    return Err(ConfigError::invalid(format!("shared[{c}].capacity"), format!("capacity {capacity} is below its paths' ABW {abw}")));
+                }
+                new_queue(capacity, abw, limit, delay, first.qdisc_spec(), b.rng()).with_reactivity(reactivity)
+            }
+        };
+        let name = match (&s.source, s.direction.unwrap_or_default()) {
+            (Some(src), SharedDirection::Out) => format!("shared[{c}] {src}->{{{}}}", s.destinations.join(",")),
+            (Some(src), SharedDirection::In) => format!("shared[{c}] {{{}}}->{src}", s.destinations.join(",")),
+            (None, _) => format!("shared[{c}] {{{}}}", s.paths.iter().map(|[a, z]| format!("{a}->{z}")).collect::<Vec<_>>().join(",")),
         };
         class_queue.push(b.add(name, "queue", Element::Queue(queue)));
     }
@@ -465,17 +487,17 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
         let p = &cfg.paths[s.path];
         let (from, to) = (b.net.hosts[s.src].clone(), b.net.hosts[s.dst].clone());
         let mut hops = Vec::new();
-        let shared_class = membership.get(&k).map(|&(c, _)| c);
+        let shared_class = replaced_by.get(&k).map(|&(c, _)| c);
+        let crossed = crosses.remove(&k).unwrap_or_default();
         let one_way = half_rtt(p.rtt, s.dir);
-        match membership.get(&k) {
-            Some(&(c, slot)) => {
-                hops.push(Hop { element: class_queue[c], slot });
-                let delay = Element::Delay(DelayLine::new(one_way));
-                hops.push(Hop { element: b.add(format!("{from}->{to} delay"), "delay", delay), slot: 0 });
-            }
+        match replaced_by.get(&k) {
+            Some(&(c, slot)) => hops.push(Hop { element: class_queue[c], slot }),
             None => {
                 let abw = s.table.at(1);
-                let mut q = new_queue(s.capacity, abw, s.queue, one_way, p.qdisc_spec(), b.rng()).with_propagation(one_way);
+                let mut q = new_queue(s.capacity, abw, s.queue, one_way, p.qdisc_spec(), b.rng());
+                if shared_class.is_none() && crossed.is_empty() {
+                    q = q.with_propagation(one_way);
+                }
                 if !s.table.is_constant() {
                     q = q.with_reactivity(Reactivity::new(vec![s.table.clone()], s.rule.clone(), cfg.run.flow_idle_timeout));
                 }
@@ -486,6 +508,14 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
                 hops.push(Hop { element: b.add(format!("{from}->{to}"), "queue", Element::Queue(q)), slot: 0 });
             }
         }
+        // The classes of other sources this direction shares, then its propagation delay.
+        hops.extend(crossed.iter().map(|&(c, slot)| Hop { element: class_queue[c], slot }));
+        if shared_class.is_some() || !crossed.is_empty() {
+            let delay = Element::Delay(DelayLine::new(one_way));
+            hops.push(Hop { element: b.add(format!("{from}->{to} delay"), "delay", delay), slot: 0 });
+        }
+        let mut shared_classes: Vec<usize> = shared_class.into_iter().chain(crossed.iter().map(|&(c, _)| c)).collect();
+        shared_classes.sort_unstable();
         if let Some(loss) = p.loss.map(|l| l.get(s.dir)).filter(|l| l.get() > 0.0) {
             let rng = b.rng();
             hops.push(Hop { element: b.add(format!("{from}->{to} loss"), "loss", Element::Loss(RandomLoss::new(loss, rng))), slot: 0 });
@@ -505,6 +535,7 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
             upper_bound_total: s.bounds.upper_total,
             feasible: s.feasible,
             shared_class,
+            shared_classes,
         });
         b.set_route(s.src, s.dst, hops);
     }

@@ -247,3 +247,71 @@ fn abw_steps_follow_their_direction_and_are_checked_against_its_capacity() {
     let e = compile::<P>(&Config::from_toml(&shared, "t.toml").unwrap()).err().expect("shared").to_string();
     assert!(e.contains("abw_steps") && e.contains("shared[0]"), "{e}");
 }
+
+/// Three hosts into b and out of a: paths a-b, c-b, a-d.
+const CROSS: &str = r#"
+hosts = ["a", "b", "c", "d"]
+[[path]]
+between = ["a", "b"]
+rtt = "40ms"
+abw = "20mbit"
+[[path]]
+between = ["c", "b"]
+rtt = "60ms"
+abw = "20mbit"
+[[path]]
+between = ["a", "d"]
+rtt = "40ms"
+abw = "20mbit"
+"#;
+
+#[test]
+fn a_paths_class_is_one_queue_crossed_after_each_members_own() {
+    let cfg = Config::from_toml(
+        &format!("{CROSS}[[shared]]\npaths = [[\"a\", \"b\"], [\"c\", \"b\"]]\nabw = \"10mbit\"\n[[shared]]\npaths = [[\"a\", \"b\"], [\"a\", \"d\"]]\n"),
+        "cross.toml",
+    )
+    .unwrap();
+    let net: Network<P> = compile(&cfg).unwrap();
+    // a->b is in both classes: its own queue, then each class's in config order, then its delay.
+    assert_eq!(names(&net, "a", "b"), ["a->b", "shared[0] {a->b,c->b}", "shared[1] {a->b,a->d}", "a->b delay"]);
+    assert_eq!(names(&net, "c", "b"), ["c->b", "shared[0] {a->b,c->b}", "c->b delay"]);
+    assert_eq!(names(&net, "a", "d"), ["a->d", "shared[1] {a->b,a->d}", "a->d delay"]);
+    // Directions in no class keep the one queue that carries their propagation delay.
+    assert_eq!(names(&net, "b", "a"), ["b->a"]);
+    // Each member is its own slot of the class queue, in the order the class lists them.
+    let slot = |s: &str, d: &str, i: usize| net.route(net.host_id(s).unwrap(), net.host_id(d).unwrap()).unwrap()[i].slot;
+    assert_eq!((slot("a", "b", 1), slot("c", "b", 1)), (0, 1));
+    assert_eq!((slot("a", "b", 2), slot("a", "d", 1)), (0, 1));
+    let r = net.resolved.iter().find(|r| r.from == "a" && r.to == "b").unwrap();
+    assert_eq!((r.shared_class, r.shared_classes.clone()), (None, vec![0, 1]));
+    // The delay line holds the half RTT the queue would have: 20 ms and 30 ms.
+    let rc = net.resolved.iter().find(|r| r.from == "c" && r.to == "b").unwrap();
+    assert_eq!(rc.one_way_delay, pathtwin_core::time::Duration::from_millis(30));
+}
+
+#[test]
+fn a_paths_class_beside_a_source_class_crosses_both() {
+    let cfg = Config::from_toml(
+        &format!("{CROSS}[[shared]]\nsource = \"a\"\ndestinations = [\"b\", \"d\"]\n[[shared]]\npaths = [[\"a\", \"b\"], [\"c\", \"b\"]]\n"),
+        "both.toml",
+    )
+    .unwrap();
+    let net: Network<P> = compile(&cfg).unwrap();
+    // The source's class replaces a->b's own queue; the paths class comes after it.
+    assert_eq!(names(&net, "a", "b"), ["shared[0] a->{b,d}", "shared[1] {a->b,c->b}", "a->b delay"]);
+    assert_eq!(names(&net, "a", "d"), ["shared[0] a->{b,d}", "a->d delay"]);
+}
+
+#[test]
+fn paths_class_errors_name_the_key() {
+    let cases = [
+        ("[[shared]]\npaths = [[\"a\", \"b\"], [\"b\", \"d\"]]\n", "shared[0].paths[1]: no [[path]] between b and d"),
+        ("[[shared]]\npaths = [[\"a\", \"b\"], [\"c\", \"b\"]]\nabw = \"200mbit\"\n", "shared[0].abw: ABW 200mbit is above the class's capacity 100mbit"),
+    ];
+    for (extra, want) in cases {
+        let cfg = Config::from_toml(&format!("{CROSS}{extra}"), "t.toml").unwrap();
+        let e = compile::<P>(&cfg).err().expect("refused").to_string();
+        assert_eq!(e, want, "{extra:?}");
+    }
+}

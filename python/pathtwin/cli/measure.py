@@ -100,6 +100,9 @@ def paths(
     probe_interval: str = typer.Option("99ms", "--probe-interval", help="Time between probe rounds."),
     probe_duration: str = typer.Option("15s", "--probe-duration", help="Length of the probe series."),
     port: int = typer.Option(17000, "--port", help="UDP port of the probes; the TCP tests use the next one."),
+    together: bool = typer.Option(True, "--together/--no-together", help="Also load paths together: each host's paths "
+                                  "out and in (access links) and the classes of paths of several sources whose delays "
+                                  "correlate, written as [[shared]] classes of paths."),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="Real hosts: the file (mode 0600) holding "
                                               "the token their agents were started with."),
 ) -> None:
@@ -127,7 +130,7 @@ def paths(
     names = list(hosts) if hosts else (hosts_opt.split(",") if hosts_opt is not None else None)
     settings = Settings(flows=parse_flows(flows), duration_s=_time(duration, "--duration"),
                         probe_interval_s=_time(probe_interval, "--probe-interval"),
-                        probe_duration_s=_time(probe_duration, "--probe-duration"), port=port)
+                        probe_duration_s=_time(probe_duration, "--probe-duration"), port=port, together=together)
     settings.check()
     if out.is_dir():
         raise PathtwinError(f"-o {out}: is a directory; give the model's file name (e.g. {out / 'model.toml'})")
@@ -215,6 +218,10 @@ def _report(m) -> None:
         if c["disagreements"]:
             line += "; Rubenstein's test disagrees on " + ", ".join("/".join(p) for p in c["disagreements"])
         print(line)
+    for g in f.get("together", []):
+        what = "paths of several sources" if g["label"].startswith("paths") else g["label"]
+        print(f"together, {what} ({len(g['members'])} paths): {g['abw_bps'] / 1e6:.2f} Mbit/s, alone "
+              f"{g['alone_sum_bps'] / 1e6:.2f} in sum" + (" -> a shared class" if g["class"] else ""))
     print(f"model: {m.out}")
     print(f"record (every value's samples and spread, both tests' verdicts): {m.state}")
 
@@ -305,11 +312,16 @@ def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: 
         if parts:
             print(f"{experiment}: " + ", ".join(parts))
     for b in rec["shared_bottlenecks"]:
-        print(f"all pairs at once, through the bottleneck from {b['source']} to {{{', '.join(b['destinations'])}}}: truth "
+        where = (f"from {b['source']} to {{{', '.join(b['destinations'])}}}" if "source" in b
+                 else f"of {{{', '.join(b['paths'])}}}")
+        print(f"all pairs at once, through the bottleneck {where}: truth "
               f"{mbps(b['truth_bps'])}, model {mbps(b['model_bps'])} ({err(b['model_error'])}), link {mbps(b['link_bps'])} "
               f"({err(b['link_error'])}) Mbit/s")
-    sh = rec["shared"]
-    print(f"shared bottlenecks: precision {sh['precision']:.2f}, recall {sh['recall']:.2f}")
+    if sm.get("together_model_worst"):
+        print("all pairs at once, the model's largest errors: " + "; ".join(sm["together_model_worst"]))
+    sh, sp = rec["shared"], rec["shared_paths"]
+    print(f"shared bottlenecks: precision {sh['precision']:.2f}, recall {sh['recall']:.2f} (per source); "
+          f"{sp['precision']:.2f}, {sp['recall']:.2f} (paths of any sources)")
     print(f"wrote {out / 'validation.json'} and the error CDFs beside it")
 
 

@@ -14,7 +14,12 @@ what each delivered:
   together in each environment: the paper's Figure 9 measure (per-pair numbers of this
   experiment also meet the hosts' access links, which neither model represents);
 - ``shared``: precision and recall of the model's shared classes against the truth's
-  (``groundtruth``), counted over same-class destination pairs per source;
+  (``groundtruth``), counted over same-class destination pairs per source; ``shared_paths``
+  the same over same-class pairs of paths of any sources (``GroundTruth.path_classes``),
+  the model's classes being its per-source classes and its classes of paths, less those
+  that are a host's access link (every path out of it, or into it), which no loaded link of
+  the truth stands for; ``shared_bottlenecks`` then also has a row per cross-source class
+  of the truth;
 - ``base_rtt``: the model's RTT per pair against twice the route's propagation delay.
 
 Plots beside it: the CDF of the relative error of model and baseline per experiment.
@@ -26,7 +31,6 @@ Not here: what the ground truth says (``groundtruth``); the throughput test
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +38,9 @@ from typing import Any, Optional
 
 from ..errors import PathtwinError
 from .emulated import RUN_FOR, SETTLE_S, ground_truth
-from .groundtruth import GroundTruth, same_class_pairs
+from .groundtruth import GroundTruth, merge_classes, same_class_pairs, same_path_class_pairs
 from .session import Progress
-from .throughput import parallel_flows
+from .throughput import parallel_flows, parallel_pairs
 
 ENVIRONMENTS = ("truth", "model", "link")
 #: The yardsticks reported: NSDI'09 Figure 8 had 80 % of its paths within 20 %; issue #25
@@ -104,22 +108,8 @@ def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], to
             if progress is not None:
                 progress.start(f"{env} all pairs", "together")
             pairs = [(a, b) for a in hosts for b in hosts if a != b]
-            results: dict[tuple[str, str], float] = {}
-            errors: list[BaseException] = []
-
-            def one(k: int, a: str, b: str) -> None:
-                try:
-                    results[(a, b)] = parallel_flows(net[a], net[b], together, duration_s, PORT + 1 + k)["abw_bps"]
-                except BaseException as e:  # noqa: BLE001 — re-raised below, in the caller's thread
-                    errors.append(e)
-
-            threads = [threading.Thread(target=one, args=(k, a, b)) for k, (a, b) in enumerate(pairs)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            if errors:
-                raise errors[0]
+            records = parallel_pairs([(net[a], net[b]) for a, b in pairs], together, duration_s, PORT + 1)
+            results = {pair: r["abw_bps"] for pair, r in zip(pairs, records)}
             for (a, b), v in results.items():
                 got[(a, b, together, "together")] = v
             if progress is not None:
@@ -141,6 +131,16 @@ def _simulate_environment(cfg: dict, hosts: list[str], flows: list[int], togethe
     if together:
         got.update({(a, b, together, "together"): r["abw_bps"] for (a, b), r in zip(pairs, records[-1])})
     return got
+
+
+def is_access_class(members: set[tuple[str, str]], hosts: list[str]) -> bool:
+    """Whether a class of paths is every path out of one host, or every path into one."""
+    return any(members == {(h, d) for d in hosts if d != h} or members == {(d, h) for d in hosts if d != h} for h in hosts)
+
+
+def _precision_recall(truth: set, model: set) -> dict[str, float]:
+    return {"precision": len(truth & model) / len(model) if model else (1.0 if not truth else 0.0),
+            "recall": len(truth & model) / len(truth) if truth else (1.0 if not model else 0.0)}
 
 
 def _share_within(errors: list[float], bound: float) -> Optional[float]:
@@ -197,12 +197,21 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
 
     truth_classes = {s: [sorted(c) for c in gt.shared_classes(s, [d for d in hosts if d != s])] for s in hosts}
     model_classes: dict[str, list] = {}
+    model_paths: list[set[tuple[str, str]]] = []
     for c in model.get("shared", []):
-        model_classes.setdefault(c["source"], []).append(sorted(c["destinations"]))
-    t_pairs, m_pairs = same_class_pairs(truth_classes), same_class_pairs(model_classes)
-    shared = {"precision": len(t_pairs & m_pairs) / len(m_pairs) if m_pairs else (1.0 if not t_pairs else 0.0),
-              "recall": len(t_pairs & m_pairs) / len(t_pairs) if t_pairs else (1.0 if not m_pairs else 0.0),
+        if "source" in c:
+            model_classes.setdefault(c["source"], []).append(sorted(c["destinations"]))
+            model_paths.append({(c["source"], d) for d in c["destinations"]})
+        elif not is_access_class({tuple(p) for p in c["paths"]}, hosts):
+            model_paths.append({(a, b) for a, b in c["paths"]})
+    shared = {**_precision_recall(same_class_pairs(truth_classes), same_class_pairs(model_classes)),
               "truth_classes": truth_classes, "model_classes": model_classes}
+    truth_paths = gt.path_classes(hosts)
+    everyone = sorted({p for c in model_paths for p in c})
+    merged = merge_classes(everyone, lambda p, q: any(p in c and q in c for c in model_paths))
+    shared_paths = {**_precision_recall(same_path_class_pairs(truth_paths), same_path_class_pairs(merged)),
+                    "truth_classes": [sorted(f"{a}->{b}" for a, b in c) for c in truth_paths],
+                    "model_classes": [sorted(f"{a}->{b}" for a, b in c) for c in merged]}
 
     from ..config import parse_quantity
 
@@ -222,6 +231,15 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
                 for env in ("model", "link"):
                     row[f"{env}_error"] = (row[f"{env}_bps"] - row["truth_bps"]) / row["truth_bps"] if row["truth_bps"] > 0 else None
                 at_bottlenecks.append(row)
+        for crossing in truth_paths:
+            if len({a for a, _ in crossing}) < 2:
+                continue  # one source's: a row above
+            crow: dict[str, Any] = {"paths": sorted(f"{a}->{b}" for a, b in crossing)}
+            for env in ENVIRONMENTS:
+                crow[f"{env}_bps"] = sum(measured[env][(a, b, per_pair, "together")] for a, b in crossing)
+            for env in ("model", "link"):
+                crow[f"{env}_error"] = (crow[f"{env}_bps"] - crow["truth_bps"]) / crow["truth_bps"] if crow["truth_bps"] > 0 else None
+            at_bottlenecks.append(crow)
 
     summary: dict[str, Any] = {}
     for experiment in ("alone", "together"):
@@ -229,9 +247,13 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
             errs = [c[f"{env}_error"] for c in cases if c["experiment"] == experiment and c[f"{env}_error"] is not None]
             for bound in WITHIN:
                 summary[f"{experiment}_{env}_within_{round(bound * 100)}pct"] = _share_within(errs, bound)
+    worst = sorted((c for c in cases if c["experiment"] == "together" and c["model_error"] is not None),
+                   key=lambda c: -abs(c["model_error"]))[:5]
+    summary["together_model_worst"] = [f"{c['src']}->{c['dst']}: truth {c['truth_bps'] / 1e6:.2f}, model "
+                                       f"{c['model_bps'] / 1e6:.2f}, link {c['link_bps'] / 1e6:.2f} Mbit/s" for c in worst]
     record = {"engine": engine, "ground_truth": str(truth_source), "model": str(model_path), "flows": sorted(flows),
               "together_flows": per_pair, "duration_s": duration_s,
-              "cases": cases, "shared": shared, "shared_bottlenecks": at_bottlenecks, "base_rtt": base_rtt, "summary": summary}
+              "cases": cases, "shared": shared, "shared_paths": shared_paths, "shared_bottlenecks": at_bottlenecks, "base_rtt": base_rtt, "summary": summary}
     try:
         (out_dir / "validation.json").write_text(json.dumps(record, indent=1))
     except OSError as e:

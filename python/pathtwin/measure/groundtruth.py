@@ -9,7 +9,9 @@ traffic — the answer ``validate`` grades a model against:
 - shared congestion from a source: destinations whose routes cross a common link direction
   that the cross traffic loads (its data between routers: a request/response flow's data
   runs server to client); only a queue that congestion moves is visible to delay
-  correlation, so a shared but idle link is not a class.
+  correlation, so a shared but idle link is not a class;
+- shared congestion across sources (``path_classes``): the same between the paths of every
+  source at once — paths of different sources that meet on a loaded link direction.
 
 Not here: measuring (``session``), grading (``validate``).
 """
@@ -98,6 +100,34 @@ class GroundTruth:
                     ga |= gb
                     groups.remove(gb)
         return [g for g in groups if len(g) >= 2]
+
+
+    def path_classes(self, hosts: list[str]) -> list[set[Hop]]:
+        """Classes (two or more paths ``(src, dst)`` between ``hosts``, of any sources) whose
+        routes meet on a loaded link direction, merged transitively."""
+        loaded = self.loaded()
+        paths = [(a, b) for a in hosts for b in hosts if a != b]
+        on = {p: {h for h in self.route(*p) if h in loaded} for p in paths}
+        return merge_classes(paths, lambda p, q: bool(on[p] & on[q]))
+
+
+def merge_classes(items: list, joined) -> list[set]:
+    """The classes of two or more ``items`` that ``joined(a, b)`` links, transitively."""
+    groups: list[set] = [{x} for x in items]
+    for a, b in combinations(items, 2):
+        if joined(a, b):
+            ga = next(g for g in groups if a in g)
+            gb = next(g for g in groups if b in g)
+            if ga is not gb:
+                ga |= gb
+                groups.remove(gb)
+    return [g for g in groups if len(g) >= 2]
+
+
+def same_path_class_pairs(classes: list) -> set[tuple[Hop, Hop]]:
+    """(p, q) with p < q for every two paths one class holds: the unit of the cross-source
+    shared-bottleneck precision and recall."""
+    return {(p, q) for c in classes for p, q in combinations(sorted(tuple(x) for x in c), 2)}
 
 
 def same_class_pairs(classes: dict[str, list]) -> set[tuple[str, str, str]]:

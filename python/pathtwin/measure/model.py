@@ -11,7 +11,11 @@ window scaling, would make Eq. 4 infeasible for every path whose bandwidth-delay
 exceeds it, which a kernel with window scaling does not care about). Per source, each class of two or more
 destinations whose delays correlate becomes a ``[[shared]]`` class (its queue's ABW is then
 the flow-weighted mean of its paths' ABW, NSDI'09 §2.3, which the model computes while
-running; the findings give it for equal flows on every member path).
+running; the findings give it for equal flows on every member path). Paths that the
+measurement loaded together (``session.together_groups``) and found sharing — a host's
+paths out or in, its access link, or paths of different sources whose delays correlate —
+become ``[[shared]]`` classes of those paths (``paths = [[from, to], ...]``) with the ABW
+they achieved together (``abw``), a queue every member crosses after its own.
 
 Not here: measuring (``probes``, ``throughput``, ``shared``).
 """
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Sequence
 
 from ..config import native_call
 from ..errors import PathtwinError
@@ -34,9 +38,19 @@ def rate(bps: float) -> str:
     return f"{bps / 1e3:.1f}kbit"
 
 
-def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict]], classes: dict[str, list[list[str]]]) -> dict:
+def capacity_for(abw_bps: float) -> str | None:
+    """The capacity to write for a queue whose ABW reaches ``abw_bps``, when the default's
+    does not leave room (capacity must exceed ABW): one decimal step above."""
+    if abw_bps < 0.9 * DEFAULT_CAPACITY_BPS:
+        return None
+    return rate(10 ** math.ceil(math.log10(abw_bps / 0.9)))
+
+
+def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict]], classes: dict[str, list[list[str]]],
+          together: Sequence[tuple[list[str], float]] = ()) -> dict:
     """The config dict: ``rtt["a->b"]`` a probe summary, ``tput["a->b"][n]`` a throughput
-    record, ``classes[source]`` its shared classes."""
+    record, ``classes[source]`` its shared classes, ``together`` classes of paths (``"a->b"``)
+    with the ABW they achieved loaded together (bit/s)."""
     paths = []
     for i, a in enumerate(hosts):
         for b in hosts[i + 1:]:
@@ -53,10 +67,9 @@ def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict
             for k, t in zip((ab, ba), tables):
                 if any(v <= 0 for v in t.values()):
                     raise PathtwinError(f"{k}: a throughput measurement delivered nothing; the path carries no TCP")
-            top = max(v for t in tables for v in t.values())
-            if top >= 0.9 * DEFAULT_CAPACITY_BPS:
-                # Capacity must exceed ABW for placeholders to exist; one decimal step above.
-                p["capacity"] = rate(10 ** math.ceil(math.log10(top / 0.9)))
+            capacity = capacity_for(max(v for t in tables for v in t.values()))
+            if capacity is not None:
+                p["capacity"] = capacity
             rmem = [r.get("receiver_rmem_max") for k in (ab, ba) for r in tput[k].values()]
             known = [x for x in rmem if isinstance(x, int) and x > 0]
             if known and len(known) == len(rmem):
@@ -67,6 +80,14 @@ def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict
                 p["reactivity"] = [{n: rate(v) for n, v in t.items()} for t in tables]
             paths.append(p)
     shared = [{"source": s, "destinations": list(c), "direction": "out"} for s in hosts for c in classes.get(s, [])]
+    for members, abw in together:
+        if abw <= 0:
+            raise PathtwinError(f"{', '.join(members)} together delivered nothing; the paths carry no TCP")
+        cls: dict[str, Any] = {"paths": [m.split("->", 1) for m in members], "abw": rate(abw)}
+        capacity = capacity_for(abw)
+        if capacity is not None:
+            cls["capacity"] = capacity
+        shared.append(cls)
     cfg: dict[str, Any] = {"hosts": list(hosts), "path": paths}
     if shared:
         cfg["shared"] = shared

@@ -1,6 +1,8 @@
 """One measurement of a set of hosts, step by step, resumable: the probe series from every
 source at once, then, for every ordered pair, the parallel-flow throughput tests one at a
-time (a path carries one test at a time, as the paper's iperf runs did), then the findings
+time (a path carries one test at a time, as the paper's iperf runs did), then the tests of
+paths loaded together (``together_groups``: each host's paths out and in, its access links,
+and every class of paths of different sources whose delays correlate), then the findings
 and the model. Each finished step is in the state file (``state``) before the next starts.
 
 ``Settings`` holds and checks what a user can set; ``measure`` runs it with an optional
@@ -24,12 +26,20 @@ from . import model, shared
 from .hosts import Host
 from .probes import EchoServers, ProbeSeries, check_probe_settings, probe_all
 from .state import State, state_path
-from .throughput import parallel_flows
+from .throughput import parallel_flows, parallel_pairs
 
 #: Flow counts of the reactivity table by default (NSDI'09 §4.5 measured one to eight).
 DEFAULT_FLOWS = (1, 2, 4, 8)
 #: Seconds the echo servers may serve beyond the probe series' length.
 ECHO_MARGIN_S = 15.0
+#: A host's paths out (or in) are a class, its uplink (downlink), when loaded together they
+#: carry less than this share of the sum of what each carries alone with as many flows: a
+#: tenth, above the 3-8 % that one path's tests move from one run to the next against
+#: on/off cross traffic (a proposal; NSDI'09 has no access-link classes).
+ACCESS_SHARE = 0.9
+
+#: A path direction, (from, to).
+Pair = tuple[str, str]
 
 
 @dataclass
@@ -48,6 +58,8 @@ class Settings:
     port: int = 17000
     rho_shared: float = shared.RHO_SHARED
     min_spread_s: float = shared.MIN_SPREAD_S
+    #: Whether to load paths together (``together_groups``) after the per-pair tests.
+    together: bool = True
 
     def check(self) -> None:
         if not self.flows:
@@ -149,10 +161,11 @@ def measure(hosts: Sequence[Host], settings: Settings, out: Optional[Path] = Non
     pairs = _pairs(hosts)
     plan = [(h.name, "probe", settings.probe_duration_s + 1) for h in hosts]
     plan += [(f"{a.name}->{b.name}", f"{n} flow{'s' if n > 1 else ''}", settings.duration_s) for a, b in pairs for n in flows]
+    plan += [(label, "together", settings.duration_s) for label, _ in access_groups(names) if settings.together]
     if progress is not None:
         progress.plan(plan)
         for pair, step, _ in plan:
-            if _step_key(pair, step) in st.steps:
+            if (together_key(pair, max(flows)) if step == "together" else _step_key(pair, step)) in st.steps:
                 progress.done(pair, step)
 
     if not st.done("probe"):
@@ -179,7 +192,73 @@ def measure(hosts: Sequence[Host], settings: Settings, out: Optional[Path] = Non
             if progress is not None:
                 progress.done(pair, step)
 
+    by_name = {h.name: h for h in hosts}
+    for label, members in together_groups(names, st.steps["probe"], settings):
+        key = together_key(label, max(flows))
+        if st.done(key):
+            continue
+        if progress is not None and label.startswith(("out ", "in ")):
+            progress.start(label, "together")
+        records = parallel_pairs([(by_name[a], by_name[b]) for a, b in members], max(flows), settings.duration_s, tport)
+        st.record(key, {"members": [list(m) for m in members], "records": records})
+        if progress is not None and label.startswith(("out ", "in ")):
+            progress.done(label, "together")
+
     return conclude(names, st, settings, out, context)
+
+
+def access_groups(names: Sequence[str]) -> list[tuple[str, list[Pair]]]:
+    """Each host's paths out (``out h``: its uplink) and in (``in h``: its downlink), for hosts
+    with two or more of each."""
+    out: list[tuple[str, list[Pair]]] = []
+    for h in names:
+        others = [d for d in names if d != h]
+        if len(others) >= 2:
+            out.append((f"out {h}", [(h, d) for d in others]))
+            out.append((f"in {h}", [(d, h) for d in others]))
+    return out
+
+
+def path_name(p: Pair) -> str:
+    return f"{p[0]}->{p[1]}"
+
+
+def cross_source_classes(probe_step: dict, settings: Settings) -> tuple[list[list[Pair]], dict]:
+    """The delay-correlation classes among every source's paths at once (DCW over all of
+    them, ``shared.cluster``), and the clustering's record. Every source's probe rounds leave
+    together, one ``probe_interval`` apart, so round r of one source's series lines up with
+    round r of another's; clock offsets do not matter to the correlation and skew between
+    machines is removed first (``one_way_delays``). Returns only the classes whose paths
+    come from two or more sources: one source's are its own classes (``analyse``)."""
+    probe = {s: {d: ProbeSeries.from_json(v) for d, v in by.items()} for s, by in probe_step.items()}
+    series = {(s, d): ps for s, by in probe.items() for d, ps in by.items()}
+    if len(series) < 2:
+        return [], {"classes": []}
+    rounds = min(ps.rounds for ps in series.values())
+    try:
+        delays = {path_name(p): shared.interpolate_lost(ps.round[ps.round < rounds], one_way_delays(ps)[0][ps.round < rounds], rounds)
+                  for p, ps in series.items()}
+    except PathtwinError as e:
+        return [], {"classes": [], "error": str(e)}
+    c = shared.cluster(delays, rho_shared=settings.rho_shared, min_spread_s=settings.min_spread_s)
+    classes: list[list[Pair]] = [[(x.split("->", 1)[0], x.split("->", 1)[1]) for x in cls] for cls in c.classes]
+    cross = [sorted(cls) for cls in classes if len({a for a, _ in cls}) >= 2]
+    record = {"classes": [[path_name(p) for p in cls] for cls in cross], "all_classes": c.classes,
+              "disagreements": [list(p) for p in c.disagreements]}
+    return cross, record
+
+
+def together_groups(names: Sequence[str], probe_step: dict, settings: Settings) -> list[tuple[str, list[Pair]]]:
+    """The tests of paths loaded together, each as (label, member paths): the access groups,
+    then the cross-source classes the probes found (none unless ``settings.together``)."""
+    if not settings.together:
+        return []
+    cross, _ = cross_source_classes(probe_step, settings)
+    return access_groups(names) + [("paths " + ",".join(path_name(p) for p in cls), cls) for cls in cross]
+
+
+def together_key(label: str, flows: int) -> str:
+    return f"together {label} {flows}"
 
 
 def conclude(names: list[str], st: State, settings: Settings, out: Optional[Path], context: Optional[dict[str, Any]]) -> Measurement:
@@ -187,7 +266,8 @@ def conclude(names: list[str], st: State, settings: Settings, out: Optional[Path
     given) and kept in the state file: how every way of measuring ends."""
     findings = analyse(names, st.steps, sorted(settings.flows), settings)
     cfg = model.build(names, findings["rtt"], {k: {int(n): v for n, v in t.items()} for k, t in findings["throughput"].items()},
-                      {s: c["classes"] for s, c in findings["shared"].items()})
+                      {s: c["classes"] for s, c in findings["shared"].items()},
+                      [(g["members"], g["abw_bps"]) for g in findings["together"] if g["class"]])
     text = model.toml(cfg, _header(names, findings, context))
     st.findings = findings
     st.save()
@@ -230,7 +310,29 @@ def analyse(names: list[str], steps: dict[str, Any], flows: list[int], settings:
         d["shared_abw_bps"] = [model.shared_abw({k: {int(n): v for n, v in t.items()} for k, t in tput.items()}, s, cls)
                                for cls in c.classes]
         clusters[s] = d
-    return {"rtt": rtt, "throughput": tput, "shared": clusters}
+    return {"rtt": rtt, "throughput": tput, "shared": clusters, "shared_paths": cross_source_classes(steps["probe"], settings)[1],
+            "together": together_findings(names, steps, tput, settings, max(flows))}
+
+
+def together_findings(names: list[str], steps: dict[str, Any], tput: dict[str, dict[str, dict]], settings: Settings,
+                      flows: int) -> list[dict]:
+    """Per together test: its members, what they carried together (IP level, bit/s) and the
+    sum of what each carried alone with as many flows; ``class`` whether the model holds it
+    as a ``[[shared]]`` class: always for a cross-source delay class, for an access group
+    when together they carried less than ``ACCESS_SHARE`` of the sum. A test not run (a
+    state from before these tests) is left out."""
+    out = []
+    for label, members in together_groups(names, steps["probe"], settings):
+        rec = steps.get(together_key(label, flows))
+        if rec is None:
+            continue
+        together = sum(r["abw_bps"] for r in rec["records"])
+        alone = sum(tput[path_name(p)][str(flows)]["abw_bps"] for p in members)
+        access = label.startswith(("out ", "in "))
+        out.append({"label": label, "members": [path_name(p) for p in members], "abw_bps": together, "alone_sum_bps": alone,
+                    "share": together / alone if alone > 0 else None,
+                    "class": (not access) or (alone > 0 and together < ACCESS_SHARE * alone)})
+    return out
 
 
 def one_way_delays(ps: ProbeSeries) -> tuple[np.ndarray, float]:
@@ -267,4 +369,9 @@ def _header(names: list[str], f: dict, context: Optional[dict]) -> list[str]:
         if c["undecided"]:
             extra.append("Rubenstein undecided on " + ", ".join("/".join(p) for p in c["undecided"]))
         lines.append(f"from {s}: shared {cls}" + (f" ({'; '.join(extra)})" if extra else ""))
+    for g in f.get("together", []):
+        lines.append(f"{g['label'].split(' ')[0] if g['label'].startswith('paths') else g['label']} together: "
+                     f"{g['abw_bps'] / 1e6:.2f} Mbit/s, alone {g['alone_sum_bps'] / 1e6:.2f} in sum"
+                     + (" (a shared class)" if g["class"] else "")
+                     + (f": {', '.join(g['members'])}" if g["label"].startswith("paths") else ""))
     return lines

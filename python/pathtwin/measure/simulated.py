@@ -11,7 +11,10 @@ traffic (simulated TCP, as reactive as the emulator's kernel TCP):
   with the measuring tool's datagram sizes and its interval and length;
 - then every throughput test in turn, ``GAP_S`` apart: a ``[[flow]]`` of N bulk
   connections from a to b for ``duration``, its per-connection delivered bytes sampled
-  every 50 ms as the tool's sink samples its sockets.
+  every 50 ms as the tool's sink samples its sockets;
+- then, in a second simulation of the ground truth (which paths to load together depends on
+  what the probes found), the tests of paths loaded together (``session.together_groups``),
+  each group's tests at once, the groups one after another.
 
 The simulation's ``probes`` table and ``flow_series`` become the steps the live session
 records (``ProbeSeries``, ``throughput.summarize``), and the same analysis makes the model
@@ -34,7 +37,7 @@ from ..config import ConfigSource
 from ..errors import PathtwinError
 from .emulated import SETTLE_S, default_hosts, ground_truth
 from .probes import ProbeSeries
-from .session import Measurement, Settings, check_hosts, conclude
+from .session import Measurement, Settings, check_hosts, conclude, together_groups, together_key
 from .state import State, state_path
 from .throughput import BUCKET_S, SAMPLE_S, buckets, summarize
 
@@ -191,5 +194,14 @@ def measure_simulated(source: ConfigSource, hosts: Optional[Sequence[str]] = Non
         records = throughput_records(res, index, settings.duration_s)
         st.steps = {"probe": probe_steps(probes, names, settings.probe_interval_s),
                     **{k: batch[0] for k, batch in zip(keys, records)}}
+        st.save()
+    n = max(settings.flows)
+    groups = [(label, members) for label, members in together_groups(names, st.steps["probe"], settings)
+              if not st.done(together_key(label, n))]
+    if groups:
+        batches = [[(a, b, n) for a, b in members] for _, members in groups]
+        records = throughput_tests(truth, batches, settings.duration_s, settle_s)
+        for (label, members), recs in zip(groups, records):
+            st.steps[together_key(label, n)] = {"members": [list(m) for m in members], "records": recs}
         st.save()
     return conclude(names, st, settings, out, context)

@@ -96,3 +96,29 @@ def summarize(per_flow: list[list[int]], bucket_s: float, duration_s: float, mss
         # the path carried meanwhile.
         "window_ns": [t0_ns + int(first * bucket_s * 1e9), t0_ns + int(last * bucket_s * 1e9)],
     }
+
+
+def parallel_pairs(pairs: list[tuple[Host, Host]], flows: int, duration_s: float, port: int) -> list[dict]:
+    """``parallel_flows`` on every pair at once (pair k's sink on ``port + k``): what paths
+    loaded together achieve, as a shared bottleneck's ABW is measured (NSDI'09 Figure 9's
+    experiment). Returns the records in the pairs' order; a test's failure is raised in the
+    caller's thread once every test has ended."""
+    import threading
+
+    results: dict[int, dict] = {}
+    errors: list[BaseException] = []
+
+    def one(k: int, a: Host, b: Host) -> None:
+        try:
+            results[k] = parallel_flows(a, b, flows, duration_s, port + k)
+        except BaseException as e:  # noqa: BLE001 — re-raised below, in the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(k, a, b)) for k, (a, b) in enumerate(pairs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return [results[k] for k in range(len(pairs))]

@@ -130,18 +130,69 @@ fn yes() -> bool {
     true
 }
 
-/// `[[shared]]`: paths from `source` to `destinations` share one bandwidth queue.
+/// `[[shared]]`: path directions that cross one bandwidth queue, in one of two forms.
+///
+/// NSDI'09's (§2.3) is one source's: `source`, `destinations` and `direction` (`out`: the
+/// paths from the source, `in`: into it); the class's queue replaces its members' own.
+/// The other names any directions, `paths = [["a", "b"], ["c", "b"]]`, from different
+/// sources too: a bottleneck or an access link that paths of several sources cross, which
+/// per-source classes cannot hold. Its queue is crossed after each member's own (or its
+/// per-source class's) queue, so a direction may be in several such classes and crosses
+/// each (the paths out of one host are its uplink, the paths into it its downlink).
+///
+/// Both forms take the flow-weighted mean of their members' ABW (§2.3) unless `abw` gives
+/// the class's own (what the members achieve loaded together), a capacity of their largest
+/// unless `capacity` is given, and the smallest of their queues unless `queue` is given.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SharedConfig {
-    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub destinations: Vec<String>,
-    /// `out`: the queue carries source → destinations; `in`: destinations → source.
-    #[serde(default)]
-    pub direction: SharedDirection,
-    /// Explicit size of the shared queue; otherwise the smallest derived queue of its paths.
+    /// `out`: the queue carries source → destinations; `in`: destinations → source (the
+    /// per-source form only; default `out`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<SharedDirection>,
+    /// Member directions `[from, to]` of any sources (the other form).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<[String; 2]>,
+    /// Explicit size of the shared queue; otherwise the smallest queue of its paths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueLimit>,
+    /// The class's ABW, constant; otherwise the flow-weighted mean of its paths' ABW.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abw: Option<Rate>,
+    /// The class queue's capacity; otherwise the largest of its paths'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Rate>,
+}
+
+impl SharedConfig {
+    /// The member directions as (from, to) host names, in the order written, and the key
+    /// that names each in errors.
+    pub fn members(&self) -> Vec<((&str, &str), String)> {
+        match &self.source {
+            Some(src) => self
+                .destinations
+                .iter()
+                .enumerate()
+                .map(|(j, d)| {
+                    let pair = match self.direction.unwrap_or_default() {
+                        SharedDirection::Out => (src.as_str(), d.as_str()),
+                        SharedDirection::In => (d.as_str(), src.as_str()),
+                    };
+                    (pair, format!("destinations[{j}]"))
+                })
+                .collect(),
+            None => self.paths.iter().enumerate().map(|(j, [a, b])| ((a.as_str(), b.as_str()), format!("paths[{j}]"))).collect(),
+        }
+    }
+
+    /// Whether this is NSDI'09's per-source form, whose queue replaces its members' own.
+    pub fn per_source(&self) -> bool {
+        self.source.is_some()
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -209,16 +260,57 @@ fn validate_steps(steps: &AbwSteps, p: &PathConfig, key: &str) -> Result<(), Con
     Ok(())
 }
 
-/// Checks the `[[shared]]` classes' hosts. Whether their paths exist is known once the paths
-/// are compiled (`topology`).
+/// Checks the `[[shared]]` classes: one form each, known hosts, no direction twice. Whether
+/// their paths exist is known once the paths are compiled (`topology`).
 pub(super) fn validate_shared(shared: &[SharedConfig], hosts: &Names<'_>) -> Result<(), ConfigError> {
     for (i, s) in shared.iter().enumerate() {
-        hosts.require(&s.source, || format!("shared[{i}].source"))?;
-        for (j, d) in s.destinations.iter().enumerate() {
-            hosts.require(d, || format!("shared[{i}].destinations[{j}]"))?;
+        let key = format!("shared[{i}]");
+        match (&s.source, s.paths.is_empty()) {
+            (Some(_), false) => {
+                return Err(ConfigError::invalid(format!("{key}.paths"), "give either source and destinations (one source's paths) or paths (any directions), not both"));
+            }
+            (None, true) => {
+                return Err(ConfigError::invalid(key, "missing source and destinations (one source's paths) or paths (any directions, [[from, to], ...])"));
+            }
+            (None, false) => {
+                if !s.destinations.is_empty() {
+                    return Err(ConfigError::invalid(format!("{key}.destinations"), "destinations need a source; a paths class lists each direction as [from, to]"));
+                }
+                if s.direction.is_some() {
+                    return Err(ConfigError::invalid(format!("{key}.direction"), "direction is for a source's class; a paths class lists each direction as [from, to]"));
+                }
+                for (j, [a, b]) in s.paths.iter().enumerate() {
+                    hosts.require(a, || format!("{key}.paths[{j}][0]"))?;
+                    hosts.require(b, || format!("{key}.paths[{j}][1]"))?;
+                    if a == b {
+                        return Err(ConfigError::invalid(format!("{key}.paths[{j}]"), "a path needs two different hosts"));
+                    }
+                    if s.paths[..j].contains(&s.paths[j]) {
+                        return Err(ConfigError::invalid(format!("{key}.paths[{j}]"), format!("{a} -> {b} is listed twice")));
+                    }
+                }
+                if s.paths.len() < 2 {
+                    return Err(ConfigError::invalid(format!("{key}.paths"), "a shared bottleneck needs at least two paths"));
+                }
+            }
+            (Some(src), true) => {
+                hosts.require(src, || format!("{key}.source"))?;
+                for (j, d) in s.destinations.iter().enumerate() {
+                    hosts.require(d, || format!("{key}.destinations[{j}]"))?;
+                    if s.destinations[..j].contains(d) {
+                        return Err(ConfigError::invalid(format!("{key}.destinations[{j}]"), format!("{d} is listed twice")));
+                    }
+                }
+                if s.destinations.len() < 2 {
+                    return Err(ConfigError::invalid(format!("{key}.destinations"), "a shared bottleneck needs at least two destinations"));
+                }
+            }
         }
-        if s.destinations.len() < 2 {
-            return Err(ConfigError::invalid(format!("shared[{i}].destinations"), "a shared bottleneck needs at least two destinations"));
+        if s.abw.is_some_and(|r| r.bps() == 0) {
+            return Err(ConfigError::invalid(format!("{key}.abw"), "ABW must be positive"));
+        }
+        if s.capacity.is_some_and(|r| r.bps() == 0) {
+            return Err(ConfigError::invalid(format!("{key}.capacity"), "capacity must be positive"));
         }
     }
     Ok(())
@@ -261,6 +353,41 @@ mod tests {
         for (extra, key) in cases {
             let e = steps_error(extra);
             assert!(e.contains(key) && !e.contains('\n'), "{extra:?} gave {e:?}");
+        }
+    }
+
+    const THREE: &str = "hosts = [\"a\", \"b\", \"c\"]\n";
+
+    fn shared_error(class: &str) -> String {
+        Config::from_toml(&format!("{THREE}[[shared]]\n{class}"), "t.toml").err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_paths_class_parses_and_round_trips_through_the_serialiser() {
+        let text = format!("{THREE}[[shared]]\npaths = [[\"a\", \"b\"], [\"c\", \"b\"]]\nabw = \"10mbit\"\n");
+        let cfg = Config::from_toml(&text, "t.toml").unwrap();
+        let s = &cfg.shared[0];
+        assert_eq!(s.members().iter().map(|(p, _)| *p).collect::<Vec<_>>(), [("a", "b"), ("c", "b")]);
+        assert!(!s.per_source());
+        let again = Config::from_toml(&toml::to_string(&cfg).unwrap(), "again.toml").unwrap();
+        assert_eq!(again.shared, cfg.shared);
+    }
+
+    #[test]
+    fn bad_shared_classes_are_one_line_errors_naming_the_key() {
+        let cases = [
+            ("paths = [[\"a\", \"b\"], [\"a\", \"x\"]]\n", "shared[0].paths[1][1]: unknown host \"x\""),
+            ("paths = [[\"a\", \"b\"], [\"c\", \"c\"]]\n", "shared[0].paths[1]: a path needs two different hosts"),
+            ("paths = [[\"a\", \"b\"], [\"a\", \"b\"]]\n", "shared[0].paths[1]: a -> b is listed twice"),
+            ("paths = [[\"a\", \"b\"]]\n", "shared[0].paths: a shared bottleneck needs at least two paths"),
+            ("paths = [[\"a\", \"b\"], [\"c\", \"b\"]]\ndirection = \"in\"\n", "shared[0].direction: direction is for a source's class; a paths class lists each direction as [from, to]"),
+            ("paths = [[\"a\", \"b\"], [\"c\", \"b\"]]\nsource = \"a\"\n", "shared[0].paths: give either source and destinations (one source's paths) or paths (any directions), not both"),
+            ("abw = \"1mbit\"\n", "shared[0]: missing source and destinations (one source's paths) or paths (any directions, [[from, to], ...])"),
+            ("paths = [[\"a\", \"b\"], [\"c\", \"b\"]]\nabw = \"0mbit\"\n", "shared[0].abw: ABW must be positive"),
+            ("source = \"a\"\ndestinations = [\"b\", \"b\"]\n", "shared[0].destinations[1]: b is listed twice"),
+        ];
+        for (class, want) in cases {
+            assert_eq!(shared_error(class), want, "{class:?}");
         }
     }
 }
