@@ -141,7 +141,10 @@ def measure(case: str, out_dir: Path) -> tuple[Path, dict, Observer, str]:
     out = out_dir / f"model-{time.monotonic_ns()}.toml"
     cmd = [sys.executable, "-m", "pathtwin.cli", "measure", "--emulate", str(path), "--hosts", ",".join(hosts),
            "--flows", ",".join(map(str, flow_counts)), "--duration", f"{TEST_DURATION_S}s", "--probe-interval", "20ms",
-           "--probe-duration", "8s", "-o", str(out)]
+           # NSDI'09's per-source measurement, which these tests grade against the truth; the
+           # tests of paths loaded together (cross-source classes, access links) are graded in
+           # the simulator (test_measure_sim.py), where they take seconds, not minutes.
+           "--probe-duration", "8s", "--no-together", "-o", str(out)]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     obs = Observer(p.pid, truth.cross_routes() + [(a, b) for a in hosts for b in hosts if a != b])
     obs.start()
@@ -245,7 +248,7 @@ def measurement_shortfalls(case: str, result) -> list[str]:
     # The model is a topology the schema accepts, with those classes as [[shared]].
     cfg = tomllib.loads(out.read_text())
     assert sorted(cfg["hosts"]) == sorted(hosts) and len(cfg["path"]) == len(hosts) * (len(hosts) - 1) // 2
-    got_shared = {(c["source"], frozenset(c["destinations"])) for c in cfg.get("shared", [])}
+    got_shared = {(c.get("source"), frozenset(c.get("destinations", ()))) for c in cfg.get("shared", [])}
     want_shared = {(s, frozenset(c)) for s in hosts for c in f["shared"][s]["classes"]}
     if got_shared != want_shared:
         missed.append(f"model's [[shared]] {got_shared} != findings {want_shared}")
