@@ -124,3 +124,18 @@ def test_pipes_carry_the_offsets_or_the_random_rate_and_old_databases_load(runs,
     Workload(bad, db.exchanges).save(tmp_path / "bad")
     with pytest.raises(PathtwinError, match=r"conns.parquet: column down_lost_offsets, row 0: 'x' is not a byte offset"):
         Workload.load(tmp_path / "bad")
+
+
+def test_the_command_replays_with_either_model_and_refuses_another(runs, tmp_path, cli):
+    """``pathtwin replay --loss random`` says so in its summary; an unknown model is one
+    line naming ``--loss``, before anything runs."""
+    import json
+
+    _, _, _, db, _ = runs
+    db.save(tmp_path / "db")
+    done = cli("replay", tmp_path / "db", "--engine", "sim", "--loss", "random", "-o", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["loss"] == "random"
+    bad = cli("replay", tmp_path / "db", "--engine", "sim", "--loss", "bernoulli", "-o", tmp_path / "bad")
+    assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "--loss: loss model 'bernoulli'" in bad.stderr
+    assert not (tmp_path / "bad").exists()
