@@ -1,6 +1,7 @@
 """Replay in the simulator against replay in the emulator, on long lossy responses (issue
 #26): a ground truth recorded in the emulator (kernel TCP), analysed once, and the SAME
-database replayed in both engines with the same seed.
+database replayed in both engines with the same seed, each losing the transmissions the
+truth's capture shows lost (``loss="trace"``, the default).
 
 Both engines build a path from the same elements with the same seeded random-loss draws
 (pipe i's loss stream is a function of the run's seed and i, counted per packet): when the
@@ -58,7 +59,14 @@ SHARE_POINTS = 10.0
 AGREE = 0.875
 # A simulated TCP consistently faster or slower than the kernel (measured: -0.9 %).
 MEDIAN_BIAS = 0.05
-# What the truth's own losses allow (not checked here): two emulated replays of the
+# Trace loss against the kernel truth (bench/replay/README.md, 297 connections): the emulated
+# replay's server retransmits exactly as the truth's did for 94 % of the connections (71 %
+# with random loss), and 92.6 % of the long lossy connections come within ±20 % of the truth
+# (83.0 % with random loss); issue #26 asks for 90 %. This test's 36 long lossy connections
+# (~3 points each) measured 86 % within ±20 % on a loaded machine.
+SAME_LOSSES = 0.85
+LONG_LOSSY_WITHIN = 0.80
+# With random loss in place of the trace's (loss="random"), what the truth's own losses allow: two emulated replays of the
 # 300-connection database with different seeds agree within ±20 % for 81 % of the long
 # lossy connections, 98 % of the lossless; their shares within ±20 % of the truth were
 # 88.6 % and 87.3 % (long lossy 85 % and 82 %).
@@ -87,14 +95,18 @@ def replays(tmp_path_factory):
         t["true_loss"] = slots.map(truth.conns["down_loss"]).to_numpy()
         longest = db.exchanges.groupby("conn")["response_bytes"].max()
         t["long"] = (t["conn"].map(longest).fillna(0) >= LONG_SEGMENTS * 1448).to_numpy()
+        rconns = pd.read_parquet(r.out / "replay_conns.parquet")
+        t["retransmitted"] = pd.Series(r.run.addresses).map(rconns["retrans_packets_s2c"].set_axis(rconns["client_ip"])).to_numpy()
         out[engine] = (r.summary, t)
-    return truth, db, out
+    source = db.conns["source_client"].str.split(":").str[0]
+    truth_retrans = source.map(cs["retrans_packets_s2c"].set_axis(cs["client_ip"])).to_numpy()
+    return truth, db, out, truth_retrans
 
 
 def test_the_workload_is_long_and_lossy(replays):
     """At least 30 % of the connections have a response of >= 50 segments on a path with
     0.5-2 % loss (issue #26), and every one is replayed in both engines."""
-    truth, db, out = replays
+    truth, db, out, _ = replays
     s, t = out["emu"]
     long_lossy = t["long"] & (t["true_loss"] >= 0.005)
     assert long_lossy.mean() >= 0.3, t.to_string()
@@ -104,7 +116,7 @@ def test_the_workload_is_long_and_lossy(replays):
 
 
 def test_the_simulated_replay_matches_the_emulated_one(replays):
-    _, _, out = replays
+    _, _, out, _ = replays
     (se, te), (ss, ts) = out["emu"], out["sim"]
     both = pd.DataFrame({"emu": te["replay_ms"], "sim": ts["replay_ms"], "original": te["original_ms"],
                          "long": te["long"], "true_loss": te["true_loss"]}).dropna()
@@ -117,3 +129,18 @@ def test_the_simulated_replay_matches_the_emulated_one(replays):
     # Against the truth, neither engine is consistently slower or faster (the loss lottery
     # goes both ways; the kernel-truth test's bound).
     assert abs(se["median_bias"]) <= 0.15 and abs(ss["median_bias"]) <= 0.15, detail
+
+
+def test_the_emulated_replay_loses_what_the_kernel_truth_lost(replays):
+    """Trace loss against the kernel: per connection, the emulated replay's server
+    retransmits as often as the truth's did for SAME_LOSSES of the connections, and the
+    long lossy ones come within ±20 % of the truth for LONG_LOSSY_WITHIN of them."""
+    _, _, out, truth_retrans = replays
+    s, t = out["emu"]
+    same = (t["retransmitted"].to_numpy() == truth_retrans)
+    detail = pd.DataFrame({"truth": truth_retrans, "replay": t["retransmitted"], "err": t["rel_error"], "long": t["long"],
+                           "true_loss": t["true_loss"]}).round(3).to_string()
+    assert truth_retrans.sum() > 0
+    assert same.mean() >= SAME_LOSSES, detail
+    long_lossy = t["long"] & (t["true_loss"] >= 0.005)
+    assert (t["rel_error"].abs()[long_lossy] <= 0.2).mean() >= LONG_LOSSY_WITHIN, detail

@@ -19,7 +19,10 @@ from the first; ``--long-lossy-share`` adds long lossy responses to the workload
 share of connections with a first response of at least 50 segments on a path with 0.5-2 %
 downstream loss, `synthetic`'s ``long_lossy_share``); ``--cc`` names the server's
 congestion control in the recording and every replay (the emulated hosts otherwise run the
-machine's default, which the simulator does not know).
+machine's default, which the simulator does not know). ``--loss`` names the replays' loss
+models (``trace``, the default: each connection loses the data the recording's capture shows
+it lost; ``random``: Bernoulli loss at the analysed rate; ``trace,random``: both, each
+engine replaying the one database with each, columns ``ENGINE-MODEL``).
 
     sudo python bench/replay/accuracy.py --connections 2000 --duration 200 --out bench/out/replay
     python bench/replay/accuracy.py --engine sim --out bench/out/replay-sim
@@ -39,7 +42,7 @@ from pathlib import Path
 
 
 from pathtwin import trace
-from pathtwin.replay import CATEGORIES, Workload, breakdown, replay, run_emulated, run_simulated, synthetic
+from pathtwin.replay import CATEGORIES, LOSS_MODELS, Workload, breakdown, replay, run_emulated, run_simulated, synthetic
 from pathtwin.replay.workload import LONG_SEGMENTS
 
 #: The paper's headline: connections whose replayed response time is within ±20 % (Fig. 6).
@@ -84,9 +87,16 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", choices=("emu", "sim"), default="emu", help="engine of the recording (and, by default, of the replay)")
     ap.add_argument("--replay-engines", default=None,
                     help=f"comma-separated replays of the same database, of {', '.join(REPLAY_ENGINES)} (default: --engine)")
+    ap.add_argument("--loss", default="trace", help=f"comma-separated loss models of the replays, of {', '.join(LOSS_MODELS)}")
     a = ap.parse_args(argv)
-    engines = (a.replay_engines or a.engine).split(",")
-    bad = [e for e in engines if e not in REPLAY_ENGINES]
+    losses = a.loss.split(",")
+    if any(m not in LOSS_MODELS for m in losses):
+        ap.error(f"--loss: {a.loss}: each of {', '.join(LOSS_MODELS)}")
+    engine_names = (a.replay_engines or a.engine).split(",")
+    engines = [e if len(losses) == 1 else f"{e}-{m}" for e in engine_names for m in losses]
+    loss_of = {e if len(losses) == 1 else f"{e}-{m}": m for e in engine_names for m in losses}
+    engine_of = {e if len(losses) == 1 else f"{e}-{m}": e for e in engine_names for m in losses}
+    bad = [e for e in engine_names if e not in REPLAY_ENGINES]
     if bad:
         ap.error(f"--replay-engines: {', '.join(bad)}: not one of {', '.join(REPLAY_ENGINES)}")
     replay_seed = a.seed if a.replay_seed is None else a.replay_seed
@@ -108,11 +118,11 @@ def main(argv=None) -> int:
 
     results: dict = {}
     for name in engines:
-        engine, profile = REPLAY_ENGINES[name]
+        engine, profile = REPLAY_ENGINES[engine_of[name]]
         tcp = dict(server_tcp, **({"profile": profile} if profile else {}))
         out = a.out / ("replay" if len(engines) == 1 else f"replay-{name}")
         t0 = time.time()
-        result = replay(db, out, tcp=tcp or None, source_exchanges=exchanges, engine=engine, seed=replay_seed)
+        result = replay(db, out, tcp=tcp or None, source_exchanges=exchanges, engine=engine, seed=replay_seed, loss=loss_of[name])
         t_replay = time.time() - t0
         table = result.table
         truth_conn = db.source_slots(original.addresses)
@@ -121,7 +131,8 @@ def main(argv=None) -> int:
         table["long"] = (table["conn"].map(longest).fillna(0) >= LONG_BYTES).to_numpy()
         table.to_parquet(a.out / ("connections.parquet" if len(engines) == 1 else f"connections-{name}.parquet"), index=False)
         s = result.summary
-        print(f"\n== replay in {name} ({engine}{', profile ' + profile if profile else ''}), {t_replay:.1f} s: "
+        print(f"\n== replay in {name} ({engine}{', profile ' + profile if profile else ''}, {loss_of[name]} loss; "
+              f"{100 * s['trace_loss_share']:.0f} % of connections with trace offsets), {t_replay:.1f} s: "
               f"within ±20 %: {100 * s['within_20pct']:.1f} % (paper {100 * PAPER_WITHIN_20PCT:.0f} %), "
               f"±10 %: {100 * s['within_10pct']:.1f} %, median |error| {100 * s['median_abs_error']:.1f} %, "
               f"median bias {100 * s['median_bias']:+.1f} %, KS distance {s['ks_distance']:.3f}")
@@ -162,13 +173,13 @@ def main(argv=None) -> int:
 
     naive = None
     s = results[first]
-    engine, profile = REPLAY_ENGINES[first]
+    engine, profile = REPLAY_ENGINES[engine_of[first]]
     if not a.no_naive:
         # What per-connection paths buy: the same database through one average path.
         avg = db.conns.assign(rtt_ms=db.conns["rtt_ms"].mean(), down_bps=db.conns["down_bps"].median(),
                               up_bps=db.conns["up_bps"].median(), down_loss=db.conns["down_loss"].mean())
         naive = replay(Workload(avg, db.exchanges, port=db.port), a.out / "naive", source_exchanges=exchanges,
-                       tcp=s["tcp"] or None, engine=engine, seed=replay_seed).summary
+                       tcp=s["tcp"] or None, engine=engine, seed=replay_seed, loss="random").summary
         print(f"\none average path for every connection ({first}; RTT {avg['rtt_ms'].iloc[0]:.0f} ms, "
               f"{avg['down_bps'].iloc[0] / 1e6:.2f} Mbit/s, loss {100 * avg['down_loss'].iloc[0]:.2f} %): "
               f"within ±20 % {100 * naive['within_20pct']:.1f} %, KS distance {naive['ks_distance']:.3f} "

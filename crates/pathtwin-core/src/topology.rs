@@ -16,7 +16,7 @@
 
 use crate::bounds::{self, Bounds, PathBoundsInput, DEFAULT_MAX_QUEUE};
 use crate::config::{AbwSteps, Config, ConfigError, LinkConfig, Mode, PathConfig, PerDirection, PipeConfig, Placement, QdiscSpec, SharedDirection, TableSpec, View};
-use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity, Reorder};
+use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity, Reorder, TraceLoss};
 use crate::marker::{Marker, Policy};
 use crate::packet::PacketMeta;
 use crate::qdisc::{Discipline, DropTail};
@@ -146,7 +146,7 @@ impl<P> Network<P> {
                 let kind = match e {
                     Element::Delay(_) => "delay",
                     Element::Queue(_) => "queue",
-                    Element::Loss(_) => "loss",
+                    Element::Loss(_) | Element::TraceLoss(_) => "loss",
                     Element::Reorder(_) => "reorder",
                     Element::Marker(_) => "marker",
                 };
@@ -742,7 +742,14 @@ fn half_rtt(rtt: Duration, d: usize) -> Duration {
 fn pipe_direction<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>, p: &PipeConfig, d: usize, limit: QueueLimit, name: &str) -> Vec<Hop> {
     let rate = p.rate.get(d);
     let q = BandwidthQueue::new(rate, rate, Discipline::DropTail(DropTail::new(limit)), b.rng()).with_propagation(half_rtt(p.rtt, d));
-    let mut hops = vec![Hop { element: b.add(name.to_string(), "pipe", Element::Queue(q)), slot: 0 }];
+    let mut hops = Vec::with_capacity(3);
+    // The trace's drops come ahead of the queue: they include the traced queue's overflows,
+    // and the replay's queue then sees the survivors the traced one let through, so that
+    // no loss happens twice (`pathtwin-trace`'s `losses`).
+    if let Some(offsets) = p.drop.as_ref().map(|drops| &drops[d]).filter(|o| !o.is_empty()) {
+        hops.push(Hop { element: b.add(format!("{name} drop"), "pipe-loss", Element::TraceLoss(TraceLoss::new(offsets))), slot: 0 });
+    }
+    hops.push(Hop { element: b.add(name.to_string(), "pipe", Element::Queue(q)), slot: 0 });
     if let Some(loss) = p.loss.map(|x| x.get(d)).filter(|x| x.get() > 0.0) {
         let rng = b.rng();
         hops.push(Hop { element: b.add(format!("{name} loss"), "pipe-loss", Element::Loss(RandomLoss::new(loss, rng))), slot: 0 });

@@ -315,3 +315,19 @@ fn paths_class_errors_name_the_key() {
         assert_eq!(e, want, "{extra:?}");
     }
 }
+
+/// A pipe's `drop` puts a trace-loss element ahead of the queue (and of random loss) in the
+/// directions that list offsets; an offset past 32 bits is refused naming its key.
+#[test]
+fn a_pipe_drop_list_is_an_element_ahead_of_the_queue_and_checked() {
+    let pipe = |drop: &str| format!("hosts = [\"s\", \"c\"]\n[[pipe]]\nbetween = [\"s\", \"c\"]\nrtt = \"10ms\"\nrate = \"1mbit\"\nloss = [\"1%\", \"0%\"]\ndrop = {drop}\n");
+    let cfg = Config::from_toml(&pipe("[[1448, 1448, 2896], []]"), "t.toml").unwrap();
+    let net: Network<P> = compile(&cfg).unwrap();
+    let p = &net.pipes[0];
+    let names: Vec<&str> = p.down.iter().map(|h| net.element_info[h.element].name.as_str()).collect();
+    assert_eq!(names, ["s->c#0 drop", "s->c#0", "s->c#0 loss"]);
+    assert_eq!(net.element_info[p.down[0].element].kind, "pipe-loss");
+    assert_eq!(p.up.len(), 1, "no offsets upstream: no element");
+    let e = Config::from_toml(&pipe("[[0], [1, 4294967296]]"), "t.toml").unwrap_err().to_string();
+    assert!(e.starts_with("pipe[0].drop[1][1]:") && e.contains("32-bit"), "{e}");
+}

@@ -943,6 +943,7 @@ impl Emulator {
                     .map(|h| match &net.elements[h.element] {
                         Element::Queue(q) if !loss => q.stats().drops,
                         Element::Loss(l) if loss => l.drops(),
+                        Element::TraceLoss(l) if loss => l.drops(),
                         _ => 0,
                     })
                     .sum::<u64>() as i64

@@ -221,6 +221,8 @@ impl InFlight {
 struct PendingRetrans {
     sent_ns: u64,
     tsval: Option<u32>,
+    /// Its entry in [`Downstream::losses`], if it was logged.
+    logged: Option<usize>,
 }
 
 /// One request/response exchange, delimited by the direction of new data: the client's
@@ -291,6 +293,8 @@ pub struct Downstream {
     sends: SendLog,
     /// Stream starts of retransmitted segments (the first [`QUEUE_LOG`]).
     retransmitted: Vec<u64>,
+    /// Retransmitted data ranges and which were spurious: the lost offsets (`losses`).
+    pub losses: crate::losses::LossLog,
     /// Capacity pairs (`direction`): ACK pairs of one burst before the first retransmission.
     /// Boxed, as `rounds` and [`Conn::up`] are: the per-packet fields stay together in a few
     /// cache lines.
@@ -454,6 +458,7 @@ impl Conn {
                 delack: Summary::new(index.wrapping_mul(3) + 1),
                 sends: SendLog::default(),
                 retransmitted: Vec::new(),
+                losses: Default::default(),
                 cap: Box::default(),
                 rounds: Box::default(),
                 short_tail: false,
@@ -785,7 +790,11 @@ impl Conn {
                     d.timeout_min_ns = Some(d.timeout_min_ns.map_or(wait, |m: u64| m.min(wait)));
                 }
             }
-            d.pending.push_back(PendingRetrans { sent_ns: now, tsval });
+            // Data only: the SYN-ACK and the FIN are not listed (`losses`).
+            let data_start = start + u64::from(tcp.has(flags::SYN));
+            let data_end = data_start + tcp.payload_len as u64;
+            let logged = if tcp.payload_len > 0 { d.losses.retransmitted(data_start, data_end, una) } else { None };
+            d.pending.push_back(PendingRetrans { sent_ns: now, tsval, logged });
             // Re-sent data keeps its place in the queue; refresh its send time.
             for seg in d.in_flight.iter_mut().filter(|s| s.start < end && start < s.end()) {
                 seg.sent_ns = now;
@@ -836,6 +845,7 @@ impl Conn {
                 let inside_second = blocks.next().is_some_and(|(l2, r2)| l2 <= l && r <= r2);
                 if r <= ack || inside_second {
                     d.dsack_blocks += 1;
+                    d.losses.dsack(l, r);
                 } else {
                     d.sack_since_advance = true;
                 }
@@ -853,20 +863,24 @@ impl Conn {
             }
         }
 
-        // Monkey's spurious-retransmission heuristic, used only without SACK (with SACK the
-        // D-SACK count above is exact).
-        if !sack_on {
-            while let Some(p) = d.pending.front().copied() {
-                let answers = match (p.tsval, opts.timestamp) {
-                    (Some(v), Some((_, ecr))) => ecr.wrapping_sub(v) as i32 >= 0,
-                    _ => min_rtt.is_some_and(|m| now >= p.sent_ns + m),
-                };
-                if !answers {
-                    break;
-                }
-                d.pending.pop_front();
-                if is_dup {
+        // Monkey's spurious-retransmission heuristic, counted only without SACK (with SACK the
+        // D-SACK count above is exact). The loss log takes it either way: a receiver that
+        // sends no D-SACK (`losses` decides which test a connection's log believes).
+        while let Some(p) = d.pending.front().copied() {
+            let answers = match (p.tsval, opts.timestamp) {
+                (Some(v), Some((_, ecr))) => ecr.wrapping_sub(v) as i32 >= 0,
+                _ => min_rtt.is_some_and(|m| now >= p.sent_ns + m),
+            };
+            if !answers {
+                break;
+            }
+            d.pending.pop_front();
+            if is_dup {
+                if !sack_on {
                     d.dupack_spurious += 1;
+                }
+                if let Some(i) = p.logged {
+                    d.losses.dupack(i);
                 }
             }
         }

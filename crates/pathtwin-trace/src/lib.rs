@@ -12,7 +12,8 @@
 //!
 //! Layers, each a module: `capture` (pcap/pcapng framing) → `decode` (link, IP, TCP) →
 //! `tracker` (which connection) → `conn` (per-connection inference, with `direction`'s
-//! per-direction capacity, ABW, queue and loss estimates) → `record` (output row); `monarch`
+//! per-direction capacity, ABW, queue and loss estimates, and `losses`, which transmissions
+//! were lost, by offset, for a replay to lose again) → `record` (output row); `monarch`
 //! sits beside `tracker`. Reading is streaming: memory follows the number of
 //! concurrent connections (for the diagnosis, of probe flows, each holding a bounded window
 //! of probes), not the size of the file. Bad packets are counted in
@@ -33,6 +34,7 @@ pub mod conn;
 pub mod decode;
 pub mod direction;
 pub mod error;
+pub mod losses;
 pub mod monarch;
 pub mod record;
 pub mod seq;

@@ -134,6 +134,12 @@ record! {
     queue_losses: U64,
     /// `loss_rate` without those: the random loss a replay pipe adds to its own queue's.
     random_loss_rate: F64,
+    /// The downstream transmissions the capture shows lost, as byte offsets from the
+    /// server's first payload byte, ascending, an offset once per lost transmission,
+    /// space-separated: retransmissions less spurious ones, queue overflows included
+    /// (`losses`; a replay pipe's `drop`, ahead of its queue). Empty: none lost; null: no
+    /// server SYN to count from.
+    lost_offsets_s2c: Str,
     bottleneck_bps: F64,
     bandwidth_samples: U64,
     /// Server data packets per client ACK before the first loss.
@@ -288,6 +294,11 @@ impl ConnRecord {
             down.retrans_packets.saturating_sub(spurious) as f64 / down.data_packets as f64
         });
         let queue_losses = bw.map_or(0, |b| c.queue_explained_losses(b));
+        // The stream is anchored at the SYN when it was seen: its first payload byte is one on.
+        let lost_offsets = (down.syn_count > 0).then(|| {
+            let offsets = d.losses.offsets(crate::seq::ORIGIN + 1, c.downstream_mss() as u64);
+            offsets.iter().map(u64::to_string).collect::<Vec<_>>().join(" ")
+        });
         let ack_ratio = (d.pre_loss_acks > 0).then(|| d.pre_loss_data as f64 / d.pre_loss_acks as f64);
         let first = c.exchanges.first();
         let prune = if !c.handshake_complete {
@@ -359,6 +370,7 @@ impl ConnRecord {
             random_loss_rate: loss_rate.map(|_| {
                 down.retrans_packets.saturating_sub(spurious).saturating_sub(queue_losses) as f64 / down.data_packets as f64
             }),
+            lost_offsets_s2c: lost_offsets,
             bottleneck_bps: bw,
             bandwidth_samples: bw_n,
             ack_ratio,

@@ -105,6 +105,7 @@ def register(app: typer.Typer) -> None:
         settings: List[str] = typer.Option([], "--set", help="server TCP what-if, e.g. tcp.initial_window=10 or tcp.cc=bbr; repeatable"),
         engine: str = typer.Option("emu", "--engine", help="emu (real kernel TCP on both sides, needs root) or sim (simulated TCP, fast what-ifs)"),
         seed: int = typer.Option(1, "--seed", help="seed of the pipes' random loss (and the simulator's TCP)"),
+        loss: str = typer.Option("trace", "--loss", help="trace: lose the data the capture shows lost (its retransmissions, less spurious ones); random: Bernoulli loss at each path's loss rate, for what-if paths"),
         keep_open: bool = typer.Option(False, "--keep-open", help="also replay connections still open when the capture ended"),
         exchanges: Optional[Path] = typer.Option(None, "--exchanges", help="exchange table of a conns.parquet source (pathtwin trace analyze --exchanges)"),
     ) -> None:
@@ -115,6 +116,12 @@ def register(app: typer.Typer) -> None:
 
         if engine not in rp.ENGINES:
             raise PathtwinError(f"--engine {engine!r}: use {' or '.join(rp.ENGINES)}")
+        from ..replay.workload import check_loss_model
+
+        try:
+            check_loss_model(loss)
+        except PathtwinError as e:
+            raise PathtwinError(f"--loss: {e}") from None
         if not source.exists():
             raise PathtwinError(f"{source}: no such capture or replay database")
         tcp = parse_settings(settings)
@@ -123,7 +130,7 @@ def register(app: typer.Typer) -> None:
         console.print(f"{source}: {len(workload):,} connections to replay (captured at the {workload.vantage})"
                       + (f" ({', '.join(f'{n} skipped: {r}' for r, n in workload.skipped.items())})" if workload.skipped else ""))
         with console.status(f"replaying in the {'simulator' if engine == 'sim' else 'emulator'} ..."):
-            result = rp.replay(workload, out, tcp=tcp, engine=engine, source_exchanges=source_exchanges, seed=seed)
+            result = rp.replay(workload, out, tcp=tcp, engine=engine, source_exchanges=source_exchanges, seed=seed, loss=loss)
         s = result.summary
         from ..replay.figures import write_figures
 
@@ -133,6 +140,8 @@ def register(app: typer.Typer) -> None:
         if s["tcp_from_capture"]:
             console.print(f"from the capture: {', '.join(f'{k}={v}' for k, v in s['tcp_from_capture'].items())} "
                           f"(the traced server's largest first flight, in segments; --set tcp.initial_window=N to choose)")
+        console.print(f"loss: {s['loss']}" + (f" ({100 * s['trace_loss_share']:.0f} % of the connections with the capture's own "
+                      f"losses, the rest at random)" if s["loss"] == "trace" else ""), highlight=False)
         console.print(f"response time within ±20 %: {100 * s['within_20pct']:.1f} % (±10 %: {100 * s['within_10pct']:.1f} %), "
                       f"median error {100 * s['median_abs_error']:.1f} %")
         console.print(rp.ks_reading(s))

@@ -36,7 +36,7 @@ from .compare import (CATEGORIES, breakdown, carried_whole, categories, compare,
 from .dbcheck import check_source_exchanges
 from .emu import EmulatedRun, run_emulated
 from .sim import REPLAY_TCP, SimulatedRun, run_simulated
-from .workload import Workload, synthetic
+from .workload import LOSS_MODELS, Workload, check_loss_model, synthetic
 
 #: The replay server's initial window (segments) unless set: the kernel's (TCP_INIT_CWND)
 #: and both simulated profiles' (docs/tcp-defaults.md).
@@ -47,7 +47,7 @@ ENGINES = ("emu", "sim")
 
 __all__ = ["Workload", "synthetic", "run_emulated", "run_simulated", "SimulatedRun", "compare", "summary", "breakdown", "categories", "CATEGORIES", "halves",
            "ks_distance", "ks_reading",
-           "response_times", "response_times_by_slot", "replay", "ReplayResult", "load_source"]
+           "response_times", "response_times_by_slot", "replay", "ReplayResult", "load_source", "LOSS_MODELS"]
 
 
 @dataclass
@@ -98,7 +98,8 @@ def load_source(source, server: Optional[str] = None, keep_open: bool = False,
 
 def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None, tcp: Optional[dict] = None,
            engine: str = "emu", source_exchanges: Optional[pd.DataFrame] = None,
-           progress: Optional[Callable[[float], None]] = None, seed: int = 1, keep_open: bool = False) -> ReplayResult:
+           progress: Optional[Callable[[float], None]] = None, seed: int = 1, keep_open: bool = False,
+           loss: str = LOSS_MODELS[0]) -> ReplayResult:
     """Builds the replay database of ``source`` (a capture, a database directory or a
     :class:`Workload`), replays it with the server's ``tcp`` settings and compares
     per-connection response times with the source's, in the emulator (``engine="emu"``,
@@ -107,13 +108,16 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
     or simulation, the server capture, the emulator agents' logs), ``replay_conns.parquet``
     and ``replay_exchanges.parquet`` (that capture analysed), ``connections.parquet`` (the
     comparison) and ``summary.json`` (with Figs. 6-8's ``categories`` and Fig. 9's ``halves``;
-    ``figures.write_figures`` draws them). Ctrl-C during the replay ends it there and still writes
+    ``figures.write_figures`` draws them). ``loss``: ``"trace"`` (the default) loses the
+    data the capture shows lost, ``"random"`` loses at each path's rate (Monkey's; the
+    :mod:`~pathtwin.replay.workload` doc says why trace is the default). Ctrl-C during the replay ends it there and still writes
     all of these, comparing the connections that had carried all their bytes
     (``summary["interrupted"]``)."""
     from .. import trace
 
     if engine not in ENGINES:
         raise PathtwinError(f"engine {engine!r}: a replay runs in {' or '.join(repr(e) for e in ENGINES)}")
+    check_loss_model(loss)
     out = Path(out)
     if isinstance(source, Workload):
         workload = source
@@ -136,9 +140,9 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
     capture_at = "clients" if workload.vantage == "client" else "server"
     run: SimulatedRun | EmulatedRun
     if engine == "sim":
-        run = run_simulated(workload, out / "replay", tcp=tcp, seed=seed, capture_at=capture_at)
+        run = run_simulated(workload, out / "replay", tcp=tcp, seed=seed, capture_at=capture_at, loss=loss)
     else:
-        run = run_emulated(workload, out / "replay", tcp=tcp, progress=progress, seed=seed, capture_at=capture_at)
+        run = run_emulated(workload, out / "replay", tcp=tcp, progress=progress, seed=seed, capture_at=capture_at, loss=loss)
     rconns, rex, _ = trace.workload(run.capture, server=None)
     # The replay's own capture, analysed as the source was: to compare any column, not only
     # response times.
@@ -155,6 +159,7 @@ def replay(source: Union[str, Path, Workload], out, server: Optional[str] = None
     s["halves"] = halves(table)
     # The server's TCP as run: in the simulator, over the replay's profile (REPLAY_TCP).
     s.update({"engine": engine, "tcp": {**REPLAY_TCP, **tcp} if engine == "sim" else tcp, "tcp_from_capture": from_capture,
+              "loss": loss, "trace_loss_share": workload.trace_loss_share(),
               "skipped": workload.skipped, "vantage": workload.vantage, "wall_s": run.wall_s,
               "interrupted": run.interrupted})
     (out / "summary.json").write_text(json.dumps(s, indent=2))

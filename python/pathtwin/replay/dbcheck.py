@@ -75,7 +75,13 @@ CONN_RULES = (
     Column("quickack", "bool"),
     Column("source_conn_id", "int", -ID_MAX, ID_MAX, nullable=True),
     Column("source_client", "str", nullable=True),
+    # Null: no offsets recorded (random loss stands in); else space-separated offsets.
+    Column("down_lost_offsets", "str", nullable=True),
 )
+#: Conns columns an older database lacks, and the value they take then.
+OPTIONAL_CONN = {"down_lost_offsets": None}
+#: Lost offsets name bytes of a 32-bit sequence space.
+OFFSET_LIMIT = 2**32
 EXCHANGE_RULES = (
     Column("conn", "int", 0, ID_MAX),
     Column("exchange", "int", 0, ID_MAX),
@@ -239,6 +245,28 @@ def _is_null(v: Any) -> bool:
     if v is None or v is pd.NA or v is pd.NaT:
         return True
     return isinstance(v, float) and math.isnan(v)
+
+
+def with_optional_columns(conns: pd.DataFrame) -> pd.DataFrame:
+    """``conns`` with every optional column an older database lacks, at its default."""
+    missing = {k: v for k, v in OPTIONAL_CONN.items() if k not in conns.columns}
+    return conns.assign(**{k: [v] * len(conns) for k, v in missing.items()}) if missing else conns
+
+
+def check_lost_offsets(conns: pd.DataFrame, path: Path) -> None:
+    """Each ``down_lost_offsets`` is whole numbers below 2^32, ascending, separated by spaces."""
+    for row, v in enumerate(conns["down_lost_offsets"].tolist()):
+        if v is None:
+            continue
+        words = v.split()
+        if not all(w.isascii() and w.isdigit() for w in words):
+            bad = next(w for w in words if not (w.isascii() and w.isdigit()))
+            raise PathtwinError(f"{path}: column down_lost_offsets, row {row}: {_short(bad)} is not a byte offset")
+        offsets = [int(w) for w in words]
+        if any(o >= OFFSET_LIMIT for o in offsets):
+            raise PathtwinError(f"{path}: column down_lost_offsets, row {row}: an offset is beyond 2^32 - 1")
+        if offsets != sorted(offsets):
+            raise PathtwinError(f"{path}: column down_lost_offsets, row {row}: offsets not in ascending order")
 
 
 def check_references(conns: pd.DataFrame, exchanges: pd.DataFrame, conns_path: Path, exchanges_path: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import PathtwinError
-from .workload import Workload
+from .workload import LOSS_MODELS, Workload
 
 #: Beyond the last connection's start, how long a replay may take before it is cut short.
 TAIL_S = 180.0
@@ -42,16 +42,17 @@ class EmulatedRun:
 
 
 def run_emulated(workload: Workload, out, tcp: Optional[dict] = None, progress: Optional[Callable[[float], None]] = None,
-                 seed: int = 1, capture_at: str = "server") -> EmulatedRun:
+                 seed: int = 1, capture_at: str = "server", loss: str = LOSS_MODELS[0]) -> EmulatedRun:
     """Runs ``workload`` with real kernel TCP on both sides; writes under ``out``. The
-    capture is taken at ``capture_at`` ("server" or "clients")."""
+    capture is taken at ``capture_at`` ("server" or "clients"); the pipes lose packets as
+    ``loss`` says (:meth:`Workload.pipes`)."""
     if capture_at not in ("server", "clients"):
         raise PathtwinError(f"capture_at {capture_at!r}: the replay captures at 'server' or 'clients'")
     from ..emulation import Emulation
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    config = {"hosts": ["server", "clients"], "run": {"seed": seed}, "tcp": dict(tcp or {}), "pipe": workload.pipes()}
+    config = {"hosts": ["server", "clients"], "run": {"seed": seed}, "tcp": dict(tcp or {}), "pipe": workload.pipes(loss=loss)}
     last_start = float(workload.conns["start_s"].max()) if len(workload) else 0.0
     t0 = time.monotonic()
     # No per-socket tcp_info sampling: thousands of short connections, and nothing reads it.

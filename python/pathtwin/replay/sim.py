@@ -39,7 +39,7 @@ from typing import Optional
 
 from ..errors import PathtwinError
 from .agent import PINNED_WINDOW_BELOW
-from .workload import Workload, _int_or_none
+from .workload import LOSS_MODELS, Workload, _int_or_none
 
 #: Beyond the last connection's start, the most simulated time a replay may take; the run
 #: ends earlier, as soon as every connection has closed (``[run] until_done``).
@@ -66,8 +66,9 @@ class SimulatedRun:
     interrupted: bool = False
 
 
-def sim_config(workload: Workload, tcp: Optional[dict] = None, seed: int = 1) -> dict:
-    """The simulator config that replays ``workload`` with the server's ``tcp`` settings."""
+def sim_config(workload: Workload, tcp: Optional[dict] = None, seed: int = 1, loss: str = LOSS_MODELS[0]) -> dict:
+    """The simulator config that replays ``workload`` with the server's ``tcp`` settings,
+    losing packets as ``loss`` says (:meth:`Workload.pipes`)."""
     if len(workload) == 0:
         raise PathtwinError("the replay database has no connections")
     by_conn = {k: g.sort_values("exchange") for k, g in workload.exchanges.groupby("conn")}
@@ -98,12 +99,13 @@ def sim_config(workload: Workload, tcp: Optional[dict] = None, seed: int = 1) ->
         "run": {"seed": seed, "duration": f"{last_start + TAIL_S:.9f}s", "until_done": True, "pcap": ["server"],
                 "sample_interval": SAMPLE_INTERVAL},
         "tcp": {**REPLAY_TCP, **(tcp or {})},
-        "pipe": workload.pipes(),
+        "pipe": workload.pipes(loss=loss),
         "flow": flows,
     }
 
 
-def run_simulated(workload: Workload, out, tcp: Optional[dict] = None, seed: int = 1, capture_at: str = "server") -> SimulatedRun:
+def run_simulated(workload: Workload, out, tcp: Optional[dict] = None, seed: int = 1, capture_at: str = "server",
+                  loss: str = LOSS_MODELS[0]) -> SimulatedRun:
     """Replays ``workload`` in the simulator with the server's ``tcp`` settings; writes the
     simulation's result directory under ``out/simulation`` (capture of ``capture_at``,
     "server" or "clients", in its ``pcap/``)."""
@@ -113,7 +115,7 @@ def run_simulated(workload: Workload, out, tcp: Optional[dict] = None, seed: int
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    config = sim_config(workload, tcp=tcp, seed=seed)
+    config = sim_config(workload, tcp=tcp, seed=seed, loss=loss)
     config["run"]["pcap"] = [capture_at]
     t0 = time.monotonic()
     result = simulate(config, out=out / "simulation")

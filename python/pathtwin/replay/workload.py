@@ -21,6 +21,20 @@ whole response (``response_acked_s``) — when the client had the response, half
 before — not from the server's last send, which on a slow link precedes the client's
 receipt by the queue's drain time. :func:`synthetic` draws a ground-truth workload of
 clients on modem, DSL, cable and fast paths.
+
+Loss is replayed one of two ways (:data:`LOSS_MODELS`, :meth:`Workload.pipes`). ``"trace"``
+(the default): the capture's own losses — ``down_lost_offsets``, from the analysis's
+``lost_offsets_s2c``, the byte offsets of the server's transmissions the capture shows lost
+(retransmissions less spurious ones, ``pathtwin-trace``'s ``losses``) — dropped again by the
+pipe's ``drop`` at those offsets, ahead of its queue, so that a connection that lost its 3rd
+segment loses its 3rd segment again, not its 97th, and its queue overflows no more than the
+traced one did (the queue's own losses are in the list). Two random draws at the same rate
+agree per connection on only 81 % of long lossy responses (bench/replay/README.md), which
+a replay of one's own capture has no reason to pay. ``"random"``: Monkey's Bernoulli loss at
+``down_loss``, for what-if paths and sweeps, or a workload without sequence numbers. A
+connection without recorded offsets (a :func:`synthetic` ground truth, a database written
+before the column existed, a capture that missed the server's SYN: ``down_lost_offsets``
+null) falls back on its random loss under ``"trace"`` too.
 """
 
 from __future__ import annotations
@@ -38,6 +52,10 @@ from ..errors import PathtwinError
 
 CONN_COLUMNS = ("conn", "start_s", "rtt_ms", "down_bps", "up_bps", "down_loss", "up_loss", "mss", "rwin_bytes",
                 "quickack", "source_conn_id", "source_client")
+#: Conns columns a database may lack (written before they existed): each one's value then.
+OPTIONAL_CONN_COLUMNS = {"down_lost_offsets": None}
+#: How a replay loses packets (module doc); the first is the default.
+LOSS_MODELS = ("trace", "random")
 EXCHANGE_COLUMNS = ("conn", "exchange", "request_bytes", "response_bytes", "header_bytes", "server_delay_s",
                     "query_delay_s", "think_s")
 
@@ -60,6 +78,9 @@ class Workload:
     server_initial_window: Optional[int] = None
 
     def __post_init__(self):
+        missing_optional = {k: v for k, v in OPTIONAL_CONN_COLUMNS.items() if k not in self.conns.columns}
+        if missing_optional:
+            self.conns = self.conns.assign(**{k: [v] * len(self.conns) for k, v in missing_optional.items()})
         for name, cols, df in (("conns", CONN_COLUMNS, self.conns), ("exchanges", EXCHANGE_COLUMNS, self.exchanges)):
             missing = [c for c in cols if c not in df.columns]
             if missing:
@@ -89,7 +110,9 @@ class Workload:
         if not d.is_dir():
             raise PathtwinError(f"{d}: not a replay database ({dbcheck.FILES})")
         meta = dbcheck.read_meta(d / "workload.json")
-        conns = dbcheck.check_table(dbcheck.read_parquet(d / "conns.parquet"), dbcheck.CONN_RULES, d / "conns.parquet")
+        conns = dbcheck.check_table(dbcheck.with_optional_columns(dbcheck.read_parquet(d / "conns.parquet")), dbcheck.CONN_RULES,
+                                    d / "conns.parquet")
+        dbcheck.check_lost_offsets(conns, d / "conns.parquet")
         exchanges = dbcheck.check_table(dbcheck.read_parquet(d / "exchanges.parquet"), dbcheck.EXCHANGE_RULES,
                                         d / "exchanges.parquet")
         dbcheck.check_references(conns, exchanges, d / "conns.parquet", d / "exchanges.parquet")
@@ -170,6 +193,9 @@ class Workload:
                 "mss": _int_or_none(c["mss_client"]), "rwin_bytes": _client_buffer(c),
                 "quickack": c["delayed_ack"] != "delayed",
                 "source_conn_id": int(c["conn_id"]), "source_client": f"{c['client_ip']}:{int(c['client_port'])}",
+                # A client-side capture shows the server's retransmissions too, but not which
+                # of its segments were lost on the way to the capture: no offsets there.
+                "down_lost_offsets": None if at_client else _offsets_or_none(c.get("lost_offsets_s2c")),
             })
             if at_client:
                 # The client's own times: handshake done at the SYN-ACK, each response had
@@ -205,7 +231,7 @@ class Workload:
                     # after the last byte left, and answered half an RTT before the server
                     # saw it.
                     prev_acked = acked if not math.isnan(acked) else end + rtt
-        return cls(pd.DataFrame(rows, columns=CONN_COLUMNS), pd.DataFrame(xrows, columns=EXCHANGE_COLUMNS),
+        return cls(pd.DataFrame(rows, columns=CONN_COLUMNS + tuple(OPTIONAL_CONN_COLUMNS)), pd.DataFrame(xrows, columns=EXCHANGE_COLUMNS),
                    port=port, skipped=skipped, vantage="client" if at_client else "server", server_initial_window=iw)
 
     def source_slots(self, addresses: list[str]) -> pd.Series:
@@ -217,16 +243,29 @@ class Workload:
         return self.conns["source_client"].str.split(":").str[0].map(slot)
 
     # -- to the emulator --------------------------------------------------------------
-    def pipes(self, server: str = "server", clients: str = "clients") -> list[dict]:
-        """One ``[[pipe]]`` per connection, in connection order (pipe i carries conn i)."""
+    def pipes(self, server: str = "server", clients: str = "clients", loss: str = LOSS_MODELS[0]) -> list[dict]:
+        """One ``[[pipe]]`` per connection, in connection order (pipe i carries conn i).
+        ``loss`` (:data:`LOSS_MODELS`): ``"trace"`` drops the transmissions at a connection's
+        ``down_lost_offsets`` (``drop``) in place of its random downstream loss where it has
+        them; ``"random"`` loses at ``down_loss``."""
+        check_loss_model(loss)
         out = []
         for c in self.conns.itertuples(index=False):
             pipe: dict[str, Any] = {"between": [server, clients], "rtt": f"{c.rtt_ms:.6f}ms",
                     "rate": [f"{max(c.down_bps, 1000.0):.0f}bit", f"{max(c.up_bps, 1000.0):.0f}bit"]}
-            if c.down_loss > 0 or c.up_loss > 0:
-                pipe["loss"] = [float(c.down_loss), float(c.up_loss)]
+            offsets = c.down_lost_offsets if loss == "trace" else None
+            down_loss = float(c.down_loss) if offsets is None else 0.0
+            if offsets:
+                pipe["drop"] = [[int(o) for o in offsets.split()], []]
+            if down_loss > 0 or c.up_loss > 0:
+                pipe["loss"] = [down_loss, float(c.up_loss)]
             out.append(pipe)
         return out
+
+    def trace_loss_share(self) -> float:
+        """The share of connections whose losses a ``"trace"`` replay takes from the capture
+        (the rest fall back on random loss)."""
+        return float(self.conns["down_lost_offsets"].notna().mean()) if len(self) else 0.0
 
     def agent_specs(self, server_ip: str, addresses: list[str]) -> tuple[dict, dict]:
         """The server's and the client's agent specs (``pathtwin.replay.agent``), connection
@@ -247,6 +286,16 @@ class Workload:
                 "exchanges": [[int(x.request_bytes), int(x.response_bytes), float(x.think_s)] for x in xs.itertuples(index=False)],
             })
         return server, client
+
+
+def check_loss_model(loss: str) -> None:
+    if loss not in LOSS_MODELS:
+        raise PathtwinError(f"loss model {loss!r}: a replay loses packets as the capture did ('trace') or at random ('random')")
+
+
+def _offsets_or_none(v) -> Optional[str]:
+    """The analysis's ``lost_offsets_s2c`` as stored: text (possibly empty), or None."""
+    return v if isinstance(v, str) else None
 
 
 def vantage(conns: pd.DataFrame) -> str:

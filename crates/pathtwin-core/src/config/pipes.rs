@@ -1,6 +1,7 @@
 //! `[[pipe]]`: Monkey Do's per-connection paths (replay) — a server host, one address of a
-//! client host, RTT, rate, queue and loss per pipe — and their checks (hosts, rates, the
-//! number of pipes a client can hold, and that a host is either server or client).
+//! client host, RTT, rate, queue, random loss and trace-driven drops per pipe — and their
+//! checks (hosts, rates, drop offsets, the number of pipes a client can hold, and that a
+//! host is either server or client).
 
 use super::{ConfigError, Names, PerDirection};
 use crate::time::Duration;
@@ -16,8 +17,8 @@ pub const MAX_PIPES_PER_HOST: usize = 65_000;
 /// A host named as the client of pipes gets one extra address per pipe (the n-th pipe of
 /// that host, in file order, owns its n-th address), so thousands of connections, each from
 /// its own address, each cross their own path while all their sockets live in one host.
-/// Each direction is a bandwidth queue (drop-tail) holding the direction's half of `rtt`,
-/// then random loss, as a `[[link]]` direction is.
+/// Each direction is the trace's drops (`drop`), then a bandwidth queue (drop-tail) holding
+/// the direction's half of `rtt`, then random loss, as a `[[link]]` direction is.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PipeConfig {
@@ -34,7 +35,16 @@ pub struct PipeConfig {
     pub queue: Option<PerDirection<QueueLimit>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<PerDirection<Fraction>>,
+    /// `[[down offsets], [up offsets]]`: the transmissions a capture showed lost, by byte
+    /// offset from the direction's ISN + 1 (its first payload byte); an offset listed k
+    /// times loses the first k transmissions covering it (`element::TraceLoss`). Each below
+    /// 2^32: sequence numbers wrap there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drop: Option<[Vec<u64>; 2]>,
 }
+
+/// Largest `drop` offset plus one: sequence numbers are 32 bits.
+pub const DROP_OFFSET_LIMIT: u64 = 1 << 32;
 
 /// Checks the `[[pipe]]` entries.
 pub(super) fn validate(pipes: &[PipeConfig], hosts: &Names<'_>) -> Result<(), ConfigError> {
@@ -48,6 +58,14 @@ pub(super) fn validate(pipes: &[PipeConfig], hosts: &Names<'_>) -> Result<(), Co
         for d in 0..2 {
             if p.rate.get(d).bps() == 0 {
                 return Err(ConfigError::invalid(format!("pipe[{i}].rate"), "rate must be positive"));
+            }
+        }
+        for (d, offsets) in p.drop.iter().flatten().enumerate() {
+            if let Some((j, o)) = offsets.iter().enumerate().find(|(_, &o)| o >= DROP_OFFSET_LIMIT) {
+                return Err(ConfigError::invalid(
+                    format!("pipe[{i}].drop[{d}][{j}]"),
+                    format!("offset {o} is beyond a TCP stream's 32-bit sequence space (at most {})", DROP_OFFSET_LIMIT - 1),
+                ));
             }
         }
     }

@@ -12,6 +12,7 @@ mod passthrough;
 mod queue;
 pub mod reactivity;
 mod reorder;
+mod trace_loss;
 
 pub use delay::DelayLine;
 pub use loss::RandomLoss;
@@ -19,6 +20,7 @@ pub use passthrough::Passthrough;
 pub use queue::{BandwidthQueue, Occupancy, QueueStats, PLACEHOLDER_LEN};
 pub use reactivity::{AbwTable, QueueRule, Reactivity};
 pub use reorder::Reorder;
+pub use trace_loss::TraceLoss;
 
 use crate::marker::Marker;
 use crate::packet::PacketMeta;
@@ -28,6 +30,8 @@ pub enum Element<P> {
     Delay(DelayLine<P>),
     Queue(BandwidthQueue<P>),
     Loss(RandomLoss<P>),
+    /// Drops the transmissions a capture showed lost, by stream offset (a pipe's `drop`).
+    TraceLoss(TraceLoss<P>),
     /// Holds a share of packets an extra delay, so later ones overtake them.
     Reorder(Reorder<P>),
     /// A DiffServ marker (zero delay; see [`crate::marker`]).
@@ -46,6 +50,7 @@ impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
             }
             Element::Queue(e) => e.push(at, pkt, slot),
             Element::Loss(e) => e.push(at, pkt),
+            Element::TraceLoss(e) => e.push(at, pkt),
             Element::Reorder(e) => {
                 e.push(at, pkt);
                 None
@@ -63,6 +68,7 @@ impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
             Element::Delay(e) => e.next_wakeup(),
             Element::Queue(e) => e.next_wakeup(),
             Element::Loss(e) => e.next_wakeup(),
+            Element::TraceLoss(e) => e.next_wakeup(),
             Element::Reorder(e) => e.next_wakeup(),
             Element::Marker(e) => e.next_wakeup(),
         }
@@ -74,6 +80,7 @@ impl<P: PacketMeta + Send + Sync + 'static> Element<P> {
             Element::Delay(e) => e.poll_output(now),
             Element::Queue(e) => e.poll_output(now),
             Element::Loss(e) => e.poll_output(now),
+            Element::TraceLoss(e) => e.poll_output(now),
             Element::Reorder(e) => e.poll_output(now),
             Element::Marker(e) => e.poll_output(now),
         }
