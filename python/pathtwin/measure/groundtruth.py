@@ -91,15 +91,7 @@ class GroundTruth:
         link direction, merged transitively."""
         loaded = self.loaded()
         on = {d: {h for h in self.route(source, d) if h in loaded} for d in dests}
-        groups = [{d} for d in dests]
-        for a, b in combinations(dests, 2):
-            if on[a] & on[b]:
-                ga = next(g for g in groups if a in g)
-                gb = next(g for g in groups if b in g)
-                if ga is not gb:
-                    ga |= gb
-                    groups.remove(gb)
-        return [g for g in groups if len(g) >= 2]
+        return merge_classes(dests, lambda a, b: bool(on[a] & on[b]))
 
 
     def path_classes(self, hosts: list[str]) -> list[set[Hop]]:
