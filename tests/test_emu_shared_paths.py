@@ -7,10 +7,8 @@ real traffic, real time; about 20 s.
 
 from __future__ import annotations
 
-import pytest
+import pathtwin
 from conftest import needs_root
-
-pathtwin = pytest.importorskip("pathtwin")
 
 SECONDS = 15
 #: Seconds left out at the start: slow start and the first loss.

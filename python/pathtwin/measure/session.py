@@ -223,14 +223,18 @@ def path_name(p: Pair) -> str:
     return f"{p[0]}->{p[1]}"
 
 
-def cross_source_classes(probe_step: dict, settings: Settings) -> tuple[list[list[Pair]], dict]:
+def probe_series(probe_step: dict) -> dict[str, dict[str, ProbeSeries]]:
+    """The probe step's series, per source and destination."""
+    return {s: {d: ProbeSeries.from_json(v) for d, v in by.items()} for s, by in probe_step.items()}
+
+
+def cross_source_classes(probe: dict[str, dict[str, ProbeSeries]], settings: Settings) -> tuple[list[list[Pair]], dict]:
     """The delay-correlation classes among every source's paths at once (DCW over all of
     them, ``shared.cluster``), and the clustering's record. Every source's probe rounds leave
     together, one ``probe_interval`` apart, so round r of one source's series lines up with
     round r of another's; clock offsets do not matter to the correlation and skew between
     machines is removed first (``one_way_delays``). Returns only the classes whose paths
     come from two or more sources: one source's are its own classes (``analyse``)."""
-    probe = {s: {d: ProbeSeries.from_json(v) for d, v in by.items()} for s, by in probe_step.items()}
     series = {(s, d): ps for s, by in probe.items() for d, ps in by.items()}
     if len(series) < 2:
         return [], {"classes": []}
@@ -253,7 +257,11 @@ def together_groups(names: Sequence[str], probe_step: dict, settings: Settings) 
     then the cross-source classes the probes found (none unless ``settings.together``)."""
     if not settings.together:
         return []
-    cross, _ = cross_source_classes(probe_step, settings)
+    return groups_of(names, cross_source_classes(probe_series(probe_step), settings)[0])
+
+
+def groups_of(names: Sequence[str], cross: list[list[Pair]]) -> list[tuple[str, list[Pair]]]:
+    """The access groups of ``names``, then a group per cross-source class."""
     return access_groups(names) + [("paths " + ",".join(path_name(p) for p in cls), cls) for cls in cross]
 
 
@@ -286,7 +294,7 @@ def _step_key(pair: str, step: str) -> str:
 def analyse(names: list[str], steps: dict[str, Any], flows: list[int], settings: Settings) -> dict:
     """The findings from the recorded steps: per ordered pair the base RTT and the throughput
     table, per source the shared classes, each with its confidence."""
-    probe = {s: {d: ProbeSeries.from_json(v) for d, v in by.items()} for s, by in steps["probe"].items()}
+    probe = probe_series(steps["probe"])
     rtt = {f"{s}->{d}": ps.summary() for s, by in probe.items() for d, ps in by.items()}
     tput: dict[str, dict[str, dict]] = {}
     for a in names:
@@ -310,11 +318,13 @@ def analyse(names: list[str], steps: dict[str, Any], flows: list[int], settings:
         d["shared_abw_bps"] = [model.shared_abw({k: {int(n): v for n, v in t.items()} for k, t in tput.items()}, s, cls)
                                for cls in c.classes]
         clusters[s] = d
-    return {"rtt": rtt, "throughput": tput, "shared": clusters, "shared_paths": cross_source_classes(steps["probe"], settings)[1],
-            "together": together_findings(names, steps, tput, settings, max(flows))}
+    cross, cross_record = cross_source_classes(probe, settings)
+    groups = groups_of(names, cross) if settings.together else []
+    return {"rtt": rtt, "throughput": tput, "shared": clusters, "shared_paths": cross_record,
+            "together": together_findings(groups, steps, tput, max(flows))}
 
 
-def together_findings(names: list[str], steps: dict[str, Any], tput: dict[str, dict[str, dict]], settings: Settings,
+def together_findings(groups: list[tuple[str, list[Pair]]], steps: dict[str, Any], tput: dict[str, dict[str, dict]],
                       flows: int) -> list[dict]:
     """Per together test: its members, what they carried together (IP level, bit/s) and the
     sum of what each carried alone with as many flows; ``class`` whether the model holds it
@@ -322,7 +332,7 @@ def together_findings(names: list[str], steps: dict[str, Any], tput: dict[str, d
     when together they carried less than ``ACCESS_SHARE`` of the sum. A test not run (a
     state from before these tests) is left out."""
     out = []
-    for label, members in together_groups(names, steps["probe"], settings):
+    for label, members in groups:
         rec = steps.get(together_key(label, flows))
         if rec is None:
             continue

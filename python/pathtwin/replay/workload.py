@@ -49,11 +49,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import PathtwinError
+from .dbcheck import OPTIONAL_CONN, with_optional_columns
 
 CONN_COLUMNS = ("conn", "start_s", "rtt_ms", "down_bps", "up_bps", "down_loss", "up_loss", "mss", "rwin_bytes",
                 "quickack", "source_conn_id", "source_client")
-#: Conns columns a database may lack (written before they existed): each one's value then.
-OPTIONAL_CONN_COLUMNS = {"down_lost_offsets": None}
 #: How a replay loses packets (module doc); the first is the default.
 LOSS_MODELS = ("trace", "random")
 EXCHANGE_COLUMNS = ("conn", "exchange", "request_bytes", "response_bytes", "header_bytes", "server_delay_s",
@@ -78,9 +77,7 @@ class Workload:
     server_initial_window: Optional[int] = None
 
     def __post_init__(self):
-        missing_optional = {k: v for k, v in OPTIONAL_CONN_COLUMNS.items() if k not in self.conns.columns}
-        if missing_optional:
-            self.conns = self.conns.assign(**{k: [v] * len(self.conns) for k, v in missing_optional.items()})
+        self.conns = with_optional_columns(self.conns)
         for name, cols, df in (("conns", CONN_COLUMNS, self.conns), ("exchanges", EXCHANGE_COLUMNS, self.exchanges)):
             missing = [c for c in cols if c not in df.columns]
             if missing:
@@ -231,7 +228,7 @@ class Workload:
                     # after the last byte left, and answered half an RTT before the server
                     # saw it.
                     prev_acked = acked if not math.isnan(acked) else end + rtt
-        return cls(pd.DataFrame(rows, columns=CONN_COLUMNS + tuple(OPTIONAL_CONN_COLUMNS)), pd.DataFrame(xrows, columns=EXCHANGE_COLUMNS),
+        return cls(pd.DataFrame(rows, columns=CONN_COLUMNS + tuple(OPTIONAL_CONN)), pd.DataFrame(xrows, columns=EXCHANGE_COLUMNS),
                    port=port, skipped=skipped, vantage="client" if at_client else "server", server_initial_window=iw)
 
     def source_slots(self, addresses: list[str]) -> pd.Series:
