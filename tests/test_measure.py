@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, run_cli
 
-pathtwin = pytest.importorskip("pathtwin")
-pytest.importorskip("pywt")
+import pathtwin
 from pathtwin.errors import PathtwinError  # noqa: E402
 from pathtwin.measure import model, shared  # noqa: E402
 from pathtwin.measure.session import Settings, parse_flows  # noqa: E402

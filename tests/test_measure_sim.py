@@ -27,7 +27,6 @@ import pytest
 from conftest import EXAMPLES, run_cli
 from groundtruth_expect import Truth, access_limited, expected_classes, expected_path_classes, probe_wait_bound_ms
 
-pytest.importorskip("pywt")
 from pathtwin.measure import Settings  # noqa: E402
 from pathtwin.measure.simulated import measure_simulated  # noqa: E402
 
