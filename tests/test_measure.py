@@ -165,8 +165,8 @@ def test_model_through_the_schema():
 def test_a_class_queue_delay_is_the_round_trip_increase_its_members_share():
     """Paths loaded together all wait in the queue they share, some in their own queues too:
     the class's queue delay is the smallest of their round-trip increases (loaded less
-    base), written as the class's ``queue_delay``, which the schema compiles to that time at
-    the class's capacity (100 Mbit/s here, the members' default)."""
+    base), written as the class's ``queue_delay`` (which pathtwin-core's topology tests
+    compile to that time at the class's capacity)."""
     from pathtwin import _native
     from pathtwin.measure.session import shared_queue_delay_s
 
