@@ -8,6 +8,7 @@ the shared classes those make. Used by the measurement tests in both engines
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections import deque
 from pathlib import Path
@@ -22,6 +23,7 @@ class Truth:
 
     def __init__(self, path: Path):
         cfg = tomllib.loads(path.read_text())
+        self.cfg = cfg
         self.links: dict[tuple[str, str], tuple[float, float]] = {}  # (a, b) -> (bit/s, s)
         adj: dict[str, list[str]] = {}
         for i, ln in enumerate(cfg["link"]):
@@ -55,6 +57,22 @@ class Truth:
         fwd = sum(2 * d + PROBE_IP * 8 / r for r, d in (self.links[h] for h in self.route(a, b)))
         back = sum(ECHO_IP * 8 / r for r, _d in (self.links[h] for h in self.route(b, a)))
         return (fwd + back) * 1e3
+
+    def full_queue_s(self, link: tuple[str, str]) -> float:
+        """How long the queue on ``link`` (a link direction) delays a packet when full of
+        full-size packets: its limit at its rate, as the simulator resolves them (a link
+        without ``queue`` has the engines' default)."""
+        q = self._queues.loc[f"{link[0]}->{link[1]}"]
+        limit = str(q["limit"])
+        size = int(limit[:-1]) * 1500 if limit.endswith("p") else parse_quantity("size", limit, "queue")
+        return size * 8 / float(q["capacity_bps"])
+
+    @functools.cached_property
+    def _queues(self):
+        from pathtwin.sim import simulate
+
+        res = simulate({**self.cfg, "flow": [], "run": {**self.cfg.get("run", {}), "duration": "0.1s"}})
+        return res.queues.set_index("queue")
 
     def cross_routes(self) -> list[tuple[str, str]]:
         """Host pairs the cross traffic's bytes travel (both directions of every [[flow]])."""

@@ -21,7 +21,7 @@ from pathtwin.errors import PathtwinError  # noqa: E402
 from pathtwin.measure import model, shared  # noqa: E402
 from pathtwin.measure.session import Settings, parse_flows  # noqa: E402
 from pathtwin.measure.state import State, state_path  # noqa: E402
-from pathtwin.measure.throughput import summarize  # noqa: E402
+from pathtwin.measure.throughput import sender_loaded_rtt_ms, summarize  # noqa: E402
 
 GROUND_TRUTH = EXAMPLES / "groundtruth" / "campus.toml"
 
@@ -140,6 +140,19 @@ def test_throughput_from_byte_counts():
     assert r["abw_bps"] == pytest.approx(24e6 * 1500 / 1448)
     assert r["flow_goodput_bps"] == pytest.approx([16e6, 8e6])
     assert r["samples"] == 12 and r["std_bps"] == 0.0
+
+
+def test_a_senders_loaded_round_trip_is_read_in_the_averaged_window():
+    """The sender's smoothed RTTs (µs, per connection, ``None`` before a first sample) from
+    the end of the warm-up share to the test's end, their 90th percentile: a 4-s test
+    averages from 1 s; samples before, and after its end, are not the loaded queue's."""
+    samples = [(0.5, [None, 900_000])]  # slow start's: left out
+    samples += [(1.0 + 0.05 * k, [100_000 + 1_000 * k, 200_000]) for k in range(60)]  # 1.0-3.95 s
+    samples += [(4.2, [5_000_000, 5_000_000])]  # after the test: left out
+    want = np.percentile([100 + k for k in range(60)] + [200] * 60, 90)
+    assert sender_loaded_rtt_ms(samples, 4.0) == pytest.approx(want)
+    assert sender_loaded_rtt_ms([(2.0, [None, None])], 4.0) is None
+    assert sender_loaded_rtt_ms([], 4.0) is None  # an agent from before the samples
 
 
 def test_model_through_the_schema():

@@ -282,19 +282,6 @@ def test_access_links_are_classes_of_a_hosts_paths(three_sites):
     assert {("c1", d) for d in THREE_SITES_HOSTS if d != "c1"} in classes
 
 
-def full_queue_s(cfg: dict, link: tuple[str, str]) -> float:
-    """How long the truth's queue on ``link`` (a link direction) delays a packet when full
-    of full-size packets: its limit at its rate, as the simulator resolves them."""
-    from pathtwin.config import parse_quantity
-    from pathtwin.sim import simulate
-
-    res = simulate({**cfg, "flow": [], "run": {**cfg.get("run", {}), "duration": "0.1s"}})
-    q = res.queues.set_index("queue").loc[f"{link[0]}->{link[1]}"]
-    limit = str(q["limit"])
-    size = int(limit[:-1]) * 1500 if limit.endswith("p") else parse_quantity("size", limit, "queue")
-    return size * 8 / float(q["capacity_bps"])
-
-
 def test_an_access_class_keeps_its_uplinks_queue_in_time(three_sites):
     """Loaded together, a host's paths out wait in its uplink's queue, which their TCP keeps
     nearly full: the class's ``queue_delay`` is that queue's delay when full, within 30 %
@@ -307,12 +294,12 @@ def test_an_access_class_keeps_its_uplinks_queue_in_time(three_sites):
     from pathtwin.config import parse_quantity
 
     m, model = three_sites
-    truth_cfg = tomllib.loads(THREE_SITES.read_text())
+    truth = Truth(THREE_SITES)
     cfg = tomllib.loads(model.read_text())
     for h in THREE_SITES_HOSTS:
         members = {(h, d) for d in THREE_SITES_HOSTS if d != h}
         [cls] = [c for c in cfg["shared"] if "paths" in c and {tuple(p) for p in c["paths"]} == members]
-        want = full_queue_s(truth_cfg, (h, Truth(THREE_SITES).route(h, members.pop()[1])[0][1]))
+        want = truth.full_queue_s(truth.route(h, members.pop()[1])[0])
         got = parse_quantity("time", cls["queue_delay"], "queue_delay")
         assert 0.7 * want <= got <= 1.1 * want, (h, got, want)
 

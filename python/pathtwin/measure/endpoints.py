@@ -45,6 +45,10 @@ CAP_BUCKET_S = 0.02
 CAP_BURST = 65536
 #: Offset of ``tcpi_bytes_received`` in Linux's ``struct tcp_info``.
 TCPI_BYTES_RECEIVED = 128
+#: Offset of ``tcpi_rtt`` (the smoothed RTT, µs; Linux 2.6+) in ``struct tcp_info``.
+TCPI_RTT = 68
+#: How often the sender reads its connections' smoothed RTTs (s), as the sink its counts.
+RTT_EVERY_S = 0.05
 
 
 def _stamp_socket(s: socket.socket) -> None:
@@ -139,6 +143,17 @@ def _bytes_received(c: socket.socket) -> int | None:
     return struct.unpack_from("Q", info, TCPI_BYTES_RECEIVED)[0] if len(info) >= TCPI_BYTES_RECEIVED + 8 else None
 
 
+def _srtt_us(c: socket.socket) -> int | None:
+    """The kernel's smoothed RTT of this connection (µs), or None where it keeps none (0: no
+    sample yet)."""
+    try:
+        info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    except OSError:
+        return None
+    rtt = struct.unpack_from("I", info, TCPI_RTT)[0] if len(info) >= TCPI_RTT + 4 else 0
+    return rtt or None
+
+
 def sink(port: int, flows: int, every: float, bind: str = "0.0.0.0") -> int:
     """Accepts ``flows`` connections and reads them to their end. Result: every ``every``
     seconds from the first accept (``t0``, ns), the time (ns) and each connection's bytes
@@ -224,7 +239,10 @@ def _rmem_max() -> int | None:
 def send(addr: str, port: int, flows: int, duration: float, max_rate: float | None = None) -> int:
     """Opens ``flows`` connections at once and keeps them all sending for ``duration``
     seconds. Result: bytes each wrote, the segment payload (``mss``) and the path MTU, which
-    turn goodput into the IP-level rate a path model's ABW is. ``max_rate`` (bit/s, all flows
+    turn goodput into the IP-level rate a path model's ABW is, and every ``RTT_EVERY_S`` the
+    time since the start (s) and each connection's smoothed RTT (µs, null before its first
+    sample: ``rtt``), the round trip the flows had with the queues they loaded (the sender's
+    clock only: between real hosts it has no offset to the sink's). ``max_rate`` (bit/s, all flows
     together; an agent's ``--max-rate``) caps each flow at its share by the kernel's pacing,
     set before the connection opens so that not even slow start exceeds it."""
     socks = []
@@ -249,6 +267,8 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
     wrote = [0] * flows
     start = time.monotonic()
     end = start + duration
+    rtts: list[tuple[float, list[int | None]]] = []
+    next_rtt = start
     if max_rate is not None:
         share = max_rate / 8 / flows  # bytes/s of each flow
         bucket = max(CAP_BURST, max_rate / 8 * CAP_BUCKET_S) / flows
@@ -256,8 +276,11 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
         tokens = [bucket] * flows
         last = start
     while time.monotonic() < end:
+        if time.monotonic() >= next_rtt:
+            rtts.append((round(time.monotonic() - start, 4), [_srtt_us(c) for c in socks]))
+            next_rtt = time.monotonic() + RTT_EVERY_S
         if max_rate is None:
-            for key, _ev in sel.select(timeout=0.1):
+            for key, _ev in sel.select(timeout=RTT_EVERY_S):
                 try:
                     wrote[key.data] += key.fileobj.send(chunk)  # type: ignore[union-attr]
                 except (BlockingIOError, InterruptedError):
@@ -279,7 +302,7 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
         if not want:
             time.sleep(min(0.002, max(0.0, end - now)))
             continue
-        _r, writable, _x = select.select([], want, [], min(0.1, max(0.0, end - now)))
+        _r, writable, _x = select.select([], want, [], min(RTT_EVERY_S, max(0.0, end - now)))
         for c in writable:
             i = socks.index(c)
             try:
@@ -290,7 +313,7 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
             tokens[i] -= n
     for c in socks:
         c.close()
-    out = {"wrote": wrote, "mss": mss, "mtu": mtu}
+    out = {"wrote": wrote, "mss": mss, "mtu": mtu, "rtt": rtts}
     if max_rate is not None:
         out["max_rate"] = max_rate
     print(json.dumps(out), flush=True)

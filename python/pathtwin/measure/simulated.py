@@ -40,20 +40,13 @@ from .emulated import SETTLE_S, default_hosts, ground_truth
 from .probes import ProbeSeries
 from .session import Measurement, Settings, check_hosts, conclude, together_groups, together_key
 from .state import State, state_path
-from .throughput import BUCKET_S, SAMPLE_S, buckets, summarize
+from .throughput import BUCKET_S, SAMPLE_S, buckets, loaded_rtt_ms, summarize
 
 #: Seconds between one throughput test's end and the next one's start: its last bytes drain
 #: and its connections close, as between the live tool's tests.
 GAP_S = 1.0
 #: Seconds after the probe series before the first test: the last echoes return.
 PROBE_TAIL_S = 1.0
-#: The percentile of a test's smoothed RTTs taken as its loaded round trip. TCP keeps a
-#: drop-tail bottleneck nearly full, and the estimate's lower samples are from after a loss
-#: or a timeout, when the queue had drained or the estimate restarted from the next samples:
-#: four flows each on c1's five paths out (three-sites.toml, a 2 Mbit/s uplink whose 100
-#: packets hold 600 ms; the queue's median over the test 576 ms) had medians 190-585 ms and
-#: 90th percentiles 500-670 ms, less base RTTs of 30-115 ms.
-LOADED_RTT_PERCENTILE = 90
 
 
 #: A throughput test: from, to, parallel flows.
@@ -85,14 +78,11 @@ def by_time(series, column: str = "delivered_bytes"):
     return table
 
 
-def loaded_rtt_ms(srtt, conns: list, window_ns: Sequence[int]) -> Optional[float]:
-    """The round trip a test's connections had with the queues they load full: the
-    ``LOADED_RTT_PERCENTILE``-th percentile of their smoothed RTTs (the senders' estimate,
-    what a kernel's ``tcp_info`` reports) over the samples of the test's averaged window;
-    None if no connection had an estimate there."""
-    w = srtt.loc[(srtt.index >= window_ns[0]) & (srtt.index <= window_ns[1]), conns].to_numpy().ravel()
-    w = w[np.isfinite(w)]
-    return float(np.percentile(w, LOADED_RTT_PERCENTILE)) if w.size else None
+def connections_loaded_rtt_ms(srtt, conns: list, window_ns: Sequence[int]) -> Optional[float]:
+    """``throughput.loaded_rtt_ms`` of connections ``conns`` from their smoothed RTTs at every
+    sample (``by_time(series, "srtt_ms")``: the senders' estimate, what a kernel's
+    ``tcp_info`` reports) in the test's averaged window."""
+    return loaded_rtt_ms(srtt.loc[(srtt.index >= window_ns[0]) & (srtt.index <= window_ns[1]), conns].to_numpy().ravel())
 
 
 def throughput_step(flows, delivered, entry: int, start_s: float, n: int, duration_s: float, tcp: dict,
@@ -117,7 +107,7 @@ def throughput_step(flows, delivered, entry: int, start_s: float, n: int, durati
     rec["receiver_rmem_max"] = int(tcp["max_window"])
     rec["kernel_counts"] = False
     if srtt is not None:
-        rec["rtt_loaded_ms"] = loaded_rtt_ms(srtt, conns, rec["window_ns"])
+        rec["rtt_loaded_ms"] = connections_loaded_rtt_ms(srtt, conns, rec["window_ns"])
     return rec
 
 

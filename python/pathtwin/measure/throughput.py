@@ -16,6 +16,7 @@ Not here: the programs (``endpoints``).
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import numpy as np
 
@@ -27,6 +28,14 @@ BUCKET_S = 0.25
 SAMPLE_S = 0.05
 #: Share of a run left out at its start.
 WARMUP_SHARE = 0.25
+#: The percentile of a test's smoothed RTTs (the senders' estimates over the averaged window)
+#: taken as its loaded round trip. TCP keeps a drop-tail bottleneck nearly full, and the
+#: estimate's lower samples are from after a loss or a timeout, when the queue had drained
+#: or the estimate restarted from the next samples: four flows each on c1's five paths out
+#: (three-sites.toml, a 2 Mbit/s uplink whose 100 packets hold 600 ms; the queue's median
+#: over the test 576 ms) had medians 190-585 ms and 90th percentiles 500-670 ms, less base
+#: RTTs of 30-115 ms.
+LOADED_RTT_PERCENTILE = 90
 
 
 def parallel_flows(src: Host, dst: Host, flows: int, duration_s: float, port: int) -> dict:
@@ -46,11 +55,30 @@ def parallel_flows(src: Host, dst: Host, flows: int, duration_s: float, port: in
         sink.stop()
     rec = summarize(buckets(got["samples"], got["t0"], BUCKET_S, flows), BUCKET_S, duration_s, sent["mss"], sent["mtu"],
                     flows, t0_ns=got["t0"])
+    rec["rtt_loaded_ms"] = sender_loaded_rtt_ms(sent.get("rtt", []), duration_s)
     rec["receiver_rmem_max"] = got.get("rmem_max")
     rec["kernel_counts"] = bool(got.get("kernel"))
     if sent.get("max_rate") is not None:  # a real host's agent paced the flows at its --max-rate
         rec["rate_cap_bps"] = sent["max_rate"]
     return rec
+
+
+def loaded_rtt_ms(srtt_ms: np.ndarray) -> Optional[float]:
+    """The round trip a test's connections had with the queues they loaded full: the
+    ``LOADED_RTT_PERCENTILE``-th percentile of their smoothed RTTs over the averaged window
+    (ms; NaN where a connection had no estimate); None if none had one."""
+    w = srtt_ms[np.isfinite(srtt_ms)]
+    return float(np.percentile(w, LOADED_RTT_PERCENTILE)) if w.size else None
+
+
+def sender_loaded_rtt_ms(samples: list, duration_s: float) -> Optional[float]:
+    """``loaded_rtt_ms`` from the sender's ``(s since its start, [smoothed RTT µs or None per
+    connection])`` samples (``endpoints.send``) in the averaged window, which the sender's
+    own clock places: after the warm-up share of the test, before its end. None from a
+    sender that reports none (an agent older than these samples)."""
+    lo = duration_s * WARMUP_SHARE
+    ms = [r / 1e3 for t, rs in samples if lo <= t <= duration_s for r in rs if r]
+    return loaded_rtt_ms(np.array(ms, dtype=float))
 
 
 def buckets(samples: list, t0_ns: int, bucket_s: float, flows: int) -> list[list[int]]:
