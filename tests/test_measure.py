@@ -155,6 +155,42 @@ def test_a_senders_loaded_round_trip_is_read_in_the_averaged_window():
     assert sender_loaded_rtt_ms([], 4.0) is None  # an agent from before the samples
 
 
+def test_probe_series_started_apart_send_their_rounds_together():
+    """Two sources' probe series launched 0.4 s apart with one ``start_at`` (as
+    ``probes.probe_all`` schedules every source's) send round r together, within a few
+    milliseconds of each other and of ``start_at`` + r intervals (loopback, no privileges),
+    where unscheduled the second would send each round 0.4 s (four intervals) late."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from pathtwin.measure import endpoints
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    prog = [sys.executable, endpoints.__file__]
+    echo = subprocess.Popen([*prog, "echo", "--port", str(port), "--bind", "127.0.0.1"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert echo.stdout is not None and echo.stdout.readline().strip() == "ready"
+        start_at = time.time_ns() + 1_000_000_000
+        series = []
+        for _ in range(2):
+            series.append(subprocess.Popen([*prog, "probe", "--port", str(port), "--interval", "0.1", "--duration", "1",
+                                            "--start-at", str(start_at), "127.0.0.1"], stdout=subprocess.PIPE, text=True))
+            time.sleep(0.4)
+        got = [json.loads(p.communicate(timeout=30)[0].splitlines()[-1])["series"][0] for p in series]
+    finally:
+        echo.kill()
+        echo.wait()
+    for g in got:
+        first = dict(zip(g["round"], g["sent"]))
+        assert len(first) >= 8, g
+        for r, sent in first.items():
+            assert abs(sent - (start_at + r * 100_000_000)) < 20_000_000, (r, sent - start_at)
+
+
 def test_model_through_the_schema():
     from pathtwin import _native
 

@@ -82,9 +82,11 @@ def echo(port: int, bind: str = "0.0.0.0") -> int:
         s.sendto(ECHO.pack(magic, rnd, dest, sent, rx, time.time_ns()), addr)
 
 
-def probe(port: int, interval: float, duration: float, dests: list[str]) -> int:
+def probe(port: int, interval: float, duration: float, dests: list[str], start_at: int | None = None) -> int:
     """Every ``interval`` seconds for ``duration``, one probe to each destination back to back
-    (the order of ``dests``), the echoes collected until a second after the last round.
+    (the order of ``dests``), the echoes collected until a second after the last round; the
+    first round at ``start_at`` (``CLOCK_REALTIME`` ns; at once if none or past), so that the
+    series of several sources started one after another send their rounds together.
     Result: per destination, the lists ``round``, ``sent``, ``remote_rx``, ``back`` (ns;
     rounds without an echo are missing) and ``rounds`` sent."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -96,7 +98,7 @@ def probe(port: int, interval: float, duration: float, dests: list[str]) -> int:
     rounds = max(1, int(duration / interval))
     pad = b"\0" * (PROBE_BYTES - PROBE.size)
     print("ready", flush=True)
-    start = time.monotonic()
+    start = time.monotonic() + (max(0, start_at - time.time_ns()) / 1e9 if start_at is not None else 0.0)
     next_round, sent_rounds = 0, 0
     end = start + rounds * interval + 1.0
     while True:
@@ -330,6 +332,7 @@ def main(argv: list[str]) -> int:
     pr.add_argument("--port", type=int, required=True)
     pr.add_argument("--interval", type=float, required=True)
     pr.add_argument("--duration", type=float, required=True)
+    pr.add_argument("--start-at", type=int, default=None)
     pr.add_argument("dests", nargs="+")
     sk = sub.add_parser("sink")
     sk.add_argument("--port", type=int, required=True)
@@ -346,7 +349,7 @@ def main(argv: list[str]) -> int:
     if a.cmd == "echo":
         return echo(a.port, a.bind)
     if a.cmd == "probe":
-        return probe(a.port, a.interval, a.duration, a.dests)
+        return probe(a.port, a.interval, a.duration, a.dests, a.start_at)
     if a.cmd == "sink":
         return sink(a.port, a.flows, a.every, a.bind)
     return send(a.addr, a.port, a.flows, a.duration, a.max_rate)

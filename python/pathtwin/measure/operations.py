@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -28,7 +29,8 @@ from typing import Any, Optional
 #: ``int`` refuses booleans; ``list`` is a list of IPv4 literals.
 PARAMS: dict[str, dict[str, tuple[type, bool]]] = {
     "echo": {"port": (int, True), "duration": (float, False)},
-    "probe": {"port": (int, True), "interval": (float, True), "duration": (float, True), "dests": (list, True)},
+    "probe": {"port": (int, True), "interval": (float, True), "duration": (float, True), "dests": (list, True),
+              "start_at": (int, False)},
     "sink": {"port": (int, True), "flows": (int, True), "every": (float, True), "duration": (float, False)},
     "send": {"addr": (str, True), "port": (int, True), "flows": (int, True), "duration": (float, True),
              "rate_bps": (float, False)},
@@ -38,6 +40,9 @@ OPS = tuple(PARAMS)
 PROBE_IP_BYTES = 92
 #: Most destinations one probe series may name.
 MAX_DESTS = 64
+#: Longest a probe series may wait for its ``start_at`` (s): the controller schedules every
+#: source's first round a moment ahead so that they start together, not a series for later.
+MAX_START_WAIT_S = 10.0
 #: The sink's counter period must lie here (s): shorter would load the host, longer would
 #: leave too few samples per quarter second.
 EVERY_RANGE = (0.01, 1.0)
@@ -72,8 +77,9 @@ def argv(op: str, p: dict[str, Any], bind: Optional[str] = None) -> list[str]:
     if op == "echo":
         return ["echo", "--port", str(p["port"])] + (["--bind", bind] if bind else [])
     if op == "probe":
+        start = ["--start-at", str(p["start_at"])] if p.get("start_at") is not None else []
         return ["probe", "--port", str(p["port"]), "--interval", repr(p["interval"]), "--duration", repr(p["duration"]),
-                *p["dests"]]
+                *start, *p["dests"]]
     if op == "sink":
         return ["sink", "--port", str(p["port"]), "--flows", str(p["flows"]), "--every", repr(p["every"])] + (
             ["--bind", bind] if bind else [])
@@ -165,6 +171,9 @@ def _bounds(op: str, p: dict[str, Any], lim: Limits) -> None:
     if op == "probe":
         if p["interval"] <= 0:
             raise Refused(f"probe: interval {p['interval']:g} s is not positive")
+        wait = (p.get("start_at", 0) - time.time_ns()) / 1e9
+        if wait > MAX_START_WAIT_S:
+            raise Refused(f"probe: start_at is {wait:.1f} s away, more than {MAX_START_WAIT_S:g} s")
         rate = len(p["dests"]) * PROBE_IP_BYTES * 8 / p["interval"]
         if rate > lim.max_rate_bps:
             raise Refused(f"probe: {len(p['dests'])} destination(s) every {p['interval']:g} s is {rate:.4g} bit/s, "
