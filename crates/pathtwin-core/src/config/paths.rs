@@ -143,6 +143,9 @@ fn yes() -> bool {
 /// Both forms take the flow-weighted mean of their members' ABW (§2.3) unless `abw` gives
 /// the class's own (what the members achieve loaded together), a capacity of their largest
 /// unless `capacity` is given, and the smallest of their queues unless `queue` is given.
+/// A `paths` class binds only while two or more of its members carry flows: a member's own
+/// queue already holds what it achieved measured alone, through this link too
+/// (`element::PathsClass`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SharedConfig {
@@ -160,7 +163,8 @@ pub struct SharedConfig {
     /// Explicit size of the shared queue; otherwise the smallest queue of its paths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueLimit>,
-    /// The class's ABW, constant; otherwise the flow-weighted mean of its paths' ABW.
+    /// The class's ABW (a `paths` class: while two or more members carry flows); otherwise
+    /// the flow-weighted mean of its paths' ABW.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub abw: Option<Rate>,
     /// The class queue's capacity; otherwise the largest of its paths'.
