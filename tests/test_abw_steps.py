@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from conftest import needs_root
 
-pathtwin = pytest.importorskip("pathtwin")
+import pathtwin
 from pathtwin.errors import PathtwinError  # noqa: E402
 
 

@@ -28,7 +28,7 @@ pytestmark = [
 ]
 needs_iperf = pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3")
 
-pathtwin = pytest.importorskip("pathtwin")
+import pathtwin
 from pathtwin.emulation import Emulation  # noqa: E402
 from pathtwin.errors import PathtwinError  # noqa: E402
 

@@ -30,7 +30,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3"),
 ]
 
-pathtwin = pytest.importorskip("pathtwin")
+import pathtwin
 from pathtwin.config import parse_quantity  # noqa: E402
 from pathtwin.emulation import Emulation  # noqa: E402
 from test_sim_paper import reactive, shared  # noqa: E402

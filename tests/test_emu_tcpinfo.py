@@ -23,7 +23,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3"),
 ]
 
-pathtwin = pytest.importorskip("pathtwin")
+import pathtwin
 from pathtwin.emulation import Emulation  # noqa: E402
 from pathtwin.plot import flow_summary  # noqa: E402
 from pathtwin.results import read_result_dir  # noqa: E402

@@ -23,7 +23,7 @@ import statistics
 import pytest
 from conftest import load_script
 
-pathtwin = pytest.importorskip("pathtwin")
+import pathtwin
 from pathtwin.errors import PathtwinError  # noqa: E402
 
 

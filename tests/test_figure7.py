@@ -16,7 +16,6 @@ import shutil
 import pytest
 from conftest import EXAMPLES, load_script, needs_root, unavailable
 
-pytest.importorskip("pywt")
 
 SWARM = EXAMPLES / "groundtruth" / "swarm.toml"
 

@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, run_cli
 
-pathtwin = pytest.importorskip("pathtwin")
-pytest.importorskip("pywt")
+import pathtwin
 from pathtwin.errors import PathtwinError  # noqa: E402
 from pathtwin.measure import model, shared  # noqa: E402
 from pathtwin.measure.session import Settings, parse_flows  # noqa: E402
@@ -160,6 +159,34 @@ def test_model_through_the_schema():
     assert back["shared"] == [{"source": "a", "destinations": ["b", "c"], "direction": "out"}]
     # NSDI'09 §2.3: the shared queue's ABW with equal flows on its paths is their mean.
     assert model.shared_abw(tput, "a", ["b", "c"]) == {"1": pytest.approx(10e6 + 1e3), "4": pytest.approx(14e6 + 1e3)}  # a->b +0, a->c +2 kbit/s
+
+
+def test_a_class_queue_delay_is_the_round_trip_increase_its_members_share():
+    """Paths loaded together all wait in the queue they share, some in their own queues too:
+    the class's queue delay is the smallest of their round-trip increases (loaded less
+    base), written as the class's ``queue_delay`` (which pathtwin-core's topology tests
+    compile to that time at the class's capacity)."""
+    from pathtwin import _native
+    from pathtwin.measure.session import shared_queue_delay_s
+
+    rtt = {"a->b": {"rtt_min_ms": 30.0}, "c->b": {"rtt_min_ms": 20.0}}
+    members = [("a", "b"), ("c", "b")]
+    loaded = [{"rtt_loaded_ms": 630.0}, {"rtt_loaded_ms": 680.0}]  # +600 and +660 ms
+    assert shared_queue_delay_s(members, loaded, rtt) == pytest.approx(0.6)
+    # A test without a loaded round trip (a live test) leaves the class its default queue,
+    # and so does an increase the probes would not tell from no congestion.
+    assert shared_queue_delay_s(members, [loaded[0], {}], rtt) is None
+    quiet = [{"rtt_loaded_ms": 30.0 + shared.MIN_SPREAD_S * 1e3 / 2}, {"rtt_loaded_ms": 680.0}]
+    assert shared_queue_delay_s(members, quiet, rtt) is None
+
+    hosts = ["a", "b", "c"]
+    tput = {f"{x}->{y}": {4: {"abw_bps": 2e6, "receiver_rmem_max": 6291456}} for x in hosts for y in hosts if x != y}
+    probe = {k: {"rtt_min_ms": 30.0} for k in tput}
+    cfg = model.build(hosts, probe, tput, {}, [(["a->b", "c->b"], 1.9e6, 0.6)])
+    back = json.loads(_native.validate_config(model.toml(cfg, []), "toml", ""))
+    [cls] = back["shared"]
+    assert _native.parse_quantity("time", cls["queue_delay"]) == pytest.approx(0.6)
+    assert "queue" not in cls
 
 
 def test_state_resumes_only_the_same_settings(tmp_path):

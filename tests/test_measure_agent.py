@@ -24,8 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import needs_root, run_cli, serial
 
-pathtwin = pytest.importorskip("pathtwin")
-pytest.importorskip("pywt")
+import pathtwin
 from pathtwin.measure import protocol  # noqa: E402
 
 #: The agents' programs bind fixed ports (17000-17999): this file's tests run on one worker

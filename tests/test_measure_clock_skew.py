@@ -17,7 +17,6 @@ import pytest
 from conftest import EXAMPLES
 from groundtruth_expect import Truth, expected_classes
 
-pytest.importorskip("pywt")
 
 from pathtwin.measure import shared  # noqa: E402
 from pathtwin.measure.probes import ProbeSeries  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import needs_root, run_cli
 
-pathtwin = pytest.importorskip("pathtwin")
+import pathtwin
 from pathtwin.plot import flow_summary, plot_runs  # noqa: E402
 from pathtwin.results import read_result_dir  # noqa: E402
 

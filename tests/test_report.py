@@ -17,7 +17,7 @@ import pytest
 
 from conftest import run_cli
 
-pd = pytest.importorskip("pandas")
+import pandas as pd
 
 SCENARIO = """
 hosts = ["a", "b"]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import met_in_one_of, needs_capture, needs_root
 
-pathtwin = pytest.importorskip("pathtwin")
+import pathtwin
 from pathtwin.errors import PathtwinError  # noqa: E402
 
 

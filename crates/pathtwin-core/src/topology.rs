@@ -6,7 +6,8 @@
 //! the member directions' queues by one queue whose reactivity weighs the members' ABW by
 //! their flows (or holds the class's own `abw`), and each member keeps its own delay line
 //! after it; a `paths` class (members of any sources) is one more queue that each member
-//! crosses after its own, before its delay line, so a direction crosses every class it is in. Links view: each direction of a link is
+//! crosses after its own, before its delay line, so a direction crosses every class it is in. A class's queue
+//! holds its `queue`, or its `queue_delay` at its capacity, or its members' smallest queue. Links view: each direction of a link is
 //! a queue with the link's propagation delay, then loss, and a route is the
 //! concatenation along the lowest-delay node path (ties: fewer hops, then names), computed
 //! with Dijkstra over the routers (hosts do not forward, see [`LinkRouter`]), for every host
@@ -279,6 +280,14 @@ fn parse_table(spec: &TableSpec, key: &str) -> Result<AbwTable, ConfigError> {
     AbwTable::new(points).ok_or_else(|| ConfigError::invalid(key, "empty reactivity table"))
 }
 
+/// The drop-tail queue that, full, delays a packet by `delay` at `capacity`: `delay` ×
+/// `capacity` bytes (a `[[shared]]` class's `queue_delay`); None when that is less than one
+/// full packet, which no queue holding a packet can be.
+fn queue_for_delay(delay: Duration, capacity: Rate) -> Option<QueueLimit> {
+    let bytes = capacity.bytes_in(delay);
+    (bytes >= MTU).then_some(QueueLimit::Bytes(bytes))
+}
+
 fn limit_bytes(q: QueueLimit) -> u64 {
     match q {
         QueueLimit::Bytes(b) => b,
@@ -455,7 +464,13 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
             members.push(k);
         }
         let capacity = s.capacity.unwrap_or_else(|| members.iter().map(|&k| specs[k].capacity).max().expect("≥ 2 members"));
-        let limit = s.queue.unwrap_or_else(|| members.iter().map(|&k| specs[k].queue).min_by_key(|&q| limit_bytes(q)).expect("members"));
+        let limit = match (s.queue, s.queue_delay) {
+            (Some(q), _) => q,
+            (None, Some(delay)) => queue_for_delay(delay, capacity).ok_or_else(|| {
+                ConfigError::invalid(format!("shared[{c}].queue_delay"), format!("{delay} at the class's capacity {capacity} holds less than one {MTU}-byte packet"))
+            })?,
+            (None, None) => members.iter().map(|&k| specs[k].queue).min_by_key(|&q| limit_bytes(q)).expect("members"),
+        };
         // A shared queue takes the discipline of its first member path.
         let first = &cfg.paths[specs[members[0]].path];
         let delay = half_rtt(first.rtt, specs[members[0]].dir);

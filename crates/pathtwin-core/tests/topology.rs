@@ -303,11 +303,32 @@ fn a_paths_class_beside_a_source_class_crosses_both() {
     assert_eq!(names(&net, "a", "d"), ["shared[0] a->{b,d}", "a->d delay"]);
 }
 
+/// A class's `queue_delay` is a drop-tail queue of delay × capacity bytes (full, it delays a
+/// packet by exactly that at the rate it drains): at the class's own capacity when given,
+/// else at its members' largest.
+#[test]
+fn a_queue_delay_is_that_time_at_the_class_capacity() {
+    let limit = |class: &str| {
+        let cfg = Config::from_toml(&format!("{CROSS}[[shared]]\npaths = [[\"a\", \"b\"], [\"c\", \"b\"]]\n{class}"), "t.toml").unwrap();
+        let net: Network<P> = compile(&cfg).unwrap();
+        let hop = net.route(net.host_id("c").unwrap(), net.host_id("b").unwrap()).unwrap()[1];
+        match &net.elements[hop.element] {
+            pathtwin_core::element::Element::Queue(q) => q.limit(),
+            _ => panic!("the class is a queue"),
+        }
+    };
+    // 2 Mbit/s for 600 ms: 2e6 · 0.6 / 8 = 150 000 B (a DSL uplink's 100 packets).
+    assert_eq!(limit("abw = \"1900kbit\"\ncapacity = \"2mbit\"\nqueue_delay = \"600ms\"\n"), QueueLimit::Bytes(150_000));
+    // The members' default capacity, 100 Mbit/s, for 80 ms: 1e8 · 0.08 / 8 = 1 000 000 B.
+    assert_eq!(limit("abw = \"10mbit\"\nqueue_delay = \"80ms\"\n"), QueueLimit::Bytes(1_000_000));
+}
+
 #[test]
 fn paths_class_errors_name_the_key() {
     let cases = [
         ("[[shared]]\npaths = [[\"a\", \"b\"], [\"b\", \"d\"]]\n", "shared[0].paths[1]: no [[path]] between b and d"),
         ("[[shared]]\npaths = [[\"a\", \"b\"], [\"c\", \"b\"]]\nabw = \"200mbit\"\n", "shared[0].abw: ABW 200mbit is above the class's capacity 100mbit"),
+        ("[[shared]]\npaths = [[\"a\", \"b\"], [\"c\", \"b\"]]\nqueue_delay = \"100us\"\n", "shared[0].queue_delay: 100us at the class's capacity 100mbit holds less than one 1500-byte packet"),
     ];
     for (extra, want) in cases {
         let cfg = Config::from_toml(&format!("{CROSS}{extra}"), "t.toml").unwrap();

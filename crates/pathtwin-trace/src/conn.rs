@@ -55,6 +55,7 @@
 //!   same client to server from client data seen at its receiver (pairs of one TSval,
 //!   one-way delays from the client's timestamps, holes filled by retransmissions).
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
@@ -300,8 +301,13 @@ pub struct Downstream {
     /// cache lines.
     pub cap: Box<PairPool>,
     /// Delivery rounds (`direction`): acknowledged bytes, clean RTT samples, what the
-    /// server did.
-    pub rounds: Box<Rounds>,
+    /// server did. Read through [`Downstream::rounds`].
+    rounds: Box<Rounds>,
+    /// Flags (`direction::flag`) the server's sends raised on the round under way since
+    /// the last delivery, handed to `rounds` with the next one: the round under way is
+    /// the same until then, and a send then need not touch `rounds`' allocation (under
+    /// cachegrind, 0.72 M first-level misses on a 1.2M-packet capture).
+    round_flags: u8,
     /// Whether the last new data segment ended short of a full segment (or of a whole
     /// number of them, for a TSO super-packet): the server's send buffer had run dry.
     short_tail: bool,
@@ -309,6 +315,19 @@ pub struct Downstream {
     last_clean_rtt: Option<u64>,
     /// Largest IP length of a server data segment: a full-sized packet.
     pub max_wire: u64,
+}
+
+impl Downstream {
+    /// The delivery rounds, with the flags of the sends since the last delivery raised on
+    /// the round under way.
+    pub fn rounds(&self) -> Cow<'_, Rounds> {
+        if self.round_flags == 0 {
+            return Cow::Borrowed(&self.rounds);
+        }
+        let mut r = Rounds::clone(&self.rounds);
+        r.flag(self.round_flags);
+        Cow::Owned(r)
+    }
 }
 
 /// The inference state of the upstream (client-to-server) path, seen at its receiver: the
@@ -461,6 +480,7 @@ impl Conn {
                 losses: Default::default(),
                 cap: Box::default(),
                 rounds: Box::default(),
+                round_flags: 0,
                 short_tail: false,
                 last_clean_rtt: None,
                 max_wire: 0,
@@ -560,7 +580,8 @@ impl Conn {
         let mut retrans_data = 0;
         let other_window_zero = self.half[1 - dir].last_window == 0 && self.half[1 - dir].packets > 0;
         let probe = other_window_zero && len > 0;
-        let high_before = self.half[dir].seen.high();
+        // Only client data reads it (`on_client_data`): an ACK need not touch the ranges.
+        let high_before = if dir == UP && len > 0 { self.half[UP].seen.high() } else { 0 };
         if span > 0 {
             let h = &mut self.half[dir];
             if probe {
@@ -747,7 +768,9 @@ impl Conn {
         // The right edge of the client's advertised window, once the handshake set its scale.
         let rwnd_edge = self.handshake_complete.then(|| self.half[UP].ack_high + ((self.half[UP].last_window as u64) << self.wscale(UP)));
         let mss = self.downstream_mss() as u64;
-        let min_rtt = self.min_rtt_ns();
+        // Only the idle test below reads it, and only with nothing in flight: most sends
+        // need not touch the RTT summary.
+        let min_rtt = if self.down.in_flight.is_empty() { self.min_rtt_ns() } else { None };
         let d = &mut self.down;
         let idle_since = d.last_send_ns;
         let new_burst = match d.last_send_ns {
@@ -771,7 +794,7 @@ impl Conn {
         }
         if is_retrans {
             d.loss_seen = true;
-            d.rounds.flag(flag::RETX);
+            d.round_flags |= flag::RETX;
             d.rounds.loss(d.last_clean_rtt.map(|r| r as i64));
             // Mark every in-flight segment this one overlaps: Karn and pair filtering.
             let mut at_una = false;
@@ -814,12 +837,12 @@ impl Conn {
                 // buffer had run dry), or new data after a round trip with nothing in flight.
                 let idle = d.in_flight.is_empty() && idle_since.zip(min_rtt).is_some_and(|(t, m)| now.saturating_sub(t) >= m);
                 if d.short_tail || idle {
-                    d.rounds.flag(flag::APP);
+                    d.round_flags |= flag::APP;
                 }
                 d.short_tail = mss > 0 && tcp.payload_len as u64 % mss != 0;
                 // Less than a full segment of the client's window left after this one.
                 if rwnd_edge.is_some_and(|e| end + mss > e) {
-                    d.rounds.flag(flag::RWND);
+                    d.round_flags |= flag::RWND;
                 }
             }
             insert_sorted(&mut d.in_flight, InFlight::new(start, end, now, false, d.burst, wire));
@@ -943,7 +966,8 @@ impl Conn {
         if clean {
             d.last_clean_rtt = Some(rtt_ns);
         }
-        d.rounds.deliver(now, newly, clean.then_some((rtt_ns as i64, count)), if any_retrans { flag::RETX } else { 0 }, min_rtt);
+        let flags = std::mem::take(&mut d.round_flags) | if any_retrans { flag::RETX } else { 0 };
+        d.rounds.deliver(now, newly, clean.then_some((rtt_ns as i64, count)), flags, min_rtt);
 
         // Karn's rule: sample only segments never retransmitted, acked exactly at their end.
         if !last.retransmitted() && last.end() == ack {

@@ -313,7 +313,7 @@ impl ConnRecord {
             None
         };
         let opt = |v: Option<u64>| v.map(|x| x as f64);
-        let s2c = direction::estimate(&d.cap, &d.rounds, d.max_wire as f64 * 8.0, direction::Delays::Rtt);
+        let s2c = direction::estimate(&d.cap, &d.rounds(), d.max_wire as f64 * 8.0, direction::Delays::Rtt);
         // One-way delays from the client's timestamps are good to a 1-ms tick.
         let c2s = direction::estimate(&c.up.cap, &c.up.rounds, c.up.max_wire as f64 * 8.0, direction::Delays::OneWay { tick_s: 1e-3 });
         let per_packet = |n: u64, packets: u64| (packets > 0).then(|| n as f64 / packets as f64);
@@ -468,7 +468,7 @@ impl CrossTrafficRecord {
     /// The profile bins of a connection's two directions, server to client first.
     pub fn from_conn(c: &Conn) -> Vec<CrossTrafficRecord> {
         let d = &c.down;
-        let s2c = direction::cross_traffic(&d.cap, &d.rounds, d.max_wire as f64 * 8.0, direction::Delays::Rtt, CROSS_TRAFFIC_BIN_NS);
+        let s2c = direction::cross_traffic(&d.cap, &d.rounds(), d.max_wire as f64 * 8.0, direction::Delays::Rtt, CROSS_TRAFFIC_BIN_NS);
         let c2s = direction::cross_traffic(&c.up.cap, &c.up.rounds, c.up.max_wire as f64 * 8.0, direction::Delays::OneWay { tick_s: 1e-3 }, CROSS_TRAFFIC_BIN_NS);
         let capacity = [d.cap.estimate(), c.up.cap.estimate()].map(|e| e.map(|e| e.rate_bps));
         [("s2c", s2c, capacity[0]), ("c2s", c2s, capacity[1])]

@@ -198,6 +198,7 @@ def _run_simulated(truth: Path, names: Optional[list[str]], settings, out: Path)
 def _report(m) -> None:
     """The findings in short: per ordered pair base RTT and ABW by flow count, per source
     the shared classes and where the tests could not decide."""
+    from ..measure.session import queue_note
     from ._light import text_table
 
     f = m.findings
@@ -221,7 +222,7 @@ def _report(m) -> None:
     for g in f.get("together", []):
         what = "paths of several sources" if g["label"].startswith("paths") else g["label"]
         print(f"together, {what} ({len(g['members'])} paths): {g['abw_bps'] / 1e6:.2f} Mbit/s, alone "
-              f"{g['alone_sum_bps'] / 1e6:.2f} in sum" + (" -> a shared class" if g["class"] else ""))
+              f"{g['alone_sum_bps'] / 1e6:.2f} in sum" + queue_note(g) + (" -> a shared class" if g["class"] else ""))
     print(f"model: {m.out}")
     print(f"record (every value's samples and spread, both tests' verdicts): {m.state}")
 

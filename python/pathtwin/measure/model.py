@@ -15,7 +15,8 @@ running; the findings give it for equal flows on every member path). Paths that 
 measurement loaded together (``session.together_groups``) and found sharing — a host's
 paths out or in, its access link, or paths of different sources whose delays correlate —
 become ``[[shared]]`` classes of those paths (``paths = [[from, to], ...]``) with the ABW
-they achieved together (``abw``), a queue every member crosses after its own.
+they achieved together (``abw``), a queue every member crosses after its own, whose delay
+when full (``queue_delay``) is the round-trip increase they shared loaded together.
 
 Not here: measuring (``probes``, ``throughput``, ``shared``).
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from ..config import native_call
 from ..errors import PathtwinError
@@ -47,10 +48,11 @@ def capacity_for(abw_bps: float) -> str | None:
 
 
 def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict]], classes: dict[str, list[list[str]]],
-          together: Sequence[tuple[list[str], float]] = ()) -> dict:
+          together: Sequence[tuple[list[str], float, Optional[float]]] = ()) -> dict:
     """The config dict: ``rtt["a->b"]`` a probe summary, ``tput["a->b"][n]`` a throughput
     record, ``classes[source]`` its shared classes, ``together`` classes of paths (``"a->b"``)
-    with the ABW they achieved loaded together (bit/s)."""
+    with the ABW they achieved loaded together (bit/s) and the queueing delay they shared
+    (s; None: unknown, the class keeps its members' smallest queue)."""
     paths = []
     for i, a in enumerate(hosts):
         for b in hosts[i + 1:]:
@@ -80,13 +82,15 @@ def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict
                 p["reactivity"] = [{n: rate(v) for n, v in t.items()} for t in tables]
             paths.append(p)
     shared = [{"source": s, "destinations": list(c), "direction": "out"} for s in hosts for c in classes.get(s, [])]
-    for members, abw in together:
+    for members, abw, queue_delay in together:
         if abw <= 0:
             raise PathtwinError(f"{', '.join(members)} together delivered nothing; the paths carry no TCP")
         cls: dict[str, Any] = {"paths": [m.split("->", 1) for m in members], "abw": rate(abw)}
         capacity = capacity_for(abw)
         if capacity is not None:
             cls["capacity"] = capacity
+        if queue_delay is not None:
+            cls["queue_delay"] = f"{queue_delay * 1e3:.1f}ms"
         shared.append(cls)
     cfg: dict[str, Any] = {"hosts": list(hosts), "path": paths}
     if shared:

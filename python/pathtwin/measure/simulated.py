@@ -14,9 +14,10 @@ traffic (simulated TCP, as reactive as the emulator's kernel TCP):
   sink samples its sockets; the next test starts ``GAP_S`` after this one's connections
   delivered their last byte, as the live tool's next test waits for its sink, which reads
   until every connection has closed (``simulate_tests``);
-- then, in a second simulation of the ground truth (which paths to load together depends on
+- then, in further simulations of the ground truth (which paths to load together depends on
   what the probes found), the tests of paths loaded together (``session.together_groups``),
-  each group's tests at once, the groups one after another.
+  each group's tests at once, each group in a simulation of its own (what one group's
+  connections leave to drain would load the next group's paths).
 
 The simulation's ``probes`` table and ``flow_series`` become the steps the live session
 records (``ProbeSeries``, ``throughput.summarize``), and the same analysis makes the model
@@ -54,6 +55,13 @@ MAX_RUNS = 3
 DRAIN_SLACK = 1.5
 #: Seconds after the probe series before the first test: the last echoes return.
 PROBE_TAIL_S = 1.0
+#: The percentile of a test's smoothed RTTs taken as its loaded round trip. TCP keeps a
+#: drop-tail bottleneck nearly full, and the estimate's lower samples are from after a loss
+#: or a timeout, when the queue had drained or the estimate restarted from the next samples:
+#: four flows each on c1's five paths out (three-sites.toml, a 2 Mbit/s uplink whose 100
+#: packets hold 600 ms; the queue's median over the test 576 ms) had medians 190-585 ms and
+#: 90th percentiles 500-670 ms, less base RTTs of 30-115 ms.
+LOADED_RTT_PERCENTILE = 90
 
 
 #: A throughput test: from, to, parallel flows.
@@ -73,21 +81,36 @@ def probe_steps(probes, names: Sequence[str], interval_s: float) -> dict:
     return out
 
 
-def delivered_by_time(series):
-    """Every connection's delivered bytes at every sample, from ``flow_series``: one row per
-    sample time (ns), one column per connection, 0 before a connection's first sample. Built
-    once per run: every test reads its own columns of it."""
-    table = series.pivot_table(index="time_s", columns="flow", values="delivered_bytes", aggfunc="last").fillna(0)
+def by_time(series, column: str = "delivered_bytes"):
+    """One column of ``flow_series`` for every connection at every sample: one row per sample
+    time (ns), one column per connection; delivered bytes are 0 before a connection's first
+    sample, other columns missing (NaN). Built once per run: every test reads its own
+    columns of it."""
+    table = series.pivot_table(index="time_s", columns="flow", values=column, aggfunc="last")
+    if column == "delivered_bytes":
+        table = table.fillna(0)
     table.index = (table.index.to_numpy() * 1e9).round().astype(np.int64)
     return table
 
 
-def throughput_step(flows, delivered, entry: int, start_s: float, n: int, duration_s: float, tcp: dict) -> dict:
+def loaded_rtt_ms(srtt, conns: list, window_ns: Sequence[int]) -> Optional[float]:
+    """The round trip a test's connections had with the queues they load full: the
+    ``LOADED_RTT_PERCENTILE``-th percentile of their smoothed RTTs (the senders' estimate,
+    what a kernel's ``tcp_info`` reports) over the samples of the test's averaged window;
+    None if no connection had an estimate there."""
+    w = srtt.loc[(srtt.index >= window_ns[0]) & (srtt.index <= window_ns[1]), conns].to_numpy().ravel()
+    w = w[np.isfinite(w)]
+    return float(np.percentile(w, LOADED_RTT_PERCENTILE)) if w.size else None
+
+
+def throughput_step(flows, delivered, entry: int, start_s: float, n: int, duration_s: float, tcp: dict,
+                    srtt=None) -> dict:
     """A test's throughput record from its connections' delivered bytes at every sample
-    (``delivered_by_time``), as ``throughput.parallel_flows`` makes it from the sink's
-    counters. ``tcp`` is the run's ``tcp_defaults``: a full segment's payload and IP bytes
-    turn goodput into the IP-level ABW, and the largest window stands where the kernel's
-    ``tcp_rmem`` maximum does (the model's ``wmax``)."""
+    (``by_time``), as ``throughput.parallel_flows`` makes it from the sink's counters, and
+    with ``srtt`` (their smoothed RTTs, ``by_time(series, "srtt_ms")``) the round trip they
+    had meanwhile (``rtt_loaded_ms``). ``tcp`` is the run's ``tcp_defaults``: a full
+    segment's payload and IP bytes turn goodput into the IP-level ABW, and the largest window
+    stands where the kernel's ``tcp_rmem`` maximum does (the model's ``wmax``)."""
     conns = flows[flows.entry == entry].flow.tolist()
     if len(conns) != n:
         raise PathtwinError(f"the simulation ran {len(conns)} of the test's {n} connections")
@@ -101,6 +124,8 @@ def throughput_step(flows, delivered, entry: int, start_s: float, n: int, durati
                     t0_ns=t0_ns)
     rec["receiver_rmem_max"] = int(tcp["max_window"])
     rec["kernel_counts"] = False
+    if srtt is not None:
+        rec["rtt_loaded_ms"] = loaded_rtt_ms(srtt, conns, rec["window_ns"])
     return rec
 
 
@@ -189,9 +214,10 @@ def simulate_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: flo
 
 
 def throughput_records(res, index: list[list[tuple[int, float, int]]], duration_s: float) -> list[list[dict]]:
-    """Every test's throughput record (``throughput_step``), per batch."""
-    flows, delivered = res.flows, delivered_by_time(res.flow_series)
-    return [[throughput_step(flows, delivered, entry, start_s, n, duration_s, res.run["tcp_defaults"])
+    """Every test's throughput record (``throughput_step``, with the round trip its
+    connections had), per batch."""
+    flows, delivered, srtt = res.flows, by_time(res.flow_series), by_time(res.flow_series, "srtt_ms")
+    return [[throughput_step(flows, delivered, entry, start_s, n, duration_s, res.run["tcp_defaults"], srtt)
              for entry, start_s, n in batch] for batch in index]
 
 
@@ -247,7 +273,12 @@ def measure_simulated(source: ConfigSource, hosts: Optional[Sequence[str]] = Non
               if not st.done(together_key(label, n))]
     if groups:
         batches = [[(a, b, n) for a, b in members] for _, members in groups]
-        records = throughput_tests(truth, batches, settings.duration_s, settle_s)
+        # Each group in a simulation of its own: a test's connections keep data written
+        # ahead (app.rs: up to 2 x 64 KB each), which drains after its stop at the slowest
+        # link it loaded; c1's five paths out of three-sites.toml, 20 connections over a
+        # 2 Mbit/s uplink, kept it full for 4 s after their test, past GAP_S, and the next
+        # group's ACKs waited there (its loaded round trips 250-450 ms, 115-155 ms alone).
+        records = [throughput_tests(truth, [batch], settings.duration_s, settle_s)[0] for batch in batches]
         for (label, members), recs in zip(groups, records):
             st.steps[together_key(label, n)] = {"members": [list(m) for m in members], "records": recs}
         st.save()

@@ -142,7 +142,12 @@ fn yes() -> bool {
 ///
 /// Both forms take the flow-weighted mean of their members' ABW (§2.3) unless `abw` gives
 /// the class's own (what the members achieve loaded together), a capacity of their largest
-/// unless `capacity` is given, and the smallest of their queues unless `queue` is given.
+/// unless `capacity` is given, and the smallest of their queues unless `queue` is given, or
+/// `queue_delay`: the queueing delay the class adds when full, what a measurement sees of a
+/// queue from the ends (the round trip its members' flows had loaded together, less the
+/// base RTT). A full drop-tail queue of `queue_delay` × `capacity` bytes delays a packet by
+/// exactly that: the queue's time, not its space, is what the truth's queue and the model's
+/// (drained at the model's capacity, placeholders included) have in common.
 /// A `paths` class binds only while two or more of its members carry flows: a member's own
 /// queue already holds what it achieved measured alone, through this link too
 /// (`element::PathsClass`).
@@ -163,6 +168,10 @@ pub struct SharedConfig {
     /// Explicit size of the shared queue; otherwise the smallest queue of its paths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueLimit>,
+    /// The shared queue's delay when full: its size is this time at the class's capacity
+    /// (instead of `queue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_delay: Option<Duration>,
     /// The class's ABW (a `paths` class: while two or more members carry flows); otherwise
     /// the flow-weighted mean of its paths' ABW.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -316,6 +325,14 @@ pub(super) fn validate_shared(shared: &[SharedConfig], hosts: &Names<'_>) -> Res
         if s.capacity.is_some_and(|r| r.bps() == 0) {
             return Err(ConfigError::invalid(format!("{key}.capacity"), "capacity must be positive"));
         }
+        if let Some(d) = s.queue_delay {
+            if s.queue.is_some() {
+                return Err(ConfigError::invalid(format!("{key}.queue_delay"), "give either queue (its size) or queue_delay (its delay when full), not both"));
+            }
+            if d.as_nanos() == 0 {
+                return Err(ConfigError::invalid(format!("{key}.queue_delay"), "a queue's delay when full must be positive"));
+            }
+        }
     }
     Ok(())
 }
@@ -368,9 +385,10 @@ mod tests {
 
     #[test]
     fn a_paths_class_parses_and_round_trips_through_the_serialiser() {
-        let text = format!("{THREE}[[shared]]\npaths = [[\"a\", \"b\"], [\"c\", \"b\"]]\nabw = \"10mbit\"\n");
+        let text = format!("{THREE}[[shared]]\npaths = [[\"a\", \"b\"], [\"c\", \"b\"]]\nabw = \"10mbit\"\nqueue_delay = \"600ms\"\n");
         let cfg = Config::from_toml(&text, "t.toml").unwrap();
         let s = &cfg.shared[0];
+        assert_eq!(s.queue_delay, Some(crate::time::Duration::from_millis(600)));
         assert_eq!(s.members().iter().map(|(p, _)| *p).collect::<Vec<_>>(), [("a", "b"), ("c", "b")]);
         assert!(!s.per_source());
         let again = Config::from_toml(&toml::to_string(&cfg).unwrap(), "again.toml").unwrap();
@@ -389,6 +407,8 @@ mod tests {
             ("abw = \"1mbit\"\n", "shared[0]: missing source and destinations (one source's paths) or paths (any directions, [[from, to], ...])"),
             ("paths = [[\"a\", \"b\"], [\"c\", \"b\"]]\nabw = \"0mbit\"\n", "shared[0].abw: ABW must be positive"),
             ("source = \"a\"\ndestinations = [\"b\", \"b\"]\n", "shared[0].destinations[1]: b is listed twice"),
+            ("paths = [[\"a\", \"b\"], [\"c\", \"b\"]]\nqueue = \"100p\"\nqueue_delay = \"600ms\"\n", "shared[0].queue_delay: give either queue (its size) or queue_delay (its delay when full), not both"),
+            ("paths = [[\"a\", \"b\"], [\"c\", \"b\"]]\nqueue_delay = \"0ms\"\n", "shared[0].queue_delay: a queue's delay when full must be positive"),
         ];
         for (class, want) in cases {
             assert_eq!(shared_error(class), want, "{class:?}");
