@@ -250,3 +250,49 @@ fn an_abw_step_at_time_zero_replaces_the_initial_abw() {
     let q = queue(Rate::from_mbps(20), Rate::from_mbps(15), QueueLimit::Packets(10)).with_abw_steps(&[(Instant::ZERO, Rate::from_mbps(3))]);
     assert_eq!(q.abw(), Rate::from_mbps(3));
 }
+
+#[test]
+fn a_paths_class_binds_only_while_two_of_its_members_carry_flows() {
+    use pathtwin_core::element::{AbwTable, PathsClass, QueueRule, Reactivity};
+    // A `[[shared]] paths` class crossed after its members' own queues: member 0 alone
+    // (slot 0) must get what its own queue gives it, so the class takes no placeholders and
+    // a 15-Mbit/s stream passes whole; with member 1 sending too, the placeholders take
+    // C − ABW and the two together get the class's ABW (measured together, 6 Mbit/s) — or,
+    // without one, NSDI'09 §2.3's flow-weighted mean Σ n_p·ABW_p / Σ n_p.
+    let c = Rate::from_mbps(20);
+    let tables = || vec![AbwTable::constant(Rate::from_mbps(8)), AbwTable::constant(Rate::from_mbps(10))];
+    let class = |together| {
+        Reactivity::new(tables(), QueueRule::Fixed(QueueLimit::Bytes(100_000)), Duration::from_secs(1))
+            .for_paths_class(PathsClass { together, capacity: c })
+    };
+    let mut q = queue(c, Rate::from_mbps(8), QueueLimit::Bytes(100_000)).with_reactivity(class(Some(Rate::from_mbps(6))));
+    assert_eq!(q.abw(), c, "idle: no placeholders");
+    let mut out = Vec::new();
+    // Member 0 alone at 15 Mbit/s for 4 s, then both members at 12.5 Mbit/s each for 4 s.
+    let (alone_gap, both_gap) = (Rate::from_mbps(15).transmit_time(1500), Rate::from_mbps(25).transmit_time(1500));
+    let (switch, end) = (Instant::ZERO + Duration::from_secs(4), Instant::ZERO + Duration::from_secs(8));
+    let mut t = Instant::ZERO;
+    let mut k = 0u64;
+    while t < end {
+        let slot = if t < switch { 0 } else { (k % 2) as u16 };
+        q.push(t, Pkt { len: 1500, flow: 1 + slot as u64 }, slot);
+        drain(&mut q, t, &mut out);
+        t += if t < switch { alone_gap } else { both_gap };
+        k += 1;
+    }
+    let rate_between = |a: u64, b: u64| {
+        let (a, b) = (Instant::ZERO + Duration::from_secs(a), Instant::ZERO + Duration::from_secs(b));
+        out.iter().filter(|(d, _)| *d >= a && *d < b).map(|(_, p)| p.len as f64 * 8.0).sum::<f64>() / (b - a).as_secs_f64()
+    };
+    let alone = rate_between(1, 4);
+    assert!((alone - 15e6).abs() / 15e6 < 0.01, "one member alone got {alone} bit/s of the 15 it offered");
+    let both = rate_between(5, 8);
+    assert!((both - 6e6).abs() / 6e6 < 0.03, "two members got {both} bit/s, the class's ABW is 6");
+    assert_eq!(q.abw(), Rate::from_mbps(6));
+    // Without a measured ABW: one flow on each member, (8 + 10) / 2.
+    let mut q = queue(c, Rate::from_mbps(8), QueueLimit::Bytes(100_000)).with_reactivity(class(None));
+    q.push(Instant::ZERO, Pkt { len: 1500, flow: 1 }, 0);
+    assert_eq!(q.abw(), c, "one member: transparent");
+    q.push(Instant::ZERO, Pkt { len: 1500, flow: 2 }, 1);
+    assert_eq!(q.abw(), Rate::from_mbps(9));
+}
