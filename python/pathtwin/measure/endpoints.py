@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import random
 import select
 import selectors
 import signal
@@ -47,6 +48,8 @@ CAP_BURST = 65536
 TCPI_BYTES_RECEIVED = 128
 #: Offset of ``tcpi_rtt`` (the smoothed RTT, µs; Linux 2.6+) in ``struct tcp_info``.
 TCPI_RTT = 68
+#: Most a scheduled probe round leaves after its time, as a share of the interval (``probe``).
+ROUND_JITTER = 0.25
 #: How often the sender reads its connections' smoothed RTTs (s), as the sink its counts.
 RTT_EVERY_S = 0.05
 
@@ -86,7 +89,12 @@ def probe(port: int, interval: float, duration: float, dests: list[str], start_a
     """Every ``interval`` seconds for ``duration``, one probe to each destination back to back
     (the order of ``dests``), the echoes collected until a second after the last round; the
     first round at ``start_at`` (``CLOCK_REALTIME`` ns; at once if none or past), so that the
-    series of several sources started one after another send their rounds together.
+    series of several sources started one after another send their rounds together. A
+    scheduled round leaves up to ``ROUND_JITTER`` of an interval after its time, at random:
+    sources whose rounds left at the same instant woke their probers and echo servers at once
+    in every round (four programs on a 2-core machine: agents in an emulation measured
+    minimum RTTs 0.5-0.7 ms above the path's), and the minimum then had no round without the
+    crowd; a quarter interval keeps round r of every source together for the correlation.
     Result: per destination, the lists ``round``, ``sent``, ``remote_rx``, ``back`` (ns;
     rounds without an echo are missing) and ``rounds`` sent."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -99,11 +107,12 @@ def probe(port: int, interval: float, duration: float, dests: list[str], start_a
     pad = b"\0" * (PROBE_BYTES - PROBE.size)
     print("ready", flush=True)
     start = time.monotonic() + (max(0, start_at - time.time_ns()) / 1e9 if start_at is not None else 0.0)
+    jitter = [random.uniform(0, ROUND_JITTER * interval) if start_at is not None else 0.0 for _ in range(rounds)]
     next_round, sent_rounds = 0, 0
     end = start + rounds * interval + 1.0
     while True:
         now = time.monotonic()
-        if next_round < rounds and now >= start + next_round * interval:
+        if next_round < rounds and now >= start + next_round * interval + jitter[next_round]:
             for i, d in enumerate(dests):
                 try:
                     s.sendto(PROBE.pack(MAGIC, next_round, i, time.time_ns()) + pad, (d, port))
@@ -114,7 +123,7 @@ def probe(port: int, interval: float, duration: float, dests: list[str], start_a
             continue
         if now >= end:
             break
-        wake = start + next_round * interval if next_round < rounds else end
+        wake = start + next_round * interval + jitter[next_round] if next_round < rounds else end
         for _key, _ev in sel.select(timeout=max(0.0, wake - now)):
             while True:
                 try:
