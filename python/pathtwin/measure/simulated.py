@@ -9,11 +9,9 @@ traffic (simulated TCP, as reactive as the emulator's kernel TCP):
 - after ``SETTLE_S``, the probe series: a ``[[probe]]`` entry per ordered pair, every
   source's probes to its destinations leaving together (back to back on its first link),
   with the measuring tool's datagram sizes and its interval and length;
-- then every throughput test in turn: a ``[[flow]]`` of N bulk connections from a to b
-  for ``duration``, its per-connection delivered bytes sampled every 50 ms as the tool's
-  sink samples its sockets; the next test starts ``GAP_S`` after this one's connections
-  delivered their last byte, as the live tool's next test waits for its sink, which reads
-  until every connection has closed (``simulate_tests``);
+- then every throughput test in turn, ``GAP_S`` apart: a ``[[flow]]`` of N bulk
+  connections from a to b for ``duration``, its per-connection delivered bytes sampled
+  every 50 ms as the tool's sink samples its sockets;
 - then, in further simulations of the ground truth (which paths to load together depends on
   what the probes found), the tests of paths loaded together (``session.together_groups``),
   each group's tests at once, each group in a simulation of its own (what one group's
@@ -44,15 +42,9 @@ from .session import Measurement, Settings, check_hosts, conclude, together_grou
 from .state import State, state_path
 from .throughput import BUCKET_S, SAMPLE_S, buckets, loaded_rtt_ms, summarize
 
-#: Seconds between the last byte a throughput test's connections delivered and the next
-#: test's start: they close, as between the live tool's tests.
+#: Seconds between one throughput test's end and the next one's start: its last bytes drain
+#: and its connections close, as between the live tool's tests.
 GAP_S = 1.0
-#: Simulations a run of tests may take to find gaps in which every test's connections have
-#: drained before the next test starts (``simulate_tests``).
-MAX_RUNS = 3
-#: A gap found too short is set to this many times the drain it had to hold, plus ``GAP_S``:
-#: moved tests meet other cross traffic, and drain a little differently in the next run.
-DRAIN_SLACK = 1.5
 #: Seconds after the probe series before the first test: the last echoes return.
 PROBE_TAIL_S = 1.0
 
@@ -128,13 +120,11 @@ def add_probes(cfg: dict, names: Sequence[str], settings: Settings, at_s: float)
     return end + PROBE_TAIL_S
 
 
-def add_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: float, at_s: float,
-              gaps: Optional[Sequence[float]] = None) -> list[list[tuple[int, float, int]]]:
+def add_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: float, at_s: float) -> list[list[tuple[int, float, int]]]:
     """Adds the tests to ``cfg``'s ``[[flow]]`` entries: each batch's tests at once, the
-    batches one after the other, batch k's end ``gaps[k]`` (default ``GAP_S``) before the
-    next one's start, from ``at_s``; sets ``[run]`` to cover them and to sample every
-    ``SAMPLE_S`` (as the tool's sink). Returns per batch, per test, its ``[[flow]]`` index,
-    start (s) and flow count."""
+    batches one after the other ``GAP_S`` apart, from ``at_s``; sets ``[run]`` to cover them
+    and to sample every ``SAMPLE_S`` (as the tool's sink). Returns per batch, per test, its
+    ``[[flow]]`` index, start (s) and flow count."""
     flows = cfg.setdefault("flow", [])
     index = []
     for k, batch in enumerate(batches):
@@ -144,7 +134,7 @@ def add_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: float, a
             flows.append({"from": a, "to": b, "app": "bulk", "count": n, "start": f"{at_s!r}s",
                           "stop": f"{at_s + duration_s!r}s", "label": f"test {k} {a}->{b} x{n}"})
         index.append(entries)
-        at_s += duration_s + (gaps[k] if gaps is not None else GAP_S)
+        at_s += duration_s + GAP_S
     run = cfg.setdefault("run", {})
     run["duration"] = f"{at_s!r}s"
     run["sample_interval"] = f"{SAMPLE_S!r}s"
@@ -165,44 +155,6 @@ def simulate_complete(cfg: dict, keep: Optional[Path] = None, progress: bool = F
     return res
 
 
-def drain_s(res, index: list[list[tuple[int, float, int]]], duration_s: float) -> list[float]:
-    """Per batch: how long after its stop its connections still delivered bytes (the data
-    written ahead of the stop, and its losses' recovery; 0 when none was left)."""
-    series = res.flow_series.sort_values(["flow", "time_s"])
-    grew = series.groupby("flow", observed=True).delivered_bytes.diff().fillna(series.delivered_bytes) > 0
-    last = series[grew].groupby("flow", observed=True).time_s.max()
-    out = []
-    for batch in index:
-        conns = res.flows[res.flows.entry.isin([entry for entry, _, _ in batch])].flow
-        ends = last.reindex(conns).dropna()
-        out.append(max(0.0, float(ends.max()) - (batch[0][1] + duration_s)) if len(ends) else 0.0)
-    return out
-
-
-def simulate_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: float, at_s: float,
-                   keep: Optional[Path] = None, progress: bool = False):
-    """Simulates ``cfg`` with ``batches`` of tests from ``at_s`` (``add_tests``) such that
-    every batch's connections have delivered their last byte ``GAP_S`` before the next
-    batch starts, as the live tool's tests follow one another (its sink reads until every
-    connection closed). The drain is only known once simulated: where one overran its gap,
-    the gap grows to ``DRAIN_SLACK`` times it plus ``GAP_S`` and the run is simulated
-    again, at most ``MAX_RUNS`` times. Without it, at 2 Mbit/s the 1 MB eight flows had
-    written ahead still drained 5 s into the next test, which then measured what it got
-    beside them. Returns the result and ``add_tests``' index."""
-    gaps = [GAP_S] * len(batches)
-    for _ in range(MAX_RUNS):
-        run = copy.deepcopy(cfg)
-        index = add_tests(run, batches, duration_s, at_s, gaps)
-        res = simulate_complete(run, keep, progress)
-        drains = drain_s(res, index, duration_s)
-        late = [k for k in range(len(batches) - 1) if drains[k] + GAP_S > gaps[k]]
-        if not late:
-            break
-        for k in late:
-            gaps[k] = max(gaps[k], DRAIN_SLACK * drains[k] + GAP_S)
-    return res, index
-
-
 def throughput_records(res, index: list[list[tuple[int, float, int]]], duration_s: float) -> list[list[dict]]:
     """Every test's throughput record (``throughput_step``, with the round trip its
     connections had), per batch."""
@@ -216,8 +168,9 @@ def throughput_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: f
     """Simulates ``cfg`` (its own ``[[flow]]`` cross traffic running from the start) with
     ``batches`` of throughput tests from ``settle_s`` (``add_tests``); returns each test's
     record, per batch."""
-    res, index = simulate_tests(cfg, batches, duration_s, settle_s, keep)
-    return throughput_records(res, index, duration_s)
+    cfg = copy.deepcopy(cfg)
+    index = add_tests(cfg, batches, duration_s, settle_s)
+    return throughput_records(simulate_complete(cfg, keep), index, duration_s)
 
 
 def measure_simulated(source: ConfigSource, hosts: Optional[Sequence[str]] = None, settings: Optional[Settings] = None,
@@ -249,8 +202,8 @@ def measure_simulated(source: ConfigSource, hosts: Optional[Sequence[str]] = Non
     if not (st.done("probe") and all(st.done(k) for k in keys)):
         cfg = copy.deepcopy(truth)
         first_test = add_probes(cfg, names, settings, settle_s)
-        res, index = simulate_tests(cfg, [[(a, b, n)] for a, b in pairs for n in sorted(settings.flows)],
-                                    settings.duration_s, first_test, keep, progress)
+        index = add_tests(cfg, [[(a, b, n)] for a, b in pairs for n in sorted(settings.flows)], settings.duration_s, first_test)
+        res = simulate_complete(cfg, keep, progress)
         probes = res.tables.get("probes")
         if probes is None:
             raise PathtwinError("the simulation sent no probes")

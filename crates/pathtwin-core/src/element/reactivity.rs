@@ -7,13 +7,6 @@
 //! plain mean of ABW_p(1) while no flow is active. Between table entries ABW is interpolated
 //! linearly and beyond the last entry it stays at the last value — a proposal, as the paper
 //! only measured integer flow counts.
-//!
-//! A `[[shared]] paths` class's queue is crossed *after* its members' own queues, whose
-//! tables already hold what each member achieved measured alone — through the class's link
-//! too. It therefore binds only while two or more of its members carry flows (at the ABW
-//! measured with them loaded together, or else the flow-weighted mean); with one member
-//! active it leaves that member's own table alone in charge and carries no placeholders
-//! (see [`PathsClass`]).
 
 use crate::bounds::{self, PathBoundsInput};
 use crate::monitor::FlowMonitor;
@@ -96,21 +89,6 @@ impl QueueRule {
     }
 }
 
-/// A queue that its member paths cross after their own (a `[[shared]] paths` class).
-///
-/// Each member's own queue follows the table measured with that member loaded alone, and
-/// that test's flows crossed the class's link as well: with one member active, the class
-/// applying the member's ABW again would count the same link twice (two queues in series at
-/// one rate, the second loaded at exactly its capacity). So while fewer than two members
-/// carry flows the class is transparent (ABW = its capacity, no placeholders); from two on
-/// it holds them to `together`, the ABW its members achieved loaded together, or without
-/// one to NSDI'09 §2.3's flow-weighted mean.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PathsClass {
-    pub together: Option<Rate>,
-    pub capacity: Rate,
-}
-
 /// What a reactive bandwidth queue needs to re-set its placeholder rate and size.
 #[derive(Clone, Debug)]
 pub struct Reactivity {
@@ -118,32 +96,16 @@ pub struct Reactivity {
     /// One table per path slot sharing the queue.
     pub tables: Vec<AbwTable>,
     pub queue_rule: QueueRule,
-    /// Set for a `[[shared]] paths` class's queue.
-    pub paths_class: Option<PathsClass>,
 }
 
 impl Reactivity {
     pub fn new(tables: Vec<AbwTable>, queue_rule: QueueRule, idle_timeout: Duration) -> Self {
-        Reactivity { monitor: FlowMonitor::new(tables.len(), idle_timeout), tables, queue_rule, paths_class: None }
-    }
-
-    /// The controller of a `[[shared]] paths` class's queue (see [`PathsClass`]).
-    pub fn for_paths_class(mut self, class: PathsClass) -> Self {
-        self.paths_class = Some(class);
-        self
+        Reactivity { monitor: FlowMonitor::new(tables.len(), idle_timeout), tables, queue_rule }
     }
 
     /// The queue's ABW for the monitor's current counts.
     pub fn current_abw(&self) -> Rate {
         let active = self.monitor.active();
-        if let Some(class) = self.paths_class {
-            if active.iter().filter(|&&n| n > 0).count() < 2 {
-                return class.capacity;
-            }
-            if let Some(abw) = class.together {
-                return abw;
-            }
-        }
         let total: u32 = active.iter().sum();
         if total == 0 {
             let sum: f64 = self.tables.iter().map(|t| t.at(1).as_f64()).sum();
