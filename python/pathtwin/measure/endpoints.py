@@ -144,25 +144,27 @@ def probe(port: int, interval: float, duration: float, dests: list[str], start_a
     return 0
 
 
-def _bytes_received(c: socket.socket) -> int | None:
-    """The kernel's count of bytes this connection received (``tcpi_bytes_received``, Linux
-    4.1+), or None where the kernel keeps none."""
+def _tcp_info_field(c: socket.socket, offset: int, fmt: str) -> int | None:
+    """One field of the kernel's ``struct tcp_info`` for this connection, or None where the
+    kernel keeps none (an older kernel's shorter struct, or no TCP_INFO)."""
+    size = struct.calcsize(fmt)
     try:
         info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
     except OSError:
         return None
-    return struct.unpack_from("Q", info, TCPI_BYTES_RECEIVED)[0] if len(info) >= TCPI_BYTES_RECEIVED + 8 else None
+    return struct.unpack_from(fmt, info, offset)[0] if len(info) >= offset + size else None
+
+
+def _bytes_received(c: socket.socket) -> int | None:
+    """The kernel's count of bytes this connection received (``tcpi_bytes_received``, Linux
+    4.1+), or None where the kernel keeps none."""
+    return _tcp_info_field(c, TCPI_BYTES_RECEIVED, "Q")
 
 
 def _srtt_us(c: socket.socket) -> int | None:
-    """The kernel's smoothed RTT of this connection (µs), or None where it keeps none (0: no
-    sample yet)."""
-    try:
-        info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
-    except OSError:
-        return None
-    rtt = struct.unpack_from("I", info, TCPI_RTT)[0] if len(info) >= TCPI_RTT + 4 else 0
-    return rtt or None
+    """The kernel's smoothed RTT of this connection (µs), or None where it keeps none or has
+    no sample yet (0)."""
+    return _tcp_info_field(c, TCPI_RTT, "I") or None
 
 
 def sink(port: int, flows: int, every: float, bind: str = "0.0.0.0") -> int:
@@ -287,9 +289,10 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
         tokens = [bucket] * flows
         last = start
     while time.monotonic() < end:
-        if time.monotonic() >= next_rtt:
-            rtts.append((round(time.monotonic() - start, 4), [_srtt_us(c) for c in socks]))
-            next_rtt = time.monotonic() + RTT_EVERY_S
+        now = time.monotonic()
+        if now >= next_rtt:
+            rtts.append((round(now - start, 4), [_srtt_us(c) for c in socks]))
+            next_rtt = now + RTT_EVERY_S
         if max_rate is None:
             for key, _ev in sel.select(timeout=RTT_EVERY_S):
                 try:
