@@ -65,7 +65,7 @@ PORT = 17200
 def link_baseline(model: dict) -> dict:
     """The model as a link emulator would run it: each path a link (``mode = "link"``) at the
     one-flow ABW of each direction, the base RTT kept, the default link queue; no
-    reactivity, no shared classes, no capacity above ABW."""
+    reactivity, no shared classes, no capacity above ABW. The foreground's ``tcp`` stays."""
     paths = []
     for p in model["path"]:
         if p.get("reactivity"):
@@ -73,7 +73,10 @@ def link_baseline(model: dict) -> dict:
         else:
             abw = p["abw"]
         paths.append({"between": p["between"], "rtt": p["rtt"], "mode": "link", "abw": abw})
-    return {"hosts": model["hosts"], "path": paths, "run": {"duration": RUN_FOR}}
+    baseline = {"hosts": model["hosts"], "path": paths, "run": {"duration": RUN_FOR}}
+    if model.get("tcp"):
+        baseline["tcp"] = model["tcp"]
+    return baseline
 
 
 @dataclass
@@ -188,6 +191,12 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
         raise PathtwinError(f"--engine: {engine!r} is not sim or emu")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    # The foreground experiments' TCP is the experimenter's, not the paths': all three
+    # environments run it as the ground truth's [tcp] says (a model records none). Else a
+    # truth of Linux endpoints would be graded against a twin running the simulator's
+    # default TCP, and the grade would measure the endpoints, not the paths.
+    foreground_tcp = truth_cfg.get("tcp", {})
+    model = {**model, "tcp": foreground_tcp}
     configs = {"truth": truth_cfg, "model": model, "link": link_baseline(model)}
     if engine == "sim":
         measured = {env: _simulate_environment(configs[env], hosts, flows, per_pair, duration_s, settle_s) for env in ENVIRONMENTS}
