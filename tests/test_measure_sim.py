@@ -173,6 +173,28 @@ def test_graded_in_the_simulator_the_model_meets_figures_8_and_9(tmp_path):
     assert (out / "error_cdf_alone.png").stat().st_size > 0
 
 
+def test_every_environment_runs_the_ground_truths_tcp(tmp_path):
+    """The foreground's TCP is the experimenter's: a truth whose endpoints allow a 16-KiB flight
+    is graded against a model (which records no [tcp]) and its link baseline running the same
+    endpoints, so all three are window-limited at W / RTT, far below the path's ABW."""
+    window_b, rtt_s = 16 * 1024, 0.050
+    truth = tmp_path / "truth.toml"
+    truth.write_text('hosts = ["a", "b"]\nrouters = []\n[run]\nduration = "30s"\n'
+                     '[tcp]\nprofile = "linux"\ncc = "cubic"\nmax_window = "16KiB"\n'
+                     '[[link]]\nbetween = ["a", "b"]\nrate = "50mbit"\ndelay = "25ms"\n')
+    model = tmp_path / "model.toml"
+    model.write_text('hosts = ["a", "b"]\n[[path]]\nbetween = ["a", "b"]\nrtt = "50ms"\nabw = "48mbit"\n'
+                     'wmax = "32768KiB"\n')  # as `measure` writes it: the receivers' buffer
+    out = tmp_path / "val"
+    r = run_cli("measure", "validate", truth, model, "--engine", "sim", "--flows", "1", "--duration", "4s",
+                "--no-together", "-o", out, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    window_limited_bps = window_b * 8 / rtt_s * 1500 / 1448  # IP level, as the records are
+    for c in json.loads((out / "validation.json").read_text())["cases"]:
+        for env in ("truth", "model", "link"):
+            assert 0.7 * window_limited_bps <= c[f"{env}_bps"] <= 1.05 * window_limited_bps, (env, c)
+
+
 @pytest.mark.parametrize("args,message", [
     (["--simulate", "nowhere.toml"], "--simulate nowhere.toml: no such file"),
     (["--simulate", str(CAMPUS), "--emulate", str(CAMPUS)], "--emulate and --simulate: give one ground truth"),
