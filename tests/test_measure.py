@@ -155,6 +155,24 @@ def test_a_senders_loaded_round_trip_is_read_in_the_averaged_window():
     assert sender_loaded_rtt_ms([], 4.0) is None  # an agent from before the samples
 
 
+def test_a_simulated_connection_without_any_estimate_counts_as_no_sample():
+    """In the simulator the loaded round trip is read from ``flow_series``: a test's
+    connection that never had an RTT estimate (its SYN lost again and again behind eight
+    flows on a slow uplink) has no column there; it gives no sample and no error, and its
+    delivered bytes count as none."""
+    import pandas as pd
+
+    from pathtwin.measure.simulated import by_time, connections_loaded_rtt_ms
+
+    rows = [{"time_s": 0.1 * k, "flow": 1, "srtt_ms": 50.0 + k, "delivered_bytes": 1000 * k} for k in range(1, 40)]
+    rows += [{"time_s": 0.1 * k, "flow": 2, "srtt_ms": float("nan"), "delivered_bytes": 0} for k in range(1, 40)]
+    series = pd.DataFrame(rows)
+    window_ns = [1_000_000_000, 3_000_000_000]
+    want = np.percentile([50.0 + k for k in range(10, 31)], 90)
+    assert connections_loaded_rtt_ms(by_time(series, "srtt_ms"), [1, 2], window_ns) == pytest.approx(want)
+    assert connections_loaded_rtt_ms(by_time(series, "srtt_ms"), [2], window_ns) is None
+
+
 def test_probe_series_started_apart_send_their_rounds_together():
     """Two sources' probe series launched 0.4 s apart with one ``start_at`` (as
     ``probes.probe_all`` schedules every source's) send round r together: within a quarter

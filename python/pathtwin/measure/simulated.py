@@ -82,7 +82,10 @@ def connections_loaded_rtt_ms(srtt, conns: list, window_ns: Sequence[int]) -> Op
     """``throughput.loaded_rtt_ms`` of connections ``conns`` from their smoothed RTTs at every
     sample (``by_time(series, "srtt_ms")``: the senders' estimate, what a kernel's
     ``tcp_info`` reports) in the test's averaged window."""
-    return loaded_rtt_ms(srtt.loc[(srtt.index >= window_ns[0]) & (srtt.index <= window_ns[1]), conns].to_numpy().ravel())
+    # A connection without an estimate in the whole run has no column (one whose handshake
+    # kept losing its SYN behind eight flows on a 2-Mbit/s uplink): it counts as no sample.
+    inside = srtt.loc[(srtt.index >= window_ns[0]) & (srtt.index <= window_ns[1])]
+    return loaded_rtt_ms(inside.reindex(columns=conns).to_numpy().ravel())
 
 
 def throughput_step(flows, delivered, entry: int, start_s: float, n: int, duration_s: float, tcp: dict,
@@ -98,7 +101,7 @@ def throughput_step(flows, delivered, entry: int, start_s: float, n: int, durati
         raise PathtwinError(f"the simulation ran {len(conns)} of the test's {n} connections")
     t0_ns = int(round(start_s * 1e9))
     until_ns = t0_ns + int(round((duration_s + BUCKET_S) * 1e9))
-    window = delivered.loc[(delivered.index > t0_ns) & (delivered.index <= until_ns), conns]
+    window = delivered.loc[(delivered.index > t0_ns) & (delivered.index <= until_ns)].reindex(columns=conns, fill_value=0)
     # From the test's start, when nothing was delivered (the sink's first sample is at its
     # first accept).
     samples = [(t0_ns, [0] * n)] + [(int(t), [int(v) for v in row]) for t, row in zip(window.index, window.to_numpy())]
