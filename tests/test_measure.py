@@ -192,7 +192,9 @@ def test_probe_series_started_apart_send_their_rounds_together():
     echo = subprocess.Popen([*prog, "echo", "--port", str(port), "--bind", "127.0.0.1"], stdout=subprocess.PIPE, text=True)
     try:
         assert echo.stdout is not None and echo.stdout.readline().strip() == "ready"
-        start_at = time.time_ns() + 1_000_000_000
+        # 3 s ahead: the second series starts 0.4 s after the first, and a Python process's
+        # start on a loaded 2-core machine took up to 0.7 s (its first round then late).
+        start_at = time.time_ns() + 3_000_000_000
         series = []
         for _ in range(2):
             series.append(subprocess.Popen([*prog, "probe", "--port", str(port), "--interval", "0.1", "--duration", "1",

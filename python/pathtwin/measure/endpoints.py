@@ -52,6 +52,13 @@ TCPI_RTT = 68
 ROUND_JITTER = 0.25
 #: How often the sender reads its connections' smoothed RTTs (s), as the sink its counts.
 RTT_EVERY_S = 0.05
+#: How long the sender waits for its connections' handshakes (s). A test's SYNs cross paths
+#: that other tests' flows may keep full: one SYN of eight flows from d3 to d1 in
+#: two-bottlenecks.toml, loaded together with the class of its bottleneck, was not answered
+#: within the 10 s the sender used to allow. Linux sends a SYN again 1, 3, 7 and 15 s after
+#: the first: 25 s waits for an answer to the fifth, and stays inside the time an agent lets a
+#: program outlive its duration (``agent.GRACE_S``).
+CONNECT_TIMEOUT_S = 25.0
 
 
 def _stamp_socket(s: socket.socket) -> None:
@@ -249,6 +256,30 @@ def _rmem_max() -> int | None:
         return None
 
 
+def _await_connected(socks: list[socket.socket], where: str) -> None:
+    """Waits until every non-blocking ``connect`` of ``socks`` has completed, at most
+    ``CONNECT_TIMEOUT_S``; raises ``TimeoutError`` naming how many did not, or the ``OSError``
+    of one that failed. The handshakes run at once, so that one SYN lost does not hold back
+    the others (and the test's start) by a retransmission timeout."""
+    sel = selectors.DefaultSelector()
+    for i, c in enumerate(socks):
+        sel.register(c, selectors.EVENT_WRITE, i)
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    try:
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{len(sel.get_map())} of {len(socks)} connection(s) to {where} "
+                                   f"not established in {CONNECT_TIMEOUT_S:g} s")
+            for key, _ev in sel.select(timeout=left):
+                err = key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)  # type: ignore[union-attr]
+                if err:
+                    raise OSError(err, f"connecting to {where}: {os.strerror(err)}")
+                sel.unregister(key.fileobj)
+    finally:
+        sel.close()
+
+
 def send(addr: str, port: int, flows: int, duration: float, max_rate: float | None = None) -> int:
     """Opens ``flows`` connections at once and keeps them all sending for ``duration``
     seconds. Result: bytes each wrote, the segment payload (``mss``) and the path MTU, which
@@ -264,10 +295,10 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
         if max_rate is not None:
             per_flow = max(1, min(2**31 - 1, int(max_rate / 8 / flows)))  # bytes/s in a C int
             c.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, per_flow)
-        c.settimeout(10)
-        c.connect((addr, port))
         c.setblocking(False)
+        c.connect_ex((addr, port))  # EINPROGRESS: all handshakes at once (_await_connected)
         socks.append(c)
+    _await_connected(socks, f"{addr}:{port}")
     mss = socks[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
     try:
         mtu = socks[0].getsockopt(socket.IPPROTO_IP, IP_MTU)
