@@ -9,6 +9,7 @@ The measurement against an emulated ground truth is tests/test_measure_emu.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 
@@ -21,7 +22,7 @@ from pathtwin.errors import PathtwinError  # noqa: E402
 from pathtwin.measure import model, shared  # noqa: E402
 from pathtwin.measure.session import Settings, parse_flows  # noqa: E402
 from pathtwin.measure.state import State, state_path  # noqa: E402
-from pathtwin.measure.throughput import sender_loaded_rtt_ms, summarize  # noqa: E402
+from pathtwin.measure.throughput import drain_s, sender_loaded_rtt_ms, summarize  # noqa: E402
 
 GROUND_TRUTH = EXAMPLES / "groundtruth" / "campus.toml"
 
@@ -100,6 +101,79 @@ def test_quiet_paths_are_not_shared_even_when_their_jitter_correlates():
     assert c.pairs[0].rho > 0.5  # they do correlate: only the rule keeps them apart
 
 
+def test_a_chain_of_shared_pairs_is_one_class_only_when_every_pair_is_shared():
+    # Across sources (``strict``) a class needs every two members shared. Path b crosses
+    # two congested queues, a the first only and c the second only: a~b and b~c correlate,
+    # a and c do not; DCW's transitive merge makes {a, b, c}, and the strict rule keeps
+    # the more correlated of the two pairs that Rubenstein's test also shares. Unless a and
+    # c share too (all behind one queue): then they are one class under either rule.
+    chains = 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        n = 150
+        q1, q2 = queue_delay(rng, n), queue_delay(rng, n)
+        jitter = lambda: rng.normal(0, 0.05e-3, n)  # noqa: E731
+        series = {"a": q1 + jitter(), "b": q1 + q2 + jitter(), "c": q2 + jitter()}
+        loose = shared.cluster(series)
+        pair = {(p.a, p.b): p for p in loose.pairs}
+        if not (pair["a", "b"].dcw_shared and pair["b", "c"].dcw_shared and not pair["a", "c"].dcw_shared):
+            continue  # this draw's correlations make no chain
+        chains += 1
+        assert loose.classes == [["a", "b", "c"]]
+        strict = shared.cluster(series, strict=True)
+        both = [p for p in (pair["a", "b"], pair["b", "c"]) if p.rubenstein_shared is True]
+        best = max(both, key=lambda p: p.rho) if both else None
+        assert strict.classes == ([[best.a, best.b]] if best else []), (seed, strict.classes)
+        assert {("a", "b"), ("b", "c")} - ({(best.a, best.b)} if best else set()) <= set(strict.unjoined)
+        one = {k: q1 + jitter() for k in "abc"}
+        assert shared.cluster(one, strict=True).classes == [["a", "b", "c"]]
+    assert chains >= 5, f"only {chains} of 30 draws made a chain"
+
+
+def test_rubenstein_vetoes_a_pair_across_sources():
+    # A slow swing common to two paths but reaching them rounds apart (as two sources'
+    # series a few rounds out of step, or one machine-wide slowdown seen at different
+    # times): DCW's smoothed series correlate, while round by round each path follows its
+    # own past better than the other path (Rubenstein: not shared). DCW alone makes them
+    # a class; across sources the veto keeps them apart. In step, both tests share them.
+    vetoed = 0
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        n, lag = 160, 4
+        swing = np.repeat(rng.integers(0, 2, n // 8 + 2), rng.integers(8, 16, n // 8 + 2))[:n + lag] * 0.02
+        q = swing + queue_delay(rng, n + lag)
+        lagged = {"a": q[lag:] + rng.normal(0, 0.05e-3, n), "b": q[:-lag] + rng.normal(0, 0.05e-3, n)}
+        loose = shared.cluster(lagged)
+        if not loose.pairs[0].dcw_shared:
+            continue
+        vetoed += 1
+        assert loose.classes == [["a", "b"]]
+        assert loose.pairs[0].rubenstein_shared is False
+        strict = shared.cluster(lagged, strict=True)
+        assert strict.classes == [] and strict.unjoined == [("a", "b")]
+        in_step = {"a": q[lag:] + rng.normal(0, 0.05e-3, n), "b": q[lag:] + rng.normal(0, 0.05e-3, n)}
+        assert shared.cluster(in_step, strict=True).classes == [["a", "b"]]
+    assert vetoed >= 10, f"DCW shared only {vetoed} of 20 lagged pairs"
+
+
+def test_across_sources_an_undecided_rubenstein_merges_nothing():
+    # A queue that moves slower than the rounds (a 40-round moving average: consecutive
+    # samples correlate 0.975), seen through jitter as large as it: cross- and auto-measure
+    # both near 0.5, and Rubenstein's test cannot tell them apart. DCW, from the denoised
+    # series, shares them: one source's class; across sources DCW's word alone is not
+    # enough (the machine's own stalls correlate there), so no class.
+    rng = np.random.default_rng(5)
+    n = 150
+    slow = np.convolve(rng.normal(0, 10e-3, n + 39), np.ones(40) / 40, mode="valid") + 0.01
+    noise = float(np.std(slow))
+    series = {"a": slow + rng.normal(0, noise, n), "b": slow + rng.normal(0, noise, n)}
+    c = shared.cluster(series)
+    assert c.pairs[0].rubenstein_shared is None and c.pairs[0].dcw_shared
+    assert c.classes == [["a", "b"]]
+    strict = shared.cluster(series, strict=True)
+    assert strict.classes == [] and strict.unjoined == [("a", "b")]
+
+
 def test_denoising_recovers_the_signal():
     # A smooth queue signal plus white noise: the denoised series is closer to the signal
     # than the noisy one (the point of DCW's step), and the parameters are §7's.
@@ -173,15 +247,23 @@ def test_a_simulated_connection_without_any_estimate_counts_as_no_sample():
     assert connections_loaded_rtt_ms(by_time(series, "srtt_ms"), [2], window_ns) is None
 
 
-def test_probe_series_started_apart_send_their_rounds_together():
-    """Two sources' probe series launched 0.4 s apart with one ``start_at`` (as
-    ``probes.probe_all`` schedules every source's) send round r together: within a quarter
-    interval and a few milliseconds after ``start_at`` + r intervals (loopback, no privileges),
-    where unscheduled the second would send each round 0.4 s (four intervals) late."""
+def test_a_tests_drain_is_how_long_its_sink_still_received_after_its_end():
+    # Counts grow 1 MB per 0.5 s until 4 s past the first accept, then by 100 kB per 0.5 s
+    # (what the sender's buffers still held) until 6.5 s, then stay: 2.5 s past a 4-s test.
+    t0 = 10**18
+    samples = [(t0 + int(k * 0.5e9), [min(k, 8) * 1_000_000 + max(0, min(k, 13) - 8) * 100_000, 0]) for k in range(20)]
+    assert drain_s(samples, t0, 4.0) == pytest.approx(2.5)
+    assert drain_s(samples[:8], t0, 4.0) == 0.0  # ended with the test
+    assert drain_s([], t0, 4.0) == 0.0
+
+
+@contextlib.contextmanager
+def loopback_prober():
+    """``endpoints.py``'s echo server on a free loopback port, and a function that launches a
+    probe series to it (interval 0.1 s, ``duration``, ``start_at``; no privileges)."""
     import socket
     import subprocess
     import sys
-    import time
 
     from pathtwin.measure import endpoints
 
@@ -190,26 +272,64 @@ def test_probe_series_started_apart_send_their_rounds_together():
         port = s.getsockname()[1]
     prog = [sys.executable, endpoints.__file__]
     echo = subprocess.Popen([*prog, "echo", "--port", str(port), "--bind", "127.0.0.1"], stdout=subprocess.PIPE, text=True)
+
+    def launch(duration: float, start_at: int) -> subprocess.Popen:
+        return subprocess.Popen([*prog, "probe", "--port", str(port), "--interval", "0.1", "--duration", str(duration),
+                                 "--start-at", str(start_at), "127.0.0.1"], stdout=subprocess.PIPE, text=True)
+
     try:
         assert echo.stdout is not None and echo.stdout.readline().strip() == "ready"
-        # 3 s ahead: the second series starts 0.4 s after the first, and a Python process's
-        # start on a loaded 2-core machine took up to 0.7 s (its first round then late).
-        start_at = time.time_ns() + 3_000_000_000
-        series = []
-        for _ in range(2):
-            series.append(subprocess.Popen([*prog, "probe", "--port", str(port), "--interval", "0.1", "--duration", "1",
-                                            "--start-at", str(start_at), "127.0.0.1"], stdout=subprocess.PIPE, text=True))
-            time.sleep(0.4)
-        got = [json.loads(p.communicate(timeout=30)[0].splitlines()[-1])["series"][0] for p in series]
+        yield launch
     finally:
         echo.kill()
         echo.wait()
+
+
+def probe_result(p) -> dict:
+    return json.loads(p.communicate(timeout=30)[0].splitlines()[-1])
+
+
+def test_probe_series_started_apart_send_their_rounds_together():
+    """Two sources' probe series launched 0.4 s apart with one ``start_at`` (as
+    ``probes.probe_all`` schedules every source's) send round r together: within a quarter
+    interval and a few milliseconds after ``start_at`` + r intervals (loopback, no privileges),
+    where unscheduled the second would send each round 0.4 s (four intervals) late."""
+    import time
+
+    with loopback_prober() as launch:
+        # 3 s ahead: the second series starts 0.4 s after the first, and a Python process's
+        # start on a loaded 2-core machine took up to 0.7 s (it would then skip rounds).
+        start_at = time.time_ns() + 3_000_000_000
+        series = []
+        for _ in range(2):
+            series.append(launch(1, start_at))
+            time.sleep(0.4)
+        got = [probe_result(p)["series"][0] for p in series]
     for g in got:
         first = dict(zip(g["round"], g["sent"]))
         assert len(first) >= 8, g
         for r, sent in first.items():
             # Each round up to a quarter interval after its time (``endpoints.ROUND_JITTER``).
             assert -5_000_000 < sent - (start_at + r * 100_000_000) < 25_000_000 + 20_000_000, (r, sent - start_at)
+
+
+def test_a_probe_series_started_late_keeps_the_schedule():
+    """A prober launched after its ``start_at`` (a loaded machine: campus's fourth prober
+    started 0.4-0.7 s late) skips the rounds whose time passed, so round r still leaves at
+    ``start_at`` + r intervals, in step with the other sources' round r; sent at once, each
+    of its rounds would leave 0.35 s (three and a half intervals) late."""
+    import time
+
+    with loopback_prober() as launch:
+        start_at = time.time_ns() - 350_000_000
+        res = probe_result(launch(3, start_at))
+    g = res["series"][0]
+    assert len(g["round"]) >= 8 and min(g["round"]) >= 3, g["round"]
+    for r, sent in zip(g["round"], g["sent"]):
+        # Within its own interval (a round later than that is skipped), the stamp read a
+        # moment after the check; late on a loaded machine, but never in another's slot.
+        assert -5_000_000 < sent - (start_at + r * 100_000_000) < 100_000_000 + 10_000_000, (r, sent - start_at)
+    assert res["rounds"] == 30 and res["skipped"] >= 3, res
 
 
 def test_model_through_the_schema():

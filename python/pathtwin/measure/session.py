@@ -4,6 +4,10 @@ time (a path carries one test at a time, as the paper's iperf runs did), then th
 paths loaded together (``together_groups``: each host's paths out and in, its access links,
 and every class of paths of different sources whose delays correlate), then the findings
 and the model. Each finished step is in the state file (``state``) before the next starts.
+A test ends only when its sinks have read all its connections' data (the senders' buffers
+drain after they stop writing; each record's ``drain_s`` says how long), so the next test
+starts on paths its predecessor no longer loads, with no gap to guess (the simulator's
+tests stop at a fixed time instead and need one: ``simulated``).
 
 ``Settings`` holds and checks what a user can set; ``measure`` runs it with an optional
 ``Progress`` told of every step (the command line draws rich bars from it).
@@ -230,25 +234,33 @@ def probe_series(probe_step: dict) -> dict[str, dict[str, ProbeSeries]]:
 
 def cross_source_classes(probe: dict[str, dict[str, ProbeSeries]], settings: Settings) -> tuple[list[list[Pair]], dict]:
     """The delay-correlation classes among every source's paths at once (DCW over all of
-    them, ``shared.cluster``), and the clustering's record. Every source's probe rounds leave
-    together, one ``probe_interval`` apart, so round r of one source's series lines up with
-    round r of another's; clock offsets do not matter to the correlation and skew between
-    machines is removed first (``one_way_delays``). Returns only the classes whose paths
-    come from two or more sources: one source's are its own classes (``analyse``)."""
+    them, ``shared.cluster`` with its strict rule: both tests, complete linkage), and
+    the clustering's record. Every source's probe rounds leave together, one
+    ``probe_interval`` apart, so round r of one source's series lines up with round r of
+    another's; clock offsets do not matter to the correlation and skew between machines is
+    removed first (``one_way_delays``). Returns only the classes whose paths come from two or
+    more sources: one source's are its own classes (``analyse``)."""
     series = {(s, d): ps for s, by in probe.items() for d, ps in by.items()}
     if len(series) < 2:
         return [], {"classes": []}
-    rounds = min(ps.rounds for ps in series.values())
+    # The rounds every series spans: a prober that started late skipped its first rounds
+    # (``endpoints.probe``), and holding its first value over them would flatten a stretch
+    # that the others' series move through.
+    lo = max(int(ps.round.min()) if len(ps.round) else 0 for ps in series.values())
+    hi = min(ps.rounds for ps in series.values())
     try:
-        delays = {path_name(p): shared.interpolate_lost(ps.round[ps.round < rounds], one_way_delays(ps)[0][ps.round < rounds], rounds)
-                  for p, ps in series.items()}
+        delays = {}
+        for p, ps in series.items():
+            keep = (ps.round >= lo) & (ps.round < hi)
+            delays[path_name(p)] = shared.interpolate_lost(ps.round[keep] - lo, one_way_delays(ps)[0][keep], max(0, hi - lo))
     except PathtwinError as e:
         return [], {"classes": [], "error": str(e)}
-    c = shared.cluster(delays, rho_shared=settings.rho_shared, min_spread_s=settings.min_spread_s)
+    c = shared.cluster(delays, rho_shared=settings.rho_shared, min_spread_s=settings.min_spread_s, strict=True)
     classes: list[list[Pair]] = [[(x.split("->", 1)[0], x.split("->", 1)[1]) for x in cls] for cls in c.classes]
     cross = [sorted(cls) for cls in classes if len({a for a, _ in cls}) >= 2]
     record = {"classes": [[path_name(p) for p in cls] for cls in cross], "all_classes": c.classes,
-              "disagreements": [list(p) for p in c.disagreements]}
+              "disagreements": [list(p) for p in c.disagreements], "unjoined": [list(p) for p in c.unjoined],
+              "rounds": [lo, hi]}
     return cross, record
 
 

@@ -28,6 +28,26 @@ decision here carries a confidence: with Fisher's z, shared when z(M_x) − z(M_
 twice its standard error, not shared when it is below minus twice, undecided between (and
 undecided when a path is uncongested: both measures are then noise).
 
+Paths of different sources (``session.cross_source_classes``) are grouped by a stricter
+rule (``cluster(..., strict=True)``): a pair is shared only when both tests say so, DCW and
+Rubenstein's (a pair Rubenstein's test cannot decide is not merged: the evidence is then
+DCW's alone, which across sources is what went wrong), and a class holds only paths every
+two of which are shared: complete linkage (Sørensen 1948; Jain and Dubes, "Algorithms for
+Clustering Data", 1988, §3.2), grown from the most correlated pair, where DCW's transitive
+merge is single linkage. Why: across sources the series come from programs on different
+hosts, whose rounds leave up to a quarter interval apart, and a delay common to the
+measuring machine (the emulator's one forwarding loop, or every host, stalled on a busy
+2-core machine) reaches paths that share no queue. Campus in the emulator, machine load
+7-10: the quiet paths' denoised spreads reached 0.5-1.0 ms (0.05-0.2 ms on a quieter
+machine) from stalls of 2-11 ms in the same rounds of every path, and d1->s and s->d3
+correlated at 0.54 with Rubenstein undecided (a false class); an earlier run found a
+five-path class of d1's and d2's paths out with Rubenstein against three of its pairs; and
+a chain of two correlated pairs merges two paths that share nothing. The true class there
+(s's and d3's paths to d1 and d2) had Rubenstein's "shared" on every pair in every run
+whose rounds were in step, and the simulated ground truths lose no pair. What it costs: a
+class whose queue moves slower than a round (both measures near 1) may go unmerged across
+sources; one source's classes keep DCW's rule (the paper's) and its together tests.
+
 Clock offsets (real hosts: receiver time minus sender time) shift a series by a constant,
 which neither Pearson's correlation nor the denoising sees. Clock *skew* does not go unseen:
 two clocks running at rates that differ by 50 ppm (common for crystal oscillators) add a
@@ -143,11 +163,15 @@ class Clustering:
     #: Pairs the two tests decided differently, and pairs Rubenstein's could not decide.
     disagreements: list[tuple[str, str]] = field(default_factory=list)
     undecided: list[tuple[str, str]] = field(default_factory=list)
+    #: With ``strict``: pairs DCW found shared that are in no class together (Rubenstein's
+    #: test did not say shared, or a member of the other's class is not shared with it).
+    unjoined: list[tuple[str, str]] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"classes": self.classes, "pairs": [p.as_dict() for p in self.pairs],
                 "spread_ms": {k: round(v * 1e3, 4) for k, v in self.spread_s.items()}, "samples": self.samples,
-                "disagreements": [list(p) for p in self.disagreements], "undecided": [list(p) for p in self.undecided]}
+                "disagreements": [list(p) for p in self.disagreements], "undecided": [list(p) for p in self.undecided],
+                "unjoined": [list(p) for p in self.unjoined]}
 
 
 def rubenstein(x: np.ndarray, y: np.ndarray) -> tuple[float, float, bool | None]:
@@ -207,10 +231,13 @@ def spread(x: np.ndarray) -> float:
     return float(p90 - p10)
 
 
-def cluster(series: dict[str, np.ndarray], rho_shared: float = RHO_SHARED, min_spread_s: float = MIN_SPREAD_S) -> Clustering:
+def cluster(series: dict[str, np.ndarray], rho_shared: float = RHO_SHARED, min_spread_s: float = MIN_SPREAD_S,
+            strict: bool = False) -> Clustering:
     """Groups one source's destinations by shared congestion from their one-way-delay series
     (seconds, one sample per probing round, aligned by round, in the order the probes of a
-    round were sent). DCW decides the classes; Rubenstein's verdict is kept beside it."""
+    round were sent). DCW decides the classes, merged transitively; Rubenstein's verdict is
+    kept beside it. ``strict`` (paths of several sources; module doc): a pair needs both
+    tests' "shared", and classes are complete-linkage (``complete_linkage``)."""
     names = list(series)
     lens = {len(v) for v in series.values()}
     if len(lens) > 1:
@@ -248,9 +275,38 @@ def cluster(series: dict[str, np.ndarray], rho_shared: float = RHO_SHARED, min_s
             elif rub != dcw:
                 disagree.append((a, b))
             pairs.append(PairVerdict(a, b, rho, dcw, mx, ma, rub, note))
-    groups: dict[str, list[str]] = {}
-    for k in names:
-        groups.setdefault(find(k), []).append(k)
-    classes = [g for g in groups.values() if len(g) >= 2]
+    unjoined: list[tuple[str, str]] = []
+    if strict:
+        joined = [p for p in pairs if p.dcw_shared and p.rubenstein_shared is True]
+        classes = complete_linkage(names, [(p.rho, p.a, p.b) for p in joined])
+        together = {frozenset((a, b)) for c in classes for a in c for b in c if a != b}
+        unjoined = [(p.a, p.b) for p in pairs if p.dcw_shared and frozenset((p.a, p.b)) not in together]
+    else:
+        groups: dict[str, list[str]] = {}
+        for k in names:
+            groups.setdefault(find(k), []).append(k)
+        classes = [g for g in groups.values() if len(g) >= 2]
     return Clustering(classes=classes, pairs=pairs, spread_s=spreads, samples={k: len(v) for k, v in raw.items()},
-                      disagreements=disagree, undecided=undecided)
+                      disagreements=disagree, undecided=undecided, unjoined=unjoined)
+
+
+def complete_linkage(names: list[str], shared_pairs: list[tuple[float, str, str]]) -> list[list[str]]:
+    """Classes of ``names`` in which every two members are a pair of ``shared_pairs``
+    ((correlation, a, b)): the pairs taken from the most correlated down, each joining its
+    two members' groups when every pair across the two groups is shared (complete linkage
+    at the decision threshold). Classes of two or more, members in ``names``' order."""
+    linked = {frozenset((a, b)) for _r, a, b in shared_pairs}
+    group = {k: [k] for k in names}
+    for _r, a, b in sorted(shared_pairs, key=lambda p: -p[0]):
+        ga, gb = group[a], group[b]
+        if ga is gb or not all(frozenset((x, y)) in linked for x in ga for y in gb):
+            continue
+        ga.extend(gb)
+        for k in gb:
+            group[k] = ga
+    order = {k: i for i, k in enumerate(names)}
+    seen: list[list[str]] = []
+    for g in group.values():
+        if len(g) >= 2 and not any(g is s for s in seen):
+            seen.append(g)
+    return [sorted(g, key=order.__getitem__) for g in sorted(seen, key=lambda g: min(order[k] for k in g))]

@@ -56,6 +56,7 @@ def parallel_flows(src: Host, dst: Host, flows: int, duration_s: float, port: in
     rec = summarize(buckets(got["samples"], got["t0"], BUCKET_S, flows), BUCKET_S, duration_s, sent["mss"], sent["mtu"],
                     flows, t0_ns=got["t0"])
     rec["rtt_loaded_ms"] = sender_loaded_rtt_ms(sent.get("rtt", []), duration_s)
+    rec["drain_s"] = drain_s(got["samples"], got["t0"], duration_s)
     rec["receiver_rmem_max"] = got.get("rmem_max")
     rec["kernel_counts"] = bool(got.get("kernel"))
     if sent.get("max_rate") is not None:  # a real host's agent paced the flows at its --max-rate
@@ -79,6 +80,24 @@ def sender_loaded_rtt_ms(samples: list, duration_s: float) -> Optional[float]:
     lo = duration_s * WARMUP_SHARE
     ms = [r / 1e3 for t, rs in samples if lo <= t <= duration_s for r in rs if r]
     return loaded_rtt_ms(np.array(ms, dtype=float))
+
+
+def drain_s(samples: list, t0_ns: int, duration_s: float) -> float:
+    """How long after the test's end (``duration_s`` from the sink's first accept) its
+    connections still delivered bytes: the sink's last sample whose count grew. The sender
+    stops writing at its end, but what its socket buffers hold is still sent, and the sink
+    reads to the end, so a test returns only once its own data has left the paths' queues
+    and the next test starts on drained paths (campus in the emulator: four flows on each of
+    d3's paths out through its 8-Mbit/s uplink took 11.7-15.1 s for a 4-s test, and a d3->s
+    test right after read 8.001, 8.002 and 7.999 Mbit/s, against 7.999, 8.000 and 7.877
+    ten seconds later). 0 when the counts stopped growing by then."""
+    last, prev = t0_ns, None
+    for t, counts in samples:
+        total = sum(counts)
+        if prev is not None and total > prev:
+            last = t
+        prev = total
+    return max(0.0, (last - t0_ns) / 1e9 - duration_s)
 
 
 def buckets(samples: list, t0_ns: int, bucket_s: float, flows: int) -> list[list[int]]:
