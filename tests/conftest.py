@@ -137,6 +137,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "serial: sends real traffic in real time (an emulation, loopback, a kernel "
                                        "relay): `make test` runs these one at a time, after the parallel phase, so "
                                        "that no other test's CPU load falls into what they measure")
+    config.addinivalue_line("markers", "untimed: uses the emulator's privileges but sends no traffic and times nothing "
+                                       "(a refusal before any host exists): not made ``serial`` by the ``emulator`` "
+                                       "fixture, so it runs in the parallel phase")
     config.addinivalue_line("markers", "long: a parallel-phase test of tens of seconds, which pytest-xdist's workers "
                                        "start first (``pytest_collection_modifyitems``)")
 
@@ -145,6 +148,10 @@ def pytest_configure(config):
 #: test that runs the emulator (uses the ``emulator`` fixture, as ``needs_root`` does) is
 #: one without saying so.
 serial = pytest.mark.serial
+
+#: Marks a test that needs the emulator's privileges to reach a refusal but sends no traffic
+#: (see ``pytest_configure``): it stays in the parallel phase.
+untimed = pytest.mark.untimed
 
 
 @pytest.fixture
@@ -164,16 +171,70 @@ needs_capture = pytest.mark.usefixtures("capture_tools")
 long = pytest.mark.long
 
 
+# tryfirst: the groups must be marked before pytest-xdist's own hook reads ``xdist_group``
+# into the node ids its `--dist loadgroup` scheduler splits the work by.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if "emulator" in getattr(item, "fixturenames", ()):
+        if "emulator" in getattr(item, "fixturenames", ()) and item.get_closest_marker("untimed") is None:
             item.add_marker(serial)
-    # Under pytest-xdist the workers take tests in collection order: the long ones go first,
-    # so that none starts last and finishes the phase alone while the other workers idle.
-    # (Not in one process: a module's tests split apart would set its module fixtures up
-    # twice.)
     if os.environ.get("PYTEST_XDIST_WORKER"):
+        for item, group in _module_fixture_groups(items).items():
+            item.add_marker(pytest.mark.xdist_group(group))
+        if getattr(config.option, "loadgroup", False):
+            for item in items:
+                _name_group_in_node_id(item)
+        # The workers take tests in collection order: the long ones go first, so that none
+        # starts last and finishes the phase alone while the other workers idle. (Not in one
+        # process: a module's tests split apart would set its module fixtures up twice.)
+        # `--dist loadgroup` sends a group's tests to one worker as one unit, the groups with
+        # most tests first, and the tests of no group after them in this order.
         items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
+def _name_group_in_node_id(item) -> None:
+    """What pytest-xdist's `--dist loadgroup` does on a worker, where it no longer takes: the
+    test's ``xdist_group`` names appended to its node id (``ID@NAME``), from which the
+    controller's scheduler reads the group. pytest-xdist 3.8 writes them to ``item._nodeid``,
+    which pytest 9.2 no longer reads (its node ids are structured, ``item._id``), so every
+    group was silently spread over the workers like ungrouped tests: the fixed ports of
+    tests/test_measure_agent.py bound by two workers at once, and each module fixture set up
+    on both (pytest-xdist issue #1386, fix pending in pull request #1388). Only where node ids
+    are structured; elsewhere pytest-xdist's own hook still does it."""
+    node_id = getattr(item, "_id", None)
+    if node_id is None or hasattr(item, "_nodeid"):
+        return
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")})
+    if names and "@" not in str(node_id):
+        item._id = type(node_id).parse(f"{node_id}@{'_'.join(names)}")
+
+
+def _module_fixture_groups(items) -> dict:
+    """An xdist group for each set of tests that share a module-scoped fixture (directly
+    or through another test's), named after the module and one fixture (``MODULE-FIXTURE``:
+    no ``::``, which the JUnit XML would take for a class): pytest-xdist sends a
+    group to one worker, so that the fixture's work (a simulation, a reproduction, an ns-2
+    comparison: 20-35 s each) is done once in the parallel phase, not once on every worker
+    that runs one of its tests. Tests that name a group themselves keep it."""
+    parent: dict = {}
+
+    def find(key):
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    keyed = {}
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group") is not None:
+            continue
+        keys = [(item.nodeid.split("::")[0], name) for name, defs in info.name2fixturedefs.items()
+                if defs and defs[-1].scope == "module"]
+        for key in keys[1:]:
+            parent[find(key)] = find(keys[0])
+        if keys:
+            keyed[item] = keys[0]
+    return {item: "{}-{}".format(Path(find(key)[0]).stem, find(key)[1]) for item, key in keyed.items()}
 
 
 def met_in_one_of(attempts: int, run, shortfalls):

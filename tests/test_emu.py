@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import met_in_one_of, namespaces
+from conftest import met_in_one_of, namespaces, untimed
 from kernel_stamps import KERNEL_STAMP
 
 pytestmark = [
@@ -332,6 +332,7 @@ def test_serve_returns_once_the_server_listens_and_names_one_that_never_does():
             net["b"].serve([sys.executable, "-c", "raise SystemExit(3)"], 7302)
 
 
+@untimed
 def test_cli_errors_are_one_line_and_exit_2(tmp_path):
     missing = cli("emu", "up", str(tmp_path / "nope.toml"))
     assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0, missing.stderr
@@ -544,6 +545,7 @@ def test_figure6_error_peaks_near_the_abw_and_is_flat_well_above_with_the_kernel
     met_in_one_of(2, lambda: record.run(record.request(engine="emu", seeds=1, duration="10s")), shortfalls)
 
 
+@untimed
 def test_bad_topology_given_to_the_api_raises_pathtwin_error():
     with pytest.raises(PathtwinError, match="unknown host"):
         Emulation('hosts = ["a"]\n[[path]]\nbetween = ["a", "zz"]\nrtt = "1ms"\nabw = "1mbit"\n').start()
@@ -568,6 +570,7 @@ def test_a_congestion_control_the_machine_does_not_allow_in_namespaces_is_allowe
         ALLOWED_CC.write_text(saved)
 
 
+@untimed
 def test_a_congestion_control_the_kernel_lacks_is_a_one_line_error():
     with pytest.raises(PathtwinError, match=r"tcp\.cc: the kernel has no congestion control \"nosuchcc\""):
         Emulation(TWO_HOSTS, cc="nosuchcc").start()

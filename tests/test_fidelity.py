@@ -21,7 +21,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from conftest import load_script
+from conftest import load_script, untimed
 
 import pathtwin
 from pathtwin.errors import PathtwinError  # noqa: E402
@@ -99,6 +99,7 @@ def test_the_profile_is_checked_and_named_in_errors():
         pathtwin.simulate(cfg)
 
 
+@untimed
 def test_the_emulator_refuses_the_ns2_profile(emulator, no_namespace_left_behind):
     cell = bench.Cell(20, 60, 0.0, 1.0, "droptail", "10KB", "cubic", 1)
     with pytest.raises(PathtwinError, match=r'tcp\.profile: "ns2" is the simulator'):

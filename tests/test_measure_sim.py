@@ -24,7 +24,7 @@ import tomllib
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import EXAMPLES, run_cli
+from conftest import EXAMPLES, run_cli, untimed
 from groundtruth_expect import Truth, access_limited, expected_classes, expected_path_classes, probe_wait_bound_ms
 
 from pathtwin.measure import Settings  # noqa: E402
@@ -213,6 +213,7 @@ def test_a_ground_truth_with_probes_of_its_own_is_refused(tmp_path):
     assert r.returncode == 2 and "[[probe]] entries of its own" in r.stderr, r.stderr
 
 
+@untimed
 def test_the_emulator_refuses_probe_series(emulator, no_namespace_left_behind):
     """Emulated hosts probe with real datagrams (`measure --emulate`); a `[[probe]]` there is a
     one-line error before any namespace exists."""

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import pathtwin
-from conftest import needs_root, run_cli
+from conftest import needs_root, run_cli, untimed
 
 BASE = """
 hosts = ["a", "b"]
@@ -225,6 +225,7 @@ def test_same_seed_same_results_for_every_controller():
     pd.testing.assert_frame_equal(a.flow_series, b.flow_series)
 
 
+@untimed
 @needs_root
 def test_emulator_rejects_simulator_names_and_tables():
     """The emulator runs the kernel's controllers: a name the kernel lacks lists the kernel's

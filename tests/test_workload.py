@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import met_in_one_of, needs_capture, needs_root
+from conftest import met_in_one_of, needs_capture, needs_root, untimed
 
 import pathtwin
 from pathtwin.errors import PathtwinError  # noqa: E402
@@ -297,6 +297,7 @@ def test_compare_refuses_what_it_cannot_compare_in_one_line(tmp_path, cli):
         pathtwin.compare_runs(tmp_path / "one", tmp_path / "other")
 
 
+@untimed
 @needs_root
 def test_emu_run_refuses_a_workload_the_kernel_cannot_run_before_creating_hosts(tmp_path, cli):
     base = TOPOLOGY + "[[flow]]\nfrom = \"a\"\nto = \"b\"\n"
