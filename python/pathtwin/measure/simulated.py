@@ -87,8 +87,9 @@ def connections_loaded_rtt_ms(srtt, conns: list, window_ns: Sequence[int]) -> Op
     """``throughput.loaded_rtt_ms`` of connections ``conns`` from their smoothed RTTs at every
     sample (``by_time(series, "srtt_ms")``: the senders' estimate, what a kernel's
     ``tcp_info`` reports) in the test's averaged window. A connection that never had an
-    estimate (not connected yet, every SYN lost, as some of 120 connections at once over a
-    2-Mbit/s uplink are) has no column: it counts as NaN."""
+    estimate in the run has no column in the table (the pivot leaves all-NaN columns out;
+    with every pair of three-sites.toml at once some of the 120 connections had none): it
+    counts as NaN, no estimate."""
     window = srtt.loc[(srtt.index >= window_ns[0]) & (srtt.index <= window_ns[1])]
     return loaded_rtt_ms(window.reindex(columns=conns).to_numpy(dtype=float).ravel())
 
