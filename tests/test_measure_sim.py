@@ -12,7 +12,8 @@ says (``groundtruth_expect``), as ``test_measure_emu.py`` checks the emulated lo
 - the same command twice writes the same model, byte for byte;
 - graded in the simulator, the model meets NSDI'09 Figure 8's 80 % within 20 % and, where two
   paths share the truth's bottleneck, gets what the truth gets there within 20 % while the
-  link baseline gets more (Figure 9).
+  link baseline gets more (Figure 9);
+- a test is not measured in the tail of the one before (each in a simulation of its own).
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def test_abw_is_the_route_rate_less_the_cross_traffic(measured):
             for n in SETTINGS["flows"]:
                 rec = record["steps"][f"tput {a}->{b} {n}"]
                 window = (rec["window_ns"][0] / 1e9, rec["window_ns"][1] / 1e9)
-                want = quarter_second_residual(truth, d / "sim", truth.route(a, b), window)
+                want = quarter_second_residual(truth, d / "sim" / "tests" / f"{a}->{b} x{n}", truth.route(a, b), window)
                 got = rec["abw_bps"]
                 lines.append(f"{a}->{b} x{n}: {got / 1e6:.2f} Mbit/s, truth {want / 1e6:.2f} ({got / want:.3f})")
                 low = (1 - ABW_TOLERANCE) * want if n > 1 else 0.0
@@ -344,10 +345,13 @@ def test_figure_9_every_pair_at_once_through_bottlenecks_shared_across_sources(t
     smallest queue, 80 ms, and the link baseline +283 %): the rest is TCP's shares among
     queues in series, with the class queue's estimate 80 % of the truth's.
 
-    core1 -> core2 (a's and c's paths into b): within 50 % (+47 % measured, +43 % before the
-    queue delays). One run at a single start held it within 25 %, but what the truth's flows
-    there get follows the phase of the on/off cross traffic they meet: 13.4 to 20.2 Mbit/s
-    with starts 0.4 s apart."""
+    core1 -> core2 (a's and c's paths into b): within 60 % (+58 % measured since each test
+    of the measurement runs in a simulation of its own, at a start phase of its own; +47 %
+    when every test followed the one before in one simulation, +43 % before the queue
+    delays; the link baseline +174 %). One run at a single start held it within 25 %, but
+    what the truth's flows there get follows the phase of the on/off cross traffic they
+    meet: 13.4 to 20.2 Mbit/s with starts 0.4 s apart. It is still the model's largest
+    Figure 9 error at three-sites (issue #25)."""
     _, model = three_sites
     out = tmp_path / "val"
     r = run_cli("measure", "validate", THREE_SITES, model, "--engine", "sim", "--flows", "4", "--duration", "8s",
@@ -366,7 +370,7 @@ def test_figure_9_every_pair_at_once_through_bottlenecks_shared_across_sources(t
         assert b["link_bps"] >= 1.5 * b["truth_bps"] and abs(b["model_error"]) < abs(b["link_error"]), b
     into_b = next(b for k, b in rows.items() if all(p.endswith(("->b1", "->b2")) for p in k))
     into_c = next(b for k, b in rows.items() if all(p.endswith(("->c1", "->c2")) for p in k))
-    assert abs(into_b["model_error"]) <= 0.5, into_b
+    assert abs(into_b["model_error"]) <= 0.6, into_b
     assert abs(into_c["model_error"]) <= 0.75, into_c
     assert rec["shared_paths"]["precision"] >= 0.9 and rec["shared_paths"]["recall"] >= 0.9, rec["shared_paths"]
     # Per path, every pair at once: the model within 20 % more often than the baseline.
@@ -389,3 +393,19 @@ def test_no_together_measures_per_source_classes_only(tmp_path):
     assert not any("paths" in c for c in models["--no-together"]), models["--no-together"]
     per_source = {flag: [c for c in m if "source" in c] for flag, m in models.items()}
     assert per_source["--together"] == per_source["--no-together"] != [], per_source
+
+
+def test_a_test_after_a_heavy_one_reads_what_it_reads_alone():
+    """c1's uplink (2 Mbit/s, no cross traffic on it): eight flows for 4 s leave about 1 MB
+    written ahead (2 x 64 KB a connection), which drains 4.3-4.7 s after their stop; the live
+    tool's next test waits until every connection has closed. A one-flow test listed after
+    them measures the uplink's rate within 10 %, its own alone (in one simulation 1 s after
+    them it measured 0.49 Mbit/s, behind their tail)."""
+    from pathtwin.measure.emulated import SETTLE_S, ground_truth
+    from pathtwin.measure.simulated import throughput_tests
+
+    uplink = access_limited(Truth(THREE_SITES), THREE_SITES_HOSTS, "c1", out=True)
+    [[eight], [one]] = throughput_tests(ground_truth(THREE_SITES), [[("c1", "a1", 8)], [("c1", "a2", 1)]], 4.0, SETTLE_S,
+                                        purpose="drain")
+    assert abs(eight["abw_bps"] - uplink) <= 0.1 * uplink, (eight["abw_bps"], uplink)
+    assert abs(one["abw_bps"] - uplink) <= 0.1 * uplink, (one["abw_bps"], uplink)

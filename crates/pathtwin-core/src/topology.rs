@@ -17,7 +17,7 @@
 
 use crate::bounds::{self, Bounds, PathBoundsInput, DEFAULT_MAX_QUEUE};
 use crate::config::{AbwSteps, Config, ConfigError, LinkConfig, Mode, PathConfig, PerDirection, PipeConfig, Placement, QdiscSpec, SharedDirection, TableSpec, View};
-use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, QueueRule, RandomLoss, Reactivity, Reorder, TraceLoss};
+use crate::element::{AbwTable, BandwidthQueue, DelayLine, Element, PathsClass, QueueRule, RandomLoss, Reactivity, Reorder, TraceLoss};
 use crate::marker::{Marker, Policy};
 use crate::packet::PacketMeta;
 use crate::qdisc::{Discipline, DropTail};
@@ -474,21 +474,23 @@ fn compile_paths<P: PacketMeta + Send + Sync + 'static>(b: &mut Builder<'_, P>) 
         // A shared queue takes the discipline of its first member path.
         let first = &cfg.paths[specs[members[0]].path];
         let delay = half_rtt(first.rtt, specs[members[0]].dir);
-        let queue = match s.abw {
-            Some(abw) => {
-                if abw > capacity {
-                    return Err(ConfigError::invalid(format!("shared[{c}].abw"), format!("ABW {abw} is above the class's capacity {capacity}")));
+        if let Some(abw) = s.abw.filter(|&abw| abw > capacity) {
+            return Err(ConfigError::invalid(format!("shared[{c}].abw"), format!("ABW {abw} is above the class's capacity {capacity}")));
+        }
+        let tables: Vec<AbwTable> = members.iter().map(|&k| specs[k].table.clone()).collect();
+        let reactivity = Reactivity::new(tables, QueueRule::Fixed(limit), cfg.run.flow_idle_timeout);
+        let queue = match (s.per_source(), s.abw) {
+            // One source's class replaces its members' queues: `abw` throughout.
+            (true, Some(abw)) => new_queue(capacity, abw, limit, delay, first.qdisc_spec(), b.rng()),
+            (per_source, together) => {
+                // §2.3's flow-weighted mean of the members' tables, where it is used, must fit.
+                let mean = reactivity.current_abw();
+                if together.is_none() && mean > capacity {
+                    return Err(ConfigError::invalid(format!("shared[{c}].capacity"), format!("capacity {capacity} is below its paths' ABW {mean}")));
                 }
-                new_queue(capacity, abw, limit, delay, first.qdisc_spec(), b.rng())
-            }
-            None => {
-                let tables: Vec<AbwTable> = members.iter().map(|&k| specs[k].table.clone()).collect();
-                let reactivity = Reactivity::new(tables, QueueRule::Fixed(limit), cfg.run.flow_idle_timeout);
-                let abw = reactivity.current_abw();
-                if abw > capacity {
-                    return Err(ConfigError::invalid(format!("shared[{c}].capacity"), format!("capacity {capacity} is below its paths' ABW {abw}")));
-                }
-                new_queue(capacity, abw, limit, delay, first.qdisc_spec(), b.rng()).with_reactivity(reactivity)
+                // A paths class binds while two or more members carry flows (`PathsClass`).
+                let reactivity = if per_source { reactivity } else { reactivity.for_paths_class(PathsClass::new(together, capacity)) };
+                new_queue(capacity, reactivity.current_abw(), limit, delay, first.qdisc_spec(), b.rng()).with_reactivity(reactivity)
             }
         };
         let name = match (&s.source, s.direction.unwrap_or_default()) {

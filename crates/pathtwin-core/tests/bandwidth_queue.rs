@@ -250,3 +250,110 @@ fn an_abw_step_at_time_zero_replaces_the_initial_abw() {
     let q = queue(Rate::from_mbps(20), Rate::from_mbps(15), QueueLimit::Packets(10)).with_abw_steps(&[(Instant::ZERO, Rate::from_mbps(3))]);
     assert_eq!(q.abw(), Rate::from_mbps(3));
 }
+
+/// A `[[shared]] paths` class's queue of capacity `c` over two members (own ABW 8 and 10
+/// Mbit/s), `together` its ABW measured with both loaded, a 1-s flow idle timeout.
+fn paths_class(c: Rate, together: Option<Rate>) -> BandwidthQueue<Pkt> {
+    use pathtwin_core::element::{AbwTable, PathsClass, QueueRule, Reactivity};
+    let tables = vec![AbwTable::constant(Rate::from_mbps(8)), AbwTable::constant(Rate::from_mbps(10))];
+    let reactivity = Reactivity::new(tables, QueueRule::Fixed(QueueLimit::Bytes(100_000)), Duration::from_secs(1))
+        .for_paths_class(PathsClass::new(together, c));
+    queue(c, Rate::from_mbps(8), QueueLimit::Bytes(100_000)).with_reactivity(reactivity)
+}
+
+#[test]
+fn a_paths_class_carries_a_lone_member_whole_and_two_at_their_abw() {
+    // Member 0 alone must get what its own queue gives it, so the class takes no placeholders
+    // and a 15-Mbit/s stream passes whole; with member 1 sending too, the placeholders take
+    // C − ABW and the two together get the class's ABW (measured together, 6 Mbit/s) — or,
+    // without one, NSDI'09 §2.3's flow-weighted mean Σ n_p·ABW_p / Σ n_p.
+    let c = Rate::from_mbps(20);
+    let mut q = paths_class(c, Some(Rate::from_mbps(6)));
+    assert_eq!(q.abw(), c, "idle: no placeholders");
+    let mut out = Vec::new();
+    // Member 0 alone at 15 Mbit/s for 4 s, then both members at 12.5 Mbit/s each for 4 s.
+    let (alone_gap, both_gap) = (Rate::from_mbps(15).transmit_time(1500), Rate::from_mbps(25).transmit_time(1500));
+    let (switch, end) = (Instant::ZERO + Duration::from_secs(4), Instant::ZERO + Duration::from_secs(8));
+    let mut t = Instant::ZERO;
+    let mut k = 0u64;
+    while t < end {
+        let slot = if t < switch { 0 } else { (k % 2) as u16 };
+        q.push(t, Pkt { len: 1500, flow: 1 + slot as u64 }, slot);
+        drain(&mut q, t, &mut out);
+        t += if t < switch { alone_gap } else { both_gap };
+        k += 1;
+    }
+    let rate_between = |a: u64, b: u64| {
+        let (a, b) = (Instant::ZERO + Duration::from_secs(a), Instant::ZERO + Duration::from_secs(b));
+        out.iter().filter(|(d, _)| *d >= a && *d < b).map(|(_, p)| p.len as f64 * 8.0).sum::<f64>() / (b - a).as_secs_f64()
+    };
+    let alone = rate_between(1, 4);
+    assert!((alone - 15e6).abs() / 15e6 < 0.01, "one member alone got {alone} bit/s of the 15 it offered");
+    let both = rate_between(5, 8);
+    assert!((both - 6e6).abs() / 6e6 < 0.03, "two members got {both} bit/s, the class's ABW is 6");
+    assert_eq!(q.abw(), Rate::from_mbps(6));
+    // Without a measured ABW: one flow on each member, (8 + 10) / 2.
+    let mut q = paths_class(c, None);
+    q.push(Instant::ZERO, Pkt { len: 1500, flow: 1 }, 0);
+    assert_eq!(q.abw(), c, "one member: transparent");
+    q.push(Instant::ZERO, Pkt { len: 1500, flow: 2 }, 1);
+    assert_eq!(q.abw(), Rate::from_mbps(9));
+}
+
+#[test]
+fn a_paths_class_binds_at_a_second_member_and_frees_a_hold_after_fewer_than_two() {
+    use pathtwin_core::element::PATHS_CLASS_HOLD;
+    // The definition (element::PathsClass): bound from the instant two members carry flows;
+    // freed once fewer than two have for PATHS_CLASS_HOLD, and not before. Member 0 sends
+    // throughout; member 1 sends 1-2 s, goes silent for 2.5 s (a sender backing off its
+    // retransmission timer: retired after 1 s, back within the hold), sends 4.5-5 s, is
+    // silent past its retirement plus the hold, and sends again 10-11 s.
+    // The monitor retires a silent member on its own clock (idle timeout, swept every
+    // quarter of it): the hold is checked from the instant the monitor says so.
+    let c = Rate::from_mbps(20);
+    let together = Rate::from_mbps(6);
+    let mut q = paths_class(c, Some(together));
+    let step = Duration::from_millis(10);
+    let secs = |s: f64| Instant::ZERO + Duration::from_secs_f64(s);
+    let member1_sends = |t: Instant| [(1.0, 2.0), (4.5, 5.0), (10.0, 11.0)].iter().any(|&(a, b)| t >= secs(a) && t < secs(b));
+    let mut out = Vec::new();
+    let (mut t, mut fewer_since): (Instant, Option<Instant>) = (Instant::ZERO, None);
+    let (mut frees, mut binds) = (Vec::new(), Vec::new());
+    let mut was_bound = false;
+    while t < secs(16.0) {
+        q.push(t, Pkt { len: 1500, flow: 1 }, 0);
+        if member1_sends(t) {
+            q.push(t, Pkt { len: 1500, flow: 2 }, 1);
+        }
+        drain(&mut q, t, &mut out);
+        let members = q.active_flows().unwrap().iter().filter(|&&n| n > 0).count();
+        if members >= 2 {
+            fewer_since = None;
+        } else if was_bound && fewer_since.is_none() {
+            fewer_since = Some(t);
+        }
+        let bound = q.abw() == together;
+        assert!(bound || q.abw() == c, "at {t:?}: ABW {} is neither the class's nor its capacity", q.abw());
+        // Binds at once with two members; stays bound while fewer than two for less than the hold.
+        let expect = members >= 2 || (was_bound && fewer_since.is_some_and(|s| t < s + PATHS_CLASS_HOLD));
+        assert_eq!(bound, expect, "at {t:?}: {members} member(s) active, fewer than two since {fewer_since:?}");
+        if bound && !was_bound {
+            binds.push(t);
+        }
+        if !bound && was_bound {
+            frees.push(t);
+        }
+        was_bound = bound;
+        t += step;
+    }
+    // Bound at member 1's first packet (1 s), through its short silence, freed the hold after
+    // the monitor retired it from its long one (its last packet at 4.99 s, retired 1-1.25 s
+    // later: idle timeout, swept every quarter of it), bound again at 10 s and freed so.
+    assert_eq!(binds, vec![secs(1.0), secs(10.0)]);
+    assert_eq!(frees.len(), 2, "{frees:?}");
+    let hold = PATHS_CLASS_HOLD.as_secs_f64();
+    for (free, last) in frees.iter().zip([4.99, 10.99]) {
+        let after = free.saturating_since(secs(last)).as_secs_f64();
+        assert!(after > 1.0 + hold && after <= 1.25 + hold + 0.02, "freed {after} s after member 1's last packet");
+    }
+}

@@ -130,16 +130,15 @@ def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], to
 
 def _simulate_environment(cfg: dict, hosts: list[str], flows: list[int], together: int, duration_s: float,
                           settle_s: float) -> dict[tuple[str, str, int, str], float]:
-    """As ``_run_environment``, on the simulator's clock: one simulation of ``cfg`` in which
-    the experiments of each path alone follow one another (``simulated.throughput_tests``),
-    and every pair at once in simulations of their own (``SIM_TOGETHER_RUNS``), so that it
-    does not start on what the last test alone left to drain (``simulated.measure_simulated``:
-    seconds on a slow uplink); its result per pair is their mean."""
+    """As ``_run_environment``, on the simulator's clock: every experiment of each path
+    alone in a simulation of its own (``simulated.throughput_tests``: none starts on what
+    another left to drain, seconds on a slow uplink), and every pair at once in
+    ``SIM_TOGETHER_RUNS`` simulations of their own; its result per pair is their mean."""
     from .simulated import throughput_tests
 
     alone = [(a, b, n) for a in hosts for b in hosts if a != b for n in flows]
     pairs = [(a, b) for a in hosts for b in hosts if a != b]
-    records = throughput_tests(cfg, [[test] for test in alone], duration_s, settle_s)
+    records = throughput_tests(cfg, [[test] for test in alone], duration_s, settle_s, purpose="grade")
     got = {(a, b, n, "alone"): batch[0]["abw_bps"] for (a, b, n), batch in zip(alone, records)}
     if together:
         runs = [throughput_tests(cfg, [[(a, b, together) for a, b in pairs]], duration_s, settle_s + k * SIM_TOGETHER_STAGGER_S)[0]

@@ -3,19 +3,22 @@ truth as ``measure_emulated`` does, but on the simulator's virtual clock, so tha
 measurement of a network takes seconds and repeats bit for bit (issue #25: "the whole loop
 also runs in the simulator ... so it can be swept in seconds").
 
-The same steps, as one simulation of the ground truth with its own ``[[flow]]`` cross
-traffic (simulated TCP, as reactive as the emulator's kernel TCP):
+The same steps, in simulations of the ground truth with its own ``[[flow]]`` cross traffic
+(simulated TCP, as reactive as the emulator's kernel TCP):
 
-- after ``SETTLE_S``, the probe series: a ``[[probe]]`` entry per ordered pair, every
+- after ``SETTLE_S``, in one simulation, the probe series: a ``[[probe]]`` entry per ordered pair, every
   source's probes to its destinations leaving together (back to back on its first link),
   with the measuring tool's datagram sizes and its interval and length;
-- then every throughput test in turn, ``GAP_S`` apart: a ``[[flow]]`` of N bulk
-  connections from a to b for ``duration``, its per-connection delivered bytes sampled
-  every 50 ms as the tool's sink samples its sockets;
-- then, in further simulations of the ground truth (which paths to load together depends on
-  what the probes found), the tests of paths loaded together (``session.together_groups``),
-  each group's tests at once, each group in a simulation of its own (what one group's
-  connections leave to drain would load the next group's paths).
+- then every throughput test, each in a simulation of its own from ``SETTLE_S`` (with a seed
+  of its own, ``test_seed``): a ``[[flow]]`` of N bulk connections from a to b for
+  ``duration``, its per-connection delivered bytes sampled every 50 ms as the tool's sink
+  samples its sockets. The live tool's next test waits until its sink has read every
+  connection to its close, and what a test wrote ahead of its stop drains long after it (up
+  to 2 x 64 KB a connection, ``app.rs``: eight connections through a 2-Mbit/s uplink drain
+  4.3-4.7 s); tests one after another in one simulation would start inside that tail;
+- then, likewise (which paths to load together depends on what the probes found), the tests
+  of paths loaded together (``session.together_groups``), each group's tests at once, each
+  group in a simulation of its own.
 
 The simulation's ``probes`` table and ``flow_series`` become the steps the live session
 records (``ProbeSeries``, ``throughput.summarize``), and the same analysis makes the model
@@ -29,12 +32,13 @@ Not here: the analysis (``session``, ``shared``, ``model``), the live programs.
 from __future__ import annotations
 
 import copy
+import zlib
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ..config import ConfigSource
+from ..config import ConfigSource, parse_quantity
 from ..errors import PathtwinError
 from .emulated import SETTLE_S, default_hosts, ground_truth
 from .probes import ProbeSeries
@@ -42,8 +46,9 @@ from .session import Measurement, Settings, check_hosts, conclude, together_grou
 from .state import State, state_path
 from .throughput import BUCKET_S, SAMPLE_S, buckets, loaded_rtt_ms, summarize
 
-#: Seconds between one throughput test's end and the next one's start: its last bytes drain
-#: and its connections close, as between the live tool's tests.
+#: Seconds between one throughput test's end and the next one's start where several run in
+#: one simulation (``add_tests``; the tests of a measurement or a grading each run in a
+#: simulation of their own, ``throughput_tests``).
 GAP_S = 1.0
 #: Seconds after the probe series before the first test: the last echoes return.
 PROBE_TAIL_S = 1.0
@@ -81,11 +86,12 @@ def by_time(series, column: str = "delivered_bytes"):
 def connections_loaded_rtt_ms(srtt, conns: list, window_ns: Sequence[int]) -> Optional[float]:
     """``throughput.loaded_rtt_ms`` of connections ``conns`` from their smoothed RTTs at every
     sample (``by_time(series, "srtt_ms")``: the senders' estimate, what a kernel's
-    ``tcp_info`` reports) in the test's averaged window."""
-    # A connection without an estimate in the whole run has no column (one whose handshake
-    # kept losing its SYN behind eight flows on a 2-Mbit/s uplink): it counts as no sample.
-    inside = srtt.loc[(srtt.index >= window_ns[0]) & (srtt.index <= window_ns[1])]
-    return loaded_rtt_ms(inside.reindex(columns=conns).to_numpy().ravel())
+    ``tcp_info`` reports) in the test's averaged window. A connection that never had an
+    estimate in the run has no column in the table (the pivot leaves all-NaN columns out;
+    with every pair of three-sites.toml at once some of the 120 connections had none): it
+    counts as NaN, no estimate."""
+    window = srtt.loc[(srtt.index >= window_ns[0]) & (srtt.index <= window_ns[1])]
+    return loaded_rtt_ms(window.reindex(columns=conns).to_numpy(dtype=float).ravel())
 
 
 def throughput_step(flows, delivered, entry: int, start_s: float, n: int, duration_s: float, tcp: dict,
@@ -166,14 +172,46 @@ def throughput_records(res, index: list[list[tuple[int, float, int]]], duration_
              for entry, start_s, n in batch] for batch in index]
 
 
+def test_seed(base: int, purpose: str, k: int) -> int:
+    """The seed of the ``k``-th of a list of tests each simulated on its own: from the ground
+    truth's ``base`` seed, and ``purpose`` (a measurement's tests and a grading's are the
+    same list in the same order, and with the same seeds each grading test would meet the
+    very cross traffic its measurement did, packet for packet); a u32, as TOML holds it."""
+    return zlib.crc32(f"{purpose} {base} {k}".encode())
+
+
+def onoff_cycle_s(cfg: dict) -> float:
+    """The longest on + off cycle of ``cfg``'s on/off ``[[flow]]``s (s; 0 without one)."""
+    return max((parse_quantity("time", f["on"], "flow.on") + parse_quantity("time", f["off"], "flow.off")
+                for f in cfg.get("flow", []) if f.get("app") == "onoff"), default=0.0)
+
+
 def throughput_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: float, settle_s: float = SETTLE_S,
-                     keep: Optional[Path] = None) -> list[list[dict]]:
-    """Simulates ``cfg`` (its own ``[[flow]]`` cross traffic running from the start) with
-    ``batches`` of throughput tests from ``settle_s`` (``add_tests``); returns each test's
-    record, per batch."""
-    cfg = copy.deepcopy(cfg)
-    index = add_tests(cfg, batches, duration_s, settle_s)
-    return throughput_records(simulate_complete(cfg, keep), index, duration_s)
+                     keep: Optional[Path] = None, purpose: Optional[str] = None) -> list[list[dict]]:
+    """Simulates ``cfg`` (its own ``[[flow]]`` cross traffic running from the start) with each
+    batch of throughput tests in a simulation of its own from ``settle_s`` (``add_tests``):
+    a test starts on no other test's tail, as the live tool's follow one another once the one
+    before has closed its connections. With ``purpose``, each batch's simulation has a seed
+    of its own (``test_seed``), and its tests start later by a share of the cross traffic's
+    on/off cycle that the seed picks: on/off periods are fixed, and every test started at
+    ``settle_s`` would meet the very same phase of them (unlike tests one after another, or
+    live). Without it, ``cfg``'s seed and ``settle_s``. ``keep``: a directory for each
+    simulation's own results (in it ``A->B xN`` for a batch of one test, else ``batch K``).
+    Returns each test's record, per batch."""
+    base = int(cfg.get("run", {}).get("seed", 1))
+    cycle_s = onoff_cycle_s(cfg)
+    out = []
+    for k, batch in enumerate(batches):
+        run = copy.deepcopy(cfg)
+        at_s = settle_s
+        if purpose is not None:
+            seed = run.setdefault("run", {})["seed"] = test_seed(base, purpose, k)
+            at_s += cycle_s * (seed % 1000) / 1000
+        index = add_tests(run, [batch], duration_s, at_s)
+        name = f"{batch[0][0]}->{batch[0][1]} x{batch[0][2]}" if len(batch) == 1 else f"batch {k}"
+        res = simulate_complete(run, keep / name if keep is not None else None)
+        out.append(throughput_records(res, index, duration_s)[0])
+    return out
 
 
 def measure_simulated(source: ConfigSource, hosts: Optional[Sequence[str]] = None, settings: Optional[Settings] = None,
@@ -181,9 +219,10 @@ def measure_simulated(source: ConfigSource, hosts: Optional[Sequence[str]] = Non
                       settle_s: float = SETTLE_S, keep: Optional[Path] = None) -> Measurement:
     """Simulates ``source`` (a ground truth) with its cross traffic and the measurement of
     ``hosts`` (default: ``default_hosts``) with ``settings``; returns the model as
-    ``measure_emulated`` does. ``progress`` shows the simulation's progress bar; ``keep``
-    names a directory for the simulation's own results (its tables, including every probe
-    and the tests' flows). A state file holding every step (the same command run again) is
+    ``measure_emulated`` does. ``progress`` shows the probe simulation's progress bar;
+    ``keep`` names a directory for the simulations' own results: the probe series' tables
+    in it, each test's (its flows among the cross traffic's) in ``tests/A->B xN``
+    (``throughput_tests``). A state file holding every step (the same command run again) is
     concluded without simulating."""
     settings = settings or Settings()
     settings.check()
@@ -200,31 +239,31 @@ def measure_simulated(source: ConfigSource, hosts: Optional[Sequence[str]] = Non
     origin = Path(str(source)).name if isinstance(source, (str, Path)) and "\n" not in str(source) else "<config>"
     context = {"ground_truth": origin, "ground_truth_config": truth, "engine": "sim", "settle_s": settle_s}
     st = State.open(Path(state_file), {**settings.record(), "hosts": names, **context})
-    pairs = [(a, b) for a in names for b in names if a != b]
-    keys = [f"tput {a}->{b} {n}" for a, b in pairs for n in sorted(settings.flows)]
-    if not (st.done("probe") and all(st.done(k) for k in keys)):
+    tests = [(a, b, n) for a in names for b in names if a != b for n in sorted(settings.flows)]
+    if not st.done("probe"):
         cfg = copy.deepcopy(truth)
-        first_test = add_probes(cfg, names, settings, settle_s)
-        index = add_tests(cfg, [[(a, b, n)] for a, b in pairs for n in sorted(settings.flows)], settings.duration_s, first_test)
-        res = simulate_complete(cfg, keep, progress)
-        probes = res.tables.get("probes")
+        cfg.setdefault("run", {})["duration"] = f"{add_probes(cfg, names, settings, settle_s)!r}s"
+        probes = simulate_complete(cfg, keep, progress).tables.get("probes")
         if probes is None:
             raise PathtwinError("the simulation sent no probes")
-        records = throughput_records(res, index, settings.duration_s)
-        st.steps = {"probe": probe_steps(probes, names, settings.probe_interval_s),
-                    **{k: batch[0] for k, batch in zip(keys, records)}}
+        st.steps["probe"] = probe_steps(probes, names, settings.probe_interval_s)
+        st.save()
+    todo = [(f"tput {a}->{b} {n}", (a, b, n)) for a, b, n in tests if not st.done(f"tput {a}->{b} {n}")]
+    if todo:
+        records = throughput_tests(truth, [[test] for _, test in todo], settings.duration_s, settle_s,
+                                   keep / "tests" if keep is not None else None, purpose="measure")
+        st.steps.update({key: batch[0] for (key, _), batch in zip(todo, records)})
         st.save()
     n = max(settings.flows)
     groups = [(label, members) for label, members in together_groups(names, st.steps["probe"], settings)
               if not st.done(together_key(label, n))]
     if groups:
         batches = [[(a, b, n) for a, b in members] for _, members in groups]
-        # Each group in a simulation of its own: a test's connections keep data written
-        # ahead (app.rs: up to 2 x 64 KB each), which drains after its stop at the slowest
-        # link it loaded; c1's five paths out of three-sites.toml, 20 connections over a
-        # 2 Mbit/s uplink, kept it full for 4 s after their test, past GAP_S, and the next
-        # group's ACKs waited there (its loaded round trips 250-450 ms, 115-155 ms alone).
-        records = [throughput_tests(truth, [batch], settings.duration_s, settle_s)[0] for batch in batches]
+        # Each group in a simulation of its own (``throughput_tests``): c1's five paths out of
+        # three-sites.toml, 20 connections over a 2 Mbit/s uplink, kept it full for 4 s after
+        # their test, and a group after them in the same simulation had its ACKs wait there
+        # (its loaded round trips 250-450 ms, 115-155 ms alone).
+        records = throughput_tests(truth, batches, settings.duration_s, settle_s)
         for (label, members), recs in zip(groups, records):
             st.steps[together_key(label, n)] = {"members": [list(m) for m in members], "records": recs}
         st.save()

@@ -148,6 +148,10 @@ fn yes() -> bool {
 /// base RTT). A full drop-tail queue of `queue_delay` × `capacity` bytes delays a packet by
 /// exactly that: the queue's time, not its space, is what the truth's queue and the model's
 /// (drained at the model's capacity, placeholders included) have in common.
+/// A `paths` class binds only where two or more of its members carry flows (a member's own
+/// queue already holds what it achieved measured alone, through this link too): at once
+/// when a second member does, and until fewer than two have for a hold of 3 s
+/// (`element::PathsClass`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SharedConfig {
@@ -169,7 +173,8 @@ pub struct SharedConfig {
     /// (instead of `queue`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_delay: Option<Duration>,
-    /// The class's ABW, constant; otherwise the flow-weighted mean of its paths' ABW.
+    /// The class's ABW (a `paths` class: while bound, above); otherwise the flow-weighted
+    /// mean of its paths' ABW.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub abw: Option<Rate>,
     /// The class queue's capacity; otherwise the largest of its paths'.

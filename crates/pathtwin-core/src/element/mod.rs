@@ -18,7 +18,7 @@ pub use delay::DelayLine;
 pub use loss::RandomLoss;
 pub use passthrough::Passthrough;
 pub use queue::{BandwidthQueue, Occupancy, QueueStats, PLACEHOLDER_LEN};
-pub use reactivity::{AbwTable, QueueRule, Reactivity};
+pub use reactivity::{AbwTable, PathsClass, QueueRule, Reactivity, PATHS_CLASS_HOLD};
 pub use reorder::Reorder;
 pub use trace_loss::TraceLoss;
 

@@ -280,7 +280,7 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
     pub fn push(&mut self, at: Instant, pkt: P, slot: u16) -> Option<P> {
         self.advance(at);
         if let Some(r) = &mut self.reactivity {
-            if r.monitor.observe(at, &pkt, slot) {
+            if r.observe(at, &pkt, slot) {
                 self.apply_reactivity(at);
             }
         }
@@ -354,7 +354,7 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
             (None, b) => b,
         };
         if let Some(r) = &self.reactivity {
-            if let Some(e) = r.monitor.next_expiry_check() {
+            if let Some(e) = r.next_check() {
                 wake = Some(wake.map_or(e, |w| w.min(e)));
             }
         }
@@ -381,7 +381,7 @@ impl<P: PacketMeta + Send + Sync + 'static> BandwidthQueue<P> {
         }
         // Idle flows are retired even when no packet moves (see `next_wakeup`).
         if let Some(r) = &mut self.reactivity {
-            if r.monitor.expire(now) {
+            if r.expire(now) {
                 self.apply_reactivity(now);
             }
         }
