@@ -477,3 +477,55 @@ def test_default_ports_no_client_connection_can_hold():
     used = [Settings().port, Settings().port + 1, remote.DEFAULT_PORT, *range(grade.PORT, grade.PORT + 1 + pairs)]
     clash = [p for p in used if low <= p <= high or p in workload]
     assert not clash, f"default measurement ports {clash} may be held by client connections"
+
+
+def test_a_sink_ends_with_the_connections_whose_handshakes_completed():
+    """Every pair of a ground truth at once can starve a handshake for good (three of eight
+    connections from d3 to d1 in two-bottlenecks.toml's truth in 25 s): the sender then ends
+    with the others, and the sink, asked for three connections, reports the two it accepted
+    with every byte they carried instead of waiting for the third forever (loopback, no
+    privileges)."""
+    import socket
+    import subprocess
+    import sys
+
+    from pathtwin.measure import endpoints
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sink = subprocess.Popen([sys.executable, endpoints.__file__, "sink", "--port", str(port), "--flows", "3",
+                             "--every", "0.05", "--bind", "127.0.0.1"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout is not None and sink.stdout.readline().strip() == "ready"
+        sent = [300_000, 500_000]
+        conns = [socket.create_connection(("127.0.0.1", port)) for _ in sent]
+        for c, n in zip(conns, sent):
+            c.sendall(b"x" * n)
+        for c in conns:
+            c.close()
+        out, _ = sink.communicate(timeout=20)
+    finally:
+        sink.kill()
+        sink.wait()
+    got = json.loads(out.splitlines()[-1])
+    # The kernel's count (tcpi_bytes_received) takes the FIN's sequence number as a byte too.
+    assert sorted(n - 1 for n in got["samples"][-1][1]) == sorted(sent), got["samples"][-1]
+
+
+def test_a_sender_starts_with_the_connections_established_and_lets_the_rest_join(monkeypatch, capsys):
+    """A listener that accepts nothing and whose accept queue holds one connection (backlog
+    0): the sender's other handshakes cannot complete. After ``CONNECT_TIMEOUT_S`` it sends
+    on the one established for its duration instead of failing, and reports nothing
+    written on the others."""
+    import socket
+
+    from pathtwin.measure import endpoints
+
+    monkeypatch.setattr(endpoints, "CONNECT_TIMEOUT_S", 1.0)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as ls:
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(0)
+        assert endpoints.send("127.0.0.1", ls.getsockname()[1], flows=3, duration=0.5) == 0
+    wrote = json.loads(capsys.readouterr().out.splitlines()[-1])["wrote"]
+    assert len(wrote) == 3 and wrote.count(0) >= 1 and max(wrote) > 0, wrote
