@@ -10,7 +10,7 @@ The same steps, in simulations of the ground truth with its own ``[[flow]]`` cro
   source's probes to its destinations leaving together (back to back on its first link),
   with the measuring tool's datagram sizes and its interval and length;
 - then every throughput test, each in a simulation of its own from ``SETTLE_S`` (with a seed
-  of its own, ``test_seed``): a ``[[flow]]`` of N bulk connections from a to b for
+  of its own, ``seed_of_test``): a ``[[flow]]`` of N bulk connections from a to b for
   ``duration``, its per-connection delivered bytes sampled every 50 ms as the tool's sink
   samples its sockets. The live tool's next test waits until its sink has read every
   connection to its close, and what a test wrote ahead of its stop drains long after it (up
@@ -172,7 +172,7 @@ def throughput_records(res, index: list[list[tuple[int, float, int]]], duration_
              for entry, start_s, n in batch] for batch in index]
 
 
-def test_seed(base: int, purpose: str, k: int) -> int:
+def seed_of_test(base: int, purpose: str, k: int) -> int:
     """The seed of the ``k``-th of a list of tests each simulated on its own: from the ground
     truth's ``base`` seed, and ``purpose`` (a measurement's tests and a grading's are the
     same list in the same order, and with the same seeds each grading test would meet the
@@ -192,7 +192,7 @@ def throughput_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: f
     batch of throughput tests in a simulation of its own from ``settle_s`` (``add_tests``):
     a test starts on no other test's tail, as the live tool's follow one another once the one
     before has closed its connections. With ``purpose``, each batch's simulation has a seed
-    of its own (``test_seed``), and its tests start later by a share of the cross traffic's
+    of its own (``seed_of_test``), and its tests start later by a share of the cross traffic's
     on/off cycle that the seed picks: on/off periods are fixed, and every test started at
     ``settle_s`` would meet the very same phase of them (unlike tests one after another, or
     live). Without it, ``cfg``'s seed and ``settle_s``. ``keep``: a directory for each
@@ -205,7 +205,7 @@ def throughput_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: f
         run = copy.deepcopy(cfg)
         at_s = settle_s
         if purpose is not None:
-            seed = run.setdefault("run", {})["seed"] = test_seed(base, purpose, k)
+            seed = run.setdefault("run", {})["seed"] = seed_of_test(base, purpose, k)
             at_s += cycle_s * (seed % 1000) / 1000
         index = add_tests(run, [batch], duration_s, at_s)
         name = f"{batch[0][0]}->{batch[0][1]} x{batch[0][2]}" if len(batch) == 1 else f"batch {k}"
