@@ -472,3 +472,50 @@ def test_paths_loaded_together_find_the_access_links_in_the_emulator(tmp_path, n
                   f"queue delay {delay * 1e3:.1f} ms, full {full * 1e3:.1f} ms (+ {also * 1e3:.1f} loaded)")
             assert 0.5 * full <= delay <= 1.2 * (full + also), (label, delay, full, also)
     assert sorted(clear) == ["in d3", "out d1", "out d2", "out d3"], clear
+
+
+@needs_root
+def test_an_interrupted_grading_resumes_with_what_it_measured(tmp_path, no_namespace_left_behind):
+    """An emulated grading takes tens of minutes (two-bottlenecks.toml: about 45), and one
+    failure at its end used to lose all of it. Ctrl-C keeps every experiment's result in
+    DIR/validation.state.json; the same command measures only the rest, and validation.json
+    holds the first run's results untouched."""
+    import signal
+
+    from conftest import default_sigint
+
+    truth = tmp_path / "truth.toml"
+    truth.write_text('hosts = ["a", "b"]\nrouters = []\n[[link]]\nbetween = ["a", "b"]\nrate = "10mbit"\ndelay = "5ms"\n')
+    model = tmp_path / "model.toml"
+    model.write_text('hosts = ["a", "b"]\n[[path]]\nbetween = ["a", "b"]\nrtt = "10ms"\nabw = "10mbit"\nwmax = "32768KiB"\n')
+    out = tmp_path / "val"
+    state = out / "validation.state.json"
+    cmd = [sys.executable, "-m", "pathtwin.cli", "measure", "validate", str(truth), str(model), "--flows", "1",
+           "--duration", "2s", "--no-together", "-o", str(out)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    deadline = time.monotonic() + 300
+    kept: dict = {}
+    while time.monotonic() < deadline and p.poll() is None and len(kept) < 3:
+        try:
+            kept = json.loads(state.read_text())["steps"]
+        except (OSError, ValueError, KeyError):
+            kept = {}
+        time.sleep(0.1)
+    assert p.poll() is None, f"finished before it could be interrupted: {p.communicate()[1][-500:]}"
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 130 and f"what was measured is kept in {state}" in stdout, stderr[-1000:]
+    assert "Traceback" not in stderr
+    kept = json.loads(state.read_text())["steps"]
+    assert len(kept) >= 3 and not (out / "validation.json").exists()
+
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-1000:]
+    assert f"resuming from {state}" in again.stdout
+    final = json.loads(state.read_text())["steps"]
+    assert set(final) == {f"{env} {pair} 1" for env in ("truth", "model", "link") for pair in ("a->b", "b->a")}
+    for k, v in kept.items():  # measured once: the first run's results, untouched
+        assert final[k] == v, k
+    for c in json.loads((out / "validation.json").read_text())["cases"]:
+        for env in ("truth", "model", "link"):
+            assert c[f"{env}_bps"] == final[f"{env} {c['src']}->{c['dst']} 1"], (env, c)

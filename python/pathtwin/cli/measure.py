@@ -252,7 +252,8 @@ def validate(
     what was measured (MODEL), or run the same foreground experiments in the ground truth,
     in the model and in a link-emulator baseline and grade both against the truth
     (GROUND_TRUTH MODEL -o DIR: validation.json, NSDI'09 §4.5 Figures 8 and 9). Root, except
-    with --engine sim."""
+    with --engine sim. An interrupted emulated grading keeps what it measured
+    (DIR/validation.state.json); the same command resumes it."""
     if engine not in ("emu", "sim"):
         raise PathtwinError(f"--engine {engine}: expected sim or emu")
     if len(files) == 2:
@@ -294,10 +295,21 @@ def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: 
     counts, secs = parse_flows(flows), _time(duration, "--duration")
     if secs < 1.0:
         raise PathtwinError(f"--duration: {secs:g} s is too short for TCP to leave slow start; give at least 1 s")
+    from ..measure.grade import STATE_FILE
+
+    state = out / STATE_FILE
+    if engine == "emu" and state.exists():
+        print(f"resuming from {state}")
     bars = _Bars()
     try:
         g = grade(truth, model, out, counts, secs, together=together, progress=bars, together_flows=together_flows,
                   engine=engine)
+    except KeyboardInterrupt:
+        bars.close()
+        if engine != "emu":
+            raise
+        print(f"interrupted: what was measured is kept in {state}; run the same command again to resume")
+        raise typer.Exit(130) from None
     finally:
         bars.close()
     rec = g.record

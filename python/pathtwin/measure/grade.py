@@ -41,6 +41,7 @@ from ..errors import PathtwinError
 from .emulated import RUN_FOR, SETTLE_S, ground_truth
 from .groundtruth import GroundTruth, merge_classes, same_class_pairs, same_path_class_pairs
 from .session import Progress
+from .state import State
 from .throughput import parallel_flows, parallel_pairs
 
 ENVIRONMENTS = ("truth", "model", "link")
@@ -60,6 +61,9 @@ SIM_TOGETHER_STAGGER_S = 1.3
 #: listener whose port a client connection holds fails its bind (one CI run: "Address already
 #: in use" for the sink on d2).
 PORT = 17200
+#: The emulated grading's resume file in the output directory (``state.State``): what each
+#: experiment measured, kept when the grading is interrupted; the same command resumes.
+STATE_FILE = "validation.state.json"
 
 
 def link_baseline(model: dict) -> dict:
@@ -95,36 +99,44 @@ def _experiments(hosts: list[str], flows: list[int], together: int, duration_s: 
 
 
 def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], together: int, duration_s: float,
-                     settle_s: float, progress: Optional[Progress]) -> dict[tuple[str, str, int, str], float]:
+                     settle_s: float, progress: Optional[Progress], st: State) -> dict[tuple[str, str, int, str], float]:
     """ABW (bit/s, IP level) of every experiment in one emulation; ``together`` flows per
-    pair when all run at once (0: not run)."""
+    pair when all run at once (0: not run). Each result is in ``st`` (the grading's resume
+    file) as soon as it is measured, and one already there is not measured again: an
+    emulated grading takes tens of minutes (two-bottlenecks.toml, 20 pairs: about 45), and an
+    interrupted one resumes where it stopped. No emulation is started for an environment
+    whose experiments are all done."""
     from ..emulation import Emulation
 
-    got: dict[tuple[str, str, int, str], float] = {}
-    with Emulation(cfg, workload=bool(cfg.get("flow")), tcp_info=False) as net:
-        if cfg.get("flow"):
-            time.sleep(settle_s)
-        for a in hosts:
-            for b in hosts:
-                if a == b:
-                    continue
-                for n in flows:
-                    step = f"{n} flow{'s' if n > 1 else ''}"
-                    if progress is not None:
-                        progress.start(f"{env} {a}->{b}", step)
-                    got[(a, b, n, "alone")] = parallel_flows(net[a], net[b], n, duration_s, PORT)["abw_bps"]
-                    if progress is not None:
-                        progress.done(f"{env} {a}->{b}", step)
-        if together:
-            if progress is not None:
-                progress.start(f"{env} all pairs", "together")
-            pairs = [(a, b) for a in hosts for b in hosts if a != b]
-            records = parallel_pairs([(net[a], net[b]) for a, b in pairs], together, duration_s, PORT + 1)
-            results = {pair: r["abw_bps"] for pair, r in zip(pairs, records)}
-            for (a, b), v in results.items():
-                got[(a, b, together, "together")] = v
-            if progress is not None:
-                progress.done(f"{env} all pairs", "together")
+    pairs = [(a, b) for a in hosts for b in hosts if a != b]
+    alone = [(a, b, n) for a, b in pairs for n in flows]
+    step = lambda n: f"{n} flow{'s' if n > 1 else ''}"  # noqa: E731
+    for a, b, n in alone:
+        if st.done(f"{env} {a}->{b} {n}") and progress is not None:
+            progress.start(f"{env} {a}->{b}", step(n))
+            progress.done(f"{env} {a}->{b}", step(n))
+    todo = [t for t in alone if not st.done(f"{env} {t[0]}->{t[1]} {t[2]}")]
+    todo_together = bool(together) and not st.done(f"{env} together")
+    if todo or todo_together:
+        with Emulation(cfg, workload=bool(cfg.get("flow")), tcp_info=False) as net:
+            if cfg.get("flow"):
+                time.sleep(settle_s)
+            for a, b, n in todo:
+                if progress is not None:
+                    progress.start(f"{env} {a}->{b}", step(n))
+                st.record(f"{env} {a}->{b} {n}", parallel_flows(net[a], net[b], n, duration_s, PORT)["abw_bps"])
+                if progress is not None:
+                    progress.done(f"{env} {a}->{b}", step(n))
+            if todo_together:
+                if progress is not None:
+                    progress.start(f"{env} all pairs", "together")
+                records = parallel_pairs([(net[a], net[b]) for a, b in pairs], together, duration_s, PORT + 1)
+                st.record(f"{env} together", [r["abw_bps"] for r in records])
+    if together and progress is not None:
+        progress.done(f"{env} all pairs", "together")
+    got = {(a, b, n, "alone"): float(st.steps[f"{env} {a}->{b} {n}"]) for a, b, n in alone}
+    if together:
+        got.update({(a, b, together, "together"): float(v) for (a, b), v in zip(pairs, st.steps[f"{env} together"])})
     return got
 
 
@@ -170,8 +182,9 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
     error CDFs. With every pair at once each runs ``together_flows`` flows (default:
     the largest of ``flows``: with one flow against bursty cross traffic, what two paths
     achieved together moved between 6.6 and 16 Mbit/s from one run to the next).
-    ``engine`` "emu" runs them in emulations (root), "sim" in simulations (seconds; the
-    experiments in each environment one after the other on its clock)."""
+    ``engine`` "emu" runs them in emulations (root; each result kept in
+    ``out_dir/STATE_FILE`` as it is measured, so that the same call resumes an interrupted
+    grading), "sim" in simulations (seconds; each experiment in a simulation of its own)."""
     from ..emulation import require_root
 
     truth_cfg = ground_truth(truth_source)
@@ -205,7 +218,12 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
             cfg["run"] = {**cfg.get("run", {}), "duration": RUN_FOR}
         if progress is not None:
             progress.plan([(f"{env} {pair}", step, d) for env in ENVIRONMENTS for pair, step, d in _experiments(hosts, flows, per_pair, duration_s)])
-        measured = {env: _run_environment(env, configs[env], hosts, flows, per_pair, duration_s, settle_s, progress) for env in ENVIRONMENTS}
+        # The resume file: every experiment's result as it is measured, under the settings
+        # and the two files' configurations (a changed model or truth starts afresh).
+        st = State.open(out_dir / STATE_FILE, {"truth": truth_cfg, "model": model, "hosts": hosts, "flows": flows,
+                                               "together_flows": per_pair, "duration_s": duration_s, "settle_s": settle_s})
+        measured = {env: _run_environment(env, configs[env], hosts, flows, per_pair, duration_s, settle_s, progress, st)
+                    for env in ENVIRONMENTS}
 
     cases = []
     for key in measured["truth"]:
