@@ -33,6 +33,28 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def interrupt_once_recorded(cmd: list[str], state: Path, steps: int, timeout: float = 300.0) -> subprocess.CompletedProcess:
+    """Runs ``cmd`` (a `pathtwin measure` command that keeps a resume file) until its resume
+    file ``state`` holds at least ``steps`` finished steps, then stops it as Ctrl-C does and
+    returns how it ended; fails if it ended before."""
+    import json
+    import time
+
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    deadline = time.monotonic() + timeout
+    done: dict = {}
+    while time.monotonic() < deadline and p.poll() is None and len(done) < steps:
+        try:
+            done = json.loads(state.read_text())["steps"]
+        except (OSError, ValueError, KeyError):
+            done = {}
+        time.sleep(0.05)
+    assert p.poll() is None, f"finished before it could be interrupted: {p.communicate()[1][-1000:]}"
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    return subprocess.CompletedProcess(cmd, p.returncode, stdout, stderr)
+
+
 def namespaces() -> set[str]:
     """The network namespaces that exist now."""
     return set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()

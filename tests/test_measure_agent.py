@@ -499,9 +499,7 @@ def test_agents_on_loopback_measure_each_other(tmp_path):
 def test_an_interrupted_measurement_of_agents_resumes(tmp_path):
     """Ctrl-C keeps the finished steps and ends the connections (the agents stop what they
     ran); the same command measures only what is missing, as with --emulate."""
-    import signal
-
-    from conftest import default_sigint
+    from conftest import interrupt_once_recorded
 
     tok = token_file(tmp_path)
     a = AgentProcess(tmp_path, tok, "127.0.0.1:0", "--allow", "127.0.0.0/8", "--max-rate", "20mbit", name="a")
@@ -511,20 +509,9 @@ def test_an_interrupted_measurement_of_agents_resumes(tmp_path):
         cmd = [sys.executable, "-m", "pathtwin.cli", "measure", f"a={a.host}:{a.port}", f"b={b.host}:{b.port}",
                "--token-file", str(tok), "--flows", "1,2", "--duration", "1s", "--probe-interval", "20ms",
                "--probe-duration", "1s", "--port", "17300", "-o", str(out)]
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
-        deadline = time.monotonic() + 120
-        steps: dict = {}
-        while time.monotonic() < deadline and p.poll() is None and len(steps) < 2:
-            try:
-                steps = json.loads(state.read_text())["steps"]
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.05)
-        assert p.poll() is None, p.communicate()[1][-1000:]
-        p.send_signal(signal.SIGINT)
-        stdout, stderr = p.communicate(timeout=60)
-        assert p.returncode == 130 and f"what was measured is kept in {state}" in stdout, stderr[-1000:]
-        assert "Traceback" not in stderr
+        stopped = interrupt_once_recorded(cmd, state, 2, timeout=120)
+        assert stopped.returncode == 130 and f"what was measured is kept in {state}" in stopped.stdout, stopped.stderr[-1000:]
+        assert "Traceback" not in stopped.stderr
         kept = json.loads(state.read_text())["steps"]
         assert "probe" in kept and not out.exists()
         again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

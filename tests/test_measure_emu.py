@@ -273,9 +273,7 @@ def test_interrupted_measurement_resumes_and_its_twin_validates(tmp_path, no_nam
     what is missing and writes the model; other settings are refused. Then `pathtwin measure
     validate` repeats the tests in the model's twin: each within NSDI'09 §4.5's 20 % of what
     was measured in the ground truth."""
-    import signal
-
-    from conftest import default_sigint
+    from conftest import interrupt_once_recorded
 
     out = tmp_path / "model.toml"
     state = tmp_path / "model.measure.json"
@@ -288,21 +286,9 @@ def test_interrupted_measurement_resumes_and_its_twin_validates(tmp_path, no_nam
                 "--flows", flows, "--duration", "4s", "--probe-interval", "20ms", "--probe-duration", "3s", "-o", str(out)]
 
     cmd = command("1,2")
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
-    deadline = time.monotonic() + 300
-    steps: dict = {}
-    while time.monotonic() < deadline and p.poll() is None:
-        try:
-            steps = json.loads(state.read_text())["steps"]
-        except (OSError, ValueError, KeyError):
-            steps = {}
-        if len(steps) >= 2:  # the probes and one throughput test
-            break
-        time.sleep(0.1)
-    assert p.poll() is None, f"finished before it could be interrupted: {p.communicate()[1][-500:]}"
-    p.send_signal(signal.SIGINT)
-    stdout, stderr = p.communicate(timeout=120)
-    assert p.returncode == 130, stderr[-1000:]
+    stopped = interrupt_once_recorded(cmd, state, 2)  # the probes and one throughput test
+    stdout, stderr = stopped.stdout, stopped.stderr
+    assert stopped.returncode == 130, stderr[-1000:]
     assert f"what was measured is kept in {state}" in stdout
     assert "Traceback" not in stderr
     kept = json.loads(state.read_text())["steps"]
@@ -480,9 +466,7 @@ def test_an_interrupted_grading_resumes_with_what_it_measured(tmp_path, no_names
     failure at its end used to lose all of it. Ctrl-C keeps every experiment's result in
     DIR/validation.state.json; the same command measures only the rest, and validation.json
     holds the first run's results untouched."""
-    import signal
-
-    from conftest import default_sigint
+    from conftest import interrupt_once_recorded
 
     truth = tmp_path / "truth.toml"
     truth.write_text('hosts = ["a", "b"]\nrouters = []\n[[link]]\nbetween = ["a", "b"]\nrate = "10mbit"\ndelay = "5ms"\n')
@@ -492,20 +476,9 @@ def test_an_interrupted_grading_resumes_with_what_it_measured(tmp_path, no_names
     state = out / "validation.state.json"
     cmd = [sys.executable, "-m", "pathtwin.cli", "measure", "validate", str(truth), str(model), "--flows", "1",
            "--duration", "2s", "--no-together", "-o", str(out)]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
-    deadline = time.monotonic() + 300
-    kept: dict = {}
-    while time.monotonic() < deadline and p.poll() is None and len(kept) < 3:
-        try:
-            kept = json.loads(state.read_text())["steps"]
-        except (OSError, ValueError, KeyError):
-            kept = {}
-        time.sleep(0.1)
-    assert p.poll() is None, f"finished before it could be interrupted: {p.communicate()[1][-500:]}"
-    p.send_signal(signal.SIGINT)
-    stdout, stderr = p.communicate(timeout=120)
-    assert p.returncode == 130 and f"what was measured is kept in {state}" in stdout, stderr[-1000:]
-    assert "Traceback" not in stderr
+    stopped = interrupt_once_recorded(cmd, state, 3)
+    assert stopped.returncode == 130 and f"what was measured is kept in {state}" in stopped.stdout, stopped.stderr[-1000:]
+    assert "Traceback" not in stopped.stderr
     kept = json.loads(state.read_text())["steps"]
     assert len(kept) >= 3 and not (out / "validation.json").exists()
 
