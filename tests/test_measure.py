@@ -529,3 +529,34 @@ def test_a_sender_starts_with_the_connections_established_and_lets_the_rest_join
         assert endpoints.send("127.0.0.1", ls.getsockname()[1], flows=3, duration=0.5) == 0
     wrote = json.loads(capsys.readouterr().out.splitlines()[-1])["wrote"]
     assert len(wrote) == 3 and wrote.count(0) >= 1 and max(wrote) > 0, wrote
+
+
+def test_a_sink_stops_reading_its_drain_limit_after_the_test():
+    """A connection starved into retransmission backoff can take minutes to deliver its
+    last bytes (every pair of two-bottlenecks.toml at once: a sink still reading 60 s after
+    its test). Given its test's duration, a sink reports what it read ``--drain-limit``
+    seconds after the test's end, even with a connection still open (loopback, no
+    privileges)."""
+    import socket
+    import subprocess
+    import sys
+
+    from pathtwin.measure import endpoints
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sink = subprocess.Popen([sys.executable, endpoints.__file__, "sink", "--port", str(port), "--flows", "1",
+                             "--every", "0.05", "--bind", "127.0.0.1", "--duration", "0.5", "--drain-limit", "1"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout is not None and sink.stdout.readline().strip() == "ready"
+        with socket.create_connection(("127.0.0.1", port)) as c:
+            c.sendall(b"x" * 100_000)
+            # The connection stays open meanwhile: without the limit the sink would read on
+            # and the wait would time out.
+            out, _ = sink.communicate(timeout=20)
+    finally:
+        sink.kill()
+        sink.wait()
+    assert json.loads(out.splitlines()[-1])["samples"][-1][1] == [100_000]

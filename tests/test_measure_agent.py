@@ -261,7 +261,8 @@ def test_wire_refusals(agent, case):
 
 def test_an_emulated_host_runs_the_programs_it_always_ran():
     """A host with ``popen`` (an emulated one) is handed the same arguments as before the
-    operations were typed: no agent-only parameter reaches it."""
+    operations were typed: no agent-only parameter reaches it (a sink's ``duration`` is its
+    test's, which bounds how long it reads after the test: ``endpoints.SINK_DRAIN_LIMIT_S``)."""
     from pathtwin.measure import hosts as hostmod
 
     class Fake:
@@ -283,7 +284,7 @@ def test_an_emulated_host_runs_the_programs_it_always_ran():
     head = [sys.executable, str(hostmod.ENDPOINTS)]
     assert h.args == [head + ["echo", "--port", "17000"],
                       head + ["probe", "--port", "17000", "--interval", "0.099", "--duration", "15.0", "10.0.0.2", "10.0.0.3"],
-                      head + ["sink", "--port", "17001", "--flows", "4", "--every", "0.05"],
+                      head + ["sink", "--port", "17001", "--flows", "4", "--every", "0.05", "--duration", "10.0"],
                       head + ["send", "--port", "17001", "--flows", "4", "--duration", "10.0", "10.0.0.2"]]
 
 

@@ -48,6 +48,13 @@ CAP_BURST = 65536
 #: accepted (s): the sender closes all its connections at its end, those still in their
 #: handshake too, so none comes later than one already completed in the accept queue.
 SINK_LINGER_S = 1.0
+#: How long after the test's end (its ``duration`` from the first accept) a sink keeps
+#: reading connections that have not ended (s). What a test wrote ahead drains through the
+#: paths after its end, and the next test waits for it; but a connection starved into
+#: retransmission backoff (every pair of two-bottlenecks.toml at once: d3 -> d2) can take
+#: minutes to deliver its last bytes. Past this the sink reports what it has; its exit
+#: closes the connections, which ends their retransmissions.
+SINK_DRAIN_LIMIT_S = 25.0
 #: Offset of ``tcpi_bytes_received`` in Linux's ``struct tcp_info``.
 TCPI_BYTES_RECEIVED = 128
 #: Offset of ``tcpi_rtt`` (the smoothed RTT, µs; Linux 2.6+) in ``struct tcp_info``.
@@ -191,13 +198,15 @@ def _srtt_us(c: socket.socket) -> int | None:
     return _tcp_info_field(c, TCPI_RTT, "I") or None
 
 
-def sink(port: int, flows: int, every: float, bind: str = "0.0.0.0") -> int:
+def sink(port: int, flows: int, every: float, bind: str = "0.0.0.0", duration: float | None = None,
+         drain_limit: float = SINK_DRAIN_LIMIT_S) -> int:
     """Accepts ``flows`` connections (fewer if the sender ended without the others: their
     handshakes never completed, ``SINK_LINGER_S``) and reads them to their end. Result: every ``every``
     seconds from the first accept (``t0``, ns), the time (ns) and each connection's bytes
     received so far (``samples``). The counts are the kernel's (``kernel``: true), taken with
     the time they are read at: a sink that is late to read (a busy machine) shifts no bytes
-    between samples, as counting what ``recv`` returns would."""
+    between samples, as counting what ``recv`` returns would. With the test's ``duration``,
+    it stops reading ``drain_limit`` seconds after the test's end (``SINK_DRAIN_LIMIT_S``)."""
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((bind, port))
@@ -225,8 +234,11 @@ def sink(port: int, flows: int, every: float, bind: str = "0.0.0.0") -> int:
 
     next_sample = 0.0
     all_ended_at: float | None = None  # since when every accepted connection has ended
+    first_accept = 0.0
     while accepted < flows or open_ > 0:
         now = time.monotonic()
+        if duration is not None and accepted and now - first_accept >= duration + drain_limit:
+            break
         if accepted and open_ == 0:
             # The sender has ended (it closes its connections only then) with fewer
             # connections than asked for: the rest never completed their handshakes.
@@ -244,6 +256,7 @@ def sink(port: int, flows: int, every: float, bind: str = "0.0.0.0") -> int:
                 c.setblocking(False)
                 if accepted == 0:
                     t0 = time.time_ns()
+                    first_accept = time.monotonic()
                 sel.register(c, selectors.EVENT_READ, accepted)
                 conns.append(c)
                 read.append(0)
@@ -433,6 +446,8 @@ def main(argv: list[str]) -> int:
     sk.add_argument("--flows", type=int, required=True)
     sk.add_argument("--every", type=float, default=0.05)
     sk.add_argument("--bind", default="0.0.0.0")
+    sk.add_argument("--duration", type=float, default=None)
+    sk.add_argument("--drain-limit", type=float, default=SINK_DRAIN_LIMIT_S)
     sd = sub.add_parser("send")
     sd.add_argument("--port", type=int, required=True)
     sd.add_argument("--flows", type=int, required=True)
@@ -445,7 +460,7 @@ def main(argv: list[str]) -> int:
     if a.cmd == "probe":
         return probe(a.port, a.interval, a.duration, a.dests, a.start_at)
     if a.cmd == "sink":
-        return sink(a.port, a.flows, a.every, a.bind)
+        return sink(a.port, a.flows, a.every, a.bind, a.duration, a.drain_limit)
     return send(a.addr, a.port, a.flows, a.duration, a.max_rate)
 
 

@@ -10,9 +10,11 @@ parameter typed and bounded, destinations inside ``--allow``, ports in range) an
 very same argv, so what a request can make an agent run is exactly these four programs with
 numbers and IPv4 literals it checked — never a command or an argument list it was sent.
 
-Parameters only an agent uses: ``duration`` of ``echo`` and ``sink`` (how long it keeps the
-server: it is stopped then whatever happens) and ``rate_bps`` of ``send`` (the flows' total,
-enforced by kernel pacing); an emulated host's argv leaves them out, as it always did.
+Parameters only an agent uses: ``duration`` of ``echo`` (how long it keeps the server: it is
+stopped then whatever happens) and ``rate_bps`` of ``send`` (the flows' total, enforced by
+kernel pacing); an emulated host's argv leaves them out, as it always did. A ``sink``'s
+``duration`` (its test's) is the agent's deadline too, and the sink stops reading
+``endpoints.SINK_DRAIN_LIMIT_S`` after it, on any host.
 
 Not here: the wire (``protocol``), the agent's server (``agent``), the programs (``endpoints``).
 """
@@ -81,7 +83,8 @@ def argv(op: str, p: dict[str, Any], bind: Optional[str] = None) -> list[str]:
         return ["probe", "--port", str(p["port"]), "--interval", repr(p["interval"]), "--duration", repr(p["duration"]),
                 *start, *p["dests"]]
     if op == "sink":
-        return ["sink", "--port", str(p["port"]), "--flows", str(p["flows"]), "--every", repr(p["every"])] + (
+        test = ["--duration", repr(p["duration"])] if p.get("duration") is not None else []
+        return ["sink", "--port", str(p["port"]), "--flows", str(p["flows"]), "--every", repr(p["every"]), *test] + (
             ["--bind", bind] if bind else [])
     if op == "send":
         rate = ["--max-rate", repr(p["rate_bps"])] if p.get("rate_bps") is not None else []
