@@ -556,7 +556,11 @@ def test_agents_in_an_emulation_measure_its_paths(tmp_path, no_namespace_left_be
     probe's and the echo's serialization at the capacity, never below and at most
     RTT_EXCESS_MS above; the ABW within ABW_TOLERANCE of the configured ABW (the path carries
     nothing else, and its queue is sized by NSDI'09's bounds for its ABW and RTT: one flow
-    reaches it)."""
+    reaches it). A 5-s probe series (250 rounds): the minimum needs one round in which both
+    the prober and the echo server woke at once, and on an idle machine they wake late more
+    often (with 3-s series, 150 rounds, a clean CI run read 0.46 and 0.75 ms above the path,
+    and three of four runs after it missed RTT_EXCESS_MS; with 5-s series 0.29-0.45 ms in
+    three runs)."""
     from groundtruth_expect import ECHO_IP, PROBE_IP
     from test_measure_emu import ABW_TOLERANCE, RTT_EXCESS_MS
 
@@ -578,7 +582,7 @@ def test_agents_in_an_emulation_measure_its_paths(tmp_path, no_namespace_left_be
                                                       for n in ("a", "b")):
             time.sleep(0.1)
         ctl = a.run([sys.executable, "-m", "pathtwin.cli", "measure", f"{a.ip}:17100", f"{b.ip}:17100", "--token-file",
-                     str(tok), "--flows", "1", "--duration", "3s", "--probe-interval", "20ms", "--probe-duration", "3s",
+                     str(tok), "--flows", "1", "--duration", "3s", "--probe-interval", "20ms", "--probe-duration", "5s",
                      "-o", str(out)], timeout=300)
         for p in agents:
             p.terminate()
