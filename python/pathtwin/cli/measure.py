@@ -15,7 +15,7 @@ work is ``pathtwin.measure``'s; this module parses, draws and reports.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, List, NoReturn, Optional
 
 import typer
 from typer.core import TyperGroup
@@ -74,6 +74,21 @@ class _Bars:
     @staticmethod
     def _key(pair: str, step: str) -> str:
         return f"probe {pair}" if step == "probe" else pair
+
+
+def _resuming(state: Path) -> Path:
+    """Says so if a resume file ``state`` is there to resume from; returns it."""
+    if state.exists():
+        print(f"resuming from {state}")
+    return state
+
+
+def _interrupted(bars: "_Bars", state: Path) -> NoReturn:
+    """Ctrl-C during a resumable run: the bars put away, where what it measured is kept, and
+    the shell's exit status for an interrupt."""
+    bars.close()
+    print(f"interrupted: what was measured is kept in {state}; run the same command again to resume")
+    raise typer.Exit(130) from None
 
 
 def _time(text: str, what: str) -> float:
@@ -159,9 +174,7 @@ def _run(emulate: Optional[Path], names: Optional[list[str]], settings, out: Pat
     from ..measure.remote import measure_agents
     from ..measure.state import state_path
 
-    state = state_path(out)
-    if state.exists():
-        print(f"resuming from {state}")
+    state = _resuming(state_path(out))
     bars = _Bars()
     try:
         if emulate is not None:
@@ -170,9 +183,7 @@ def _run(emulate: Optional[Path], names: Optional[list[str]], settings, out: Pat
             assert names is not None and token_file is not None
             m = measure_agents(names, token_file, settings=settings, out=out, progress=bars)
     except KeyboardInterrupt:
-        bars.close()
-        print(f"interrupted: what was measured is kept in {state}; run the same command again to resume")
-        raise typer.Exit(130) from None
+        _interrupted(bars, state)
     finally:
         bars.close()
     _report(m)
@@ -184,9 +195,7 @@ def _run_simulated(truth: Path, names: Optional[list[str]], settings, out: Path)
     from ..measure.simulated import measure_simulated
     from ..measure.state import state_path
 
-    state = state_path(out)
-    if state.exists():
-        print(f"resuming from {state}")
+    _resuming(state_path(out))
     try:
         m = measure_simulated(truth, hosts=names, settings=settings, out=out, progress=sys.stderr.isatty())
     except KeyboardInterrupt:
@@ -297,19 +306,15 @@ def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: 
         raise PathtwinError(f"--duration: {secs:g} s is too short for TCP to leave slow start; give at least 1 s")
     from ..measure.grade import STATE_FILE
 
-    state = out / STATE_FILE
-    if engine == "emu" and state.exists():
-        print(f"resuming from {state}")
+    state = _resuming(out / STATE_FILE) if engine == "emu" else None
     bars = _Bars()
     try:
         g = grade(truth, model, out, counts, secs, together=together, progress=bars, together_flows=together_flows,
                   engine=engine)
     except KeyboardInterrupt:
-        bars.close()
-        if engine != "emu":
+        if state is None:
             raise
-        print(f"interrupted: what was measured is kept in {state}; run the same command again to resume")
-        raise typer.Exit(130) from None
+        _interrupted(bars, state)
     finally:
         bars.close()
     rec = g.record

@@ -354,6 +354,16 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
     # pair of a ground truth loaded at once) join the test when they complete, as a late
     # flow of an application would; one that never does delivers nothing.
     pending = _await_connected(socks, where)
+
+    def joined(i: int) -> bool:
+        """Whether connection ``i``, writable now, just completed its handshake (it sends
+        from the next pass on); raises if its handshake failed."""
+        if i not in pending:
+            return False
+        _raise_if_failed(socks[i], where)
+        pending.discard(i)
+        return True
+
     first = next(c for i, c in enumerate(socks) if i not in pending)
     mss = first.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
     try:
@@ -382,9 +392,7 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
             next_rtt = now + RTT_EVERY_S
         if max_rate is None:
             for key, _ev in sel.select(timeout=RTT_EVERY_S):
-                if key.data in pending:
-                    _raise_if_failed(key.fileobj, where)  # type: ignore[arg-type]
-                    pending.discard(key.data)
+                if joined(key.data):
                     continue
                 try:
                     wrote[key.data] += key.fileobj.send(chunk)  # type: ignore[union-attr]
@@ -410,9 +418,7 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
         _r, writable, _x = select.select([], want, [], min(RTT_EVERY_S, max(0.0, end - now)))
         for c in writable:
             i = socks.index(c)
-            if i in pending:
-                _raise_if_failed(c, where)
-                pending.discard(i)
+            if joined(i):
                 continue
             try:
                 n = c.send(chunk[:int(tokens[i])])

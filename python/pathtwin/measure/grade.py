@@ -91,8 +91,13 @@ class Grade:
     out: Path
 
 
+def _step(flows: int) -> str:
+    """A path's experiment with ``flows`` flows, as the progress display names it."""
+    return f"{flows} flow{'s' if flows > 1 else ''}"
+
+
 def _experiments(hosts: list[str], flows: list[int], together: int, duration_s: float) -> list[tuple[str, str, float]]:
-    steps = [(f"{a}->{b}", f"{n} flow{'s' if n > 1 else ''}", duration_s) for a in hosts for b in hosts if a != b for n in flows]
+    steps = [(f"{a}->{b}", _step(n), duration_s) for a in hosts for b in hosts if a != b for n in flows]
     if together:
         steps.append(("all pairs", "together", duration_s))
     return steps
@@ -109,34 +114,35 @@ def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], to
     from ..emulation import Emulation
 
     pairs = [(a, b) for a in hosts for b in hosts if a != b]
-    alone = [(a, b, n) for a, b in pairs for n in flows]
-    step = lambda n: f"{n} flow{'s' if n > 1 else ''}"  # noqa: E731
-    for a, b, n in alone:
-        if st.done(f"{env} {a}->{b} {n}") and progress is not None:
-            progress.start(f"{env} {a}->{b}", step(n))
-            progress.done(f"{env} {a}->{b}", step(n))
-    todo = [t for t in alone if not st.done(f"{env} {t[0]}->{t[1]} {t[2]}")]
-    todo_together = bool(together) and not st.done(f"{env} together")
+    alone = {(a, b, n): f"{env} {a}->{b} {n}" for a, b in pairs for n in flows}  # test -> its step in ``st``
+    together_step = f"{env} together"
+    todo = [t for t, key in alone.items() if not st.done(key)]
+    todo_together = bool(together) and not st.done(together_step)
+    if progress is not None:  # what an earlier run measured counts as done
+        for a, b, n in alone.keys() - set(todo):
+            progress.done(f"{env} {a}->{b}", _step(n))
+        if together and not todo_together:
+            progress.done(f"{env} all pairs", "together")
     if todo or todo_together:
         with Emulation(cfg, workload=bool(cfg.get("flow")), tcp_info=False) as net:
             if cfg.get("flow"):
                 time.sleep(settle_s)
             for a, b, n in todo:
                 if progress is not None:
-                    progress.start(f"{env} {a}->{b}", step(n))
-                st.record(f"{env} {a}->{b} {n}", parallel_flows(net[a], net[b], n, duration_s, PORT)["abw_bps"])
+                    progress.start(f"{env} {a}->{b}", _step(n))
+                st.record(alone[(a, b, n)], parallel_flows(net[a], net[b], n, duration_s, PORT)["abw_bps"])
                 if progress is not None:
-                    progress.done(f"{env} {a}->{b}", step(n))
+                    progress.done(f"{env} {a}->{b}", _step(n))
             if todo_together:
                 if progress is not None:
                     progress.start(f"{env} all pairs", "together")
                 records = parallel_pairs([(net[a], net[b]) for a, b in pairs], together, duration_s, PORT + 1)
-                st.record(f"{env} together", [r["abw_bps"] for r in records])
-    if together and progress is not None:
-        progress.done(f"{env} all pairs", "together")
-    got = {(a, b, n, "alone"): float(st.steps[f"{env} {a}->{b} {n}"]) for a, b, n in alone}
+                st.record(together_step, [r["abw_bps"] for r in records])
+                if progress is not None:
+                    progress.done(f"{env} all pairs", "together")
+    got = {(a, b, n, "alone"): float(st.steps[key]) for (a, b, n), key in alone.items()}
     if together:
-        got.update({(a, b, together, "together"): float(v) for (a, b), v in zip(pairs, st.steps[f"{env} together"])})
+        got.update({(a, b, together, "together"): float(v) for (a, b), v in zip(pairs, st.steps[together_step])})
     return got
 
 

@@ -46,10 +46,9 @@ from .session import Measurement, Settings, check_hosts, conclude, together_grou
 from .state import State, state_path
 from .throughput import BUCKET_S, SAMPLE_S, buckets, loaded_rtt_ms, summarize
 
-#: Seconds between one throughput test's end and the next one's start where several run in
-#: one simulation (``add_tests``; the tests of a measurement or a grading each run in a
-#: simulation of their own, ``throughput_tests``).
-GAP_S = 1.0
+#: Seconds a tests' simulation runs on after their stop (``add_tests``): each record reads
+#: its connections a bucket past it (``throughput_step``).
+RUN_TAIL_S = 1.0
 #: Seconds after the probe series before the first test: the last echoes return.
 PROBE_TAIL_S = 1.0
 
@@ -129,23 +128,18 @@ def add_probes(cfg: dict, names: Sequence[str], settings: Settings, at_s: float)
     return end + PROBE_TAIL_S
 
 
-def add_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: float, at_s: float) -> list[list[tuple[int, float, int]]]:
-    """Adds the tests to ``cfg``'s ``[[flow]]`` entries: each batch's tests at once, the
-    batches one after the other ``GAP_S`` apart, from ``at_s``; sets ``[run]`` to cover them
-    and to sample every ``SAMPLE_S`` (as the tool's sink). Returns per batch, per test, its
-    ``[[flow]]`` index, start (s) and flow count."""
+def add_tests(cfg: dict, batch: Sequence[Test], duration_s: float, at_s: float) -> list[tuple[int, float, int]]:
+    """Adds the tests of ``batch`` to ``cfg``'s ``[[flow]]`` entries, all at ``at_s`` for
+    ``duration_s``; sets ``[run]`` to cover them and to sample every ``SAMPLE_S`` (as the
+    tool's sink). Returns per test its ``[[flow]]`` index, start (s) and flow count."""
     flows = cfg.setdefault("flow", [])
     index = []
-    for k, batch in enumerate(batches):
-        entries = []
-        for a, b, n in batch:
-            entries.append((len(flows), at_s, n))
-            flows.append({"from": a, "to": b, "app": "bulk", "count": n, "start": f"{at_s!r}s",
-                          "stop": f"{at_s + duration_s!r}s", "label": f"test {k} {a}->{b} x{n}"})
-        index.append(entries)
-        at_s += duration_s + GAP_S
+    for a, b, n in batch:
+        index.append((len(flows), at_s, n))
+        flows.append({"from": a, "to": b, "app": "bulk", "count": n, "start": f"{at_s!r}s",
+                      "stop": f"{at_s + duration_s!r}s", "label": f"test {a}->{b} x{n}"})
     run = cfg.setdefault("run", {})
-    run["duration"] = f"{at_s!r}s"
+    run["duration"] = f"{at_s + duration_s + RUN_TAIL_S!r}s"
     run["sample_interval"] = f"{SAMPLE_S!r}s"
     return index
 
@@ -164,12 +158,12 @@ def simulate_complete(cfg: dict, keep: Optional[Path] = None, progress: bool = F
     return res
 
 
-def throughput_records(res, index: list[list[tuple[int, float, int]]], duration_s: float) -> list[list[dict]]:
+def throughput_records(res, index: list[tuple[int, float, int]], duration_s: float) -> list[dict]:
     """Every test's throughput record (``throughput_step``, with the round trip its
-    connections had), per batch."""
+    connections had)."""
     flows, delivered, srtt = res.flows, by_time(res.flow_series), by_time(res.flow_series, "srtt_ms")
-    return [[throughput_step(flows, delivered, entry, start_s, n, duration_s, res.run["tcp_defaults"], srtt)
-             for entry, start_s, n in batch] for batch in index]
+    return [throughput_step(flows, delivered, entry, start_s, n, duration_s, res.run["tcp_defaults"], srtt)
+            for entry, start_s, n in index]
 
 
 def seed_of_test(base: int, purpose: str, k: int) -> int:
@@ -207,10 +201,10 @@ def throughput_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: f
         if purpose is not None:
             seed = run.setdefault("run", {})["seed"] = seed_of_test(base, purpose, k)
             at_s += cycle_s * (seed % 1000) / 1000
-        index = add_tests(run, [batch], duration_s, at_s)
+        index = add_tests(run, batch, duration_s, at_s)
         name = f"{batch[0][0]}->{batch[0][1]} x{batch[0][2]}" if len(batch) == 1 else f"batch {k}"
         res = simulate_complete(run, keep / name if keep is not None else None)
-        out.append(throughput_records(res, index, duration_s)[0])
+        out.append(throughput_records(res, index, duration_s))
     return out
 
 
