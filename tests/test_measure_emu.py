@@ -417,11 +417,12 @@ def test_paths_loaded_together_find_the_access_links_in_the_emulator(tmp_path, n
     Each such class keeps that link's queue in time (``queue_delay``, from the kernel's
     smoothed RTTs the senders read): at least half its delay when full (kernel CUBIC's
     sawtooth drains it between losses further than the simulator's NewReno) and at most
-    20 % above it plus the delay of any loaded queue every member crosses too, which the
-    members' round trips cannot tell apart from it (d3's paths out also cross r1 -> r2: seen
-    173 ms against 150 + 24). 20 %: the estimate is the 90th percentile of eight connections'
-    smoothed RTTs, which also hold delayed ACKs and the return path's serialization (seen
-    +1 % and +2 % on d1's and d2's uplinks, +11 % into d3)."""
+    20 % above it plus the delay of any loaded queue every member's round trip crosses too,
+    which their round trips cannot tell apart from it: d3's paths out cross r1 -> r2 (seen
+    173 ms against 150 + 24), and so do the ACKs of d3's paths in, on their way back (seen
+    133 and 144 ms against 120 + 24). 20 %: the estimate is the 90th percentile of eight
+    connections' smoothed RTTs, which also hold delayed ACKs and the return path's
+    serialization (seen +1 % and +2 % on d1's and d2's uplinks)."""
     truth = Truth(GROUND_TRUTH)
     hosts = ["d1", "d2", "d3"]
     out = tmp_path / "model.toml"
@@ -452,7 +453,8 @@ def test_paths_loaded_together_find_the_access_links_in_the_emulator(tmp_path, n
             [cls] = [c for c in written if {tuple(p) for p in c["paths"]} == set(members)]
             link = min(common, key=lambda c: truth.links[c][0])
             full = truth.full_queue_s(link)
-            also = sum(truth.full_queue_s(c) for c in common & truth.loaded() if c != link)
+            round_trips = [set(truth.route(a, b)) | set(truth.route(b, a)) for a, b in members]
+            also = sum(truth.full_queue_s(c) for c in set.intersection(*round_trips) & truth.loaded() if c != link)
             delay = parse_quantity("time", cls["queue_delay"], "queue_delay")
             print(f"{label}: {g['abw_bps'] / 1e6:.2f} Mbit/s through {link} ({shared_bps / 1e6:.0f}), "
                   f"queue delay {delay * 1e3:.1f} ms, full {full * 1e3:.1f} ms (+ {also * 1e3:.1f} loaded)")
