@@ -332,6 +332,55 @@ def test_a_probe_series_started_late_keeps_the_schedule():
     assert res["rounds"] == 30 and res["skipped"] >= 3, res
 
 
+def test_the_base_rtt_leaves_out_the_echo_servers_wait():
+    """An echo server that answers each probe 20 ms after its kernel received it (a busy
+    host's scheduling, which on a loaded 2-core machine put agents' minimum RTTs up to
+    0.75 ms above the path's): the series' base RTT is still loopback's, well under a
+    millisecond, because the wait the echo reports (its send less its probe's receive, one
+    clock) is not the path's. Counted in, every round trip would be over 20 ms."""
+    import socket
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from pathtwin.measure import endpoints
+    from pathtwin.measure.probes import ProbeSeries
+
+    wait_s = 0.020
+    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    server.bind(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    endpoints._stamp_socket(server)
+    stop = threading.Event()
+
+    def slow_echo() -> None:
+        while not stop.is_set():
+            try:
+                data, rx, addr = endpoints._recv_stamped(server)
+            except TimeoutError:
+                continue
+            time.sleep(wait_s)
+            magic, rnd, dest, sent = endpoints.PROBE.unpack_from(data)
+            server.sendto(endpoints.ECHO.pack(magic, rnd, dest, sent, rx, time.time_ns()), addr)
+
+    echo = threading.Thread(target=slow_echo, daemon=True)
+    echo.start()
+    try:
+        p = subprocess.run([sys.executable, endpoints.__file__, "probe", "--port", str(server.getsockname()[1]),
+                            "--interval", "0.05", "--duration", "1", "127.0.0.1"], capture_output=True, text=True, timeout=30)
+    finally:
+        stop.set()
+        echo.join()
+        server.close()
+    res = json.loads(p.stdout.splitlines()[-1])
+    series = ProbeSeries.from_prober("a", "b", res, res["series"][0])
+    summary = series.summary()
+    assert summary["samples"] >= 15, summary
+    assert ((series.back - series.sent) / 1e9 >= wait_s).all()
+    assert summary["rtt_min_ms"] < 1.0, summary
+
+
 def test_model_through_the_schema():
     from pathtwin import _native
 

@@ -121,14 +121,16 @@ def probe(port: int, interval: float, duration: float, dests: list[str], start_a
     prober started 0.4-0.7 s, four to seven rounds, after ``start_at``; sent at once, its
     round r left with the others' round r + 7, and the cross-source class went unseen or
     was found only by chaining). Result: per destination, the lists ``round``, ``sent``,
-    ``remote_rx``, ``back`` (ns; rounds skipped or without an echo are missing), ``rounds``
+    ``remote_rx``, ``remote_tx`` (the echo's send time), ``back`` (ns; rounds skipped or
+    without an echo are missing), ``rounds``
     (the rounds of the schedule up to the last sent) and ``skipped``."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     _stamp_socket(s)
     s.setblocking(False)
     sel = selectors.DefaultSelector()
     sel.register(s, selectors.EVENT_READ)
-    got: list[dict[str, list[int]]] = [{"round": [], "sent": [], "remote_rx": [], "back": []} for _ in dests]
+    got: list[dict[str, list[int]]] = [{"round": [], "sent": [], "remote_rx": [], "remote_tx": [], "back": []}
+                                       for _ in dests]
     rounds = max(1, int(duration / interval))
     pad = b"\0" * (PROBE_BYTES - PROBE.size)
     print("ready", flush=True)
@@ -162,13 +164,14 @@ def probe(port: int, interval: float, duration: float, dests: list[str], start_a
                     break
                 if len(data) < ECHO.size:
                     continue
-                magic, rnd, dest, sent, rx, _tx = ECHO.unpack_from(data)
+                magic, rnd, dest, sent, rx, tx = ECHO.unpack_from(data)
                 if magic != MAGIC or dest >= len(dests):
                     continue
                 g = got[dest]
                 g["round"].append(rnd)
                 g["sent"].append(sent)
                 g["remote_rx"].append(rx)
+                g["remote_tx"].append(tx)
                 g["back"].append(back)
     print(json.dumps({"rounds": sent_rounds, "skipped": skipped, "interval": interval, "dests": dests, "series": got}),
           flush=True)

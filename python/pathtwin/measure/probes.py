@@ -3,7 +3,9 @@ every ``interval`` for ``duration``, echoed by a server on each host. One series
 what a path model needs from probes:
 
 - the base RTT of a pair: the minimum round trip of the series (NSDI'09 §3.3: "simple ping
-  packets, sent frequently over long periods"; the smallest saw no queue);
+  packets, sent frequently over long periods"; the smallest saw no queue), less the time each
+  echo waited in the echo server (its send time less its probe's kernel receive time, both
+  read from the destination's clock): that wait is the host's scheduling, not the path;
 - the one-way delays towards each destination (echo server's kernel receive time minus the
   probe's send time) that shared-congestion detection correlates (``shared``; ALGORITHMS.md
   §7's "UDP probes to both destinations back to back every ~99 ms").
@@ -51,6 +53,9 @@ class ProbeSeries:
     #: Rounds of ``rounds`` the prober skipped because their time had passed (a late start
     #: or a stall, ``endpoints.probe``): not sent, so not lost.
     skipped: int = 0
+    #: Per answered round, when the echo server sent its echo (ns, the destination's clock);
+    #: None when it did not say (a record from before it was kept).
+    remote_tx: Optional[np.ndarray] = None
 
     @property
     def independent_clocks(self) -> bool:
@@ -59,8 +64,19 @@ class ProbeSeries:
         return self.src_clock is not None and self.dst_clock is not None and self.src_clock != self.dst_clock
 
     @property
+    def turnaround_s(self) -> np.ndarray:
+        """How long each echo waited in the echo server, from its probe's kernel receive to
+        its send (s; 0 where not known). A Python echo server on a busy 2-core machine
+        waited 0.05-0.7 ms: agents in an emulation read minimum RTTs up to 0.75 ms above
+        the path's before it was taken out."""
+        if self.remote_tx is None:
+            return np.zeros(len(self.round))
+        return np.maximum(self.remote_tx - self.remote_rx, 0) / 1e9
+
+    @property
     def rtt_s(self) -> np.ndarray:
-        return (self.back - self.sent) / 1e9
+        """Round trips on the path (s): return less send, less the echo's wait in its server."""
+        return (self.back - self.sent) / 1e9 - self.turnaround_s
 
     @property
     def one_way_s(self) -> np.ndarray:
@@ -82,13 +98,23 @@ class ProbeSeries:
         return {"src": self.src, "dst": self.dst, "rounds": self.rounds, "interval_s": self.interval_s,
                 "round": self.round.tolist(), "sent": self.sent.tolist(), "remote_rx": self.remote_rx.tolist(),
                 "back": self.back.tolist(), "src_clock": self.src_clock, "dst_clock": self.dst_clock,
-                "skipped": self.skipped}
+                "skipped": self.skipped, "remote_tx": None if self.remote_tx is None else self.remote_tx.tolist()}
 
     @classmethod
     def from_json(cls, d: dict) -> "ProbeSeries":
         arr = lambda k: np.asarray(d[k], dtype=np.int64)  # noqa: E731
         return cls(d["src"], d["dst"], int(d["rounds"]), float(d["interval_s"]), arr("round"), arr("sent"),
-                   arr("remote_rx"), arr("back"), d.get("src_clock"), d.get("dst_clock"), int(d.get("skipped", 0)))
+                   arr("remote_rx"), arr("back"), d.get("src_clock"), d.get("dst_clock"), int(d.get("skipped", 0)),
+                   arr("remote_tx") if d.get("remote_tx") is not None else None)
+
+
+    @classmethod
+    def from_prober(cls, src: str, dst: str, res: dict, g: dict, src_clock: Optional[str] = None,
+                    dst_clock: Optional[str] = None) -> "ProbeSeries":
+        """One destination's series ``g`` of a prober's result ``res`` (``endpoints.probe``)."""
+        arr = lambda k: np.asarray(g[k], dtype=np.int64)  # noqa: E731
+        return cls(src, dst, int(res["rounds"]), float(res["interval"]), arr("round"), arr("sent"), arr("remote_rx"),
+                   arr("back"), src_clock, dst_clock, int(res.get("skipped", 0)), arr("remote_tx") if "remote_tx" in g else None)
 
 
 class EchoServers:
@@ -151,10 +177,7 @@ def probe_all(sources: Sequence[Host], dests: dict[str, Sequence[Host]], port: i
             by_name = {d.name: d for d in dests[s.name]}
             out[s.name] = {}
             for name, g in zip(names, res["series"]):
-                arr = lambda k: np.asarray(g[k], dtype=np.int64)  # noqa: E731
-                out[s.name][name] = ProbeSeries(s.name, name, int(res["rounds"]), float(res["interval"]),
-                                                arr("round"), arr("sent"), arr("remote_rx"), arr("back"),
-                                                hostmod.clock(s), hostmod.clock(by_name[name]), int(res.get("skipped", 0)))
+                out[s.name][name] = ProbeSeries.from_prober(s.name, name, res, g, hostmod.clock(s), hostmod.clock(by_name[name]))
             if on_done is not None:
                 on_done(s.name)
         return out
