@@ -400,6 +400,32 @@ def test_model_through_the_schema():
     assert model.shared_abw(tput, "a", ["b", "c"]) == {"1": pytest.approx(10e6 + 1e3), "4": pytest.approx(14e6 + 1e3)}  # a->b +0, a->c +2 kbit/s
 
 
+def test_a_directions_capacity_is_the_most_it_carried_and_its_queue_what_its_tests_waited():
+    """Per direction the model writes as capacity the largest rate a test carried (the
+    smallest capacity the measurement allows) and as queue the bytes that delay a packet by
+    the largest round-trip increase its tests saw, at that capacity: delay x C / 8. A
+    direction whose tests kept no loaded RTT gets the model's derivation; a measured queue
+    below NSDI'09 Eq. 2's lower bound is raised to it."""
+    from pathtwin import _native
+
+    rtt = {"a->b": {"rtt_min_ms": 40.0}, "b->a": {"rtt_min_ms": 40.2}}
+    rec = lambda bps, loaded: {"abw_bps": bps, "receiver_rmem_max": 4 << 20, "rtt_loaded_ms": loaded}  # noqa: E731
+    tput = {"a->b": {1: rec(6e6, 90.0), 4: rec(8e6, 160.0)},  # up to 120 ms over the base
+            "b->a": {1: rec(2e6, None), 4: rec(2e6, None)}}
+    back = json.loads(_native.validate_config(model.toml(model.build(["a", "b"], rtt, tput, {}), []), "toml", ""))
+    [path] = back["path"]
+    assert [_native.parse_quantity("rate", c) for c in path["capacity"]] == [8e6, 2e6]
+    bounds = _native.queue_bounds(6_000_000, 2_000_000, 0.040, 4 << 20, 8_000_000)
+    want = 0.120 * 8e6 / 8
+    assert bounds["lower"][0] < want
+    assert _native.parse_quantity("queue", path["queue"][0]) == pytest.approx(want, abs=1)
+    assert _native.parse_quantity("queue", path["queue"][1]) == pytest.approx(bounds["queue"][1], abs=1)
+
+    tput["a->b"] = {1: rec(6e6, 41.0), 4: rec(8e6, 42.0)}  # 2 ms: less than Eq. 2 asks
+    back = json.loads(_native.validate_config(model.toml(model.build(["a", "b"], rtt, tput, {}), []), "toml", ""))
+    assert _native.parse_quantity("queue", back["path"][0]["queue"][0]) == bounds["lower"][0]
+
+
 def test_a_class_queue_delay_is_the_round_trip_increase_its_members_share():
     """Paths loaded together all wait in the queue they share, some in their own queues too:
     the class's queue delay is the smallest of their round-trip increases (loaded less

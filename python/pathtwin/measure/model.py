@@ -4,11 +4,23 @@ Table 1), written by the schema's own serialiser (``pathtwin._native.config_toml
 Per host pair, one ``[[path]]``: ``rtt`` the smaller of the two directions' minimum round
 trips (both are the same round trip, measured from either end); a ``reactivity`` table per
 direction, ABW as a function of the number of foreground flows (``abw`` when one flow count
-was measured); capacity the model's default 100 Mbit/s unless a measured ABW comes near it;
-queues derived by the model (Eq. 2 and 4) with ``wmax`` the flows' largest possible window,
-the smaller of the two receivers' ``tcp_rmem`` maximum (the model's default, 64 KB without
-window scaling, would make Eq. 4 infeasible for every path whose bandwidth-delay product
-exceeds it, which a kernel with window scaling does not care about). Per source, each class of two or more
+was measured); per direction, capacity the largest rate any test carried on it and the queue
+the round-trip increase its tests saw at that capacity (``measured_queues``), fitted to
+NSDI'09 Eq. 2 and 4 with ``wmax`` the flows' largest possible window, the smaller of the two
+receivers' ``tcp_rmem`` maximum (the model's default, 64 KB without window scaling, would
+make Eq. 4 infeasible for every path whose bandwidth-delay product exceeds it, which a
+kernel with window scaling does not care about).
+
+Why not the paper's 100 Mbit/s capacity everywhere: a queue whose capacity is far above its
+ABW fills only at the rate the foreground offers beyond the ABW, and until it is full FIFO
+service gives the foreground its share of the arrivals, not the ABW (the placeholders wait,
+they are never dropped). A 1 MB queue at 100 Mbit/s before a 2 Mbit/s ABW took 20 s to
+fill: c1's four paths out of three-sites.toml (a 2 Mbit/s uplink) carried 3.9 Mbit/s
+together in 8-s tests through a class measured at 1.95, and one flow alone +10-15 %. The
+measurement shows only that the capacity is at least the largest rate carried; the smallest
+capacity it allows keeps a queue's fill time at the scale of the truth's. A byte queue at
+that capacity must then be sized from what was measured, not from the 1 MB that drains in
+80 ms at 100 Mbit/s (600 ms at 13 Mbit/s). Per source, each class of two or more
 destinations whose delays correlate becomes a ``[[shared]]`` class (its queue's ABW is then
 the flow-weighted mean of its paths' ABW, NSDI'09 §2.3, which the model computes while
 running; the findings give it for equal flows on every member path). Paths that the
@@ -30,21 +42,38 @@ from typing import Any, Optional, Sequence
 from ..config import native_call
 from ..errors import PathtwinError
 
-#: The model's default capacity (NSDI'09's implementation: 100 Mbit/s); raised when a
-#: measured ABW needs more room (capacity must exceed ABW).
-DEFAULT_CAPACITY_BPS = 100e6
+def written_bps(bps: float) -> int:
+    """A rate as the model writes it: rounded up to 100 bit/s, so that a capacity written
+    from the largest ABW is not below that ABW, and queues fitted to Eq. 2 with these values
+    are the ones the model checks."""
+    return math.ceil(bps / 100) * 100
 
 
 def rate(bps: float) -> str:
-    return f"{bps / 1e3:.1f}kbit"
+    return f"{written_bps(bps) / 1e3:.1f}kbit"
 
 
-def capacity_for(abw_bps: float) -> str | None:
-    """The capacity to write for a queue whose ABW reaches ``abw_bps``, when the default's
-    does not leave room (capacity must exceed ABW): one decimal step above."""
-    if abw_bps < 0.9 * DEFAULT_CAPACITY_BPS:
-        return None
-    return rate(10 ** math.ceil(math.log10(abw_bps / 0.9)))
+def loaded_queue_delay_s(records: dict[int, dict], base_ms: float) -> Optional[float]:
+    """The largest round-trip increase a direction's tests saw over the pair's base RTT
+    (s): the fullest its bottleneck queue was seen. None when no test kept a loaded RTT (a
+    record from before them)."""
+    rises = [r["rtt_loaded_ms"] - base_ms for r in records.values() if r.get("rtt_loaded_ms") is not None]
+    return max(0.0, max(rises)) / 1e3 if rises else None
+
+
+def measured_queues(abw_bps: Sequence[float], capacity_bps: Sequence[float], rtt_s: float, wmax: Optional[int],
+                    delays_s: Sequence[Optional[float]]) -> Optional[list[int]]:
+    """Per direction, the queue (bytes) that delays a packet by the measured ``delays_s`` at
+    ``capacity_bps``, fitted to NSDI'09 Eq. 2 (raised to it) and Eq. 4 (``_native.fit_queues``,
+    as ``trace to-paths`` fits its queues); ``abw_bps`` what the model sizes queues with (the
+    table's first entry). A direction without a delay gets the model's derivation; None when
+    no queue meets both equations (the model then derives both)."""
+    from .. import _native
+
+    measured = tuple(None if d is None else int(d * c / 8) for d, c in zip(delays_s, capacity_bps))
+    fit = _native.fit_queues((int(abw_bps[0]), int(abw_bps[1])), (int(capacity_bps[0]), int(capacity_bps[1])), rtt_s,
+                             wmax, (measured[0], measured[1]))
+    return fit["queue"]
 
 
 def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict]], classes: dict[str, list[list[str]]],
@@ -60,7 +89,8 @@ def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict
             mins = [rtt[k]["rtt_min_ms"] for k in (ab, ba) if k in rtt and rtt[k].get("rtt_min_ms") is not None]
             if not mins:
                 raise PathtwinError(f"no probe between {a} and {b} came back: no base RTT to write")
-            p: dict[str, Any] = {"between": [a, b], "rtt": f"{min(mins):.3f}ms"}
+            base_ms = min(mins)
+            p: dict[str, Any] = {"between": [a, b], "rtt": f"{base_ms:.3f}ms"}
             tables = []
             for k in (ab, ba):
                 if not tput.get(k):
@@ -69,13 +99,17 @@ def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict
             for k, t in zip((ab, ba), tables):
                 if any(v <= 0 for v in t.values()):
                     raise PathtwinError(f"{k}: a throughput measurement delivered nothing; the path carries no TCP")
-            capacity = capacity_for(max(v for t in tables for v in t.values()))
-            if capacity is not None:
-                p["capacity"] = capacity
+            capacity = [written_bps(max(t.values())) for t in tables]
+            p["capacity"] = [rate(c) for c in capacity]
             rmem = [r.get("receiver_rmem_max") for k in (ab, ba) for r in tput[k].values()]
             known = [x for x in rmem if isinstance(x, int) and x > 0]
-            if known and len(known) == len(rmem):
-                p["wmax"] = f"{min(known)}B"
+            wmax = min(known) if known and len(known) == len(rmem) else None
+            if wmax is not None:
+                p["wmax"] = f"{wmax}B"
+            queue = measured_queues([written_bps(next(iter(t.values()))) for t in tables], capacity, base_ms / 1e3, wmax,
+                                    [loaded_queue_delay_s(tput[k], base_ms) for k in (ab, ba)])
+            if queue is not None:
+                p["queue"] = [f"{q}B" for q in queue]
             if all(len(t) == 1 for t in tables):
                 p["abw"] = [rate(next(iter(t.values()))) for t in tables]
             else:
@@ -86,9 +120,8 @@ def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict
         if abw <= 0:
             raise PathtwinError(f"{', '.join(members)} together delivered nothing; the paths carry no TCP")
         cls: dict[str, Any] = {"paths": [m.split("->", 1) for m in members], "abw": rate(abw)}
-        capacity = capacity_for(abw)
-        if capacity is not None:
-            cls["capacity"] = capacity
+        # At least each member's capacity: the class's link carried every member's tests.
+        cls["capacity"] = rate(max([abw] + [max(r["abw_bps"] for r in tput[m].values()) for m in members]))
         if queue_delay is not None:
             cls["queue_delay"] = f"{queue_delay * 1e3:.1f}ms"
         shared.append(cls)
