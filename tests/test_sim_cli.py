@@ -128,6 +128,31 @@ def test_bad_input_is_one_line_naming_the_key(tmp_path, name, text, key):
     assert not (tmp_path / "out" / "run.json").exists()
 
 
+def test_a_json_scenario_runs_as_its_toml_and_its_mistakes_name_file_and_line(tmp_path):
+    """The schema reads JSON as well as TOML (how Python passes dicts): a scenario file
+    ending in ``.json`` runs the same simulation as the TOML it was written from, flows
+    byte for byte; a broken one is one line naming the file, the line and the key, where it
+    was read as TOML and refused as "invalid key" on line 1."""
+    import tomllib
+
+    toml_file, json_file = tmp_path / "s.toml", tmp_path / "s.json"
+    toml_file.write_text(SMALL)
+    json_file.write_text(json.dumps(tomllib.loads(SMALL), indent=1))
+    flows = {}
+    for f in (toml_file, json_file):
+        r = run_cli("sim", f, "-o", tmp_path / f.suffix[1:], "--seed", "4")
+        assert r.returncode == 0, r.stderr
+        flows[f.suffix] = pd.read_parquet(tmp_path / f.suffix[1:] / "flows.parquet")
+    pd.testing.assert_frame_equal(flows[".toml"], flows[".json"])
+    broken = json.loads(json_file.read_text())
+    broken["path"][0]["rtt"] = 40
+    json_file.write_text(json.dumps(broken, indent=1))
+    r = run_cli("sim", json_file, "-o", tmp_path / "bad")
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in r.stderr, err
+    assert err.startswith(f"pathtwin: error: {json_file}:") and "path[0].rtt" in err, err
+
+
 def test_missing_file_and_bad_arguments(tmp_path):
     r = run_cli("sim", tmp_path / "nope.toml", "-o", tmp_path / "o")
     assert r.returncode == 2 and "nope.toml: no such file" in r.stderr and "Traceback" not in r.stderr

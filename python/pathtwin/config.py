@@ -19,7 +19,8 @@ ConfigSource = str | os.PathLike | Mapping
 
 
 def config_text(source: ConfigSource) -> tuple[str, str, str]:
-    """Returns ``(text, format, origin)`` for a file path, a TOML string or a dict."""
+    """Returns ``(text, format, origin)`` for a file path (JSON when it ends in ``.json``,
+    else TOML), a TOML string or a dict."""
     if isinstance(source, Mapping):
         return json.dumps(source), "json", ""
     if isinstance(source, (str, os.PathLike)):
@@ -27,7 +28,7 @@ def config_text(source: ConfigSource) -> tuple[str, str, str]:
         if isinstance(source, os.PathLike) or ("\n" not in text and "=" not in text):
             path = Path(source)
             try:
-                return path.read_text(), "toml", str(path)
+                return path.read_text(), "json" if path.suffix.lower() == ".json" else "toml", str(path)
             except FileNotFoundError:
                 raise PathtwinError(f"{path}: no such file") from None
             except IsADirectoryError:

@@ -103,7 +103,7 @@ impl EmuRun {
         workload: bool,
         hold: bool,
     ) -> PyResult<Self> {
-        let config = if json { Config::from_json(config_text) } else { Config::from_toml(config_text, origin) };
+        let config = if json { Config::from_json_file(config_text, origin) } else { Config::from_toml(config_text, origin) };
         let config = config.map_err(|e| pathtwin_error(py, e))?;
         let run_id = run_id.map(RunId::parse).transpose().map_err(|e| pathtwin_error(py, e))?;
         if !(0.0..=1e6).contains(&spin_us) {

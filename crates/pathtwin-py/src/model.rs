@@ -24,7 +24,7 @@ pub fn config_err<E: std::fmt::Display>(e: E) -> PyErr {
 pub fn parse_config(text: &str, format: &str, origin: &str) -> PyResult<Config> {
     match format {
         "toml" => Config::from_toml(text, origin).map_err(config_err),
-        "json" => Config::from_json(text).map_err(config_err),
+        "json" => Config::from_json_file(text, origin).map_err(config_err),
         other => Err(PyValueError::new_err(format!("unknown config format {other:?}"))),
     }
 }

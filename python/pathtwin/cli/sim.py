@@ -13,6 +13,7 @@ that ``register`` defines, with typer imported there, not in this module.)
 """
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def main(argv: list[str]) -> int:
         import tomllib
 
         native_call(_native.validate_config, text, fmt, origin)
-        cfg = tomllib.loads(text)
+        cfg = json.loads(text) if fmt == "json" else tomllib.loads(text)
         run = cfg.setdefault("run", {})
         if args.seed is not None:
             run["seed"] = args.seed

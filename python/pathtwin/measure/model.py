@@ -42,6 +42,7 @@ from typing import Any, Optional, Sequence
 from ..config import native_call
 from ..errors import PathtwinError
 
+
 def written_bps(bps: float) -> int:
     """A rate as the model writes it: rounded up to 100 bit/s, so that a capacity written
     from the largest ABW is not below that ABW, and queues fitted to Eq. 2 with these values

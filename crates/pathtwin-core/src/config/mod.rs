@@ -144,10 +144,18 @@ impl Config {
 
     /// Parses JSON text (how Python passes dicts).
     pub fn from_json(text: &str) -> Result<Config, ConfigError> {
+        Config::from_json_file(text, "")
+    }
+
+    /// Parses JSON text read from a file; `origin` (its name) and the line prefix errors, as
+    /// [`Config::from_toml`]'s do.
+    pub fn from_json_file(text: &str, origin: &str) -> Result<Config, ConfigError> {
         let mut de = serde_json::Deserializer::from_str(text);
         let cfg: Config = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let key = e.path().to_string();
-            syntax_error(String::new(), key, e.into_inner().to_string())
+            let inner = e.into_inner();
+            let origin = if origin.is_empty() { String::new() } else { format!("{origin}:{}: ", inner.line()) };
+            syntax_error(origin, key, inner.to_string())
         })?;
         cfg.validate()?;
         Ok(cfg)
