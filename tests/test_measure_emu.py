@@ -279,8 +279,9 @@ def test_interrupted_measurement_resumes_and_its_twin_validates(tmp_path, no_nam
     state = tmp_path / "model.measure.json"
     # 4-s tests: with 2-s tests the twin's two-flow test of d3->s read 0.69-0.83 of the truth's
     # 8.0 Mbit/s in three runs, two of them outside 20 % (the averaged 1.5 s is still the flows' start: the twin
-    # starts them on its 100-Mbit/s capacity into a 1-MB queue, the truth on d3's 8-Mbit/s
-    # uplink); with 4-s tests every twin test was within 10 % in two runs (0.98-1.09).
+    # then started them on the paper's 100-Mbit/s capacity into a 1-MB queue, the truth on
+    # d3's 8-Mbit/s uplink; a model's capacity is now the most its tests carried); with 4-s
+    # tests every twin test was within 10 % in two runs (0.98-1.09).
     def command(flows: str) -> list[str]:
         return [sys.executable, "-m", "pathtwin.cli", "measure", "--emulate", str(GROUND_TRUTH), "--hosts", "s,d3",
                 "--flows", flows, "--duration", "4s", "--probe-interval", "20ms", "--probe-duration", "3s", "-o", str(out)]
