@@ -425,6 +425,17 @@ def test_a_directions_capacity_is_the_most_it_carried_and_its_queue_what_its_tes
     back = json.loads(_native.validate_config(model.toml(model.build(["a", "b"], rtt, tput, {}), []), "toml", ""))
     assert _native.parse_quantity("queue", back["path"][0]["queue"][0]) == bounds["lower"][0]
 
+    # Raised to Eq. 2 at the RTT the model reads (written to the microsecond), not at the
+    # measured one: 0.4 us less made the bound 3 B smaller and the queue refused.
+    rtt = {"a->b": {"rtt_min_ms": 40.1996}, "b->a": {"rtt_min_ms": 40.3}}
+    tput["a->b"] = {1: rec(60e6, 40.5), 4: rec(80e6, 40.6)}
+    from pathtwin.sim import simulate
+
+    cfg = model.build(["a", "b"], rtt, tput, {})
+    simulate({**cfg, "run": {"duration": "1s"}})  # compiled: the queue meets the bounds it is checked against
+    assert _native.parse_quantity("queue", cfg["path"][0]["queue"][0]) == \
+        _native.queue_bounds(60_000_000, 2_000_000, 0.0402, 4 << 20, 80_000_000)["lower"][0]
+
 
 def test_a_class_queue_delay_is_the_round_trip_increase_its_members_share():
     """Paths loaded together all wait in the queue they share, some in their own queues too:

@@ -90,7 +90,7 @@ def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict
             mins = [rtt[k]["rtt_min_ms"] for k in (ab, ba) if k in rtt and rtt[k].get("rtt_min_ms") is not None]
             if not mins:
                 raise PathtwinError(f"no probe between {a} and {b} came back: no base RTT to write")
-            base_ms = min(mins)
+            base_ms = float(f"{min(mins):.3f}")  # as written: the queues are fitted to the RTT the model reads
             p: dict[str, Any] = {"between": [a, b], "rtt": f"{base_ms:.3f}ms"}
             tables = []
             for k in (ab, ba):
