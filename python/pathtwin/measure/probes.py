@@ -66,9 +66,9 @@ class ProbeSeries:
     @property
     def turnaround_s(self) -> np.ndarray:
         """How long each echo waited in the echo server, from its probe's kernel receive to
-        its send (s; 0 where not known). A Python echo server on a busy 2-core machine
-        waited 0.05-0.7 ms: agents in an emulation read minimum RTTs up to 0.75 ms above
-        the path's before it was taken out."""
+        its send (s; 0 where not known): a process's wake-up, which on a busy 2-core
+        machine left agents in an emulation with minimum RTTs up to 0.75 ms above the
+        path's while it was counted in."""
         if self.remote_tx is None:
             return np.zeros(len(self.round))
         return np.maximum(self.remote_tx - self.remote_rx, 0) / 1e9
