@@ -350,3 +350,20 @@ engine = "emu"
     assert len(res.flows) == 1 and res.flows.bytes_delivered.iloc[0] > 0
     run = json.loads((tmp_path / "run" / "points" / "p00000.json").read_text())
     assert run["engine"] == "emu"
+
+
+def test_a_json_scenario_sweeps_as_its_toml(tmp_path):
+    """A sweep's scenario file ending in ``.json`` is read as JSON, as ``pathtwin sim`` reads
+    it (``config.file_format``): every point's config is the one the TOML scenario gives."""
+    from pathtwin.sweeps.spec import read_spec
+
+    as_json = tmp_path / "scenario.json"
+    as_json.write_text(json.dumps(tomllib.loads(SCENARIO.read_text())))
+    grid = '[grid]\n"run.seed" = [1, 2]\n'
+    specs = []
+    for scenario in (SCENARIO, as_json):
+        spec = tmp_path / f"spec-{scenario.suffix[1:]}.toml"
+        spec.write_text(f'scenario = "{scenario}"\n' + grid)
+        specs.append(read_spec(spec))
+    assert [p.error for p in specs[1].points] == [None, None]
+    assert [p.config for p in specs[1].points] == [p.config for p in specs[0].points]

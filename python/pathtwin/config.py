@@ -18,6 +18,20 @@ from .errors import PathtwinError
 ConfigSource = str | os.PathLike | Mapping
 
 
+def file_format(path: Path) -> str:
+    """A config file's format by its name: JSON when it ends in ``.json``, else TOML."""
+    return "json" if path.suffix.lower() == ".json" else "toml"
+
+
+def loads(text: str, fmt: str) -> dict:
+    """Config text in ``fmt`` ("toml" or "json") as a dict, not checked by the schema."""
+    if fmt == "json":
+        return json.loads(text)
+    import tomllib
+
+    return tomllib.loads(text)
+
+
 def config_text(source: ConfigSource) -> tuple[str, str, str]:
     """Returns ``(text, format, origin)`` for a file path (JSON when it ends in ``.json``,
     else TOML), a TOML string or a dict."""
@@ -28,7 +42,7 @@ def config_text(source: ConfigSource) -> tuple[str, str, str]:
         if isinstance(source, os.PathLike) or ("\n" not in text and "=" not in text):
             path = Path(source)
             try:
-                return path.read_text(), "json" if path.suffix.lower() == ".json" else "toml", str(path)
+                return path.read_text(), file_format(path), str(path)
             except FileNotFoundError:
                 raise PathtwinError(f"{path}: no such file") from None
             except IsADirectoryError:

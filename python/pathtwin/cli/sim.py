@@ -13,7 +13,6 @@ that ``register`` defines, with typer imported there, not in this module.)
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -38,16 +37,14 @@ def main(argv: list[str]) -> int:
     """Runs `pathtwin sim ARGV`; user errors raise ``PathtwinError`` (``cli.main`` prints them)."""
     args = parser().parse_args(argv)
     from .. import _native
-    from ..config import ConfigSource, config_text, native_call
+    from ..config import ConfigSource, config_text, loads, native_call
     from ..sim import simulate
 
     text, fmt, origin = config_text(args.scenario)
     source: ConfigSource = args.scenario
     if args.seed is not None or args.duration is not None:
-        import tomllib
-
         native_call(_native.validate_config, text, fmt, origin)
-        cfg = json.loads(text) if fmt == "json" else tomllib.loads(text)
+        cfg = loads(text, fmt)
         run = cfg.setdefault("run", {})
         if args.seed is not None:
             run["seed"] = args.seed

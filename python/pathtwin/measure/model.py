@@ -83,6 +83,8 @@ def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict
     record, ``classes[source]`` its shared classes, ``together`` classes of paths (``"a->b"``)
     with the ABW they achieved loaded together (bit/s) and the queueing delay they shared
     (s; None: unknown, the class keeps its members' smallest queue)."""
+    # The most each direction carried in any test: the least capacity its link can have.
+    carried = {k: written_bps(max(r["abw_bps"] for r in recs.values())) for k, recs in tput.items() if recs}
     paths = []
     for i, a in enumerate(hosts):
         for b in hosts[i + 1:]:
@@ -100,7 +102,7 @@ def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict
             for k, t in zip((ab, ba), tables):
                 if any(v <= 0 for v in t.values()):
                     raise PathtwinError(f"{k}: a throughput measurement delivered nothing; the path carries no TCP")
-            capacity = [written_bps(max(t.values())) for t in tables]
+            capacity = [carried[k] for k in (ab, ba)]
             p["capacity"] = [rate(c) for c in capacity]
             rmem = [r.get("receiver_rmem_max") for k in (ab, ba) for r in tput[k].values()]
             known = [x for x in rmem if isinstance(x, int) and x > 0]
@@ -122,7 +124,7 @@ def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict
             raise PathtwinError(f"{', '.join(members)} together delivered nothing; the paths carry no TCP")
         cls: dict[str, Any] = {"paths": [m.split("->", 1) for m in members], "abw": rate(abw)}
         # At least each member's capacity: the class's link carried every member's tests.
-        cls["capacity"] = rate(max([abw] + [max(r["abw_bps"] for r in tput[m].values()) for m in members]))
+        cls["capacity"] = rate(max([abw] + [carried[m] for m in members]))
         if queue_delay is not None:
             cls["queue_delay"] = f"{queue_delay * 1e3:.1f}ms"
         shared.append(cls)

@@ -54,7 +54,8 @@ class ProbeSeries:
     #: or a stall, ``endpoints.probe``): not sent, so not lost.
     skipped: int = 0
     #: Per answered round, when the echo server sent its echo (ns, the destination's clock);
-    #: None when it did not say (a record from before it was kept).
+    #: None where no server waited (a simulated echo leaves as its probe arrives) or a
+    #: record from before it was kept.
     remote_tx: Optional[np.ndarray] = None
 
     @property

@@ -60,14 +60,14 @@ Test = tuple[str, str, int]
 def probe_steps(probes, names: Sequence[str], interval_s: float) -> dict:
     """The ``probe`` step (``{src: {dst: ProbeSeries as JSON}}``) from the ``probes`` table:
     a round is answered when its probe and its echo both arrived. The simulated echo leaves
-    the instant its probe arrives (no server to wait in)."""
+    the instant its probe arrives: no wait in a server to take out of the round trip."""
     out: dict[str, dict[str, Any]] = {s: {} for s in names}
     for (src, dst), rows in probes.groupby(["src", "dst"], observed=True, sort=False):
         answered = rows[rows.arrived_ns.notna() & rows.echoed_ns.notna()]
         out[str(src)][str(dst)] = ProbeSeries(
             str(src), str(dst), len(rows), interval_s, answered["round"].to_numpy(np.int64),
             answered.sent_ns.to_numpy(np.int64), answered.arrived_ns.to_numpy(np.int64),
-            answered.echoed_ns.to_numpy(np.int64), remote_tx=answered.arrived_ns.to_numpy(np.int64)).to_json()
+            answered.echoed_ns.to_numpy(np.int64)).to_json()
     return out
 
 

@@ -271,8 +271,11 @@ def _check_key(key: str, origin: str) -> None:
 
 
 def _scenario(value: Any, origin: str, base_dir: Path) -> tuple[dict[str, Any], str | None]:
-    """The scenario config as a dict, and its file (None when given inline)."""
+    """The scenario config as a dict, and its file (None when given inline): TOML, or JSON
+    for a file ending in ``.json`` (``config.file_format``, as every engine reads it)."""
     import tomllib
+
+    from ..config import file_format, loads
 
     if value is None:
         raise PathtwinError(f"{origin}: scenario: missing (a topology TOML's path, or an inline [scenario] table)")
@@ -284,10 +287,10 @@ def _scenario(value: Any, origin: str, base_dir: Path) -> tuple[dict[str, Any], 
     if not path.is_absolute():
         path = base_dir / path
     try:
-        return tomllib.loads(path.read_text()), str(path)
+        return loads(path.read_text(), file_format(path)), str(path)
     except FileNotFoundError:
         raise PathtwinError(f"{origin}: scenario: {path}: no such file") from None
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
         raise PathtwinError(f"{path}: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise PathtwinError(f"{origin}: scenario: {path}: cannot read ({getattr(e, 'strerror', None) or e})") from None

@@ -130,13 +130,7 @@ impl Config {
             let key = e.path().to_string();
             let inner = e.into_inner();
             let line = inner.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-            let origin = match line {
-                Some(l) if !origin.is_empty() => format!("{origin}:{l}: "),
-                Some(l) => format!("line {l}: "),
-                None if !origin.is_empty() => format!("{origin}: "),
-                None => String::new(),
-            };
-            syntax_error(origin, key, inner.message().to_string())
+            syntax_error(location(origin, line), key, inner.message().to_string())
         })?;
         cfg.validate()?;
         Ok(cfg)
@@ -154,8 +148,9 @@ impl Config {
         let cfg: Config = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let key = e.path().to_string();
             let inner = e.into_inner();
-            let origin = if origin.is_empty() { String::new() } else { format!("{origin}:{}: ", inner.line()) };
-            syntax_error(origin, key, inner.to_string())
+            // A dict from Python has no lines to point at; a file has.
+            let at = if origin.is_empty() { String::new() } else { location(origin, Some(inner.line())) };
+            syntax_error(at, key, inner.to_string())
         })?;
         cfg.validate()?;
         Ok(cfg)
@@ -233,6 +228,17 @@ fn check_names<'a>(hosts: &'a [String], routers: &'a [String]) -> Result<Names<'
         }
     }
     Ok(nodes)
+}
+
+/// Where a mistake is, as an error's prefix: `file:line: `, `line N: ` without a file name,
+/// `file: ` without a line.
+fn location(origin: &str, line: Option<usize>) -> String {
+    match line {
+        Some(l) if !origin.is_empty() => format!("{origin}:{l}: "),
+        Some(l) => format!("line {l}: "),
+        None if !origin.is_empty() => format!("{origin}: "),
+        None => String::new(),
+    }
 }
 
 fn syntax_error(origin: String, key: String, message: String) -> ConfigError {
