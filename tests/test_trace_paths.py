@@ -23,11 +23,13 @@ behind a reverse packet server to client, the client's 1-ms timestamp tick clien
 server), and the emulator's largest release lateness (its ``timing`` table: the capture sees
 a packet when it was released). Loss: three binomial standard errors of the rate the
 emulator realised. The topology written must run: it is simulated for a second with a bulk
-flow on each path.
+flow on each path. A check that misses on the capture is made again on a second one
+(``met``), as the emulator's other checks against timing are.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -42,7 +44,7 @@ import tomllib
 import pandas as pd
 import pytest
 
-from conftest import needs_root, run_cli
+from conftest import met_in_one_of, needs_root, run_cli
 
 pytestmark = [
     needs_root,
@@ -133,12 +135,10 @@ class Lab:
     late_s: dict
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory) -> Lab:
-    """Runs the transfers once."""
+def run_lab(out: Path) -> Lab:
+    """Runs the transfers once, into ``out``."""
     from pathtwin.emulation import Emulation
 
-    out = tmp_path_factory.mktemp("paths_lab")
     net = Emulation(TOPOLOGY, out=out / "run", pcap=out / "pcap", pcap_hosts=["server"])
     with net:
         server = net["server"].popen([sys.executable, "-c", SERVER, str(PORT)], stdout=subprocess.PIPE,
@@ -170,8 +170,7 @@ def lab(tmp_path_factory) -> Lab:
     return Lab(out, run["resolved_paths"], flows, server_ip, hosts, late_s)
 
 
-@pytest.fixture(scope="module")
-def inferred(lab):
+def infer(lab: Lab):
     """`pathtwin trace analyze`, then `pathtwin trace to-paths`, as a user runs them."""
     out, server_ip = lab.out, lab.server_ip
     conns_file, paths_file = out / "conns.parquet", out / "paths.toml"
@@ -183,75 +182,118 @@ def inferred(lab):
     return pd.read_parquet(conns_file), paths_file, estimates
 
 
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory):
+    """The lab's runs, each analysed, by attempt number: the first made for the first check
+    that asks, a second only when a check missed on the first; both kept for the module."""
+    made: list[tuple[Lab, tuple]] = []
+
+    def attempt(k: int) -> tuple[Lab, tuple]:
+        while len(made) <= k:
+            lab = run_lab(tmp_path_factory.mktemp("paths_lab"))
+            made.append((lab, infer(lab)))
+        return made[k]
+
+    return attempt
+
+
+def met(captures, check) -> None:
+    """``check(lab, inferred)``, its asserts as they are, on the first capture and, if it
+    misses, on the second (``met_in_one_of``): the estimators read packet timing, and this
+    VM's host now and then slows it for minutes (one CI run read the bulk path's downstream
+    capacity as 42 Mbit/s, where 14 runs of the same commit read 16.6-24.7 and an ABW point
+    each). Estimators that are wrong miss both."""
+    attempts = itertools.count()
+
+    def shortfalls(run: tuple) -> list[str]:
+        try:
+            check(*run)
+        except AssertionError as e:
+            return [str(e)]
+        return []
+
+    met_in_one_of(2, lambda: captures(next(attempts)), shortfalls)
+
+
 def _path_of(estimates: dict, hosts: dict, name: str) -> dict:
     (est,) = [p for p in estimates["paths"] if p["client"] == hosts[name]]
     return est
 
 
-def test_capacity_and_abw_come_back_apart_in_each_direction(lab, inferred):
-    hosts = lab.hosts
-    conns, _, estimates = inferred
-    est = _path_of(estimates, hosts, "bulk")
-    for d, (capacity, abw) in zip(("s2c", "c2s"), TRUTH["bulk"]):
-        c, a = est[d]["capacity"], est[d]["abw"]
-        assert c["kind"] == "point" and a["kind"] == "point", (d, c, a)
-        # Capacity: three standard errors and the bias bound; ABW: its own error bound.
-        assert c["bias_bps"] is not None and abs(c["value_bps"] - capacity) <= 3 * (c["se_bps"] or 0) + c["bias_bps"], (d, c)
-        assert abs(a["value_bps"] - abw) <= a["error_bps"], (d, a)
-        assert a["limits"].get("network") == 1, (d, a)
-    # The asymmetry is kept: each direction's values are its own.
-    assert est["s2c"]["capacity"]["written_bps"] != est["c2s"]["capacity"]["written_bps"]
-    bulk = conns[conns.client_ip == hosts["bulk"]]
-    assert sorted(bulk.limit_s2c) == ["network", "none"] and sorted(bulk.limit_c2s) == ["network", "none"]
+def test_capacity_and_abw_come_back_apart_in_each_direction(captures):
+    def check(lab: Lab, inferred: tuple) -> None:
+        hosts = lab.hosts
+        conns, _, estimates = inferred
+        est = _path_of(estimates, hosts, "bulk")
+        for d, (capacity, abw) in zip(("s2c", "c2s"), TRUTH["bulk"]):
+            c, a = est[d]["capacity"], est[d]["abw"]
+            assert c["kind"] == "point" and a["kind"] == "point", (d, c, a)
+            # Capacity: three standard errors and the bias bound; ABW: its own error bound.
+            assert c["bias_bps"] is not None and abs(c["value_bps"] - capacity) <= 3 * (c["se_bps"] or 0) + c["bias_bps"], (d, c)
+            assert abs(a["value_bps"] - abw) <= a["error_bps"], (d, a)
+            assert a["limits"].get("network") == 1, (d, a)
+        # The asymmetry is kept: each direction's values are its own.
+        assert est["s2c"]["capacity"]["written_bps"] != est["c2s"]["capacity"]["written_bps"]
+        bulk = conns[conns.client_ip == hosts["bulk"]]
+        assert sorted(bulk.limit_s2c) == ["network", "none"] and sorted(bulk.limit_c2s) == ["network", "none"]
+
+    met(captures, check)
 
 
-def test_limited_transfers_bound_the_abw_only(lab, inferred):
-    hosts = lab.hosts
-    conns, _, estimates = inferred
-    limited = conns[conns.client_ip == hosts["limited"]]
-    assert sorted(limited.limit_s2c) == ["application", "receiver window"], limited.limit_s2c.tolist()
-    # No point estimate from either; each bounds ABW from below by no more than it got.
-    assert limited.abw_s2c_bps.isna().all()
-    assert (limited.abw_s2c_floor_bps <= limited.throughput_s2c_bps).all()
-    assert (limited.throughput_s2c_bps < TRUTH["limited"][0][1]).all()
-    a = _path_of(estimates, hosts, "limited")["s2c"]["abw"]
-    assert a["kind"] == "lower bound" and a["limits"] == {"application": 1, "receiver window": 1}, a
-    assert a["value_bps"] <= TRUTH["limited"][0][1]
-    # Written as the capacity, and said so.
-    assert a["written_bps"] == _path_of(estimates, hosts, "limited")["s2c"]["capacity"]["written_bps"]
-    assert "written as the capacity" in a["how"]
+def test_limited_transfers_bound_the_abw_only(captures):
+    def check(lab: Lab, inferred: tuple) -> None:
+        hosts = lab.hosts
+        conns, _, estimates = inferred
+        limited = conns[conns.client_ip == hosts["limited"]]
+        assert sorted(limited.limit_s2c) == ["application", "receiver window"], limited.limit_s2c.tolist()
+        # No point estimate from either; each bounds ABW from below by no more than it got.
+        assert limited.abw_s2c_bps.isna().all()
+        assert (limited.abw_s2c_floor_bps <= limited.throughput_s2c_bps).all()
+        assert (limited.throughput_s2c_bps < TRUTH["limited"][0][1]).all()
+        a = _path_of(estimates, hosts, "limited")["s2c"]["abw"]
+        assert a["kind"] == "lower bound" and a["limits"] == {"application": 1, "receiver window": 1}, a
+        assert a["value_bps"] <= TRUTH["limited"][0][1]
+        # Written as the capacity, and said so.
+        assert a["written_bps"] == _path_of(estimates, hosts, "limited")["s2c"]["capacity"]["written_bps"]
+        assert "written as the capacity" in a["how"]
+
+    met(captures, check)
 
 
-def test_queues_and_losses_per_direction(lab, inferred):
-    resolved, flows, hosts, late_s = lab.resolved, lab.flows, lab.hosts, lab.late_s
-    conns, _, estimates = inferred
-    est = _path_of(estimates, hosts, "bulk")
-    # The delays' resolution: server to client an ACK's wait behind a reverse packet (1500 B
-    # at 10 Mbit/s), client to server the client's 1-ms timestamp tick.
-    resolution_s = {"s2c": 1500 * 8 / TRUTH["bulk"][1][0], "c2s": 1e-3}
-    for k, (d, (frm, to)) in enumerate((("s2c", ("server", "bulk")), ("c2s", ("bulk", "server")))):
-        (truth,) = [r for r in resolved if (r["from"], r["to"]) == (frm, to)]
-        q, capacity = est[d]["queue"], TRUTH["bulk"][k][0]
-        assert q["kind"] == "point", q
-        # The fullest queue's delay against the emulator's limit at its capacity.
-        truth_s = int(truth["queue"].rstrip("B")) * 8 / capacity
-        tol_s = 1500 * 8 / capacity + resolution_s[d] + late_s["max"]
-        assert abs(q["delay_ms"] / 1e3 - truth_s) <= tol_s, (d, q, truth, late_s)
-        assert q["written_bytes"] == q["measured_bytes"] == int(q["delay_ms"] / 1e3 * est[d]["capacity"]["value_bps"] / 8)
-    # Random loss: 1 % down the limited path against what the emulator dropped; none up.
-    port = {str(p) for p in conns[conns.client_ip == hosts["limited"]].client_port}
-    down = flows[(flows.route_src == "server") & (flows.route_dst == "limited") & flows.dst_port.astype(str).isin(port)]
-    realised = (down.packets_in - down.packets_out).sum() / down.packets_in.sum()
-    loss = _path_of(estimates, hosts, "limited")["s2c"]["loss"]
-    assert abs(loss["value"] - realised) <= 3 * math.sqrt(realised * (1 - realised) / loss["packets"]) + 1 / loss["packets"], (loss, realised)
-    assert est["s2c"]["loss"]["value"] == 0 and est["c2s"]["loss"]["value"] == 0
+def test_queues_and_losses_per_direction(captures):
+    def check(lab: Lab, inferred: tuple) -> None:
+        resolved, flows, hosts, late_s = lab.resolved, lab.flows, lab.hosts, lab.late_s
+        conns, _, estimates = inferred
+        est = _path_of(estimates, hosts, "bulk")
+        # The delays' resolution: server to client an ACK's wait behind a reverse packet (1500 B
+        # at 10 Mbit/s), client to server the client's 1-ms timestamp tick.
+        resolution_s = {"s2c": 1500 * 8 / TRUTH["bulk"][1][0], "c2s": 1e-3}
+        for k, (d, (frm, to)) in enumerate((("s2c", ("server", "bulk")), ("c2s", ("bulk", "server")))):
+            (truth,) = [r for r in resolved if (r["from"], r["to"]) == (frm, to)]
+            q, capacity = est[d]["queue"], TRUTH["bulk"][k][0]
+            assert q["kind"] == "point", q
+            # The fullest queue's delay against the emulator's limit at its capacity.
+            truth_s = int(truth["queue"].rstrip("B")) * 8 / capacity
+            tol_s = 1500 * 8 / capacity + resolution_s[d] + late_s["max"]
+            assert abs(q["delay_ms"] / 1e3 - truth_s) <= tol_s, (d, q, truth, late_s)
+            assert q["written_bytes"] == q["measured_bytes"] == int(q["delay_ms"] / 1e3 * est[d]["capacity"]["value_bps"] / 8)
+        # Random loss: 1 % down the limited path against what the emulator dropped; none up.
+        port = {str(p) for p in conns[conns.client_ip == hosts["limited"]].client_port}
+        down = flows[(flows.route_src == "server") & (flows.route_dst == "limited") & flows.dst_port.astype(str).isin(port)]
+        realised = (down.packets_in - down.packets_out).sum() / down.packets_in.sum()
+        loss = _path_of(estimates, hosts, "limited")["s2c"]["loss"]
+        assert abs(loss["value"] - realised) <= 3 * math.sqrt(realised * (1 - realised) / loss["packets"]) + 1 / loss["packets"], (loss, realised)
+        assert est["s2c"]["loss"]["value"] == 0 and est["c2s"]["loss"]["value"] == 0
+
+    met(captures, check)
 
 
-def test_the_topology_round_trips_and_runs(lab, inferred, tmp_path):
+def test_the_topology_round_trips_and_runs(captures):
     from pathtwin import _native
     from pathtwin.sim import simulate
 
-    _, paths_file, estimates = inferred
+    # Only the written file's form is checked, on whichever capture it is.
+    _, paths_file, estimates = captures(0)[1]
     text = paths_file.read_text()
     # Written by the schema's serialiser under the comment lines.
     body = text.split("\n\n", 1)[1]
