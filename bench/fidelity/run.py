@@ -212,7 +212,9 @@ QUICK = [
     Cell(10, 50, 0.02, 1.0, "droptail", "100KB", "cubic", 1),
     Cell(10, 50, 0.0, 1.0, "red", "1MB", "reno", 4),
     Cell(100, 10, 0.0, 4.0, "droptail", "10MB", "reno", 1),
-    Cell(10, 200, 0.0, 1.0, "droptail", "1MB", "cubic", 1),
+    # 200 ms at 5 Mbit/s, not 10: at 10 the kernel is a coin toss between two completion
+    # times (README, "HyStart's ACK train at 200 ms"), which no median of three seeds matches.
+    Cell(5, 200, 0.0, 1.0, "droptail", "1MB", "cubic", 1),
     Cell(10, 50, 0.0, 1.0, "droptail", "1MB", "bbr", 1),
 ]
 

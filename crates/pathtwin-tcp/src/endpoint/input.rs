@@ -491,8 +491,9 @@ impl Endpoint {
             self.delack.on_duplicate(&self.cfg, mss);
         }
         let srtt = self.rtt.srtt();
+        let echo = if self.ts_ok { seg.ts_ecr } else { None };
         if let Some(w) = self.rcvwin.as_mut().filter(|_| seg.len > 0 && !duplicate) {
-            if w.on_segment(now, seg.len as u64, self.stats.bytes_delivered, srtt) {
+            if w.on_segment(now, seg.len as u64, self.stats.bytes_delivered, echo, srtt) {
                 self.delack.quick_once();
             }
         }
