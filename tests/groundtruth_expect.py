@@ -152,3 +152,12 @@ def probe_wait_bound_ms(truth: Truth, hosts: list[str], src: str, dst: str) -> f
                 if mine & set(hops):
                     wait += size * 8 / slowest
     return wait * 1e3
+
+
+def written_queue_s(cls: dict) -> float:
+    """How long a measured model's ``[[shared]]`` class delays a packet when its queue is
+    full of full-size packets: the packets it writes (``queue = "Np"``) at its capacity, as
+    ``Truth.full_queue_s`` reads a link's."""
+    queue = str(cls["queue"])
+    assert queue.endswith("p"), f"a class's queue is written in packets: {queue}"
+    return int(queue[:-1]) * 1500 * 8 / parse_quantity("rate", cls["capacity"], "capacity")

@@ -440,8 +440,7 @@ def test_a_directions_capacity_is_the_most_it_carried_and_its_queue_what_its_tes
 def test_a_class_queue_delay_is_the_round_trip_increase_its_members_share():
     """Paths loaded together all wait in the queue they share, some in their own queues too:
     the class's queue delay is the smallest of their round-trip increases (loaded less
-    base), written as the class's ``queue_delay`` (which pathtwin-core's topology tests
-    compile to that time at the class's capacity)."""
+    base), written as the class's queue in full-size packets (``model`` says why packets)."""
     from pathtwin import _native
     from pathtwin.measure.session import shared_queue_delay_s
 
@@ -455,14 +454,17 @@ def test_a_class_queue_delay_is_the_round_trip_increase_its_members_share():
     quiet = [{"rtt_loaded_ms": 30.0 + shared.MIN_SPREAD_S * 1e3 / 2}, {"rtt_loaded_ms": 680.0}]
     assert shared_queue_delay_s(members, quiet, rtt) is None
 
+    # Written as the full-size packets that delay a packet that long at the class's
+    # capacity (the most its members carried, 2 Mbit/s): a DSL uplink's 100 packets of
+    # 1500 bytes; 50 of 3000 bytes on a path whose tests recorded that MTU.
     hosts = ["a", "b", "c"]
-    tput = {f"{x}->{y}": {4: {"abw_bps": 2e6, "receiver_rmem_max": 6291456}} for x in hosts for y in hosts if x != y}
-    probe = {k: {"rtt_min_ms": 30.0} for k in tput}
-    cfg = model.build(hosts, probe, tput, {}, [(["a->b", "c->b"], 1.9e6, 0.6)])
-    back = json.loads(_native.validate_config(model.toml(cfg, []), "toml", ""))
-    [cls] = back["shared"]
-    assert _native.parse_quantity("time", cls["queue_delay"]) == pytest.approx(0.6)
-    assert "queue" not in cls
+    for mtu, packets in ((None, 100), (3000, 50)):
+        tput = {f"{x}->{y}": {4: {"abw_bps": 2e6, "receiver_rmem_max": 6291456, "mtu": mtu}} for x in hosts for y in hosts if x != y}
+        probe = {k: {"rtt_min_ms": 30.0} for k in tput}
+        cfg = model.build(hosts, probe, tput, {}, [(["a->b", "c->b"], 1.9e6, 0.6)])
+        back = json.loads(_native.validate_config(model.toml(cfg, []), "toml", ""))
+        [cls] = back["shared"]
+        assert cls["queue"] == f"{packets}p" and "queue_delay" not in cls, cls
 
 
 def test_state_resumes_only_the_same_settings(tmp_path):

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import EXAMPLES, met_in_one_of, needs_root, require_emulator
-from groundtruth_expect import Truth, expected_classes
+from groundtruth_expect import Truth, expected_classes, written_queue_s
 from pathtwin.config import parse_quantity
 from pathtwin.measure.model import toml
 
@@ -415,8 +415,8 @@ def test_paths_loaded_together_find_the_access_links_in_the_emulator(tmp_path, n
     it when a recovery ends count as goodput there, up to a queue's worth (100 packets in the
     3 s averaged are 0.4 Mbit/s; seen +3.4 % on d1's uplink and +5.3 % into d3).
 
-    Each such class keeps that link's queue in time (``queue_delay``, from the kernel's
-    smoothed RTTs the senders read): at least half its delay when full (kernel CUBIC's
+    Each such class keeps that link's queue in time (its packets at its capacity, from the
+    kernel's smoothed RTTs the senders read): at least half its delay when full (kernel CUBIC's
     sawtooth drains it between losses further than the simulator's NewReno) and at most
     20 % above it plus the delay of any loaded queue every member's round trip crosses too,
     which their round trips cannot tell apart from it: d3's paths out cross r1 -> r2 (seen
@@ -456,7 +456,7 @@ def test_paths_loaded_together_find_the_access_links_in_the_emulator(tmp_path, n
             full = truth.full_queue_s(link)
             round_trips = [set(truth.route(a, b)) | set(truth.route(b, a)) for a, b in members]
             also = sum(truth.full_queue_s(c) for c in set.intersection(*round_trips) & truth.loaded() if c != link)
-            delay = parse_quantity("time", cls["queue_delay"], "queue_delay")
+            delay = written_queue_s(cls)
             print(f"{label}: {g['abw_bps'] / 1e6:.2f} Mbit/s through {link} ({shared_bps / 1e6:.0f}), "
                   f"queue delay {delay * 1e3:.1f} ms, full {full * 1e3:.1f} ms (+ {also * 1e3:.1f} loaded)")
             assert 0.5 * full <= delay <= 1.2 * (full + also), (label, delay, full, also)
