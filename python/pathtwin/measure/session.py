@@ -364,8 +364,9 @@ def shared_queue_delay_s(members: Sequence[Pair], records: Sequence[dict], rtt: 
     increases (each test's ``rtt_loaded_ms`` less the pair's base RTT), since a queue every
     member crosses delays each of them by as much and some by more (their own queues too).
     TCP keeps a drop-tail bottleneck nearly full, so this is the class queue's delay when
-    full, which the model keeps as ``queue_delay`` (a DSL uplink's 100 packets at 2 Mbit/s:
-    0.6 s, against the 80 ms that the default 1 MB drains in at 100 Mbit/s). None when a
+    full, which the model keeps as that many full-sized packets at the class's capacity
+    (``model.class_queue``; a DSL uplink's 100 packets at 2 Mbit/s: 0.6 s, against the
+    80 ms that the default 1 MB drains in at 100 Mbit/s). None when a
     test has no loaded round trip (a state from before these records), or when the increase
     is within ``shared.MIN_SPREAD_S``, the delay spread below which the probes see no
     congestion either."""
