@@ -53,6 +53,7 @@ import math
 from typing import Any, Optional, Sequence
 
 from ..config import native_call
+from ..emulation import MTU  # a class's packets when no test recorded the MTU
 from ..errors import PathtwinError
 
 
@@ -88,10 +89,6 @@ def measured_queues(abw_bps: Sequence[float], capacity_bps: Sequence[float], rtt
     fit = _native.fit_queues((int(abw_bps[0]), int(abw_bps[1])), (int(capacity_bps[0]), int(capacity_bps[1])), rtt_s,
                              wmax, (measured[0], measured[1]))
     return fit["queue"]
-
-
-#: The packet size a class's queue is counted in when no test recorded its MTU.
-DEFAULT_MTU = 1500
 
 
 def class_queue(delay_s: float, capacity_bps: float, mtu: int) -> int:
@@ -151,7 +148,7 @@ def build(hosts: list[str], rtt: dict[str, dict], tput: dict[str, dict[int, dict
         class_capacity = written_bps(max([abw] + [carried[m] for m in members]))
         cls["capacity"] = rate(class_capacity)
         if queue_delay is not None:
-            mtu = max(r.get("mtu") or 0 for m in members for r in tput[m].values()) or DEFAULT_MTU
+            mtu = max(r.get("mtu") or 0 for m in members for r in tput[m].values()) or MTU
             cls["queue"] = f"{class_queue(queue_delay, class_capacity, mtu)}p"
         shared.append(cls)
     cfg: dict[str, Any] = {"hosts": list(hosts), "path": paths}
