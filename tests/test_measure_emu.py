@@ -325,7 +325,8 @@ def test_the_model_is_graded_against_its_ground_truth_with_the_link_baseline_bes
     """`pathtwin measure validate GROUND_TRUTH MODEL -o DIR` (NSDI'09 §4.5): the same
     experiments in the ground truth, the measured model and the link-emulator baseline.
     Expectations from the paper and from the file: each path alone with four flows, 80 % of
-    the tests within 20 % (Figure 8); every pair at once (four flows each), the flows through
+    the tests within 20 % (Figure 8); every pair at once (four flows each; in the truth the
+    mean of three runs, at the phases of its on/off cross traffic they meet), the flows through
     the truth's shared bottleneck (s -> {d1, d2} over r1 -> r2) get no more than that link's rate in
     truth, the model within 20 % of the truth, and the link baseline, which gives each path
     its full ABW, more than the link's rate (Figure 9); shared classes and base RTTs as the
@@ -349,11 +350,17 @@ def test_the_model_is_graded_against_its_ground_truth_with_the_link_baseline_bes
         # A retry measures anew: the model's ABW of a path is one test against on/off
         # cross traffic, and a test that fell in a quiet spell gives a model that no repeat of
         # the validation can save (one CI run: s->d1 measured 18 Mbit/s where the truth then
-        # carried 11.6-12.2, in both validations of that one model).
+        # carried 11.6-12.2, in both validations of that one model). It measures as the first
+        # attempt's model was (``measure``: 8-s tests, NSDI'09's per-source classes), so that
+        # both attempts grade one kind of model. With the paths loaded together measured too,
+        # the class out of s is what its together test got, and that test gets less than the
+        # truth's every pair at once (two runs: 12.8 and 13.4 Mbit/s; the truth 14.9-20.2), a
+        # model the simulator's tests grade (test_measure_sim.py).
         model = tmp_path / f"model-{time.monotonic_ns()}.toml"
         measured = subprocess.run([sys.executable, "-m", "pathtwin.cli", "measure", "--emulate", str(GROUND_TRUTH), "--hosts",
-                                   ",".join(hosts), "--flows", "1,4", "--duration", "5s", "--probe-interval", "20ms",
-                                   "--probe-duration", "8s", "-o", str(model)], capture_output=True, text=True, timeout=900)
+                                   ",".join(hosts), "--flows", "1,4", "--duration", f"{TEST_DURATION_S}s", "--probe-interval",
+                                   "20ms", "--probe-duration", "8s", "--no-together", "-o", str(model)],
+                                  capture_output=True, text=True, timeout=900)
         assert measured.returncode == 0, measured.stderr[-2000:]
         return grade(model)
 

@@ -353,7 +353,7 @@ def test_in_the_model_a_hosts_paths_out_together_carry_what_its_uplink_carries(t
 
 def test_figure_9_every_pair_at_once_through_bottlenecks_shared_across_sources(three_sites, tmp_path):
     """NSDI'09 Figures 8 and 9 at scale in the simulator: each path alone, then every ordered
-    pair of three-sites.toml at once, four flows each (the mean of ``SIM_TOGETHER_RUNS``
+    pair of three-sites.toml at once, four flows each (the mean of ``TOGETHER_RUNS``
     runs at staggered starts). Through each bottleneck that paths of several sources share,
     the model is closer to what the truth's flows achieved together than the link baseline
     (each path its one-flow ABW, nothing shared), which gets at least 1.5 times the truth
