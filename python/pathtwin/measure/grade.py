@@ -52,7 +52,7 @@ WITHIN = (0.10, 0.20)
 #: Every pair at once runs this many times and each pair's result is the mean: what a single
 #: run gets follows the phase of the on/off cross traffic it meets (three-sites.toml
 #: simulated, the truth's flows into b1 and b2: 13.4 to 20.2 Mbit/s with starts 0.4 s apart;
-#: campus.toml emulated, 5-s runs through r1 -> r2: 12.4 to 20.2 Mbit/s in seven runs). In
+#: campus.toml emulated, 5-s runs through r1 -> r2: 12.4 to 20.2 Mbit/s in eleven runs). In
 #: the simulator each run is a simulation of its own starting ``SIM_TOGETHER_STAGGER_S``
 #: later than the one before, a fraction of each on/off period of the example ground truths
 #: (1.9-5 s); in the emulator the runs follow each other, at phases the real clock sets, and
