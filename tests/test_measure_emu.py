@@ -132,6 +132,16 @@ def expected_abw(truth: Truth, obs: Observer, a: str, b: str, window_ns: list[in
     return float(residual.min(axis=0).mean()), f"{route[at][0]}->{route[at][1]}"
 
 
+def measure_command(path: Path, hosts: list[str], flow_counts: list[int], out: Path) -> list[str]:
+    """The `pathtwin measure --emulate` these tests run: ``TEST_DURATION_S`` tests, 20-ms
+    probes for 8 s, and NSDI'09's per-source measurement, which they grade against the truth;
+    the tests of paths loaded together (cross-source classes, access links) are graded in the
+    simulator (test_measure_sim.py), where they take seconds, not minutes."""
+    return [sys.executable, "-m", "pathtwin.cli", "measure", "--emulate", str(path), "--hosts", ",".join(hosts),
+            "--flows", ",".join(map(str, flow_counts)), "--duration", f"{TEST_DURATION_S}s", "--probe-interval", "20ms",
+            "--probe-duration", "8s", "--no-together", "-o", str(out)]
+
+
 def measure(case: str, out_dir: Path) -> tuple[Path, dict, Observer, str]:
     """`pathtwin measure --emulate` of CASES[case] as a user runs it, with the emulator's own
     per-route counters sampled beside it (``Observer``): the model, its record, the counters
@@ -139,13 +149,7 @@ def measure(case: str, out_dir: Path) -> tuple[Path, dict, Observer, str]:
     path, hosts, flow_counts, _from_s = CASES[case]
     truth = Truth(path)
     out = out_dir / f"model-{time.monotonic_ns()}.toml"
-    cmd = [sys.executable, "-m", "pathtwin.cli", "measure", "--emulate", str(path), "--hosts", ",".join(hosts),
-           "--flows", ",".join(map(str, flow_counts)), "--duration", f"{TEST_DURATION_S}s", "--probe-interval", "20ms",
-           # NSDI'09's per-source measurement, which these tests grade against the truth; the
-           # tests of paths loaded together (cross-source classes, access links) are graded in
-           # the simulator (test_measure_sim.py), where they take seconds, not minutes.
-           "--probe-duration", "8s", "--no-together", "-o", str(out)]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(measure_command(path, hosts, flow_counts, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     obs = Observer(p.pid, truth.cross_routes() + [(a, b) for a in hosts for b in hosts if a != b])
     obs.start()
     try:
@@ -363,17 +367,14 @@ def test_the_model_is_graded_against_its_ground_truth_with_the_link_baseline_bes
         # cross traffic, and a test that fell in a quiet spell gives a model that no repeat of
         # the validation can save (one CI run: s->d1 measured 18 Mbit/s where the truth then
         # carried 11.6-12.2, in both validations of that one model). It measures as the first
-        # attempt's model was (``measure``: 8-s tests, NSDI'09's per-source classes), so that
+        # attempt's model was (``measure_command``: 8-s tests, NSDI'09's per-source classes), so that
         # both attempts grade one kind of model. With the paths loaded together measured too,
         # the class out of s is what its together test got, and that test gets less than the
         # truth's every pair at once (three measurements: 12.8, 13.4 and 15.2 Mbit/s; the
         # truth's means of three runs 16.0 and 18.1), a model the simulator's tests grade
         # (test_measure_sim.py).
         model = tmp_path / f"model-{time.monotonic_ns()}.toml"
-        measured = subprocess.run([sys.executable, "-m", "pathtwin.cli", "measure", "--emulate", str(GROUND_TRUTH), "--hosts",
-                                   ",".join(hosts), "--flows", "1,4", "--duration", f"{TEST_DURATION_S}s", "--probe-interval",
-                                   "20ms", "--probe-duration", "8s", "--no-together", "-o", str(model)],
-                                  capture_output=True, text=True, timeout=900)
+        measured = subprocess.run(measure_command(GROUND_TRUTH, hosts, [1, 4], model), capture_output=True, text=True, timeout=900)
         assert measured.returncode == 0, measured.stderr[-2000:]
         return grade(model)
 

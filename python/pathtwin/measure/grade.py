@@ -149,8 +149,8 @@ def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], to
                     progress.done(f"{env} all pairs", "together")
     got = {(a, b, n, "alone"): float(st.steps[key]) for (a, b, n), key in alone.items()}
     if together:
-        per_run = [st.steps[step] for step in together_steps]
-        got.update({(a, b, together, "together"): sum(float(run[i]) for run in per_run) / runs for i, (a, b) in enumerate(pairs)})
+        means = _mean_per_pair([[float(v) for v in st.steps[step]] for step in together_steps])
+        got.update({(a, b, together, "together"): m for (a, b), m in zip(pairs, means)})
     return got
 
 
@@ -171,9 +171,14 @@ def _simulate_environment(cfg: dict, hosts: list[str], flows: list[int], togethe
     if together:
         runs = [throughput_tests(cfg, [[(a, b, together) for a, b in pairs]], duration_s, settle_s + k * SIM_TOGETHER_STAGGER_S)[0]
                 for k in range(TOGETHER_RUNS)]
-        got.update({(a, b, together, "together"): sum(run[i]["abw_bps"] for run in runs) / len(runs)
-                    for i, (a, b) in enumerate(pairs)})
+        means = _mean_per_pair([[r["abw_bps"] for r in run] for run in runs])
+        got.update({(a, b, together, "together"): m for (a, b), m in zip(pairs, means)})
     return got
+
+
+def _mean_per_pair(runs: list[list[float]]) -> list[float]:
+    """Each pair's mean over the runs of every pair at once (``runs[k][i]``: pair i in run k)."""
+    return [sum(run[i] for run in runs) / len(runs) for i in range(len(runs[0]))]
 
 
 def is_access_class(members: set[tuple[str, str]], hosts: list[str]) -> bool:
