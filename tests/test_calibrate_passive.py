@@ -1,4 +1,4 @@
-"""Passive calibration's closed loop in the emulator (bench/calibrate/passive.py, issue #25):
+"""Passive calibration's closed loop (bench/calibrate/passive.py, issue #25), in the emulator:
 a kernel TCP transfer over a path whose ABW steps 12 → 4 → 9 Mbit/s is captured at the
 server, `trace.cross_traffic` + `to_paths` turn the capture into a model, and the same
 transfer runs over the model (with the ABW profile and with the constant ABW alone). The
@@ -6,15 +6,15 @@ checks hold the model against what the truth was configured with, not against ea
 outputs: the ABW of each configured step, the queue, and that the profile's rerun follows
 the truth's per-second goodput better than the constant ABW's does.
 
-One case, three emulations of about 8 s each: ~30 s."""
+One case, three emulations of about 8 s each: ~30 s. The queue is also checked in the
+simulator's loop (a second), whose captures carry the window-scale option as the kernel's
+do."""
 
 from __future__ import annotations
 
 import pytest
 
 from conftest import load_script, needs_capture, needs_root
-
-pytestmark = [needs_root, needs_capture]
 
 passive = load_script("bench/calibrate/passive.py", "bench_calibrate_passive")
 
@@ -38,8 +38,9 @@ LAG = 1.6
 # - Queue: the kernel's captures carry window scaling, so the analysis sees the whole
 #   window and the largest queueing delay measures the truth's 150 KB: 141-180 KB was
 #   written in seven runs (the emulator's release jitter adds to the largest delay); ±30 %.
-#   (From the simulator's captures, without window scaling, w_max reads 65 535 B, Eq. 4
-#   then caps the queue at 54 KB and the measured 151 KB is dropped.)
+#   The simulator's captures carry the option too (`pathtwin-sim/src/pcap.rs`); before
+#   they did, w_max read 65 535 B there, Eq. 4 capped the queue at 54 KB and the measured
+#   151 KB was dropped.
 QUEUE_TOLERANCE = 0.30
 # - Per-second goodput's median relative error: profile 3.2-5.4 % (13 % once, in a run whose
 #   model captures missed the handshake, before START), constant 30-31 % (it misses every
@@ -56,6 +57,14 @@ def row(tmp_path_factory):
     return passive.run_case(NAME, STEPS, CAPACITY, RTT, RESPONSE, 1, work, engine="emu")
 
 
+@pytest.fixture(scope="module")
+def sim_row(tmp_path_factory):
+    work = tmp_path_factory.mktemp("passive_sim")
+    return passive.run_case(NAME, STEPS, CAPACITY, RTT, RESPONSE, 1, work, engine="sim")
+
+
+@needs_root
+@needs_capture
 def test_the_profile_follows_each_configured_abw_step(row):
     path = row["profile"]["path"]
     assert row["profile"]["steps"] >= len(STEPS), path
@@ -65,14 +74,26 @@ def test_the_profile_follows_each_configured_abw_step(row):
         assert abs(got - mbit) <= ABW_TOLERANCE * mbit, (at, got, mbit, path["abw_steps"])
 
 
-def test_the_model_queue_is_the_truths(row):
-    configured = passive.truth_config(STEPS, CAPACITY, RTT, RESPONSE, 1, "emu")["path"][0]["queue"]
+def assert_the_model_queue_is_the_truths(row, engine: str) -> None:
+    configured = passive.truth_config(STEPS, CAPACITY, RTT, RESPONSE, 1, engine)["path"][0]["queue"]
     truth = passive.parse_quantity("size", configured, "queue")
     queue = row["profile"]["path"]["queue"]
     written = passive.parse_quantity("size", queue[0] if isinstance(queue, list) else queue, "queue")
     assert abs(written - truth) <= QUEUE_TOLERANCE * truth, (written, truth)
 
 
+@needs_root
+@needs_capture
+def test_the_model_queue_is_the_truths(row):
+    assert_the_model_queue_is_the_truths(row, "emu")
+
+
+def test_from_the_simulators_capture_the_model_queue_is_the_truths(sim_row):
+    assert_the_model_queue_is_the_truths(sim_row, "sim")
+
+
+@needs_root
+@needs_capture
 def test_the_profile_rerun_follows_the_truth_better_than_the_constant_abw(row):
     profile, constant = row["profile"], row["constant"]
     assert profile["goodput_median_error"] < PROFILE_GOODPUT_ERROR, profile

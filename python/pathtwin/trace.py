@@ -235,9 +235,11 @@ def to_paths(conns: pd.DataFrame, server_name: str = "server", include_pruned: b
       `trace analyze --cross-traffic`): per direction, the client's connection with the
       most point bins gives ``abw_steps``, one step per point bin at its start (seconds
       from the capture's first connection, as a replay starts it; the first from 0 s):
-      the written capacity less the bin's cross traffic. Bins that only bound the cross traffic add no step (the
-      one before holds); fewer than two points write no steps. This is iBox's non-reactive
-      cross traffic, replayed by the model's placeholders.
+      the written capacity less the bin's cross traffic. A later bin that only bounds the
+      cross traffic adds a step only where the connection got more in it than
+      ``RAISE_SHARE`` times the step before (the least the ABW was there: what it got);
+      otherwise the step before holds. Fewer than two points write no steps. This is iBox's
+      non-reactive cross traffic, replayed by the model's placeholders.
 
     Connections Monkey prunes for having no usable ACK pairs (its replay needs a bottleneck
     rate, a path estimate does not: an upload, say) count; those pruned for an incomplete
@@ -444,15 +446,26 @@ def _path(server: str, name: str, client: str, g: pd.DataFrame) -> tuple[dict, d
     return entry, est
 
 
-_PROFILE_COLUMNS = {"conn_id", "direction", "start_s", "cross_bps", "point"}
+_PROFILE_COLUMNS = {"conn_id", "direction", "start_s", "foreground_bps", "cross_bps", "cross_error_bps", "point"}
 
 #: The schema's names of a path's directions: ``between = [server, client]``.
 _STEPS_KEY = {"s2c": "a_to_b", "c2s": "b_to_a"}
 
 
+#: A bin without a standing queue raises the ABW step before it to what the connection got
+#: in it when that is this much above the step: what a connection delivers while the queue
+#: does not stand is a lower bound of the ABW (it left some of it unused), and a smaller
+#: excess is within a point's own error.
+RAISE_SHARE = 1.1
+
+
 def _abw_steps(entry: dict, est: dict, g: pd.DataFrame, bins: pd.DataFrame, t0: float) -> None:
     """Adds ``abw_steps`` to a client's path entry from the profile bins of its connection
-    with the most point bins, per direction, and says what it did in ``est``."""
+    with the most point bins, per direction, and says what it did in ``est``: a step at
+    every bin with a standing queue (capacity less its cross traffic), and one at every later
+    bin without one that delivered more than ``RAISE_SHARE`` times the step before it (the
+    least the ABW was there: cubic over 60 ms does not fill a 15 Mbit/s step, and holding
+    the 3-6 Mbit/s step before it had the model finish 125-139 % late)."""
     steps: dict = {}
     for d in DIRECTIONS:
         mine = bins[bins["conn_id"].isin(g["conn_id"]) & bins["direction"].eq(d)]
@@ -463,20 +476,36 @@ def _abw_steps(entry: dict, est: dict, g: pd.DataFrame, bins: pd.DataFrame, t0: 
                                    "how": "fewer than two bins with a standing queue: the ABW stays constant"}
             continue
         conn = int(points["conn_id"].value_counts().idxmax())
-        points = points[points["conn_id"].eq(conn)].sort_values("start_s")
-        chosen = mine[mine["conn_id"].eq(conn)]
+        chosen = mine[mine["conn_id"].eq(conn)].sort_values("start_s")
+        points = chosen[chosen["point"].astype(bool)]
+        def point_abw(b) -> float:
+            return min(max(capacity - b.cross_bps, 1000.0), capacity)
+
         # The first point holds from the start: before it the connection was in slow start
-        # (no standing queue), which says nothing of the cross traffic.
-        starts = [0.0] + [max(s - t0, 0.0) for s in points["start_s"].iloc[1:]]
-        written = [[f"{s:.3f}s", f"{min(max(_written_rate(capacity - x), 1000), capacity)}bit"]
-                   for s, x in zip(starts, points["cross_bps"])]
+        # or left the ABW unused (no standing queue), which gives no point of it.
+        first = points.index[0]
+        last = point_abw(points.loc[first])
+        written = [["0.000s", f"{_written_rate(last)}bit"]]
+        raised = 0
+        for i, b in zip(chosen.index, chosen.itertuples(index=False)):
+            if b.point:
+                if i == first and not raised:
+                    continue  # written from the start already
+                last = point_abw(b)
+            elif b.foreground_bps > RAISE_SHARE * last:
+                last = min(float(b.foreground_bps), capacity)
+                raised += 1
+            else:
+                continue
+            written.append([f"{max(b.start_s - t0, 0.0):.3f}s", f"{_written_rate(last)}bit"])
         steps[_STEPS_KEY[d]] = written
         err = points["cross_error_bps"].dropna()
         est[d]["abw_steps"] = {
             "kind": "profile", "connection": conn, "points": int(len(points)), "bins": int(len(chosen)),
-            "steps": len(written), "max_error_bps": float(err.max()) if len(err) else None,
+            "steps": len(written), "raised": raised, "max_error_bps": float(err.max()) if len(err) else None,
             "how": "capacity less the cross traffic of each bin with a standing queue (iBox), the "
-                   "first from the start; bins that only bound it keep the step before"}
+                   "first from the start; a later bin without one raises the step before it to what "
+                   "it delivered, when that is more"}
     if steps:
         entry["abw_steps"] = steps
 

@@ -13,12 +13,22 @@
 //! counted) is `10.128.0.1 + g`, the emulator's plan (`pathtwin_emu::lab::pipe_addr`) for a
 //! run whose subnet index is 0, so a capture of either engine reads the same way; the
 //! range 10.128.0.0/9 is far from the host range. Sequence numbers are the low 32 bits of
-//! the simulator's 64-bit sequence space (ISNs are below 2^32). Windows are clamped to 65 535
-//! as no window-scale option is written. The IPv4 checksum is real; the TCP checksum is 0
-//! because the payload it covers is not there.
+//! the simulator's 64-bit sequence space (ISNs are below 2^32). The IPv4 checksum is real;
+//! the TCP checksum is 0 because the payload it covers is not there.
+//!
+//! Windows: the simulated TCP keeps its windows in bytes and models the window-scale option
+//! (RFC 7323 §2) only by its room in the SYN. A SYN that carries it is written with the shift
+//! Linux would pick for the run's receive buffer (`tcp_select_initial_window`:
+//! log2(buffer) − 15, at most 14; [`window_shift`]), and once both SYNs of a connection have
+//! carried it its windows are written shifted by it (rounded down, as a sender of the option
+//! does), so a reader that scales them, as every analyser does, gets the window back to
+//! within 2^shift bytes. A connection without the option (the `ns2` profile) is written as
+//! its wire would carry it, at most 65 535 bytes, although the simulated endpoint
+//! may allow more in flight: ns-2's TCP has no window scaling and no such limit either.
 
 use pathtwin_core::{checksum, pcapfile};
-use pathtwin_tcp::Segment;
+use pathtwin_tcp::{Flags, Segment};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
@@ -48,17 +58,53 @@ pub fn ports(conn: u32) -> (u16, u16) {
     (10_000u32.wrapping_add(conn) as u16, 80)
 }
 
+/// The window-scale shift a receiver with a buffer of `rcv_buffer` bytes announces: Linux's
+/// `tcp_select_initial_window`, log2 of the buffer less 15, from 0 to 14 (RFC 7323 §2.3).
+pub fn window_shift(rcv_buffer: u64) -> u8 {
+    (rcv_buffer.max(1).ilog2() as i64 - 15).clamp(0, 14) as u8
+}
+
+/// A connection's ends (address and port of each, the lower first): the key under which a
+/// capture remembers which of its SYNs carried the window-scale option.
+type ConnKey = (([u8; 4], u16), ([u8; 4], u16));
+
 /// One host's capture file.
 pub struct PcapWriter {
     out: BufWriter<File>,
     ip_id: u16,
+    /// The shift written in SYNs that carry the window-scale option ([`window_shift`]).
+    shift: u8,
+    /// Per connection seen opening: whether its SYN and its SYN-ACK carried the option.
+    scaling: HashMap<ConnKey, (bool, bool)>,
 }
 
 impl PcapWriter {
-    pub fn create(path: &Path) -> io::Result<PcapWriter> {
+    /// A capture at `path` whose SYNs announce window scaling by `shift` ([`window_shift`]).
+    pub fn create(path: &Path, shift: u8) -> io::Result<PcapWriter> {
         let mut out = BufWriter::with_capacity(1 << 16, File::create(path)?);
         pcapfile::write_header(&mut out, SNAPLEN)?;
-        Ok(PcapWriter { out, ip_id: 0 })
+        Ok(PcapWriter { out, ip_id: 0, shift: shift.min(14), scaling: HashMap::new() })
+    }
+
+    /// The window field of `seg` as its wire carries it: the SYN's unscaled (RFC 7323 §2.2),
+    /// later ones shifted once both SYNs carried the option, and at most 65 535.
+    fn window_field(&mut self, src: ([u8; 4], u16), dst: ([u8; 4], u16), seg: &Segment) -> u16 {
+        let key = if src <= dst { (src, dst) } else { (dst, src) };
+        let shift = if seg.flags.contains(Flags::SYN) {
+            let seen = self.scaling.entry(key).or_insert((false, false));
+            if seg.flags.contains(Flags::ACK) {
+                seen.1 = seg.window_scale;
+            } else {
+                *seen = (seg.window_scale, false);
+            }
+            0
+        } else {
+            match self.scaling.get(&key) {
+                Some((true, true)) => self.shift,
+                _ => 0,
+            }
+        };
+        (seg.wnd >> shift).min(u16::MAX as u64) as u16
     }
 
     /// Records a segment between two addresses at `time_ns`.
@@ -100,7 +146,8 @@ impl PcapWriter {
         t[8..12].copy_from_slice(&(seg.ack as u32).to_be_bytes());
         t[12] = ((tcp_len / 4) as u8) << 4;
         t[13] = seg.flags.bits();
-        t[14..16].copy_from_slice(&(seg.wnd.min(u16::MAX as u64) as u16).to_be_bytes());
+        let window = self.window_field((src, src_port), (dst, dst_port), seg);
+        t[14..16].copy_from_slice(&window.to_be_bytes());
         let mut o = 20;
         if let Some(mss) = seg.mss {
             t[o..o + 4].copy_from_slice(&[2, 4, (mss >> 8) as u8, mss as u8]);
@@ -126,9 +173,8 @@ impl PcapWriter {
             o += 2;
         }
         if seg.window_scale {
-            // NOP, window scale (kind 3) with shift 0: the capture writes windows unscaled
-            // (at most 65535), so a reader must not scale them.
-            t[o..o + 4].copy_from_slice(&[1, 3, 3, 0]);
+            // NOP, window scale (kind 3) with the capture's shift (module docs).
+            t[o..o + 4].copy_from_slice(&[1, 3, 3, self.shift]);
             o += 4;
         }
         if !seg.sack.is_empty() {
@@ -162,6 +208,45 @@ mod tests {
     fn addresses_are_distinct_per_host() {
         assert_eq!(host_addr(0), [10, 0, 0, 1]);
         assert_eq!(host_addr(299), [10, 0, 1, 44]);
+    }
+
+    #[test]
+    fn the_window_shift_is_linuxs_for_the_buffer() {
+        // Linux 6.x, `tcp_select_initial_window`: a 32 MiB tcp_rmem[2] announces 10 (what
+        // the emulator's kernel captures carry), the default 6 MiB 7, 64 KiB 1.
+        assert_eq!(window_shift(32 << 20), 10);
+        assert_eq!(window_shift(6 << 20), 7);
+        assert_eq!(window_shift(4 << 20), 7);
+        assert_eq!(window_shift(1 << 16), 1);
+        assert_eq!(window_shift(65_535), 0);
+        assert_eq!(window_shift(1 << 40), 14);
+    }
+
+    fn written_window(w: &mut PcapWriter, from_client: bool, flags: Flags, window_scale: bool, wnd: u64) -> u16 {
+        let (client, server) = (([10, 0, 0, 1], 10_000), ([10, 0, 0, 2], 80));
+        let (src, dst) = if from_client { (client, server) } else { (server, client) };
+        w.window_field(src, dst, &Segment { flags, window_scale, wnd, ..Segment::default() })
+    }
+
+    #[test]
+    fn windows_are_shifted_only_once_both_syns_carried_the_option() {
+        let dir = std::env::temp_dir().join(format!("pathtwin-pcap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut w = PcapWriter::create(&dir.join("h.pcap"), 7).unwrap();
+        let big = 3 << 20;
+        // The SYN's own window is never scaled (RFC 7323 §2.2).
+        assert_eq!(written_window(&mut w, true, Flags::SYN, true, 64_240), 64_240);
+        // Before the SYN-ACK, nothing is scaled: at most 65 535.
+        assert_eq!(written_window(&mut w, true, Flags::ACK, false, big), u16::MAX);
+        assert_eq!(written_window(&mut w, false, Flags::SYN | Flags::ACK, true, 65_160), 65_160);
+        // Both carried it: every later window, either way, is the bytes shifted by 7.
+        assert_eq!(written_window(&mut w, true, Flags::ACK, false, big), (big >> 7) as u16);
+        assert_eq!(written_window(&mut w, false, Flags::ACK, false, 128 * 500 + 127), 500);
+        // A peer that does not answer with it: unscaled, clamped, as its wire would carry.
+        assert_eq!(written_window(&mut w, true, Flags::SYN, true, 64_240), 64_240);
+        assert_eq!(written_window(&mut w, false, Flags::SYN | Flags::ACK, false, 65_160), 65_160);
+        assert_eq!(written_window(&mut w, true, Flags::ACK, false, big), u16::MAX);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

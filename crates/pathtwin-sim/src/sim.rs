@@ -317,11 +317,14 @@ impl Simulation {
         std::fs::create_dir_all(dir)?;
         let mut paths = Vec::new();
         let net = &self.driver.net;
+        // The shift a SYN with the window-scale option announces: Linux's for the `[tcp]`
+        // receive buffer (`pcap::window_shift`; `new` checked these settings).
+        let shift = TcpConfig::from_settings(&self.cfg.tcp, "tcp").map_or(0, |c| pcap::window_shift(c.rcv_buffer));
         self.hosts.captures = (0..net.hosts.len()).map(|_| None).collect();
         for h in &self.cfg.run.pcap {
             let id = net.host_id(h).expect("validated host");
             let path = dir.join(format!("{h}.pcap"));
-            self.hosts.captures[id] = Some(PcapWriter::create(&path)?);
+            self.hosts.captures[id] = Some(PcapWriter::create(&path, shift)?);
             paths.push(path);
         }
         Ok(paths)
