@@ -478,6 +478,7 @@ def _abw_steps(entry: dict, est: dict, g: pd.DataFrame, bins: pd.DataFrame, t0: 
         conn = int(points["conn_id"].value_counts().idxmax())
         chosen = mine[mine["conn_id"].eq(conn)].sort_values("start_s")
         points = chosen[chosen["point"].astype(bool)]
+
         def point_abw(b) -> float:
             return min(max(capacity - b.cross_bps, 1000.0), capacity)
 
