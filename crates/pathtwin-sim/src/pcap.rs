@@ -18,17 +18,17 @@
 //!
 //! Windows: the simulated TCP keeps its windows in bytes and models the window-scale option
 //! (RFC 7323 §2) only by its room in the SYN. A SYN that carries it is written with the shift
-//! Linux would pick for the run's receive buffer (`tcp_select_initial_window`:
-//! log2(buffer) − 15, at most 14; [`window_shift`]), and once both SYNs of a connection have
-//! carried it its windows are written shifted by it (rounded down, as a sender of the option
-//! does), so a reader that scales them, as every analyser does, gets the window back to
-//! within 2^shift bytes. A connection without the option (the `ns2` profile) is written as
-//! its wire would carry it, at most 65 535 bytes, although the simulated endpoint
-//! may allow more in flight: ns-2's TCP has no window scaling and no such limit either.
+//! Linux would pick for its sender's receive buffer (`tcp_select_initial_window`:
+//! log2(buffer) − 15, at most 14; [`window_shift`]), and once the sender has negotiated the
+//! option (`Endpoint::window_scale_enabled`) its windows are written shifted by it (rounded
+//! down, as a sender of the option does), so a reader that scales them, as every analyser
+//! does, gets the window back to within 2^shift bytes. A connection without the option (the
+//! `ns2` profile) is written as its wire would carry it, at most 65 535 bytes, although the
+//! simulated endpoint may allow more in flight: ns-2's TCP has no window scaling and no such
+//! limit either.
 
 use pathtwin_core::{checksum, pcapfile};
-use pathtwin_tcp::{Flags, Segment};
-use std::collections::HashMap;
+use pathtwin_tcp::Segment;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
@@ -64,50 +64,36 @@ pub fn window_shift(rcv_buffer: u64) -> u8 {
     (rcv_buffer.max(1).ilog2() as i64 - 15).clamp(0, 14) as u8
 }
 
-/// A connection's ends (address and port of each, the lower first): the key under which a
-/// capture remembers which of its SYNs carried the window-scale option.
-type ConnKey = (([u8; 4], u16), ([u8; 4], u16));
+/// How a segment's sender scales its windows: the shift it announces in a SYN with the
+/// option ([`window_shift`] of its receive buffer), and whether both SYNs carried it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WindowScale {
+    pub shift: u8,
+    pub in_effect: bool,
+}
+
+/// The window field of `seg` as its wire carries it: the SYN's unscaled (RFC 7323 §2.2),
+/// later ones shifted once the option is in effect, and at most 65 535.
+fn window_field(seg: &Segment, scale: WindowScale) -> u16 {
+    let shift = if scale.in_effect && !seg.flags.syn() { scale.shift } else { 0 };
+    (seg.wnd >> shift).min(u16::MAX as u64) as u16
+}
 
 /// One host's capture file.
 pub struct PcapWriter {
     out: BufWriter<File>,
     ip_id: u16,
-    /// The shift written in SYNs that carry the window-scale option ([`window_shift`]).
-    shift: u8,
-    /// Per connection seen opening: whether its SYN and its SYN-ACK carried the option.
-    scaling: HashMap<ConnKey, (bool, bool)>,
 }
 
 impl PcapWriter {
-    /// A capture at `path` whose SYNs announce window scaling by `shift` ([`window_shift`]).
-    pub fn create(path: &Path, shift: u8) -> io::Result<PcapWriter> {
+    pub fn create(path: &Path) -> io::Result<PcapWriter> {
         let mut out = BufWriter::with_capacity(1 << 16, File::create(path)?);
         pcapfile::write_header(&mut out, SNAPLEN)?;
-        Ok(PcapWriter { out, ip_id: 0, shift: shift.min(14), scaling: HashMap::new() })
+        Ok(PcapWriter { out, ip_id: 0 })
     }
 
-    /// The window field of `seg` as its wire carries it: the SYN's unscaled (RFC 7323 §2.2),
-    /// later ones shifted once both SYNs carried the option, and at most 65 535.
-    fn window_field(&mut self, src: ([u8; 4], u16), dst: ([u8; 4], u16), seg: &Segment) -> u16 {
-        let key = if src <= dst { (src, dst) } else { (dst, src) };
-        let shift = if seg.flags.contains(Flags::SYN) {
-            let seen = self.scaling.entry(key).or_insert((false, false));
-            if seg.flags.contains(Flags::ACK) {
-                seen.1 = seg.window_scale;
-            } else {
-                *seen = (seg.window_scale, false);
-            }
-            0
-        } else {
-            match self.scaling.get(&key) {
-                Some((true, true)) => self.shift,
-                _ => 0,
-            }
-        };
-        (seg.wnd >> shift).min(u16::MAX as u64) as u16
-    }
-
-    /// Records a segment between two addresses at `time_ns`.
+    /// Records a segment between two addresses at `time_ns`, its windows as its sender
+    /// scales them (`scale`).
     #[allow(clippy::too_many_arguments)]
     pub fn record(
         &mut self,
@@ -117,6 +103,7 @@ impl PcapWriter {
         src_port: u16,
         dst_port: u16,
         seg: &Segment,
+        scale: WindowScale,
         wire_len: u32,
         dscp: u8,
     ) -> io::Result<()> {
@@ -146,8 +133,7 @@ impl PcapWriter {
         t[8..12].copy_from_slice(&(seg.ack as u32).to_be_bytes());
         t[12] = ((tcp_len / 4) as u8) << 4;
         t[13] = seg.flags.bits();
-        let window = self.window_field((src, src_port), (dst, dst_port), seg);
-        t[14..16].copy_from_slice(&window.to_be_bytes());
+        t[14..16].copy_from_slice(&window_field(seg, scale).to_be_bytes());
         let mut o = 20;
         if let Some(mss) = seg.mss {
             t[o..o + 4].copy_from_slice(&[2, 4, (mss >> 8) as u8, mss as u8]);
@@ -173,8 +159,8 @@ impl PcapWriter {
             o += 2;
         }
         if seg.window_scale {
-            // NOP, window scale (kind 3) with the capture's shift (module docs).
-            t[o..o + 4].copy_from_slice(&[1, 3, 3, self.shift]);
+            // NOP, window scale (kind 3) with the sender's shift (module docs).
+            t[o..o + 4].copy_from_slice(&[1, 3, 3, scale.shift]);
             o += 4;
         }
         if !seg.sack.is_empty() {
@@ -203,6 +189,7 @@ impl PcapWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pathtwin_tcp::Flags;
 
     #[test]
     fn addresses_are_distinct_per_host() {
@@ -222,31 +209,19 @@ mod tests {
         assert_eq!(window_shift(1 << 40), 14);
     }
 
-    fn written_window(w: &mut PcapWriter, from_client: bool, flags: Flags, window_scale: bool, wnd: u64) -> u16 {
-        let (client, server) = (([10, 0, 0, 1], 10_000), ([10, 0, 0, 2], 80));
-        let (src, dst) = if from_client { (client, server) } else { (server, client) };
-        w.window_field(src, dst, &Segment { flags, window_scale, wnd, ..Segment::default() })
-    }
-
     #[test]
-    fn windows_are_shifted_only_once_both_syns_carried_the_option() {
-        let dir = std::env::temp_dir().join(format!("pathtwin-pcap-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut w = PcapWriter::create(&dir.join("h.pcap"), 7).unwrap();
+    fn windows_are_shifted_only_once_the_option_is_in_effect() {
+        let seg = |syn: bool, wnd: u64| Segment { flags: if syn { Flags::SYN } else { Flags::ACK }, wnd, ..Segment::default() };
+        let on = WindowScale { shift: 7, in_effect: true };
+        let off = WindowScale { shift: 7, in_effect: false };
         let big = 3 << 20;
         // The SYN's own window is never scaled (RFC 7323 §2.2).
-        assert_eq!(written_window(&mut w, true, Flags::SYN, true, 64_240), 64_240);
-        // Before the SYN-ACK, nothing is scaled: at most 65 535.
-        assert_eq!(written_window(&mut w, true, Flags::ACK, false, big), u16::MAX);
-        assert_eq!(written_window(&mut w, false, Flags::SYN | Flags::ACK, true, 65_160), 65_160);
-        // Both carried it: every later window, either way, is the bytes shifted by 7.
-        assert_eq!(written_window(&mut w, true, Flags::ACK, false, big), (big >> 7) as u16);
-        assert_eq!(written_window(&mut w, false, Flags::ACK, false, 128 * 500 + 127), 500);
-        // A peer that does not answer with it: unscaled, clamped, as its wire would carry.
-        assert_eq!(written_window(&mut w, true, Flags::SYN, true, 64_240), 64_240);
-        assert_eq!(written_window(&mut w, false, Flags::SYN | Flags::ACK, false, 65_160), 65_160);
-        assert_eq!(written_window(&mut w, true, Flags::ACK, false, big), u16::MAX);
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(window_field(&seg(true, 64_240), on), 64_240);
+        // Not (yet) negotiated: unscaled, at most 65 535, as its wire would carry it.
+        assert_eq!(window_field(&seg(false, big), off), u16::MAX);
+        // In effect: the bytes shifted by 7, rounded down.
+        assert_eq!(window_field(&seg(false, big), on), (big >> 7) as u16);
+        assert_eq!(window_field(&seg(false, 128 * 500 + 127), on), 500);
     }
 
     #[test]

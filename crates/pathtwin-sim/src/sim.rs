@@ -317,14 +317,11 @@ impl Simulation {
         std::fs::create_dir_all(dir)?;
         let mut paths = Vec::new();
         let net = &self.driver.net;
-        // The shift a SYN with the window-scale option announces: Linux's for the `[tcp]`
-        // receive buffer (`pcap::window_shift`; `new` checked these settings).
-        let shift = TcpConfig::from_settings(&self.cfg.tcp, "tcp").map_or(0, |c| pcap::window_shift(c.rcv_buffer));
         self.hosts.captures = (0..net.hosts.len()).map(|_| None).collect();
         for h in &self.cfg.run.pcap {
             let id = net.host_id(h).expect("validated host");
             let path = dir.join(format!("{h}.pcap"));
-            self.hosts.captures[id] = Some(PcapWriter::create(&path, shift)?);
+            self.hosts.captures[id] = Some(PcapWriter::create(&path)?);
             paths.push(path);
         }
         Ok(paths)
@@ -574,10 +571,14 @@ impl Hosts {
             return;
         }
         let (client_port, server_port) = pcap::ports(pkt.conn);
-        let [client, server] = self.conns[pkt.conn as usize].addrs;
+        let conn = &self.conns[pkt.conn as usize];
+        let [client, server] = conn.addrs;
         let (src, dst, sp, dp) = if pkt.from_client { (client, server, client_port, server_port) } else { (server, client, server_port, client_port) };
+        // The window field is its sender's: scaled by its shift once it negotiated the option.
+        let sender = &conn.endpoints[if pkt.from_client { CLIENT } else { SERVER }];
+        let scale = pcap::WindowScale { shift: pcap::window_shift(sender.config().rcv_buffer), in_effect: sender.window_scale_enabled() };
         let slot = &mut self.captures[host as usize];
-        let res = slot.as_mut().map(|w| w.record(now.as_nanos(), src, dst, sp, dp, seg, pkt.wire_len, pkt.mark.dscp()));
+        let res = slot.as_mut().map(|w| w.record(now.as_nanos(), src, dst, sp, dp, seg, scale, pkt.wire_len, pkt.mark.dscp()));
         if matches!(res, Some(Err(_))) {
             *slot = None;
         }

@@ -1,4 +1,4 @@
-//! Handshake option negotiation (MSS, SACK-permitted) and the receiver's acknowledgment
+//! Handshake option negotiation (MSS, SACK-permitted, window scale) and the receiver's acknowledgment
 //! policy, driven segment by segment against a hand-written peer.
 
 mod common;
@@ -70,6 +70,19 @@ fn sack_is_used_only_if_both_ends_permit_it() {
     server.handle_segment(at_ms(1), &data(1461, 1460));
     let ack = server.poll_transmit(at_ms(1)).unwrap();
     assert_eq!((ack.ack, ack.sack.len()), (1, 0));
+}
+
+#[test]
+fn window_scaling_is_in_effect_only_if_both_ends_offer_it() {
+    // RFC 7323 §2.2: the option applies once both SYNs carried it.
+    let linux = TcpConfig::linux();
+    let offered = Segment { window_scale: true, ..syn(Some(1460), true) };
+    let (server, syn_ack) = accept(linux.clone(), offered);
+    assert!(syn_ack.window_scale && server.window_scale_enabled());
+    let (server, syn_ack) = accept(linux, syn(Some(1460), true));
+    assert!(!syn_ack.window_scale && !server.window_scale_enabled());
+    let (server, syn_ack) = accept(TcpConfig::default(), offered);
+    assert!(!syn_ack.window_scale && !server.window_scale_enabled());
 }
 
 #[test]

@@ -114,6 +114,9 @@ pub struct Endpoint {
     isn: u64,
     /// Both SYNs carried SACK-permitted.
     sack_ok: bool,
+    /// Both SYNs carried the window-scale option (only its room is modelled: windows are
+    /// bytes; a capture writes them scaled once it is in effect).
+    wscale_ok: bool,
     /// Both SYNs carried the timestamp option (RFC 7323).
     ts_ok: bool,
     /// RFC 7323 §4.3's TS.Recent, echoed as TSecr: the peer's TSval from its SYN, then from
@@ -252,6 +255,7 @@ impl Endpoint {
             smss: cfg.mss,
             isn,
             sack_ok: false,
+            wscale_ok: false,
             ts_ok: false,
             ts_recent: None,
             last_ack_sent: 0,
@@ -479,6 +483,11 @@ impl Endpoint {
     pub fn sack_enabled(&self) -> bool {
         self.sack_ok
     }
+    /// Whether both ends offered the window-scale option (RFC 7323 §2.2: windows after the
+    /// handshake are then sent scaled).
+    pub fn window_scale_enabled(&self) -> bool {
+        self.wscale_ok
+    }
     /// Whether ECN was negotiated (RFC 3168 §6.1.1).
     pub fn ecn_enabled(&self) -> bool {
         self.ecn_ok
@@ -546,6 +555,7 @@ impl Endpoint {
         let ts_room = if self.ts_ok { TIMESTAMP_OPTION_BYTES } else { 0 };
         self.smss = self.cfg.mss.min(peer.mss.map_or(DEFAULT_PEER_MSS, u32::from)).saturating_sub(ts_room).max(1);
         self.sack_ok = self.cfg.sack && peer.sack;
+        self.wscale_ok = self.cfg.window_scale && peer.window_scale;
         self.ecn_ok = ecn;
         let linux = self.cfg.linux_handshake;
         if !self.syn_retransmitted {
