@@ -30,6 +30,7 @@ import pytest
 from conftest import EXAMPLES, met_in_one_of, needs_root, require_emulator
 from groundtruth_expect import Truth, expected_classes, written_queue_s
 from pathtwin.config import parse_quantity
+from pathtwin.measure.grade import GRADED_MODEL_STEP
 from pathtwin.measure.model import toml
 
 import pathtwin
@@ -510,9 +511,69 @@ def test_an_interrupted_grading_resumes_with_what_it_measured(tmp_path, no_names
     assert again.returncode == 0, again.stderr[-1000:]
     assert f"resuming from {state}" in again.stdout
     final = json.loads(state.read_text())["steps"]
-    assert set(final) == {f"{env} {pair} 1" for env in ("truth", "model", "link") for pair in ("a->b", "b->a")}
+    assert set(final) == {f"{env} {pair} 1" for env in ("truth", "model", "link") for pair in ("a->b", "b->a")} | {GRADED_MODEL_STEP}
     for k, v in kept.items():  # measured once: the first run's results, untouched
         assert final[k] == v, k
     for c in json.loads((out / "validation.json").read_text())["cases"]:
         for env in ("truth", "model", "link"):
             assert c[f"{env}_bps"] == final[f"{env} {c['src']}->{c['dst']} 1"], (env, c)
+
+
+@needs_root
+def test_a_grading_asked_for_more_runs_measures_only_the_runs_it_lacks(tmp_path, no_namespace_left_behind):
+    """``--runs``: where the truth has cross traffic (here an on/off flow a -> b), each path's
+    experiment runs that many times, all paths once, then all again, and the truth's result is
+    their mean; the model and its baseline (no cross traffic) run once. The same command with
+    more runs resumes: it measures only the new runs, and the ones kept stay as measured; and
+    another model graded in the same directory reuses the truth's runs, which do not depend
+    on it."""
+    truth = tmp_path / "truth.toml"
+    truth.write_text('hosts = ["a", "b"]\nrouters = []\n[[link]]\nbetween = ["a", "b"]\nrate = "10mbit"\ndelay = "5ms"\n'
+                     '[[flow]]\nfrom = "a"\nto = "b"\napp = "onoff"\non = "0.6s"\noff = "0.9s"\n')
+    model = tmp_path / "model.toml"
+    model.write_text('hosts = ["a", "b"]\n[[path]]\nbetween = ["a", "b"]\nrtt = "10ms"\nabw = "6mbit"\nwmax = "32768KiB"\n')
+    out = tmp_path / "val"
+    state = out / "validation.state.json"
+
+    def grade(runs: int, model: Path = model) -> subprocess.CompletedProcess:
+        done = subprocess.run([sys.executable, "-m", "pathtwin.cli", "measure", "validate", str(truth), str(model),
+                               "--flows", "1", "--duration", "2s", "--no-together", "--runs", str(runs), "-o", str(out)],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done
+
+    grade(2)
+    kept = json.loads(state.read_text())["steps"]
+    pairs = ("a->b", "b->a")
+    assert set(kept) == ({f"truth {p} 1" for p in pairs} | {f"truth {p} 1 run 2" for p in pairs}
+                         | {f"{env} {p} 1" for env in ("model", "link") for p in pairs} | {GRADED_MODEL_STEP})
+    again = grade(3)
+    assert f"resuming from {state}" in again.stdout
+    final = json.loads(state.read_text())["steps"]
+    assert set(final) - set(kept) == {f"truth {p} 1 run 3" for p in pairs}
+    for k, v in kept.items():
+        assert final[k] == v, k
+    rec = json.loads((out / "validation.json").read_text())
+    assert rec["runs"] == 3 and "alone_truth_run_within_10pct" in rec["summary"]
+    for c in rec["cases"]:
+        pair = f"{c['src']}->{c['dst']}"
+        runs = [final[f"truth {pair} 1"], final[f"truth {pair} 1 run 2"], final[f"truth {pair} 1 run 3"]]
+        assert c["truth_runs_bps"] == runs and c["truth_bps"] == pytest.approx(sum(runs) / 3), c
+        assert c["model_bps"] == final[f"model {pair} 1"] and "model_runs_bps" not in c, c
+
+    # Another model of the same truth: the truth's runs are kept, the model's and the
+    # baseline's experiments run anew. The baseline is a link at the 1-flow ABW, which no
+    # burst can pass faster: 2 Mbit/s carries a third of the first model's 6. (The path
+    # model's 100-Mbit/s capacity lets a slow start's burst through above the ABW until its
+    # queue fills, as a FIFO shared with constant-rate cross traffic does: in a 2-s test that
+    # is most of the averaged window.)
+    slower = tmp_path / "slower.toml"
+    slower.write_text(model.read_text().replace('abw = "6mbit"', 'abw = "2mbit"'))
+    grade(3, slower)
+    regraded = json.loads(state.read_text())["steps"]
+    assert {k: v for k, v in regraded.items() if k.startswith("truth ")} == {k: v for k, v in final.items() if k.startswith("truth ")}
+    for c, before in zip(json.loads((out / "validation.json").read_text())["cases"], rec["cases"]):
+        pair = f"{c['src']}->{c['dst']}"
+        assert c["truth_runs_bps"] == before["truth_runs_bps"], c
+        assert c["model_bps"] == regraded[f"model {pair} 1"] != final[f"model {pair} 1"], c
+        assert c["link_bps"] < 0.5 * before["link_bps"], (c, before)

@@ -197,6 +197,50 @@ def test_every_environment_runs_the_ground_truths_tcp(tmp_path):
             assert 0.7 * window_limited_bps <= c[f"{env}_bps"] <= 1.05 * window_limited_bps, (env, c)
 
 
+def test_with_runs_the_truth_is_graded_by_its_mean_and_its_spread_is_reported(tmp_path):
+    """``--runs 3``: each path's experiment three times in the truth, whose on/off cross
+    traffic (campus: x1 -> x2 through r1 -> r2) each run meets at another phase; the grade is
+    against their mean, the first run is the one a single-run grading makes (more runs add to
+    it), the model (no cross traffic) runs once, and the summary's share of truth runs within
+    10 % and 20 % of the mean of their case's other runs is that share of the runs listed."""
+    model = tmp_path / "model.toml"
+    model.write_text('hosts = ["s", "d1"]\n[[path]]\nbetween = ["s", "d1"]\nrtt = "30ms"\nabw = "12mbit"\n'
+                     'wmax = "32768KiB"\n')
+    recs = {}
+    for runs in (1, 3):
+        out = tmp_path / f"val{runs}"
+        r = run_cli("measure", "validate", CAMPUS, model, "--engine", "sim", "--flows", "1,4", "--duration", "4s",
+                    "--no-together", "--runs", str(runs), "-o", out, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        recs[runs] = json.loads((out / "validation.json").read_text())
+        assert ("one run of the truth against the mean of its others" in r.stdout) == (runs > 1), r.stdout
+    single = {(c["src"], c["dst"], c["flows"]): c for c in recs[1]["cases"]}
+    assert recs[3]["runs"] == 3 and len(recs[3]["cases"]) == len(single) == 4
+    leave_one_out = []
+    for c in recs[3]["cases"]:
+        got = c["truth_runs_bps"]
+        assert len(got) == 3 and c["truth_bps"] == pytest.approx(sum(got) / 3), c
+        assert got[0] == single[(c["src"], c["dst"], c["flows"])]["truth_bps"], c
+        assert "model_runs_bps" not in c and c["model_bps"] == single[(c["src"], c["dst"], c["flows"])]["model_bps"], c
+        assert c["model_error"] == pytest.approx((c["model_bps"] - c["truth_bps"]) / c["truth_bps"])
+        leave_one_out += [abs(v - (sum(got) - v) / 2) / ((sum(got) - v) / 2) for v in got]
+    # s -> d1 crosses the on/off traffic: its runs differ.
+    assert any(len(set(c["truth_runs_bps"])) == 3 for c in recs[3]["cases"] if c["src"] == "s"), recs[3]["cases"]
+    for bound in (10, 20):
+        share = sum(e <= bound / 100 for e in leave_one_out) / len(leave_one_out)
+        assert recs[3]["summary"][f"alone_truth_run_within_{bound}pct"] == pytest.approx(share)
+    assert "alone_truth_run_within_10pct" not in recs[1]["summary"]
+
+
+@pytest.mark.parametrize("runs", ["0", "11"])
+def test_runs_out_of_range_are_refused(tmp_path, runs):
+    model = tmp_path / "model.toml"
+    model.write_text('hosts = ["s", "d1"]\n[[path]]\nbetween = ["s", "d1"]\nrtt = "30ms"\nabw = "12mbit"\n')
+    r = run_cli("measure", "validate", CAMPUS, model, "--engine", "sim", "--runs", runs, "-o", tmp_path / "v", timeout=60)
+    assert r.returncode == 2 and f"--runs: {runs} is not a number of runs between 1 and 10" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "v" / "validation.json").exists()
+
+
 @pytest.mark.parametrize("args,message", [
     (["--simulate", "nowhere.toml"], "--simulate nowhere.toml: no such file"),
     (["--simulate", str(CAMPUS), "--emulate", str(CAMPUS)], "--emulate and --simulate: give one ground truth"),

@@ -256,6 +256,9 @@ def validate(
                                                  "all run at once (default: the largest of --flows)."),
     engine: str = typer.Option("emu", "--engine", help="With a ground truth: run the experiments in emulations (emu, "
                                "root) or in simulations (sim, seconds)."),
+    runs: int = typer.Option(1, "--runs", help="With a ground truth: run each path's experiment this many times where "
+                             "there is cross traffic (the truth), grade against their mean, and report how far one run "
+                             "of the truth lies from its others."),
 ) -> None:
     """Check a model: repeat the measurement's throughput tests in its twin and compare with
     what was measured (MODEL), or run the same foreground experiments in the ground truth,
@@ -266,8 +269,10 @@ def validate(
     if engine not in ("emu", "sim"):
         raise PathtwinError(f"--engine {engine}: expected sim or emu")
     if len(files) == 2:
-        _grade(files[0], files[1], out, flows, duration, together, together_flows, engine)
+        _grade(files[0], files[1], out, flows, duration, together, together_flows, engine, runs)
         return
+    if runs != 1:
+        raise PathtwinError("--runs: a model alone is checked against its measurement once; --runs grades GROUND_TRUTH MODEL")
     if engine != "emu":
         raise PathtwinError("--engine: a model alone is checked against its measurement in an emulation; --engine sim "
                             "grades GROUND_TRUTH MODEL")
@@ -289,7 +294,7 @@ def validate(
 
 
 def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: str, together: bool,
-           together_flows: Optional[int], engine: str) -> None:
+           together_flows: Optional[int], engine: str, runs: int) -> None:
     from ..measure import parse_flows
     from ..measure.grade import grade
     from ._light import text_table
@@ -310,7 +315,7 @@ def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: 
     bars = _Bars()
     try:
         g = grade(truth, model, out, counts, secs, together=together, progress=bars, together_flows=together_flows,
-                  engine=engine)
+                  engine=engine, runs=runs)
     except KeyboardInterrupt:
         if state is None:
             raise
@@ -329,6 +334,10 @@ def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: 
                  for env in ("model", "link") for b in (10, 20) if sm.get(f"{experiment}_{env}_within_{b}pct") is not None]
         if parts:
             print(f"{experiment}: " + ", ".join(parts))
+        floor = [f"{sm[f'{experiment}_truth_run_within_{b}pct'] * 100:.0f} % within {b} %" for b in (10, 20)
+                 if sm.get(f"{experiment}_truth_run_within_{b}pct") is not None]
+        if floor:
+            print(f"{experiment}: one run of the truth against the mean of its others: " + ", ".join(floor))
     for b in rec["shared_bottlenecks"]:
         where = (f"from {b['source']} to {{{', '.join(b['destinations'])}}}" if "source" in b
                  else f"of {{{', '.join(b['paths'])}}}")

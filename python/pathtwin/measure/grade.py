@@ -24,6 +24,16 @@ what each delivered:
   of the truth;
 - ``base_rtt``: the model's RTT per pair against twice the route's propagation delay.
 
+With ``runs`` above one, every experiment runs that many times in an environment with cross
+traffic (the truth) and is graded against their mean: one run of a few seconds against
+on/off cross traffic follows the phase it meets (three-sites.toml emulated, 8-s tests: one
+flow a1 -> b1 read 14.3 Mbit/s while measured, and 23.0, 14.6 and 22.0 in three runs of the
+truth when graded). Each such case then
+lists its runs (``truth_runs_bps``), and the summary says how far one run of the truth lies
+from the mean of its others (``alone_truth_run_within_10pct``...): the grade that a model
+reproducing the truth's mean exactly would get from a single run, the floor the truth's own
+variation sets.
+
 Plots beside it: the CDF of the relative error of model and baseline per experiment.
 
 Not here: what the ground truth says (``groundtruth``); the throughput test
@@ -60,6 +70,8 @@ WITHIN = (0.10, 0.20)
 #: ABW in every run; each run costs an emulated test).
 TOGETHER_RUNS = 3
 SIM_TOGETHER_STAGGER_S = 1.3
+#: Most runs of each experiment ``--runs`` may ask for.
+MAX_RUNS = 10
 #: First TCP port of the tests (the sink of pair k in `together` listens on PORT + 1 + k).
 #: Below Linux's ephemeral range (32768-60999) and the emulated workload's servers
 #: (20000-32767): the ground truth's cross traffic opens connection after connection, and a
@@ -69,6 +81,8 @@ PORT = 17200
 #: The emulated grading's resume file in the output directory (``state.State``): what each
 #: experiment measured, kept when the grading is interrupted; the same command resumes.
 STATE_FILE = "validation.state.json"
+#: The resume file's record of the model its ``model`` and ``link`` experiments graded.
+GRADED_MODEL_STEP = "graded model"
 
 
 def link_baseline(model: dict) -> dict:
@@ -101,44 +115,62 @@ def _step(flows: int) -> str:
     return f"{flows} flow{'s' if flows > 1 else ''}"
 
 
-def _experiments(hosts: list[str], flows: list[int], together: int, duration_s: float) -> list[tuple[str, str, float]]:
-    steps = [(f"{a}->{b}", _step(n), duration_s) for a in hosts for b in hosts if a != b for n in flows]
+def _run_step(flows: int, run: int) -> str:
+    """Run ``run`` (from 0) of a path's experiment with ``flows`` flows, as the progress
+    display names it; the first run keeps the name a single run has, so that a grading
+    resumed with more runs reuses it."""
+    return _step(flows) + (f", run {run + 1}" if run else "")
+
+
+def _experiments(hosts: list[str], flows: list[int], together: int, duration_s: float, runs: int = 1) -> list[tuple[str, str, float]]:
+    steps = [(f"{a}->{b}", _run_step(n, r), duration_s) for r in range(runs) for a in hosts for b in hosts if a != b for n in flows]
     if together:
         steps.append(("all pairs", "together", duration_s))
     return steps
 
 
+def _alone_runs(cfg: dict, runs: int) -> int:
+    """How many times each path's experiment runs in an environment: ``runs`` where cross
+    traffic makes one run differ from the next, once where nothing but the experiment moves."""
+    return runs if cfg.get("flow") else 1
+
+
 def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], together: int, duration_s: float,
-                     settle_s: float, progress: Optional[Progress], st: State) -> dict[tuple[str, str, int, str], float]:
-    """ABW (bit/s, IP level) of every experiment in one emulation; ``together`` flows per
-    pair when all run at once (0: not run). Each result is in ``st`` (the grading's resume
-    file) as soon as it is measured, and one already there is not measured again: an
-    emulated grading takes tens of minutes (two-bottlenecks.toml, 20 pairs: about 45), and an
-    interrupted one resumes where it stopped. No emulation is started for an environment
-    whose experiments are all done."""
+                     settle_s: float, progress: Optional[Progress], st: State,
+                     runs: int = 1) -> dict[tuple[str, str, int, str], list[float]]:
+    """ABW (bit/s, IP level) of every run of every experiment in one emulation; ``together``
+    flows per pair when all run at once (0: not run); each path's experiments ``runs`` times
+    where the environment has cross traffic (``_alone_runs``), all paths once, then all again,
+    so that the runs of one experiment are a round apart. Each result is in ``st`` (the
+    grading's resume file) as soon as it is measured, and one already there is not measured
+    again: an emulated grading takes tens of minutes (two-bottlenecks.toml, 20 pairs: about
+    45), and an interrupted one resumes where it stopped. No emulation is started for an
+    environment whose experiments are all done."""
     from ..emulation import Emulation
 
     pairs = [(a, b) for a in hosts for b in hosts if a != b]
-    alone = {(a, b, n): f"{env} {a}->{b} {n}" for a, b in pairs for n in flows}  # test -> its step in ``st``
+    # test -> its step in ``st``; a first run's step is named as a single run's
+    alone = {(a, b, n, r): f"{env} {a}->{b} {n}" + (f" run {r + 1}" if r else "")
+             for r in range(_alone_runs(cfg, runs)) for a, b in pairs for n in flows}
     runs = TOGETHER_RUNS if cfg.get("flow") else 1
     together_steps = [f"{env} together"] + [f"{env} together {k + 1}" for k in range(1, runs)] if together else []
     todo = [t for t, key in alone.items() if not st.done(key)]
     todo_together = [step for step in together_steps if not st.done(step)]
     if progress is not None:  # what an earlier run measured counts as done
-        for a, b, n in alone.keys() - set(todo):
-            progress.done(f"{env} {a}->{b}", _step(n))
+        for a, b, n, r in alone.keys() - set(todo):
+            progress.done(f"{env} {a}->{b}", _run_step(n, r))
         if together and not todo_together:
             progress.done(f"{env} all pairs", "together")
     if todo or todo_together:
         with Emulation(cfg, workload=bool(cfg.get("flow")), tcp_info=False) as net:
             if cfg.get("flow"):
                 time.sleep(settle_s)
-            for a, b, n in todo:
+            for a, b, n, r in todo:
                 if progress is not None:
-                    progress.start(f"{env} {a}->{b}", _step(n))
-                st.record(alone[(a, b, n)], parallel_flows(net[a], net[b], n, duration_s, PORT)["abw_bps"])
+                    progress.start(f"{env} {a}->{b}", _run_step(n, r))
+                st.record(alone[(a, b, n, r)], parallel_flows(net[a], net[b], n, duration_s, PORT)["abw_bps"])
                 if progress is not None:
-                    progress.done(f"{env} {a}->{b}", _step(n))
+                    progress.done(f"{env} {a}->{b}", _run_step(n, r))
             if todo_together:
                 if progress is not None:
                     progress.start(f"{env} all pairs", "together")
@@ -147,38 +179,70 @@ def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], to
                     st.record(step, [r["abw_bps"] for r in records])
                 if progress is not None:
                     progress.done(f"{env} all pairs", "together")
-    got = {(a, b, n, "alone"): float(st.steps[key]) for (a, b, n), key in alone.items()}
+    got: dict[tuple[str, str, int, str], list[float]] = {}
+    for (a, b, n, _), key in alone.items():
+        got.setdefault((a, b, n, "alone"), []).append(float(st.steps[key]))
     if together:
-        means = _mean_per_pair([[float(v) for v in st.steps[step]] for step in together_steps])
-        got.update({(a, b, together, "together"): m for (a, b), m in zip(pairs, means)})
+        per_pair = _runs_per_pair([[float(v) for v in st.steps[step]] for step in together_steps])
+        got.update({(a, b, together, "together"): r for (a, b), r in zip(pairs, per_pair)})
     return got
 
 
 def _simulate_environment(cfg: dict, hosts: list[str], flows: list[int], together: int, duration_s: float,
-                          settle_s: float) -> dict[tuple[str, str, int, str], float]:
-    """As ``_run_environment``, on the simulator's clock: every experiment of each path
-    alone in a simulation of its own (``simulated.throughput_tests``: none starts on what
-    another left to drain, seconds on a slow uplink), and every pair at once in
-    ``TOGETHER_RUNS`` simulations of their own, with or without cross traffic (runs at other
-    starts differ in the model too, and simulations take seconds); its result per pair is
-    their mean."""
+                          settle_s: float, runs: int = 1) -> dict[tuple[str, str, int, str], list[float]]:
+    """As ``_run_environment``, on the simulator's clock: every run of each path's experiment
+    in a simulation of its own (``simulated.throughput_tests``: none starts on what another
+    left to drain, seconds on a slow uplink; each run with seeds, and so starting phases, of
+    its own), and every pair at once in ``TOGETHER_RUNS`` simulations of their own, with or
+    without cross traffic (runs at other starts differ in the model too, and simulations take
+    seconds)."""
     from .simulated import throughput_tests
 
     alone = [(a, b, n) for a in hosts for b in hosts if a != b for n in flows]
     pairs = [(a, b) for a in hosts for b in hosts if a != b]
-    records = throughput_tests(cfg, [[test] for test in alone], duration_s, settle_s, purpose="grade")
-    got = {(a, b, n, "alone"): batch[0]["abw_bps"] for (a, b, n), batch in zip(alone, records)}
+    got: dict[tuple[str, str, int, str], list[float]] = {}
+    for r in range(_alone_runs(cfg, runs)):
+        # The first run's purpose is the one a single run has: its seeds stay what they were.
+        records = throughput_tests(cfg, [[test] for test in alone], duration_s, settle_s,
+                                   purpose="grade" + (f" run {r + 1}" if r else ""))
+        for (a, b, n), batch in zip(alone, records):
+            got.setdefault((a, b, n, "alone"), []).append(batch[0]["abw_bps"])
     if together:
-        runs = [throughput_tests(cfg, [[(a, b, together) for a, b in pairs]], duration_s, settle_s + k * SIM_TOGETHER_STAGGER_S)[0]
-                for k in range(TOGETHER_RUNS)]
-        means = _mean_per_pair([[r["abw_bps"] for r in run] for run in runs])
-        got.update({(a, b, together, "together"): m for (a, b), m in zip(pairs, means)})
+        together_runs = [throughput_tests(cfg, [[(a, b, together) for a, b in pairs]], duration_s,
+                                          settle_s + k * SIM_TOGETHER_STAGGER_S)[0] for k in range(TOGETHER_RUNS)]
+        per_pair = _runs_per_pair([[r["abw_bps"] for r in run] for run in together_runs])
+        got.update({(a, b, together, "together"): r for (a, b), r in zip(pairs, per_pair)})
     return got
 
 
-def _mean_per_pair(runs: list[list[float]]) -> list[float]:
-    """Each pair's mean over the runs of every pair at once (``runs[k][i]``: pair i in run k)."""
-    return [sum(run[i] for run in runs) / len(runs) for i in range(len(runs[0]))]
+def _runs_per_pair(runs: list[list[float]]) -> list[list[float]]:
+    """Each pair's results over the runs of every pair at once (``runs[k][i]``: pair i in run k)."""
+    return [[run[i] for run in runs] for i in range(len(runs[0]))]
+
+
+def _forget_another_models(st: State, model: dict) -> None:
+    """Drops the model's and the baseline's experiments from the resume file if they were
+    measured with a model other than ``model``, and records ``model`` as the one graded."""
+    if st.steps.get(GRADED_MODEL_STEP) == model:
+        return
+    st.steps = {k: v for k, v in st.steps.items() if not k.startswith(("model ", "link "))}
+    st.record(GRADED_MODEL_STEP, model)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _run_errors(runs: list[float]) -> list[float]:
+    """Each run's relative difference from the mean of the case's other runs (none with
+    fewer than two runs, or where the others' mean is 0)."""
+    out = []
+    for i, v in enumerate(runs):
+        others = runs[:i] + runs[i + 1:]
+        mean = sum(others) / len(others) if others else 0.0
+        if mean > 0:
+            out.append((v - mean) / mean)
+    return out
 
 
 def is_access_class(members: set[tuple[str, str]], hosts: list[str]) -> bool:
@@ -197,7 +261,7 @@ def _share_within(errors: list[float], bound: float) -> Optional[float]:
 
 def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int], duration_s: float, together: bool = True,
           progress: Optional[Progress] = None, settle_s: float = SETTLE_S, together_flows: Optional[int] = None,
-          engine: str = "emu") -> Grade:
+          engine: str = "emu", runs: int = 1) -> Grade:
     """Runs the experiments (module doc) in the ground truth ``truth_source``, in the model
     ``model_path`` and in its link baseline, and writes ``out_dir/validation.json`` and the
     error CDFs. With every pair at once each runs ``together_flows`` flows (default:
@@ -205,7 +269,11 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
     achieved together moved between 6.6 and 16 Mbit/s from one run to the next).
     ``engine`` "emu" runs them in emulations (root; each result kept in
     ``out_dir/STATE_FILE`` as it is measured, so that the same call resumes an interrupted
-    grading), "sim" in simulations (seconds; each experiment in a simulation of its own)."""
+    grading, and a grading of another model of the same truth in the same directory runs
+    only the model's and the baseline's), "sim" in simulations (seconds; each experiment in a simulation of its own).
+    ``runs``: how many times each path's experiment runs where there is cross traffic (module
+    doc); the emulated resume file keeps each run, so a grading repeated with more runs
+    measures only the runs it lacks."""
     from ..emulation import require_root
 
     truth_cfg = ground_truth(truth_source)
@@ -222,6 +290,8 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
         raise PathtwinError(f"--together-flows: {per_pair} is not between 1 and 64")
     if engine not in ("emu", "sim"):
         raise PathtwinError(f"--engine: {engine!r} is not sim or emu")
+    if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= MAX_RUNS:
+        raise PathtwinError(f"--runs: {runs!r} is not a number of runs between 1 and {MAX_RUNS}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     # The foreground experiments' TCP is the experimenter's, not the paths': all three
@@ -232,25 +302,36 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
     model = {**model, "tcp": foreground_tcp}
     configs = {"truth": truth_cfg, "model": model, "link": link_baseline(model)}
     if engine == "sim":
-        measured = {env: _simulate_environment(configs[env], hosts, flows, per_pair, duration_s, settle_s) for env in ENVIRONMENTS}
+        measured = {env: _simulate_environment(configs[env], hosts, flows, per_pair, duration_s, settle_s, runs)
+                    for env in ENVIRONMENTS}
     else:
         require_root()
         for cfg in configs.values():
             cfg["run"] = {**cfg.get("run", {}), "duration": RUN_FOR}
         if progress is not None:
-            progress.plan([(f"{env} {pair}", step, d) for env in ENVIRONMENTS for pair, step, d in _experiments(hosts, flows, per_pair, duration_s)])
+            progress.plan([(f"{env} {pair}", step, d) for env in ENVIRONMENTS
+                           for pair, step, d in _experiments(hosts, flows, per_pair, duration_s, _alone_runs(configs[env], runs))])
         # The resume file: every experiment's result as it is measured, under the settings
-        # and the two files' configurations (a changed model or truth starts afresh).
-        st = State.open(out_dir / STATE_FILE, {"truth": truth_cfg, "model": model, "hosts": hosts, "flows": flows,
+        # and the truth's configuration (another truth is refused; more runs are not: each
+        # run is a step of its own). Another model keeps the truth's experiments, which do
+        # not depend on it and take as long as the model's and the baseline's together.
+        st = State.open(out_dir / STATE_FILE, {"truth": truth_cfg, "hosts": hosts, "flows": flows,
                                                "together_flows": per_pair, "duration_s": duration_s, "settle_s": settle_s})
-        measured = {env: _run_environment(env, configs[env], hosts, flows, per_pair, duration_s, settle_s, progress, st)
+        _forget_another_models(st, model)
+        measured = {env: _run_environment(env, configs[env], hosts, flows, per_pair, duration_s, settle_s, progress, st, runs)
                     for env in ENVIRONMENTS}
 
     cases = []
+    truth_run_errors: dict[str, list[float]] = {"alone": [], "together": []}
     for key in measured["truth"]:
         a, b, n, experiment = key
         case: dict[str, Any] = {"src": a, "dst": b, "flows": n, "experiment": experiment}
-        case.update({f"{env}_bps": measured[env][key] for env in ENVIRONMENTS})
+        for env in ENVIRONMENTS:
+            values = measured[env][key]
+            case[f"{env}_bps"] = _mean(values)
+            if len(values) > 1:
+                case[f"{env}_runs_bps"] = values
+        truth_run_errors[experiment] += _run_errors(measured["truth"][key])
         for env in ("model", "link"):
             case[f"{env}_error"] = (case[f"{env}_bps"] - case["truth_bps"]) / case["truth_bps"] if case["truth_bps"] > 0 else None
         cases.append(case)
@@ -287,7 +368,7 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
             for members in classes:
                 row: dict[str, Any] = {"source": src, "destinations": members}
                 for env in ENVIRONMENTS:
-                    row[f"{env}_bps"] = sum(measured[env][(src, d, per_pair, "together")] for d in members)
+                    row[f"{env}_bps"] = sum(_mean(measured[env][(src, d, per_pair, "together")]) for d in members)
                 for env in ("model", "link"):
                     row[f"{env}_error"] = (row[f"{env}_bps"] - row["truth_bps"]) / row["truth_bps"] if row["truth_bps"] > 0 else None
                 at_bottlenecks.append(row)
@@ -296,7 +377,7 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
                 continue  # one source's: a row above
             crow: dict[str, Any] = {"paths": sorted(f"{a}->{b}" for a, b in crossing)}
             for env in ENVIRONMENTS:
-                crow[f"{env}_bps"] = sum(measured[env][(a, b, per_pair, "together")] for a, b in crossing)
+                crow[f"{env}_bps"] = sum(_mean(measured[env][(a, b, per_pair, "together")]) for a, b in crossing)
             for env in ("model", "link"):
                 crow[f"{env}_error"] = (crow[f"{env}_bps"] - crow["truth_bps"]) / crow["truth_bps"] if crow["truth_bps"] > 0 else None
             at_bottlenecks.append(crow)
@@ -307,12 +388,15 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
             errs = [c[f"{env}_error"] for c in cases if c["experiment"] == experiment and c[f"{env}_error"] is not None]
             for bound in WITHIN:
                 summary[f"{experiment}_{env}_within_{round(bound * 100)}pct"] = _share_within(errs, bound)
+        if truth_run_errors[experiment]:  # one run of the truth against the mean of its others
+            for bound in WITHIN:
+                summary[f"{experiment}_truth_run_within_{round(bound * 100)}pct"] = _share_within(truth_run_errors[experiment], bound)
     worst = sorted((c for c in cases if c["experiment"] == "together" and c["model_error"] is not None),
                    key=lambda c: -abs(c["model_error"]))[:5]
     summary["together_model_worst"] = [f"{c['src']}->{c['dst']}: truth {c['truth_bps'] / 1e6:.2f}, model "
                                        f"{c['model_bps'] / 1e6:.2f}, link {c['link_bps'] / 1e6:.2f} Mbit/s" for c in worst]
     record = {"engine": engine, "ground_truth": str(truth_source), "model": str(model_path), "flows": sorted(flows),
-              "together_flows": per_pair, "duration_s": duration_s,
+              "together_flows": per_pair, "duration_s": duration_s, "runs": runs,
               "cases": cases, "shared": shared, "shared_paths": shared_paths, "shared_bottlenecks": at_bottlenecks, "base_rtt": base_rtt, "summary": summary}
     try:
         (out_dir / "validation.json").write_text(json.dumps(record, indent=1))
