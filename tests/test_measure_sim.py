@@ -285,6 +285,28 @@ def three_sites(tmp_path_factory):
     return m, d / "model.toml"
 
 
+def test_a_class_that_is_a_hosts_every_path_in_is_loaded_once_and_modelled_once(tmp_path):
+    """a1, b1, c1 and c2 of three-sites: the paths into b1 from the other three are every path
+    into b1 (its access group) and also the class the probes find through core1 -> core2.
+    They are loaded together once and are one ``[[shared]]`` class of the model, a class
+    because the probes found it; each of the model's classes has members of its own."""
+    truth = Truth(THREE_SITES)
+    hosts = ["a1", "b1", "c1", "c2"]
+    into_b1 = {("a1", "b1"), ("c1", "b1"), ("c2", "b1")}
+    assert all(("core1", "core2") in truth.route(a, b) for a, b in into_b1)  # a class of the truth's, through one link
+    m = measure_simulated(THREE_SITES, hosts=hosts, settings=Settings(flows=[1, 4], duration_s=8.0, probe_interval_s=0.05,
+                                                                      probe_duration_s=10.0), out=tmp_path / "model.toml")
+    assert sorted(map(tuple, map(sorted, m.findings["shared_paths"]["classes"]))) == [("a1->b1", "c1->b1", "c2->b1"),
+                                                                                      ("a1->c1", "a1->c2", "b1->c1", "b1->c2")]
+    together = m.findings["together"]
+    members = [frozenset(g["members"]) for g in together]
+    assert len(members) == len(set(members)), [g["label"] for g in together]
+    [b1] = [g for g in together if set(g["members"]) == {f"{a}->{b}" for a, b in into_b1}]
+    assert b1["label"] == "in b1" and b1["class"], b1
+    classes = [frozenset(map(tuple, c["paths"])) for c in m.config["shared"] if "paths" in c]
+    assert len(classes) == len(set(classes)) and frozenset(into_b1) in classes, classes
+
+
 def _pairs(classes) -> set[frozenset]:
     return {frozenset((p, q)) for c in classes for p in c for q in c if p < q}
 
