@@ -28,11 +28,10 @@ With ``runs`` above one, every experiment runs that many times in an environment
 traffic (the truth) and is graded against their mean: one run of a few seconds against
 on/off cross traffic follows the phase it meets (three-sites.toml emulated, 8-s tests: one
 flow a1 -> b1 read 14.3 Mbit/s while measured, and 23.0, 14.6 and 22.0 in three runs of the
-truth when graded). Each such case then
-lists its runs (``truth_runs_bps``), and the summary says how far one run of the truth lies
-from the mean of its others (``alone_truth_run_within_10pct``...): the grade that a model
-reproducing the truth's mean exactly would get from a single run, the floor the truth's own
-variation sets.
+truth when graded). Each such case then lists its runs (``truth_runs_bps``), and the summary
+says how far one run of the truth lies from the mean of its others
+(``alone_truth_run_within_10pct``...): the grade that a model reproducing the truth's mean
+exactly would get from a single run, the floor the truth's own variation sets.
 
 Plots beside it: the CDF of the relative error of model and baseline per experiment.
 
