@@ -114,11 +114,16 @@ def _step(flows: int) -> str:
     return f"{flows} flow{'s' if flows > 1 else ''}"
 
 
+def _run_suffix(run: int) -> str:
+    """What names run ``run`` (from 0) of an experiment, in its resume-file step, its
+    progress step and its simulations' seeds: nothing for the first, which keeps the name a
+    single run has, so that a grading asked again with more runs reuses it."""
+    return f" run {run + 1}" if run else ""
+
+
 def _run_step(flows: int, run: int) -> str:
-    """Run ``run`` (from 0) of a path's experiment with ``flows`` flows, as the progress
-    display names it; the first run keeps the name a single run has, so that a grading
-    resumed with more runs reuses it."""
-    return _step(flows) + (f", run {run + 1}" if run else "")
+    """Run ``run`` of a path's experiment with ``flows`` flows, as the progress display names it."""
+    return _step(flows) + ("," if run else "") + _run_suffix(run)
 
 
 def _experiments(hosts: list[str], flows: list[int], together: int, duration_s: float, runs: int = 1) -> list[tuple[str, str, float]]:
@@ -128,9 +133,10 @@ def _experiments(hosts: list[str], flows: list[int], together: int, duration_s: 
     return steps
 
 
-def _alone_runs(cfg: dict, runs: int) -> int:
-    """How many times each path's experiment runs in an environment: ``runs`` where cross
-    traffic makes one run differ from the next, once where nothing but the experiment moves."""
+def _runs_in(cfg: dict, runs: int) -> int:
+    """How many times an experiment asked for ``runs`` times runs in an environment:
+    ``runs`` where cross traffic makes one run differ from the next, once where nothing but
+    the experiment moves."""
     return runs if cfg.get("flow") else 1
 
 
@@ -139,7 +145,7 @@ def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], to
                      runs: int = 1) -> dict[tuple[str, str, int, str], list[float]]:
     """ABW (bit/s, IP level) of every run of every experiment in one emulation; ``together``
     flows per pair when all run at once (0: not run); each path's experiments ``runs`` times
-    where the environment has cross traffic (``_alone_runs``), all paths once, then all again,
+    where the environment has cross traffic (``_runs_in``), all paths once, then all again,
     so that the runs of one experiment are a round apart. Each result is in ``st`` (the
     grading's resume file) as soon as it is measured, and one already there is not measured
     again: an emulated grading takes tens of minutes (two-bottlenecks.toml, 20 pairs: about
@@ -149,10 +155,9 @@ def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], to
 
     pairs = [(a, b) for a in hosts for b in hosts if a != b]
     # test -> its step in ``st``; a first run's step is named as a single run's
-    alone = {(a, b, n, r): f"{env} {a}->{b} {n}" + (f" run {r + 1}" if r else "")
-             for r in range(_alone_runs(cfg, runs)) for a, b in pairs for n in flows}
-    runs = TOGETHER_RUNS if cfg.get("flow") else 1
-    together_steps = [f"{env} together"] + [f"{env} together {k + 1}" for k in range(1, runs)] if together else []
+    alone = {(a, b, n, r): f"{env} {a}->{b} {n}" + _run_suffix(r)
+             for r in range(_runs_in(cfg, runs)) for a, b in pairs for n in flows}
+    together_steps = [f"{env} together"] + [f"{env} together {k + 1}" for k in range(1, _runs_in(cfg, TOGETHER_RUNS))] if together else []
     todo = [t for t, key in alone.items() if not st.done(key)]
     todo_together = [step for step in together_steps if not st.done(step)]
     if progress is not None:  # what an earlier run measured counts as done
@@ -200,10 +205,9 @@ def _simulate_environment(cfg: dict, hosts: list[str], flows: list[int], togethe
     alone = [(a, b, n) for a in hosts for b in hosts if a != b for n in flows]
     pairs = [(a, b) for a in hosts for b in hosts if a != b]
     got: dict[tuple[str, str, int, str], list[float]] = {}
-    for r in range(_alone_runs(cfg, runs)):
+    for r in range(_runs_in(cfg, runs)):
         # The first run's purpose is the one a single run has: its seeds stay what they were.
-        records = throughput_tests(cfg, [[test] for test in alone], duration_s, settle_s,
-                                   purpose="grade" + (f" run {r + 1}" if r else ""))
+        records = throughput_tests(cfg, [[test] for test in alone], duration_s, settle_s, purpose="grade" + _run_suffix(r))
         for (a, b, n), batch in zip(alone, records):
             got.setdefault((a, b, n, "alone"), []).append(batch[0]["abw_bps"])
     if together:
@@ -238,7 +242,7 @@ def _run_errors(runs: list[float]) -> list[float]:
     out = []
     for i, v in enumerate(runs):
         others = runs[:i] + runs[i + 1:]
-        mean = sum(others) / len(others) if others else 0.0
+        mean = _mean(others) if others else 0.0
         if mean > 0:
             out.append((v - mean) / mean)
     return out
@@ -309,7 +313,7 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
             cfg["run"] = {**cfg.get("run", {}), "duration": RUN_FOR}
         if progress is not None:
             progress.plan([(f"{env} {pair}", step, d) for env in ENVIRONMENTS
-                           for pair, step, d in _experiments(hosts, flows, per_pair, duration_s, _alone_runs(configs[env], runs))])
+                           for pair, step, d in _experiments(hosts, flows, per_pair, duration_s, _runs_in(configs[env], runs))])
         # The resume file: every experiment's result as it is measured, under the settings
         # and the truth's configuration (another truth is refused; more runs are not: each
         # run is a step of its own). Another model keeps the truth's experiments, which do
