@@ -571,6 +571,25 @@ def test_a_congestion_control_the_machine_does_not_allow_in_namespaces_is_allowe
 
 
 @untimed
+def test_each_host_has_a_tcp_socket_table_of_its_own_with_the_machines_limits():
+    """A host's namespace gets its own TCP hash table (Linux >= 6.1), so the tcp_info sampler's
+    dumps walk its buckets, not the machine's; the limits the kernel would scale down with the
+    table's size stay the machine's, and the machine's own setting is left as it was."""
+    sysctl = lambda *argv: dict(line.split(" = ") for line in subprocess.run(  # noqa: E731
+        [*argv, "sysctl", "net.ipv4.tcp_ehash_entries", "net.ipv4.tcp_max_tw_buckets", "net.ipv4.tcp_max_syn_backlog",
+         "net.ipv4.tcp_child_ehash_entries"], capture_output=True, text=True, check=True).stdout.splitlines())
+    machine = sysctl()
+    with Emulation(TWO_HOSTS) as net:
+        for host in ("a", "b"):
+            own = sysctl("ip", "netns", "exec", net[host].netns)
+            # Negative: the namespace shares the machine's table.
+            assert 0 < int(own["net.ipv4.tcp_ehash_entries"]) < abs(int(machine["net.ipv4.tcp_ehash_entries"]))
+            for limit in ("net.ipv4.tcp_max_tw_buckets", "net.ipv4.tcp_max_syn_backlog"):
+                assert own[limit] == machine[limit], limit
+    assert sysctl() == machine
+
+
+@untimed
 def test_a_congestion_control_the_kernel_lacks_is_a_one_line_error():
     with pytest.raises(PathtwinError, match=r"tcp\.cc: the kernel has no congestion control \"nosuchcc\""):
         Emulation(TWO_HOSTS, cc="nosuchcc").start()

@@ -1,6 +1,6 @@
 """Emulator benchmark against its peers, side by side in one run, reported as ratios.
 
-Cases (each: iperf3 throughput at MTU 1500, idle UDP echo RTT p50/p99, release lateness):
+Cases (each: iperf3 throughput at MTU 1500, idle UDP echo RTT p50/p99 from kernel receive stamps, release lateness):
   veth       two namespaces joined by a raw veth pair: the kernel's own floor
   unlimited  pathtwin, one path with zero delay and a 100 Gbit/s queue (≈ no model cost)
   unlimited-no-offload  the same with TUN offload off: one system call per MTU-sized packet
@@ -12,7 +12,12 @@ The Rattan rows are skipped if no `rattan` binary is on PATH; the table ends wit
 Every case runs twice: with idle CPUs polling (what pathtwin asks for while it runs; the pass
 holds the same request for veth and Rattan) and with the default idle policy (CPUs halt).
 
-Run as root:  python bench/emu/run.py [--seconds 5] [--json out.json]
+With --repeat N each pass runs N times, its cases one after another each time, so that the
+machine's drift (a raw veth pair alone reads 11-20 Gbit/s from one run to the next on the
+2-core VM) falls on every case alike; the table then gives each case's median, and its
+ratio to veth as the median of the ratios within each repetition, with their range.
+
+Run as root:  python bench/emu/run.py [--seconds 5] [--repeat 3] [--json out.json]
 """
 
 from __future__ import annotations
@@ -31,12 +36,22 @@ import time
 
 from pathtwin.emulation import Emulation
 
-ECHO_SERVER = ("import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('0.0.0.0',7007))\n"
-               "print('ready',flush=True)\nwhile True:\n d,a=s.recvfrom(64)\n s.sendto(d,a)\n")
-ECHO_CLIENT = ("import socket,sys,time,json\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.settimeout(1)\n"
-               "out=[]\nfor i in range(int(sys.argv[2])):\n t=time.perf_counter()\n s.sendto(b'x',(sys.argv[1],7007))\n"
-               " try:\n  s.recvfrom(64); out.append((time.perf_counter()-t)*1e6)\n except socket.timeout: pass\n"
-               " time.sleep(0.01)\nprint(json.dumps(out))\n")
+# The idle RTT: a UDP echo every 10 ms, 300 times. The client's arrival time is the kernel's
+# receive stamp (SO_TIMESTAMPNS) and the server subtracts how long it held each echo (from its
+# kernel's stamp to its send), so an RTT is what the network, the emulator included, took:
+# the two processes' own wake-ups, which vary from run to run more than the emulator's share,
+# are not in it.
+STAMP = ("import socket,struct,sys,time,json\nTS=35\ndef rx(s):\n d,anc,_,a=s.recvmsg(64,socket.CMSG_SPACE(16))\n"
+         " sec,ns=struct.unpack('qq',[c for c in anc if c[0]==socket.SOL_SOCKET and c[1]==TS][0][2][:16])\n"
+         " return d,a,sec*10**9+ns\n")
+ECHO_SERVER = (STAMP + "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.setsockopt(socket.SOL_SOCKET,TS,1)\n"
+               "s.bind(('0.0.0.0',7007))\nprint('ready',flush=True)\nwhile True:\n d,a,t=rx(s)\n"
+               " s.sendto(d[:4]+struct.pack('q',time.time_ns()-t),a)\n")
+ECHO_CLIENT = (STAMP + "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.setsockopt(socket.SOL_SOCKET,TS,1)\n"
+               "s.settimeout(1)\nout=[]\nfor i in range(int(sys.argv[2])):\n t=time.time_ns()\n"
+               " s.sendto(i.to_bytes(4,'big'),(sys.argv[1],7007))\n try:\n  d,_,r=rx(s)\n"
+               "  if int.from_bytes(d[:4],'big')==i: out.append((r-t-struct.unpack('q',d[4:12])[0])/1e3)\n"
+               " except socket.timeout: pass\n time.sleep(0.01)\nprint(json.dumps(out))\n")
 
 
 def measure(run_in, server_addr: str, seconds: float) -> dict:
@@ -188,6 +203,24 @@ def run_pass(seconds: float, polling: bool) -> dict:
     return results
 
 
+def median_pass(reps: list[dict]) -> dict:
+    """Each case's median over the repetitions of a pass, with its ratio to veth as the median
+    (and range) of the ratios within each repetition."""
+    out: dict = {}
+    for name in reps[0]:
+        runs = [r[name] for r in reps]
+        if any("skipped" in r for r in runs):
+            out[name] = next(r for r in runs if "skipped" in r)
+            continue
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        ratios = [r[name]["gbps"] / r["veth"]["gbps"] for r in reps]
+        added = [r[name]["rtt_p50_us"] - r["veth"]["rtt_p50_us"] for r in reps]
+        med.update(x_veth=statistics.median(ratios), x_veth_range=[min(ratios), max(ratios)],
+                   added_us=statistics.median(added), added_us_range=[min(added), max(added)], runs=runs)
+        out[name] = med
+    return out
+
+
 def print_pass(title: str, results: dict) -> None:
     base = results["veth"]
     print(f"\n{title}")
@@ -197,8 +230,12 @@ def print_pass(title: str, results: dict) -> None:
             print(f"{name:<21} skipped: {r['skipped']}")
             continue
         late = "/".join(f"{r[k]:.0f}" for k in ("lateness_p50_us", "lateness_p99_us", "lateness_max_us")) if "lateness_p50_us" in r else "-"
-        print(f"{name:<21} {r['gbps']:8.2f} {r['gbps'] / base['gbps']:7.2f} {r['rtt_p50_us']:11.0f} "
-              f"{r['rtt_p50_us'] - base['rtt_p50_us']:7.0f} {r['rtt_p99_us']:11.0f} {late:>22}")
+        x_veth = r.get("x_veth", r["gbps"] / base["gbps"])
+        added = r.get("added_us", r["rtt_p50_us"] - base["rtt_p50_us"])
+        print(f"{name:<21} {r['gbps']:8.2f} {x_veth:7.2f} {r['rtt_p50_us']:11.0f} "
+              f"{added:7.0f} {r['rtt_p99_us']:11.0f} {late:>22}"
+              + (f"   x veth {r['x_veth_range'][0]:.2f}-{r['x_veth_range'][1]:.2f}, added {r['added_us_range'][0]:.0f}-"
+                 f"{r['added_us_range'][1]:.0f} µs" if "x_veth_range" in r else ""))
     for pt, rt in (("unlimited", "rattan"), ("1g-1ms", "rattan-1g-1ms")):
         p, r = results[pt], results[rt]
         if "skipped" not in r:
@@ -213,14 +250,19 @@ def main() -> int:
     ap.add_argument("--idle", choices=("polling", "default", "both"), default="both",
                     help="CPU idle policy for a pass: polling (pathtwin's default, /dev/cpu_dma_latency = 0 held "
                          "for every case), default (CPUs halt when idle), or both passes")
+    ap.add_argument("--repeat", type=int, default=1, help="run each pass this many times and report medians")
     ap.add_argument("--json")
     a = ap.parse_args()
+    if a.repeat < 1:
+        ap.error(f"--repeat must be at least 1, not {a.repeat}")
     passes = {"polling": True, "default": False}
     out = {}
     for name, polling in passes.items():
         if a.idle in (name, "both"):
-            out[name] = run_pass(a.seconds, polling)
-            print_pass(f"idle CPUs: {name}" + (" (cpu_dma_latency = 0)" if polling else " (halt)"), out[name])
+            reps = [run_pass(a.seconds, polling) for _ in range(a.repeat)]
+            out[name] = reps[0] if a.repeat == 1 else median_pass(reps)
+            title = f"idle CPUs: {name}" + (" (cpu_dma_latency = 0)" if polling else " (halt)")
+            print_pass(title + (f", median of {a.repeat} runs" if a.repeat > 1 else ""), out[name])
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=2)
