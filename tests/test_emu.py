@@ -570,6 +570,27 @@ def test_a_congestion_control_the_machine_does_not_allow_in_namespaces_is_allowe
         ALLOWED_CC.write_text(saved)
 
 
+@needs_iperf
+def test_a_loop_spinning_through_a_saturated_path_leaves_sched_fifo():
+    """With --spin-us the loop polls through to its deadlines: on a saturated 1-Gbit/s path
+    that is all of its time, which as SCHED_FIFO would run into the kernel's real-time
+    budget and stop the loop for ~50 ms. The polls must count as busy, so the governor moves
+    the loop to the default policy while the transfer lasts."""
+    topo = 'hosts = ["a", "b"]\n[[path]]\nbetween = ["a", "b"]\nrtt = "1ms"\nabw = "1gbit"\ncapacity = "1gbit"\nqueue = "1MB"\nenforce_bounds = false\n'
+    with Emulation(topo, spin_us=30) as net:
+        echo_rtts(net, "a", "b", net["b"].ipv4, n=3)
+        assert loop_thread_sched() == (-20, 1), "idle, the loop is SCHED_FIFO"
+        net["b"].serve(["iperf3", "-s", "-1", "-p", "5201"], port=5201)
+        client = net["a"].popen(["iperf3", "-c", net["b"].ipv4, "-t", "3"], stdout=subprocess.DEVNULL)
+        policies = []
+        while client.poll() is None:
+            time.sleep(0.1)
+            policies.append(loop_thread_sched()[1])
+        assert client.returncode == 0
+        # The first half-second holds the first window; the last, the transfer's end.
+        assert set(policies[5:-5]) == {0}, f"the loop was SCHED_FIFO (1) during the transfer: {policies}"
+
+
 @untimed
 def test_each_host_has_a_tcp_socket_table_of_its_own_with_the_machines_limits():
     """A host's namespace gets its own TCP hash table (Linux >= 6.1), so the tcp_info sampler's

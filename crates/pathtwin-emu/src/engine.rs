@@ -583,7 +583,13 @@ impl<D: PacketIo> Engine<D> {
             let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, timeout_ms) };
             if let (Some(g), Some(from)) = (&mut self.governor, waited_from) {
                 let woke = mono_ns();
-                g.idle(woke - from);
+                // A zero-timeout wait is a spin's poll, not a rest: the loop keeps its CPU and
+                // uses the real-time budget. Counted idle, it let a loop spinning through a
+                // 1-Gbit/s path stay `SCHED_FIFO` until the kernel stopped it (release
+                // lateness max 42-52 ms in every `bench/emu/run.py` spin case).
+                if timeout_ms != 0 {
+                    g.idle(woke - from);
+                }
                 if let Some(to) = g.tick(woke) {
                     if set_thread_fifo(to == Switch::ToFifo).is_ok() {
                         g.switched(to);

@@ -23,7 +23,8 @@
 //! So the loop runs as `SCHED_FIFO` while it is mostly idle and drops to the default policy
 //! (keeping nice −20) when, over a window, it was busy more than [`Governor::DEMOTE_ABOVE`]
 //! of the time; it goes back below [`Governor::PROMOTE_BELOW`]. The hysteresis keeps it from
-//! flapping. Busy time is wall time outside `epoll_wait`, which over-counts (time the loop
+//! flapping. Busy time is wall time outside a sleeping `epoll_wait` (a spin's zero-timeout
+//! polls are busy), which over-counts (time the loop
 //! was preempted counts as busy), so the budget is never reached by surprise.
 
 use std::io;
