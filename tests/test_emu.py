@@ -574,8 +574,8 @@ def test_a_congestion_control_the_machine_does_not_allow_in_namespaces_is_allowe
 def test_a_loop_spinning_through_a_saturated_path_leaves_sched_fifo():
     """With --spin-us the loop polls through to its deadlines: on a saturated 1-Gbit/s path
     that is all of its time, which as SCHED_FIFO would run into the kernel's real-time
-    budget and stop the loop for ~50 ms. The polls must count as busy, so the governor moves
-    the loop to the default policy while the transfer lasts."""
+    budget and stop the loop for ~50 ms. The governor counts the loop's CPU time, polls
+    included, so it moves the loop to the default policy while the transfer lasts."""
     topo = 'hosts = ["a", "b"]\n[[path]]\nbetween = ["a", "b"]\nrtt = "1ms"\nabw = "1gbit"\ncapacity = "1gbit"\nqueue = "1MB"\nenforce_bounds = false\n'
     with Emulation(topo, spin_us=30) as net:
         echo_rtts(net, "a", "b", net["b"].ipv4, n=3)

@@ -23,8 +23,8 @@
 //!    histogram.
 //!
 //! Between wake-ups the loop sleeps in `epoll_wait` (or, with [`TimingOptions::spin`],
-//! polls); the time it spends there tells the
-//! [`crate::priority::Governor`] how busy the loop is.
+//! polls); its own CPU time over each window tells the [`crate::priority::Governor`] how busy
+//! it is.
 //!
 //! The engine knows nothing about namespaces or configs: it is given devices, a compiled
 //! network and routes (see [`crate::emulator`] for building those from a topology).
@@ -52,7 +52,7 @@ use crate::lateness::Histogram;
 use crate::monarch::Translator;
 use crate::real_target::{NotSent, RealTarget};
 use crate::packet::{FiveTuple, IpPacket};
-use crate::priority::{set_thread_fifo, set_thread_nice, Governor, Switch, LOOP_NICE};
+use crate::priority::{set_thread_fifo, set_thread_nice, thread_cpu_ns, Governor, Switch, LOOP_NICE};
 use crate::spill::SpillThread;
 
 /// Largest datagram read from a device: a 64-KB super-packet with offload (the kernel's
@@ -533,7 +533,7 @@ impl<D: PacketIo> Engine<D> {
             let _ = set_min_timer_slack();
             if self.timing.high_priority && set_thread_nice(LOOP_NICE).is_ok() {
                 let fifo = self.timing.fifo_while_idle && set_thread_fifo(true).is_ok();
-                self.governor = Some(Governor::new(mono_ns(), fifo, self.timing.fifo_while_idle));
+                self.governor = Some(Governor::new(mono_ns(), thread_cpu_ns(), fifo, self.timing.fifo_while_idle));
             }
         }
         loop {
@@ -577,22 +577,16 @@ impl<D: PacketIo> Engine<D> {
                     left.div_ceil(1_000_000) as i32
                 }
             };
-            // Only the governor needs the time spent waiting; no clock reads otherwise.
-            let waited_from = self.governor.is_some().then(mono_ns);
             // SAFETY: epoll_wait fills at most `events.len()` entries of a buffer we own.
             let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, timeout_ms) };
-            if let (Some(g), Some(from)) = (&mut self.governor, waited_from) {
+            if let Some(g) = &mut self.governor {
                 let woke = mono_ns();
-                // A zero-timeout wait is a spin's poll, not a rest: the loop keeps its CPU and
-                // uses the real-time budget. Counted idle, it let a loop spinning through a
-                // 1-Gbit/s path stay `SCHED_FIFO` until the kernel stopped it (release
-                // lateness max 42-52 ms in every `bench/emu/run.py` spin case).
-                if timeout_ms != 0 {
-                    g.idle(woke - from);
-                }
-                if let Some(to) = g.tick(woke) {
-                    if set_thread_fifo(to == Switch::ToFifo).is_ok() {
-                        g.switched(to);
+                // The thread's CPU time is read once per window, not per wake-up.
+                if g.window_over(woke) {
+                    if let Some(to) = g.tick(woke, thread_cpu_ns()) {
+                        if set_thread_fifo(to == Switch::ToFifo).is_ok() {
+                            g.switched(to);
+                        }
                     }
                 }
             }
