@@ -580,13 +580,9 @@ impl<D: PacketIo> Engine<D> {
             // SAFETY: epoll_wait fills at most `events.len()` entries of a buffer we own.
             let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, timeout_ms) };
             if let Some(g) = &mut self.governor {
-                let woke = mono_ns();
-                // The thread's CPU time is read once per window, not per wake-up.
-                if g.window_over(woke) {
-                    if let Some(to) = g.tick(woke, thread_cpu_ns()) {
-                        if set_thread_fifo(to == Switch::ToFifo).is_ok() {
-                            g.switched(to);
-                        }
+                if let Some(to) = g.tick(mono_ns(), thread_cpu_ns) {
+                    if set_thread_fifo(to == Switch::ToFifo).is_ok() {
+                        g.switched(to);
                     }
                 }
             }

@@ -97,13 +97,6 @@ fn base_sysctls() -> Vec<(String, String)> {
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
-    // A namespace with a TCP hash table of its own (`netns::TCP_HASH_BUCKETS`) gets limits
-    // scaled down from its size (8 192 sockets in TIME-WAIT, a SYN backlog of 128); a host
-    // keeps the machine's.
-    .chain(["net.ipv4.tcp_max_tw_buckets", "net.ipv4.tcp_max_syn_backlog"].into_iter().filter_map(|key| {
-        let value = fs::read_to_string(format!("/proc/sys/{}", key.replace('.', "/"))).ok()?;
-        Some((key.to_string(), value.trim().to_string()))
-    }))
     .collect()
 }
 

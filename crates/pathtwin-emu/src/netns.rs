@@ -30,12 +30,13 @@ const CLAIM_PREFIX: &str = ".claim-";
 /// `tcp_child_ehash_entries`). A namespace without one shares the machine's (262 144 buckets
 /// on the development VM), and every dump of a namespace's sockets, which the `tcp_info`
 /// sampler takes for each host and address family every interval ([`crate::sampler`]), walks
-/// every bucket of it: 1.05 ms per dump there, so 4.2 ms a sample for two hosts and 25 ms for
-/// twelve. 16 384 buckets make a dump 16 times shorter and still hold a short-connection
-/// soak's thousands of sockets in TIME-WAIT at a chain or less per bucket. The limits the
-/// kernel derives from a namespace's table size (TIME-WAIT buckets, SYN backlog) are set back
-/// to the machine's by the caller ([`crate::lab`]).
+/// every bucket of it: 1.05 ms per dump there, so 4.5 ms a sample for two hosts and 27.9 ms
+/// for the 13 of `examples/groundtruth/swarm.toml`. 16 384 buckets make a dump 16 times shorter and still hold a short-connection
+/// soak's thousands of sockets in TIME-WAIT at a chain or less per bucket.
 pub const TCP_HASH_BUCKETS: u32 = 16_384;
+/// Limits the kernel scales down with a namespace's own table size (to 8 192 sockets in
+/// TIME-WAIT and a SYN backlog of 128 at [`TCP_HASH_BUCKETS`]); a host keeps the machine's.
+const LIMITS_OF_OWN_TABLE: [&str; 2] = ["net.ipv4.tcp_max_tw_buckets", "net.ipv4.tcp_max_syn_backlog"];
 
 /// Errors while creating or removing a run's kernel objects.
 #[derive(Debug, thiserror::Error)]
@@ -151,13 +152,24 @@ pub struct Namespace {
 
 impl Namespace {
     /// Creates the namespace with a TCP socket hash table of its own where the kernel allows
-    /// ([`TCP_HASH_BUCKETS`]), brings its loopback up and applies `sysctls` (`key=value`).
+    /// ([`TCP_HASH_BUCKETS`]; the limits scaled with it stay the machine's), brings its
+    /// loopback up and applies `sysctls` (`key=value`), all with one `sysctl` process.
     pub fn create(name: &str, sysctls: &[(String, String)]) -> Result<Namespace, NetnsError> {
-        add_with_own_tcp_hash(name)?;
+        // Read here, in the creator's namespace: the machine's values.
+        let machine_limits: Vec<(String, String)> = LIMITS_OF_OWN_TABLE
+            .iter()
+            .filter_map(|key| {
+                let value = fs::read_to_string(format!("/proc/sys/{}", key.replace('.', "/"))).ok()?;
+                Some((key.to_string(), value.trim().to_string()))
+            })
+            .collect();
+        let own_table = add_with_own_tcp_hash(name)?;
         let ns = Namespace { name: name.to_string() };
         ns.ip(&["link", "set", "lo", "up"])?;
-        if !sysctls.is_empty() {
-            ns.sysctls(sysctls)?;
+        let limits = if own_table { machine_limits.as_slice() } else { &[] };
+        let all: Vec<(String, String)> = limits.iter().chain(sysctls).cloned().collect();
+        if !all.is_empty() {
+            ns.sysctls(&all)?;
         }
         Ok(ns)
     }
@@ -173,13 +185,8 @@ impl Namespace {
         ip(&full)
     }
 
-    /// Writes a sysctl inside the namespace through `/proc/sys`, entered with `ip netns exec`.
-    pub fn sysctl(&self, key: &str, value: &str) -> Result<(), NetnsError> {
-        self.sysctls(&[(key.to_string(), value.to_string())])
-    }
-
-    /// Writes several sysctls inside the namespace with one `sysctl -w` (one process, not one
-    /// per key).
+    /// Writes sysctls inside the namespace through `/proc/sys`, entered with `ip netns exec`:
+    /// one `sysctl -w` for all of them (one process, not one per key).
     pub fn sysctls(&self, pairs: &[(String, String)]) -> Result<(), NetnsError> {
         let assignments = pairs.iter().map(|(k, v)| format!("{k}={v}"));
         run_cmd(Command::new("ip").args(["netns", "exec", &self.name, "sysctl", "-q", "-w"]).args(assignments)).map(|_| ())
@@ -217,17 +224,16 @@ impl Namespace {
 /// is [`TCP_HASH_BUCKETS`]: the kernel sizes a new namespace's TCP hash table by the setting
 /// of the namespace it is created from, so the machine's own setting is never touched. Where
 /// the kernel has no such setting (before 6.1), the namespace shares the machine's table, as
-/// before.
-fn add_with_own_tcp_hash(name: &str) -> Result<(), NetnsError> {
+/// before. Returns whether the table is its own.
+fn add_with_own_tcp_hash(name: &str) -> Result<bool, NetnsError> {
     std::thread::scope(|s| {
         s.spawn(|| {
             // SAFETY: unshare(2) moves only this thread, which ends here, into a new namespace;
             // `ip`, spawned from it, starts there. The namespace goes when both are gone.
-            if unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 {
-                // Best effort: without it the host shares the machine's table.
-                let _ = fs::write("/proc/sys/net/ipv4/tcp_child_ehash_entries", TCP_HASH_BUCKETS.to_string());
-            }
-            ip(&["netns", "add", name]).map(|_| ())
+            // Best effort: without it the host shares the machine's table.
+            let own = unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0
+                && fs::write("/proc/sys/net/ipv4/tcp_child_ehash_entries", TCP_HASH_BUCKETS.to_string()).is_ok();
+            ip(&["netns", "add", name]).map(|_| own)
         })
         .join()
         .expect("namespace creation thread panicked")

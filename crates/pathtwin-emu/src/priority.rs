@@ -107,20 +107,16 @@ impl Governor {
         self.fifo
     }
 
-    /// Whether the window that started at its last close is over at `now_ns` (then the caller
-    /// reads the thread's CPU time and calls [`Governor::tick`]; one read per window).
-    pub fn window_over(&self, now_ns: u64) -> bool {
-        now_ns.saturating_sub(self.window_start_ns) >= Self::WINDOW_NS
-    }
-
-    /// Closes the window if it is over at `now_ns`, the thread having used `cpu_ns` of CPU
-    /// time so far; returns the switch to make, if any (the caller makes it and reports back
-    /// with [`Governor::switched`]).
-    pub fn tick(&mut self, now_ns: u64, cpu_ns: u64) -> Option<Switch> {
+    /// Closes the window if it is over at `now_ns`; `cpu_ns` gives the thread's CPU time so
+    /// far, and is called only then (one read per window, not per wake-up). Returns the
+    /// switch to make, if any (the caller makes it and reports back with
+    /// [`Governor::switched`]).
+    pub fn tick(&mut self, now_ns: u64, cpu_ns: impl FnOnce() -> u64) -> Option<Switch> {
         let elapsed = now_ns.saturating_sub(self.window_start_ns);
         if elapsed < Self::WINDOW_NS {
             return None;
         }
+        let cpu_ns = cpu_ns();
         let ran = cpu_ns.saturating_sub(self.window_start_cpu_ns).min(elapsed);
         let busy = ran as f64 / elapsed as f64;
         self.window_start_ns = now_ns;
@@ -150,15 +146,15 @@ mod tests {
         let mut g = Governor::new(0, 0, true, true);
         // 90 % busy: above the demotion threshold.
         let mut cpu = W * 9 / 10;
-        assert_eq!(g.tick(W, cpu), Some(Switch::ToDefault));
+        assert_eq!(g.tick(W, || cpu), Some(Switch::ToDefault));
         g.switched(Switch::ToDefault);
         // 60 % busy: between the thresholds, so no change either way.
         cpu += W * 6 / 10;
-        assert_eq!(g.tick(2 * W, cpu), None);
+        assert_eq!(g.tick(2 * W, || cpu), None);
         assert!(!g.is_fifo());
         // 30 % busy: promoted.
         cpu += W * 3 / 10;
-        assert_eq!(g.tick(3 * W, cpu), Some(Switch::ToFifo));
+        assert_eq!(g.tick(3 * W, || cpu), Some(Switch::ToFifo));
         g.switched(Switch::ToFifo);
         assert!(g.is_fifo());
         assert_eq!(g.switches, 2);
@@ -167,18 +163,16 @@ mod tests {
     #[test]
     fn nothing_is_decided_before_a_window_is_over_and_a_mostly_idle_fifo_loop_stays() {
         let mut g = Governor::new(1_000, 500, true, true);
-        assert!(!g.window_over(1_000 + W - 1));
-        assert_eq!(g.tick(1_000 + W - 1, 500 + W), None);
+        assert_eq!(g.tick(1_000 + W - 1, || panic!("CPU time read before the window is over")), None);
         // Idle: no CPU time used over two windows' length.
-        assert!(g.window_over(1_000 + 2 * W));
-        assert_eq!(g.tick(1_000 + 2 * W, 500), None);
+        assert_eq!(g.tick(1_000 + 2 * W, || 500), None);
         assert!(g.is_fifo());
     }
 
     #[test]
     fn without_fifo_allowed_an_idle_loop_stays_under_the_default_policy() {
         let mut g = Governor::new(0, 0, false, false);
-        assert_eq!(g.tick(W, 0), None);
+        assert_eq!(g.tick(W, || 0), None);
         assert!(!g.is_fifo());
     }
 }
