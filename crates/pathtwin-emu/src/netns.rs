@@ -31,12 +31,19 @@ const CLAIM_PREFIX: &str = ".claim-";
 /// on the development VM), and every dump of a namespace's sockets, which the `tcp_info`
 /// sampler takes for each host and address family every interval ([`crate::sampler`]), walks
 /// every bucket of it: 1.05 ms per dump there, so 4.5 ms a sample for two hosts and 27.9 ms
-/// for the 13 of `examples/groundtruth/swarm.toml`. 16 384 buckets make a dump 16 times shorter and still hold a short-connection
-/// soak's thousands of sockets in TIME-WAIT at a chain or less per bucket.
+/// for the 13 of `examples/groundtruth/swarm.toml`. 16 384 buckets make a dump 16 times
+/// shorter and still hold a short-connection soak's thousands of sockets in TIME-WAIT at a
+/// chain or less per bucket.
 pub const TCP_HASH_BUCKETS: u32 = 16_384;
 /// Limits the kernel scales down with a namespace's own table size (to 8 192 sockets in
 /// TIME-WAIT and a SYN backlog of 128 at [`TCP_HASH_BUCKETS`]); a host keeps the machine's.
 const LIMITS_OF_OWN_TABLE: [&str; 2] = ["net.ipv4.tcp_max_tw_buckets", "net.ipv4.tcp_max_syn_backlog"];
+
+/// `key` and its value in the calling thread's namespace, if it has the key.
+fn machine_sysctl(key: &str) -> Option<(String, String)> {
+    let value = fs::read_to_string(format!("/proc/sys/{}", key.replace('.', "/"))).ok()?;
+    Some((key.to_string(), value.trim().to_string()))
+}
 
 /// Errors while creating or removing a run's kernel objects.
 #[derive(Debug, thiserror::Error)]
@@ -155,19 +162,14 @@ impl Namespace {
     /// ([`TCP_HASH_BUCKETS`]; the limits scaled with it stay the machine's), brings its
     /// loopback up and applies `sysctls` (`key=value`), all with one `sysctl` process.
     pub fn create(name: &str, sysctls: &[(String, String)]) -> Result<Namespace, NetnsError> {
-        // Read here, in the creator's namespace: the machine's values.
-        let machine_limits: Vec<(String, String)> = LIMITS_OF_OWN_TABLE
-            .iter()
-            .filter_map(|key| {
-                let value = fs::read_to_string(format!("/proc/sys/{}", key.replace('.', "/"))).ok()?;
-                Some((key.to_string(), value.trim().to_string()))
-            })
-            .collect();
         let own_table = add_with_own_tcp_hash(name)?;
         let ns = Namespace { name: name.to_string() };
         ns.ip(&["link", "set", "lo", "up"])?;
-        let limits = if own_table { machine_limits.as_slice() } else { &[] };
-        let all: Vec<(String, String)> = limits.iter().chain(sysctls).cloned().collect();
+        // Only a table of its own scales them down. Read from this thread, which stays in the
+        // creator's namespace (only `add_with_own_tcp_hash`'s own thread leaves it): the
+        // machine's values.
+        let limits = if own_table { LIMITS_OF_OWN_TABLE.iter().filter_map(|key| machine_sysctl(key)).collect() } else { Vec::new() };
+        let all: Vec<(String, String)> = limits.into_iter().chain(sysctls.iter().cloned()).collect();
         if !all.is_empty() {
             ns.sysctls(&all)?;
         }
