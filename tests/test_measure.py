@@ -648,3 +648,51 @@ def test_a_sink_stops_reading_its_drain_limit_after_the_test():
         sink.kill()
         sink.wait()
     assert json.loads(out.splitlines()[-1])["samples"][-1][1] == [100_000]
+
+
+def test_a_sender_runs_the_congestion_control_asked_for_and_reports_the_one_it_ran():
+    """``send --cc``: every connection runs it, as the kernel's socket dump (``ss -ti``)
+    shows while they send, and the result names it; without ``--cc`` the result names the
+    host's default (``net.ipv4.tcp_congestion_control``), so a measurement records which
+    controller its reactivity tables are for. A controller the kernel lacks ends the sender
+    with one line naming the ones it has (loopback, no privileges: reno is every kernel's, and
+    always allowed)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from pathtwin.measure import endpoints
+
+    def run(flows: int, duration: float, *cc: str) -> tuple[dict, list[str]]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        prog = [sys.executable, endpoints.__file__]
+        sink = subprocess.Popen([*prog, "sink", "--port", str(port), "--flows", str(flows), "--every", "0.05", "--bind",
+                                 "127.0.0.1", "--duration", str(duration)], stdout=subprocess.PIPE, text=True)
+        try:
+            assert sink.stdout is not None and sink.stdout.readline().strip() == "ready"
+            send = subprocess.Popen([*prog, "send", "--port", str(port), "--flows", str(flows), "--duration", str(duration),
+                                     *cc, "127.0.0.1"], stdout=subprocess.PIPE, text=True)
+            time.sleep(duration / 2)
+            # The senders' sockets (to the sink's port): the first word of each one's info line.
+            dump = subprocess.run(["ss", "-tinH", "state", "established", f"dport = :{port}"], capture_output=True,
+                                  text=True, check=True).stdout
+            seen = [line.split()[0] for line in dump.splitlines() if line.startswith(("\t", " "))]
+            out, _ = send.communicate(timeout=30)
+            sink.communicate(timeout=30)
+        finally:
+            sink.kill()
+            sink.wait()
+        return json.loads(out.splitlines()[-1]), seen
+
+    got, seen = run(2, 1.0, "--cc", "reno")
+    assert got["cc"] == "reno" and seen == ["reno", "reno"], (got["cc"], seen)
+    default = open("/proc/sys/net/ipv4/tcp_congestion_control").read().strip()
+    got, seen = run(1, 1.0)
+    assert got["cc"] == default and seen == [default], (got["cc"], seen, default)
+    bad = subprocess.run([sys.executable, endpoints.__file__, "send", "--port", "9", "--flows", "1", "--duration", "1",
+                          "--cc", "nosuchcc", "127.0.0.1"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert bad.stderr.startswith("congestion control 'nosuchcc': this host's kernel refuses it (") and "reno" in bad.stderr

@@ -181,6 +181,15 @@ OPERATION_REFUSALS = {
                                   "probe: start_at is "),
     "host name as destination": (("probe", {"port": 17010, "interval": 0.1, "duration": 2, "dests": ["-rf"]}),
                                  "probe: dests must be an IPv4 address, not '-rf'"),
+    "command as the congestion control": (("send", {"addr": "127.0.0.1", "port": 17011, "flows": 1, "duration": 2,
+                                                     "rate_bps": 1e6, "cc": "cubic; touch {marker}"}),
+                                          "send: cc: 'cubic; touch "),
+    "path as the congestion control": (("send", {"addr": "127.0.0.1", "port": 17011, "flows": 1, "duration": 2,
+                                                  "rate_bps": 1e6, "cc": "../../bin/sh"}),
+                                       "send: cc: '../../bin/sh' is not a congestion control's name"),
+    "option as the congestion control": (("send", {"addr": "127.0.0.1", "port": 17011, "flows": 1, "duration": 2,
+                                                    "rate_bps": 1e6, "cc": "--help"}),
+                                         "send: cc: '--help' is not a congestion control's name"),
     "port outside --ports": (("echo", {"port": 22, "duration": 5}), "echo: port 22 is outside this agent's --ports 17000-17999"),
     "port as a string": (("echo", {"port": "17010; reboot", "duration": 5}), "echo: port must be an integer"),
     "no duration": (("echo", {"port": 17010}), "echo: parameter 'duration' is missing"),
@@ -281,11 +290,13 @@ def test_an_emulated_host_runs_the_programs_it_always_ran():
     hostmod.operate(h, "probe", port=17000, interval=0.099, duration=15.0, dests=["10.0.0.2", "10.0.0.3"]).stop()
     hostmod.operate(h, "sink", port=17001, flows=4, every=0.05, duration=10.0).stop()
     hostmod.operate(h, "send", ready=False, addr="10.0.0.2", port=17001, flows=4, duration=10.0).stop()
+    hostmod.operate(h, "send", ready=False, addr="10.0.0.2", port=17001, flows=4, duration=10.0, cc="cubic").stop()
     head = [sys.executable, str(hostmod.ENDPOINTS)]
     assert h.args == [head + ["echo", "--port", "17000"],
                       head + ["probe", "--port", "17000", "--interval", "0.099", "--duration", "15.0", "10.0.0.2", "10.0.0.3"],
                       head + ["sink", "--port", "17001", "--flows", "4", "--every", "0.05", "--duration", "10.0"],
-                      head + ["send", "--port", "17001", "--flows", "4", "--duration", "10.0", "10.0.0.2"]]
+                      head + ["send", "--port", "17001", "--flows", "4", "--duration", "10.0", "10.0.0.2"],
+                      head + ["send", "--port", "17001", "--flows", "4", "--duration", "10.0", "--cc", "cubic", "10.0.0.2"]]
 
 
 @serial
@@ -459,8 +470,9 @@ def test_controller_refusals(tmp_path, args, message):
 def test_agents_on_loopback_measure_each_other(tmp_path):
     """Two agents on two loopback addresses (one machine: each needs its own address, the
     probes are told apart by it), measured by the command a user runs; the model is one the
-    schema accepts, the record is the same as an emulated measurement's, and the same command
-    again resumes (nothing left to measure)."""
+    schema accepts, the record is the same as an emulated measurement's, each test ran the
+    congestion control asked for (reno, seldom a machine's default) and says so, and the same
+    command again resumes (nothing left to measure)."""
     from pathtwin import _native
 
     tok = token_file(tmp_path)
@@ -469,7 +481,8 @@ def test_agents_on_loopback_measure_each_other(tmp_path):
     try:
         out = tmp_path / "model.toml"
         cmd = ["measure", f"{a.host}:{a.port}", f"{b.host}:{b.port}", "--token-file", tok, "--flows", "1",
-               "--duration", "1s", "--probe-interval", "20ms", "--probe-duration", "1s", "--port", "17200", "-o", out]
+               "--duration", "1s", "--probe-interval", "20ms", "--probe-duration", "1s", "--port", "17200", "--cc", "reno",
+               "-o", out]
         r = run_cli(*cmd, timeout=300)
         assert r.returncode == 0, r.stderr[-2000:]
         cfg = json.loads(_native.validate_config(out.read_text(), "toml", str(out)))
@@ -484,7 +497,10 @@ def test_agents_on_loopback_measure_each_other(tmp_path):
             # The agent's --max-rate paced the flows (50 Mbit/s of payload; loopback's MTU
             # over its MSS makes the IP-level figure about twice that).
             assert t["rate_cap_bps"] == 50e6 and 0 < t["goodput_bps"] <= 55e6, t
+            assert t["cc"] == "reno", t
+        assert record["settings"]["cc"] == "reno"
         assert "a->b" in r.stdout and f"model: {out}" in r.stdout
+        assert "throughput tests' congestion control: reno (--cc reno)" in r.stdout
         for ag in (a, b):
             assert not ag.refusals(), ag.refusals()
             assert "authenticated" in ag.log()

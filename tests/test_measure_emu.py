@@ -277,7 +277,8 @@ def test_interrupted_measurement_resumes_and_its_twin_validates(tmp_path, no_nam
     """Ctrl-C keeps every finished step in the state file; the same command measures only
     what is missing and writes the model; other settings are refused. Then `pathtwin measure
     validate` repeats the tests in the model's twin: each within NSDI'09 §4.5's 20 % of what
-    was measured in the ground truth."""
+    was measured in the ground truth. The tests run ``--cc reno`` (seldom a machine's default):
+    each records reno, and the twin repeats each with the controller its test recorded."""
     from conftest import interrupt_once_recorded
 
     out = tmp_path / "model.toml"
@@ -289,7 +290,8 @@ def test_interrupted_measurement_resumes_and_its_twin_validates(tmp_path, no_nam
     # tests every twin test was within 10 % in two runs (0.98-1.09).
     def command(flows: str) -> list[str]:
         return [sys.executable, "-m", "pathtwin.cli", "measure", "--emulate", str(GROUND_TRUTH), "--hosts", "s,d3",
-                "--flows", flows, "--duration", "4s", "--probe-interval", "20ms", "--probe-duration", "3s", "-o", str(out)]
+                "--flows", flows, "--duration", "4s", "--probe-interval", "20ms", "--probe-duration", "3s", "--cc", "reno",
+                "-o", str(out)]
 
     cmd = command("1,2")
     stopped = interrupt_once_recorded(cmd, state, 2)  # the probes and one throughput test
@@ -307,6 +309,8 @@ def test_interrupted_measurement_resumes_and_its_twin_validates(tmp_path, no_nam
     assert set(final["steps"]) == {"probe", "tput s->d3 1", "tput s->d3 2", "tput d3->s 1", "tput d3->s 2"}
     for k, v in kept.items():  # measured once: the first run's records, untouched
         assert final["steps"][k] == v, k
+    assert {v["cc"] for k, v in final["steps"].items() if k.startswith("tput ")} == {"reno"}
+    assert "throughput tests' congestion control: reno (--cc reno)" in again.stdout
     cfg = tomllib.loads(out.read_text())
     assert [p_["between"] for p_ in cfg["path"]] == [["s", "d3"]]
 
@@ -321,6 +325,7 @@ def test_interrupted_measurement_resumes_and_its_twin_validates(tmp_path, no_nam
     for r in rows:
         assert r["measured_bps"] == final["steps"][f"tput {r['pair']} {r['flows']}"]["abw_bps"]
         assert abs(r["twin_bps"] - r["measured_bps"]) <= 0.2 * r["measured_bps"], r
+        assert r["cc"] == "reno", r
     assert "100 % of the tests within 20 %" in val.stdout
 
 

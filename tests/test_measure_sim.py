@@ -523,3 +523,35 @@ def test_a_test_after_a_heavy_one_reads_what_it_reads_alone():
                                         purpose="drain")
     assert abs(eight["abw_bps"] - uplink) <= 0.1 * uplink, (eight["abw_bps"], uplink)
     assert abs(one["abw_bps"] - uplink) <= 0.1 * uplink, (one["abw_bps"], uplink)
+
+
+def test_the_tests_run_the_congestion_control_asked_for_and_the_cross_traffic_its_own(tmp_path):
+    """``--cc``: every throughput test's connections run it and its record says so; the
+    ground truth's cross traffic keeps the controller its file gives (the simulation the tool
+    kept: its ``flows`` table). Without ``--cc`` the tests run the truth's ``[tcp]``, as a
+    live test runs its host's default. A controller the simulator lacks is refused before
+    anything is simulated, naming the ones it has."""
+    truth = tmp_path / "truth.toml"
+    truth.write_text(CAMPUS.read_text().replace("[[link]]", '[tcp]\ncc = "vegas"\n\n[[link]]', 1))
+    small = Settings(flows=[1, 2], duration_s=2.0, probe_interval_s=0.02, probe_duration_s=1.0, together=False)
+    for cc, expected in (("cubic", "cubic"), (None, "vegas")):
+        out = tmp_path / f"model-{cc}.toml"
+        m = measure_simulated(truth, hosts=["s", "d1"], settings=Settings(**{**small.__dict__, "cc": cc}), out=out,
+                              keep=tmp_path / f"kept-{cc}")
+        record = json.loads(out.with_name(out.stem + ".measure.json").read_text())
+        tests = {k: v for k, v in record["steps"].items() if k.startswith("tput ")}
+        assert len(tests) == 4 and {v["cc"] for v in tests.values()} == {expected}, tests
+        assert m.findings["cc"] == {"asked": cc, "ran": [expected]}
+        assert f"throughput tests' congestion control: {expected}" in out.read_text()
+        flows = pd.read_parquet(tmp_path / f"kept-{cc}" / "tests" / "s->d1 x2" / "flows.parquet")
+        ran = flows.groupby(flows.label.astype(str).str.startswith("test "))["cc"].unique()
+        assert list(ran[True]) == [expected] and list(ran[False]) == ["vegas"], ran
+    r = run_cli("measure", "--simulate", truth, "--hosts", "s,d1", "--cc", "htcp", "-o", tmp_path / "m.toml", timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert 'pathtwin: error: --cc htcp: the simulator has no congestion control "htcp" (it has: ' in r.stderr, r.stderr
+    assert not (tmp_path / "m.measure.json").exists()
+    r = run_cli("measure", "validate", truth, tmp_path / "model-cubic.toml", "--engine", "sim", "--flows", "1",
+                "--duration", "2s", "--no-together", "--cc", "cubic", "-o", tmp_path / "val", timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((tmp_path / "val" / "validation.json").read_text())["cc"] == "cubic"
+    assert "foreground congestion control: cubic (--cc)" in r.stdout

@@ -120,6 +120,9 @@ def paths(
                                   "correlate, written as [[shared]] classes of paths."),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help="Real hosts: the file (mode 0600) holding "
                                               "the token their agents were started with."),
+    cc: Optional[str] = typer.Option(None, "--cc", help="Congestion control of the throughput tests' flows (e.g. "
+                                     "cubic; default: each source's, which differs between machines). Every test "
+                                     "records the one it ran."),
 ) -> None:
     """(default) Measure paths between hosts (base RTT, ABW and reactivity with 1..N TCP
     flows, shared bottlenecks) and write a paths topology for `pathtwin sim` and `pathtwin
@@ -145,7 +148,8 @@ def paths(
     names = list(hosts) if hosts else (hosts_opt.split(",") if hosts_opt is not None else None)
     settings = Settings(flows=parse_flows(flows), duration_s=_time(duration, "--duration"),
                         probe_interval_s=_time(probe_interval, "--probe-interval"),
-                        probe_duration_s=_time(probe_duration, "--probe-duration"), port=port, together=together)
+                        probe_duration_s=_time(probe_duration, "--probe-duration"), port=port, together=together,
+                        cc=cc)
     settings.check()
     if out.is_dir():
         raise PathtwinError(f"-o {out}: is a directory; give the model's file name (e.g. {out / 'model.toml'})")
@@ -207,7 +211,7 @@ def _run_simulated(truth: Path, names: Optional[list[str]], settings, out: Path)
 def _report(m) -> None:
     """The findings in short: per ordered pair base RTT and ABW by flow count, per source
     the shared classes and where the tests could not decide."""
-    from ..measure.session import queue_note
+    from ..measure.session import cc_note, queue_note
     from ._light import text_table
 
     f = m.findings
@@ -232,6 +236,7 @@ def _report(m) -> None:
         what = "paths of several sources" if g["label"].startswith("paths") else g["label"]
         print(f"together, {what} ({len(g['members'])} paths): {g['abw_bps'] / 1e6:.2f} Mbit/s, alone "
               f"{g['alone_sum_bps'] / 1e6:.2f} in sum" + queue_note(g) + (" -> a shared class" if g["class"] else ""))
+    print(cc_note(f["cc"]))
     print(f"model: {m.out}")
     print(f"record (every value's samples and spread, both tests' verdicts): {m.state}")
 
@@ -259,6 +264,9 @@ def validate(
     runs: int = typer.Option(1, "--runs", help="With a ground truth: run each path's experiment this many times where "
                              "there is cross traffic (the truth), grade against their mean, and report how far one run "
                              "of the truth lies from its others."),
+    cc: Optional[str] = typer.Option(None, "--cc", help="With a ground truth: congestion control of the foreground "
+                                     "flows in all three environments (default: each host's; give the one the model "
+                                     "was measured with). MODEL alone repeats each test with the one it recorded."),
 ) -> None:
     """Check a model: repeat the measurement's throughput tests in its twin and compare with
     what was measured (MODEL), or run the same foreground experiments in the ground truth,
@@ -269,8 +277,11 @@ def validate(
     if engine not in ("emu", "sim"):
         raise PathtwinError(f"--engine {engine}: expected sim or emu")
     if len(files) == 2:
-        _grade(files[0], files[1], out, flows, duration, together, together_flows, engine, runs)
+        _grade(files[0], files[1], out, flows, duration, together, together_flows, engine, runs, cc)
         return
+    if cc is not None:
+        raise PathtwinError("--cc: a model alone is checked with the congestion control each of its tests recorded; "
+                            "--cc grades GROUND_TRUTH MODEL")
     if runs != 1:
         raise PathtwinError("--runs: a model alone is checked against its measurement once; --runs grades GROUND_TRUTH MODEL")
     if engine != "emu":
@@ -294,7 +305,7 @@ def validate(
 
 
 def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: str, together: bool,
-           together_flows: Optional[int], engine: str, runs: int) -> None:
+           together_flows: Optional[int], engine: str, runs: int, cc: Optional[str]) -> None:
     from ..measure import parse_flows
     from ..measure.grade import grade
     from ._light import text_table
@@ -315,7 +326,7 @@ def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: 
     bars = _Bars()
     try:
         g = grade(truth, model, out, counts, secs, together=together, progress=bars, together_flows=together_flows,
-                  engine=engine, runs=runs)
+                  engine=engine, runs=runs, cc=cc)
     except KeyboardInterrupt:
         if state is None:
             raise
@@ -349,6 +360,7 @@ def _grade(truth: Path, model: Path, out: Optional[Path], flows: str, duration: 
     sh, sp = rec["shared"], rec["shared_paths"]
     print(f"shared bottlenecks: precision {sh['precision']:.2f}, recall {sh['recall']:.2f} (per source); "
           f"{sp['precision']:.2f}, {sp['recall']:.2f} (paths of any sources)")
+    print("foreground congestion control: " + (f"{rec['cc']} (--cc)" if rec["cc"] else "each host's default (--cc chooses one)"))
     print(f"wrote {out / 'validation.json'} and the error CDFs beside it")
 
 

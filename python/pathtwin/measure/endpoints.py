@@ -334,7 +334,28 @@ def _raise_if_failed(c: socket.socket, where: str) -> None:
         raise OSError(err, f"connecting to {where}: {os.strerror(err)}")
 
 
-def send(addr: str, port: int, flows: int, duration: float, max_rate: float | None = None) -> int:
+def _congestion_control(c: socket.socket) -> str:
+    """The congestion control the kernel runs on ``c`` (``TCP_CONGESTION``)."""
+    return c.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\0", 1)[0].decode()
+
+
+def _use_congestion_control(c: socket.socket, cc: str) -> None:
+    """Sets ``c``'s congestion control before it connects; a one-line exit naming what the
+    host offers if its kernel refuses it."""
+    try:
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    except OSError as e:
+        try:
+            with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+                offered = f.read().strip()
+        except OSError:
+            offered = "unknown"
+        raise SystemExit(f"congestion control {cc!r}: this host's kernel refuses it ({e.strerror}; "
+                         f"available: {offered})") from None
+
+
+def send(addr: str, port: int, flows: int, duration: float, max_rate: float | None = None,
+         cc: str | None = None) -> int:
     """Opens ``flows`` connections at once and keeps them all sending for ``duration``
     seconds. Result: bytes each wrote, the segment payload (``mss``) and the path MTU, which
     turn goodput into the IP-level rate a path model's ABW is, and every ``RTT_EVERY_S`` the
@@ -342,10 +363,14 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
     sample: ``rtt``), the round trip the flows had with the queues they loaded (the sender's
     clock only: between real hosts it has no offset to the sink's). ``max_rate`` (bit/s, all flows
     together; an agent's ``--max-rate``) caps each flow at its share by the kernel's pacing,
-    set before the connection opens so that not even slow start exceeds it."""
+    set before the connection opens so that not even slow start exceeds it. ``cc`` is the
+    flows' congestion control (``TCP_CONGESTION``; None: the host's default); the result's
+    ``cc`` is the one the kernel ran, read back from a connected socket."""
     socks = []
     for _ in range(flows):
         c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if cc is not None:
+            _use_congestion_control(c, cc)
         if max_rate is not None:
             per_flow = max(1, min(2**31 - 1, int(max_rate / 8 / flows)))  # bytes/s in a C int
             c.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, per_flow)
@@ -369,6 +394,7 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
 
     first = next(c for i, c in enumerate(socks) if i not in pending)
     mss = first.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
+    ran = _congestion_control(first)
     try:
         mtu = first.getsockopt(socket.IPPROTO_IP, IP_MTU)
     except OSError:
@@ -431,7 +457,7 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
             tokens[i] -= n
     for c in socks:
         c.close()
-    out = {"wrote": wrote, "mss": mss, "mtu": mtu, "rtt": rtts}
+    out = {"wrote": wrote, "mss": mss, "mtu": mtu, "rtt": rtts, "cc": ran}
     if max_rate is not None:
         out["max_rate"] = max_rate
     print(json.dumps(out), flush=True)
@@ -462,6 +488,7 @@ def main(argv: list[str]) -> int:
     sd.add_argument("--flows", type=int, required=True)
     sd.add_argument("--duration", type=float, required=True)
     sd.add_argument("--max-rate", type=float, default=None)
+    sd.add_argument("--cc", default=None)
     sd.add_argument("addr")
     a = p.parse_args(argv)
     if a.cmd == "echo":
@@ -470,7 +497,7 @@ def main(argv: list[str]) -> int:
         return probe(a.port, a.interval, a.duration, a.dests, a.start_at)
     if a.cmd == "sink":
         return sink(a.port, a.flows, a.every, a.bind, a.duration, a.drain_limit)
-    return send(a.addr, a.port, a.flows, a.duration, a.max_rate)
+    return send(a.addr, a.port, a.flows, a.duration, a.max_rate, a.cc)
 
 
 if __name__ == "__main__":

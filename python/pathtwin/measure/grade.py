@@ -50,6 +50,7 @@ from typing import Any, Optional
 from ..errors import PathtwinError
 from .emulated import RUN_FOR, SETTLE_S, ground_truth
 from .groundtruth import GroundTruth, merge_classes, same_class_pairs, same_path_class_pairs
+from .operations import cc_name
 from .session import Progress
 from .state import State
 from .throughput import parallel_flows, parallel_pairs
@@ -142,8 +143,9 @@ def _runs_in(cfg: dict, runs: int) -> int:
 
 def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], together: int, duration_s: float,
                      settle_s: float, progress: Optional[Progress], st: State,
-                     runs: int = 1) -> dict[tuple[str, str, int, str], list[float]]:
-    """ABW (bit/s, IP level) of every run of every experiment in one emulation; ``together``
+                     runs: int = 1, cc: Optional[str] = None) -> dict[tuple[str, str, int, str], list[float]]:
+    """ABW (bit/s, IP level) of every run of every experiment in one emulation, its flows
+    running congestion control ``cc`` (None: the host's default); ``together``
     flows per pair when all run at once (0: not run); each path's experiments ``runs`` times
     where the environment has cross traffic (``_runs_in``), all paths once, then all again,
     so that the runs of one experiment are a round apart. Each result is in ``st`` (the
@@ -172,14 +174,14 @@ def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], to
             for a, b, n, r in todo:
                 if progress is not None:
                     progress.start(f"{env} {a}->{b}", _run_step(n, r))
-                st.record(alone[(a, b, n, r)], parallel_flows(net[a], net[b], n, duration_s, PORT)["abw_bps"])
+                st.record(alone[(a, b, n, r)], parallel_flows(net[a], net[b], n, duration_s, PORT, cc)["abw_bps"])
                 if progress is not None:
                     progress.done(f"{env} {a}->{b}", _run_step(n, r))
             if todo_together:
                 if progress is not None:
                     progress.start(f"{env} all pairs", "together")
                 for step in todo_together:
-                    records = parallel_pairs([(net[a], net[b]) for a, b in pairs], together, duration_s, PORT + 1)
+                    records = parallel_pairs([(net[a], net[b]) for a, b in pairs], together, duration_s, PORT + 1, cc)
                     st.record(step, [r["abw_bps"] for r in records])
                 if progress is not None:
                     progress.done(f"{env} all pairs", "together")
@@ -193,7 +195,7 @@ def _run_environment(env: str, cfg: dict, hosts: list[str], flows: list[int], to
 
 
 def _simulate_environment(cfg: dict, hosts: list[str], flows: list[int], together: int, duration_s: float,
-                          settle_s: float, runs: int = 1) -> dict[tuple[str, str, int, str], list[float]]:
+                          settle_s: float, runs: int = 1, cc: Optional[str] = None) -> dict[tuple[str, str, int, str], list[float]]:
     """As ``_run_environment``, on the simulator's clock: every run of each path's experiment
     in a simulation of its own (``simulated.throughput_tests``: none starts on what another
     left to drain, seconds on a slow uplink; each run with seeds, and so starting phases, of
@@ -207,12 +209,13 @@ def _simulate_environment(cfg: dict, hosts: list[str], flows: list[int], togethe
     got: dict[tuple[str, str, int, str], list[float]] = {}
     for r in range(_runs_in(cfg, runs)):
         # The first run's purpose is the one a single run has: its seeds stay what they were.
-        records = throughput_tests(cfg, [[test] for test in alone], duration_s, settle_s, purpose="grade" + _run_suffix(r))
+        records = throughput_tests(cfg, [[test] for test in alone], duration_s, settle_s, purpose="grade" + _run_suffix(r),
+                                   cc=cc)
         for (a, b, n), batch in zip(alone, records):
             got.setdefault((a, b, n, "alone"), []).append(batch[0]["abw_bps"])
     if together:
         together_runs = [throughput_tests(cfg, [[(a, b, together) for a, b in pairs]], duration_s,
-                                          settle_s + k * SIM_TOGETHER_STAGGER_S)[0] for k in range(TOGETHER_RUNS)]
+                                          settle_s + k * SIM_TOGETHER_STAGGER_S, cc=cc)[0] for k in range(TOGETHER_RUNS)]
         per_pair = _runs_per_pair([[r["abw_bps"] for r in run] for run in together_runs])
         got.update({(a, b, together, "together"): r for (a, b), r in zip(pairs, per_pair)})
     return got
@@ -264,7 +267,7 @@ def _share_within(errors: list[float], bound: float) -> Optional[float]:
 
 def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int], duration_s: float, together: bool = True,
           progress: Optional[Progress] = None, settle_s: float = SETTLE_S, together_flows: Optional[int] = None,
-          engine: str = "emu", runs: int = 1) -> Grade:
+          engine: str = "emu", runs: int = 1, cc: Optional[str] = None) -> Grade:
     """Runs the experiments (module doc) in the ground truth ``truth_source``, in the model
     ``model_path`` and in its link baseline, and writes ``out_dir/validation.json`` and the
     error CDFs. With every pair at once each runs ``together_flows`` flows (default:
@@ -276,7 +279,9 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
     only the model's and the baseline's), "sim" in simulations (seconds; each experiment in a simulation of its own).
     ``runs``: how many times each path's experiment runs where there is cross traffic (module
     doc); the emulated resume file keeps each run, so a grading repeated with more runs
-    measures only the runs it lacks."""
+    measures only the runs it lacks. ``cc``: the foreground experiments' congestion control in
+    all three environments (None: each host's default, the truth's ``[tcp]``): grade a model
+    measured with ``--cc`` with the same."""
     from ..emulation import require_root
 
     truth_cfg = ground_truth(truth_source)
@@ -295,6 +300,8 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
         raise PathtwinError(f"--engine: {engine!r} is not sim or emu")
     if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= MAX_RUNS:
         raise PathtwinError(f"--runs: {runs!r} is not a number of runs between 1 and {MAX_RUNS}")
+    if cc is not None:
+        cc_name(cc, "--cc", PathtwinError)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     # The foreground experiments' TCP is the experimenter's, not the paths': all three
@@ -305,7 +312,11 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
     model = {**model, "tcp": foreground_tcp}
     configs = {"truth": truth_cfg, "model": model, "link": link_baseline(model)}
     if engine == "sim":
-        measured = {env: _simulate_environment(configs[env], hosts, flows, per_pair, duration_s, settle_s, runs)
+        if cc is not None:
+            from .simulated import check_cc
+
+            check_cc(truth_cfg, (hosts[0], hosts[1], 1), cc)
+        measured = {env: _simulate_environment(configs[env], hosts, flows, per_pair, duration_s, settle_s, runs, cc)
                     for env in ENVIRONMENTS}
     else:
         require_root()
@@ -318,11 +329,13 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
         # and the truth's configuration (another truth is refused; more runs are not: each
         # run is a step of its own). Another model keeps the truth's experiments, which do
         # not depend on it and take as long as the model's and the baseline's together.
+        # ``cc`` only when chosen: a resume file from before it was a setting still resumes.
         st = State.open(out_dir / STATE_FILE, {"truth": truth_cfg, "hosts": hosts, "flows": flows,
-                                               "together_flows": per_pair, "duration_s": duration_s, "settle_s": settle_s})
+                                               "together_flows": per_pair, "duration_s": duration_s, "settle_s": settle_s}
+                        | ({"cc": cc} if cc is not None else {}))
         _forget_another_models(st, model)
-        measured = {env: _run_environment(env, configs[env], hosts, flows, per_pair, duration_s, settle_s, progress, st, runs)
-                    for env in ENVIRONMENTS}
+        measured = {env: _run_environment(env, configs[env], hosts, flows, per_pair, duration_s, settle_s, progress, st, runs,
+                                          cc) for env in ENVIRONMENTS}
 
     cases = []
     truth_run_errors: dict[str, list[float]] = {"alone": [], "together": []}
@@ -399,7 +412,7 @@ def grade(truth_source: Path, model_path: Path, out_dir: Path, flows: list[int],
     summary["together_model_worst"] = [f"{c['src']}->{c['dst']}: truth {c['truth_bps'] / 1e6:.2f}, model "
                                        f"{c['model_bps'] / 1e6:.2f}, link {c['link_bps'] / 1e6:.2f} Mbit/s" for c in worst]
     record = {"engine": engine, "ground_truth": str(truth_source), "model": str(model_path), "flows": sorted(flows),
-              "together_flows": per_pair, "duration_s": duration_s, "runs": runs,
+              "together_flows": per_pair, "duration_s": duration_s, "runs": runs, "cc": cc,
               "cases": cases, "shared": shared, "shared_paths": shared_paths, "shared_bottlenecks": at_bottlenecks, "base_rtt": base_rtt, "summary": summary}
     try:
         (out_dir / "validation.json").write_text(json.dumps(record, indent=1))

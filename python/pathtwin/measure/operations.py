@@ -8,13 +8,16 @@ TCP flows to an address for a duration). An operation is a name and typed parame
 argv itself (``hosts``); an agent first ``check``s a request against its ``Limits`` (every
 parameter typed and bounded, destinations inside ``--allow``, ports in range) and runs the
 very same argv, so what a request can make an agent run is exactly these four programs with
-numbers and IPv4 literals it checked — never a command or an argument list it was sent.
+numbers, IPv4 literals and congestion control names it checked — never a command or an
+argument list it was sent.
 
 Parameters only an agent uses: ``duration`` of ``echo`` (how long it keeps the server: it is
 stopped then whatever happens) and ``rate_bps`` of ``send`` (the flows' total, enforced by
 kernel pacing); an emulated host's argv leaves them out, as it always did. A ``sink``'s
 ``duration`` (its test's) is the agent's deadline too, and the sink stops reading
-``endpoints.SINK_DRAIN_LIMIT_S`` after it, on any host.
+``endpoints.SINK_DRAIN_LIMIT_S`` after it, on any host. ``cc`` of ``send`` (the flows'
+congestion control; without it the host's default) goes to the kernel, which says whether
+it has it.
 
 Not here: the wire (``protocol``), the agent's server (``agent``), the programs (``endpoints``).
 """
@@ -23,19 +26,32 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+
+class CcName(str):
+    """The kind of a parameter that names a kernel congestion control (``send``'s ``cc``):
+    lowercase letters, digits and underscores, at most ``CC_NAME_MAX`` of them, as the
+    kernel's own names are; whether the host's kernel has it is the kernel's to say."""
+
+
+#: Longest congestion control name: the kernel's ``TCP_CA_NAME_MAX`` (16) less its NUL.
+CC_NAME_MAX = 15
+_CC_NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{CC_NAME_MAX - 1}}}")
+
 #: Operation -> its parameters: name -> (type, required). ``float`` accepts integers;
-#: ``int`` refuses booleans; ``list`` is a list of IPv4 literals.
+#: ``int`` refuses booleans; ``str`` is an IPv4 literal, ``list`` a list of them; ``CcName``
+#: a congestion control's name.
 PARAMS: dict[str, dict[str, tuple[type, bool]]] = {
     "echo": {"port": (int, True), "duration": (float, False)},
     "probe": {"port": (int, True), "interval": (float, True), "duration": (float, True), "dests": (list, True),
               "start_at": (int, False)},
     "sink": {"port": (int, True), "flows": (int, True), "every": (float, True), "duration": (float, False)},
     "send": {"addr": (str, True), "port": (int, True), "flows": (int, True), "duration": (float, True),
-             "rate_bps": (float, False)},
+             "rate_bps": (float, False), "cc": (CcName, False)},
 }
 OPS = tuple(PARAMS)
 #: IP bytes of one probe (64-byte payload, UDP and IP headers): what a probe series' rate counts.
@@ -88,8 +104,9 @@ def argv(op: str, p: dict[str, Any], bind: Optional[str] = None) -> list[str]:
             ["--bind", bind] if bind else [])
     if op == "send":
         rate = ["--max-rate", repr(p["rate_bps"])] if p.get("rate_bps") is not None else []
+        cc = ["--cc", p["cc"]] if p.get("cc") is not None else []
         return ["send", "--port", str(p["port"]), "--flows", str(p["flows"]), "--duration", repr(p["duration"]), *rate,
-                p["addr"]]
+                *cc, p["addr"]]
     raise ValueError(f"no operation {op!r}")
 
 
@@ -129,6 +146,8 @@ def _typed(op: str, k: str, kind: type, v: Any) -> Any:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise Refused(f"{op}: {k} must be a finite number, not {_short(v)}")
         return float(v)
+    if kind is CcName:
+        return cc_name(v, f"{op}: {k}", Refused)
     if kind is str:
         return _ipv4(op, k, v)
     if not isinstance(v, list) or not v:
@@ -136,6 +155,14 @@ def _typed(op: str, k: str, kind: type, v: Any) -> Any:
     if len(v) > MAX_DESTS:
         raise Refused(f"{op}: {len(v)} destinations is more than the {MAX_DESTS} a probe series may name")
     return [_ipv4(op, k, x) for x in v]
+
+
+def cc_name(v: Any, what: str, error: type[Exception]) -> str:
+    """``v`` if it is a congestion control's name (``CcName``), else ``error`` naming ``what``."""
+    if not isinstance(v, str) or not _CC_NAME.fullmatch(v):
+        raise error(f"{what}: {_short(v)} is not a congestion control's name (lowercase letters, digits and _, "
+                    f"at most {CC_NAME_MAX}; e.g. cubic)")
+    return v
 
 
 def _ipv4(op: str, k: str, v: Any) -> str:

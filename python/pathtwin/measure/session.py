@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import PathtwinError
 from . import model, shared
 from .hosts import Host
+from .operations import cc_name
 from .probes import EchoServers, ProbeSeries, check_probe_settings, probe_all
 from .state import State, state_path
 from .throughput import parallel_flows, parallel_pairs
@@ -53,7 +54,10 @@ class Settings:
     ``probe_duration_s`` the probe series (ALGORITHMS.md §7: ~99 ms for 15 s), ``port`` the
     first of the two ports used (UDP probes, TCP tests); the default is below Linux's ephemeral
     range (32768-60999) and the emulated workload's servers (20000-32767), so no client
-    connection on a measured host holds the port a test's sink must listen on."""
+    connection on a measured host holds the port a test's sink must listen on. ``cc`` the
+    throughput tests' congestion control; None leaves each source's default (the kernel's
+    ``net.ipv4.tcp_congestion_control``, which differs between machines: the reactivity
+    table is what that controller got), and every test records the one it ran."""
 
     flows: list[int] = field(default_factory=lambda: list(DEFAULT_FLOWS))
     duration_s: float = 10.0
@@ -64,6 +68,7 @@ class Settings:
     min_spread_s: float = shared.MIN_SPREAD_S
     #: Whether to load paths together (``together_groups``) after the per-pair tests.
     together: bool = True
+    cc: Optional[str] = None
 
     def check(self) -> None:
         if not self.flows:
@@ -82,10 +87,14 @@ class Settings:
         check_probe_settings(self.probe_interval_s, self.probe_duration_s)
         if not 1024 <= self.port <= 65534:
             raise PathtwinError(f"--port: {self.port} is not between 1024 and 65534")
+        if self.cc is not None:
+            cc_name(self.cc, "--cc", PathtwinError)
 
     def record(self) -> dict[str, Any]:
         d = asdict(self)
         d["flows"] = sorted(self.flows)
+        if self.cc is None:
+            del d["cc"]  # as recorded before ``cc`` was a setting: such a state still resumes
         return d
 
 
@@ -192,7 +201,7 @@ def measure(hosts: Sequence[Host], settings: Settings, out: Optional[Path] = Non
                 continue
             if progress is not None:
                 progress.start(pair, step)
-            st.record(key, parallel_flows(a, b, n, settings.duration_s, tport))
+            st.record(key, parallel_flows(a, b, n, settings.duration_s, tport, settings.cc))
             if progress is not None:
                 progress.done(pair, step)
 
@@ -203,7 +212,8 @@ def measure(hosts: Sequence[Host], settings: Settings, out: Optional[Path] = Non
             continue
         if progress is not None and label.startswith(("out ", "in ")):
             progress.start(label, "together")
-        records = parallel_pairs([(by_name[a], by_name[b]) for a, b in members], max(flows), settings.duration_s, tport)
+        records = parallel_pairs([(by_name[a], by_name[b]) for a, b in members], max(flows), settings.duration_s, tport,
+                                 settings.cc)
         st.record(key, {"members": [list(m) for m in members], "records": records})
         if progress is not None and label.startswith(("out ", "in ")):
             progress.done(label, "together")
@@ -340,7 +350,16 @@ def analyse(names: list[str], steps: dict[str, Any], flows: list[int], settings:
     cross, cross_record = cross_source_classes(probe, settings)
     groups = groups_of(names, cross) if settings.together else []
     return {"rtt": rtt, "throughput": tput, "shared": clusters, "shared_paths": cross_record,
-            "together": together_findings(groups, steps, tput, max(flows), rtt, cross)}
+            "together": together_findings(groups, steps, tput, max(flows), rtt, cross),
+            "cc": {"asked": settings.cc, "ran": congestion_controls_ran(steps)}}
+
+
+def congestion_controls_ran(steps: dict[str, Any]) -> list[str]:
+    """The congestion controls the throughput tests' senders ran, as each test recorded it
+    (a test from before tests recorded it, or from an older agent, adds none)."""
+    records = [r for k, r in steps.items() if k.startswith("tput ")]
+    records += [r for k, v in steps.items() if k.startswith("together ") for r in v["records"]]
+    return sorted({r["cc"] for r in records if r.get("cc")})
 
 
 def together_findings(groups: list[tuple[str, list[Pair]]], steps: dict[str, Any], tput: dict[str, dict[str, dict]],
@@ -404,11 +423,21 @@ def one_way_delays(ps: ProbeSeries) -> tuple[np.ndarray, float]:
     return ps.one_way_s, 0.0
 
 
+def cc_note(cc: dict) -> str:
+    """What the findings' ``cc`` says, in a line: the reactivity tables are what that
+    congestion control got, and a default differs between machines."""
+    ran = ", ".join(cc["ran"]) or "not recorded"
+    if cc["asked"]:
+        return f"throughput tests' congestion control: {ran} (--cc {cc['asked']})"
+    return f"throughput tests' congestion control: {ran} (each source's default; --cc chooses one)"
+
+
 def _header(names: list[str], f: dict, context: Optional[dict]) -> list[str]:
     """Comment lines for the model: where it comes from and each value's confidence."""
     lines = [f"measured by `pathtwin measure` between {', '.join(names)}"]
     if context and context.get("ground_truth"):
         lines[0] += f" in {'a simulation' if context.get('engine') == 'sim' else 'an emulation'} of {context['ground_truth']}"
+    lines.append(cc_note(f["cc"]))
     for k, r in f["rtt"].items():
         if r.get("rtt_min_ms") is None:
             continue

@@ -115,6 +115,8 @@ def throughput_step(flows, delivered, entry: int, start_s: float, n: int, durati
                     t0_ns=t0_ns)
     rec["receiver_rmem_max"] = int(tcp["max_window"])
     rec["kernel_counts"] = False
+    ran = flows.loc[flows.entry == entry, "cc"].unique().tolist()
+    rec["cc"] = str(ran[0]) if len(ran) == 1 else None
     if srtt is not None:
         rec["rtt_loaded_ms"] = connections_loaded_rtt_ms(srtt, conns, rec["window_ns"])
     return rec
@@ -129,20 +131,38 @@ def add_probes(cfg: dict, names: Sequence[str], settings: Settings, at_s: float)
     return end + PROBE_TAIL_S
 
 
-def add_tests(cfg: dict, batch: Sequence[Test], duration_s: float, at_s: float) -> list[tuple[int, float, int]]:
+def add_tests(cfg: dict, batch: Sequence[Test], duration_s: float, at_s: float,
+              cc: Optional[str] = None) -> list[tuple[int, float, int]]:
     """Adds the tests of ``batch`` to ``cfg``'s ``[[flow]]`` entries, all at ``at_s`` for
-    ``duration_s``; sets ``[run]`` to cover them and to sample every ``SAMPLE_S`` (as the
-    tool's sink). Returns per test its ``[[flow]]`` index, start (s) and flow count."""
+    ``duration_s``, with congestion control ``cc`` (None: the ground truth's ``[tcp]``, as a
+    live test runs its host's default); sets ``[run]`` to cover them and to sample every
+    ``SAMPLE_S`` (as the tool's sink). Returns per test its ``[[flow]]`` index, start (s)
+    and flow count."""
     flows = cfg.setdefault("flow", [])
     index = []
     for a, b, n in batch:
         index.append((len(flows), at_s, n))
         flows.append({"from": a, "to": b, "app": "bulk", "count": n, "start": f"{at_s!r}s",
-                      "stop": f"{at_s + duration_s!r}s", "label": f"test {a}->{b} x{n}"})
+                      "stop": f"{at_s + duration_s!r}s", "label": f"test {a}->{b} x{n}"} | ({"cc": cc} if cc else {}))
     run = cfg.setdefault("run", {})
     run["duration"] = f"{at_s + duration_s + RUN_TAIL_S!r}s"
     run["sample_interval"] = f"{SAMPLE_S!r}s"
     return index
+
+
+def check_cc(cfg: dict, test: Test, cc: str) -> None:
+    """``--cc``'s refusal before anything is simulated: the simulator's own check of ``cfg``
+    with ``test`` running ``cc`` (it names the controllers it has)."""
+    from .. import _native
+    from ..config import config_text, native_call
+
+    run = copy.deepcopy(cfg)
+    add_tests(run, [test], 1.0, 0.0, cc)
+    try:
+        native_call(_native.Simulation, *config_text(run))
+    except PathtwinError as e:
+        # The check is of the one flow added: its error, not the flow's place in the file.
+        raise PathtwinError(f"--cc {cc}: {str(e).split(': ', 1)[-1]}") from None
 
 
 def simulate_complete(cfg: dict, keep: Optional[Path] = None, progress: bool = False):
@@ -182,7 +202,8 @@ def onoff_cycle_s(cfg: dict) -> float:
 
 
 def throughput_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: float, settle_s: float = SETTLE_S,
-                     keep: Optional[Path] = None, purpose: Optional[str] = None) -> list[list[dict]]:
+                     keep: Optional[Path] = None, purpose: Optional[str] = None,
+                     cc: Optional[str] = None) -> list[list[dict]]:
     """Simulates ``cfg`` (its own ``[[flow]]`` cross traffic running from the start) with each
     batch of throughput tests in a simulation of its own from ``settle_s`` (``add_tests``):
     a test starts on no other test's tail, as the live tool's follow one another once the one
@@ -190,7 +211,8 @@ def throughput_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: f
     of its own (``seed_of_test``), and its tests start later by a share of the cross traffic's
     on/off cycle that the seed picks: on/off periods are fixed, and every test started at
     ``settle_s`` would meet the very same phase of them (unlike tests one after another, or
-    live). Without it, ``cfg``'s seed and ``settle_s``. ``keep``: a directory for each
+    live). Without it, ``cfg``'s seed and ``settle_s``. ``cc``: the tests' congestion control
+    (``add_tests``). ``keep``: a directory for each
     simulation's own results (in it ``A->B xN`` for a batch of one test, else ``batch K``).
     Returns each test's record, per batch."""
     base = int(cfg.get("run", {}).get("seed", 1))
@@ -202,7 +224,7 @@ def throughput_tests(cfg: dict, batches: Sequence[Sequence[Test]], duration_s: f
         if purpose is not None:
             seed = run.setdefault("run", {})["seed"] = seed_of_test(base, purpose, k)
             at_s += cycle_s * (seed % 1000) / 1000
-        index = add_tests(run, batch, duration_s, at_s)
+        index = add_tests(run, batch, duration_s, at_s, cc)
         name = f"{batch[0][0]}->{batch[0][1]} x{batch[0][2]}" if len(batch) == 1 else f"batch {k}"
         res = simulate_complete(run, keep / name if keep is not None else None)
         out.append(throughput_records(res, index, duration_s))
@@ -231,6 +253,8 @@ def measure_simulated(source: ConfigSource, hosts: Optional[Sequence[str]] = Non
         if out is None:
             raise PathtwinError("give an output file or a state file: a measurement keeps its steps in one")
         state_file = state_path(Path(out))
+    if settings.cc is not None:
+        check_cc(truth, (names[0], names[1], 1), settings.cc)
     origin = Path(str(source)).name if isinstance(source, (str, Path)) and "\n" not in str(source) else "<config>"
     context = {"ground_truth": origin, "ground_truth_config": truth, "engine": "sim", "settle_s": settle_s}
     st = State.open(Path(state_file), {**settings.record(), "hosts": names, **context})
@@ -246,7 +270,7 @@ def measure_simulated(source: ConfigSource, hosts: Optional[Sequence[str]] = Non
     todo = [(f"tput {a}->{b} {n}", (a, b, n)) for a, b, n in tests if not st.done(f"tput {a}->{b} {n}")]
     if todo:
         records = throughput_tests(truth, [[test] for _, test in todo], settings.duration_s, settle_s,
-                                   keep / "tests" if keep is not None else None, purpose="measure")
+                                   keep / "tests" if keep is not None else None, purpose="measure", cc=settings.cc)
         st.steps.update({key: batch[0] for (key, _), batch in zip(todo, records)})
         st.save()
     n = max(settings.flows)
@@ -258,7 +282,7 @@ def measure_simulated(source: ConfigSource, hosts: Optional[Sequence[str]] = Non
         # three-sites.toml, 20 connections over a 2 Mbit/s uplink, kept it full for 4 s after
         # their test, and a group after them in the same simulation had its ACKs wait there
         # (its loaded round trips 250-450 ms, 115-155 ms alone).
-        records = throughput_tests(truth, batches, settings.duration_s, settle_s)
+        records = throughput_tests(truth, batches, settings.duration_s, settle_s, cc=settings.cc)
         for (label, members), recs in zip(groups, records):
             st.steps[together_key(label, n)] = {"members": [list(m) for m in members], "records": recs}
         st.save()

@@ -38,14 +38,20 @@ WARMUP_SHARE = 0.25
 LOADED_RTT_PERCENTILE = 90
 
 
-def parallel_flows(src: Host, dst: Host, flows: int, duration_s: float, port: int) -> dict:
-    """Runs ``flows`` parallel TCP flows from ``src`` to ``dst`` for ``duration_s``; returns
-    the throughput record (rates in bit/s): ``abw_bps`` (IP level, what a model's ABW is),
-    ``goodput_bps``, per flow ``flow_goodput_bps``, and its confidence: ``samples``
-    (quarter-second samples used), ``std_bps`` and ``cv`` of the aggregate's samples."""
+def parallel_flows(src: Host, dst: Host, flows: int, duration_s: float, port: int, cc: Optional[str] = None) -> dict:
+    """Runs ``flows`` parallel TCP flows from ``src`` to ``dst`` for ``duration_s`` with
+    congestion control ``cc`` (None: ``src``'s default); returns the throughput record (rates
+    in bit/s): ``abw_bps`` (IP level, what a model's ABW is), ``goodput_bps``, per flow
+    ``flow_goodput_bps``, and its confidence: ``samples`` (quarter-second samples used),
+    ``std_bps`` and ``cv`` of the aggregate's samples; ``cc`` the congestion control the
+    sender's kernel ran (None from an agent older than that report)."""
     sink = hostmod.operate(dst, "sink", port=port, flows=flows, every=SAMPLE_S, duration=duration_s)
+    # Only when asked for: an agent refuses a parameter it does not know, and one older than
+    # ``cc`` can still measure with its host's default.
+    chosen = {"cc": cc} if cc is not None else {}
     try:
-        sender = hostmod.operate(src, "send", ready=False, addr=dst.ip, port=port, flows=flows, duration=duration_s)
+        sender = hostmod.operate(src, "send", ready=False, addr=dst.ip, port=port, flows=flows, duration=duration_s,
+                                 **chosen)
         try:
             sent = sender.result(f"the sender of {flows} flow(s) to {dst.name}", timeout=duration_s + 60)
         finally:
@@ -59,6 +65,7 @@ def parallel_flows(src: Host, dst: Host, flows: int, duration_s: float, port: in
     rec["drain_s"] = drain_s(got["samples"], got["t0"], duration_s)
     rec["receiver_rmem_max"] = got.get("rmem_max")
     rec["kernel_counts"] = bool(got.get("kernel"))
+    rec["cc"] = sent.get("cc")
     if sent.get("max_rate") is not None:  # a real host's agent paced the flows at its --max-rate
         rec["rate_cap_bps"] = sent["max_rate"]
     return rec
@@ -145,7 +152,8 @@ def summarize(per_flow: list[list[int]], bucket_s: float, duration_s: float, mss
     }
 
 
-def parallel_pairs(pairs: list[tuple[Host, Host]], flows: int, duration_s: float, port: int) -> list[dict]:
+def parallel_pairs(pairs: list[tuple[Host, Host]], flows: int, duration_s: float, port: int,
+                   cc: Optional[str] = None) -> list[dict]:
     """``parallel_flows`` on every pair at once (pair k's sink on ``port + k``): what paths
     loaded together achieve, as a shared bottleneck's ABW is measured (NSDI'09 Figure 9's
     experiment). Returns the records in the pairs' order; a test's failure is raised in the
@@ -157,7 +165,7 @@ def parallel_pairs(pairs: list[tuple[Host, Host]], flows: int, duration_s: float
 
     def one(k: int, a: Host, b: Host) -> None:
         try:
-            results[k] = parallel_flows(a, b, flows, duration_s, port + k)
+            results[k] = parallel_flows(a, b, flows, duration_s, port + k, cc)
         except BaseException as e:  # noqa: BLE001 — re-raised below, in the caller's thread
             errors.append(e)
 

@@ -26,8 +26,9 @@ WITHIN = 0.20
 
 @dataclass
 class Validation:
-    """Per test (``pair``, ``flows``): measured and twin ABW (bit/s) and the twin's relative
-    error; ``within`` the share of tests within ``WITHIN``."""
+    """Per test (``pair``, ``flows``): measured and twin ABW (bit/s), the twin's relative
+    error and the congestion control its flows ran (``cc``: the measured test's); ``within``
+    the share of tests within ``WITHIN``."""
 
     rows: list[dict]
     within: float
@@ -73,11 +74,15 @@ def validate(model: Path, out: Optional[Path] = None, progress: Optional[Progres
             pair, step = f"{a}->{b}", f"{n} flow{'s' if n > 1 else ''}"
             if progress is not None:
                 progress.start(pair, step)
-            twin = parallel_flows(net[a], net[b], n, settings["duration_s"], settings["port"] + 1)
-            measured = rec["steps"][f"tput {a}->{b} {n}"]["abw_bps"]
+            step_rec = rec["steps"][f"tput {a}->{b} {n}"]
+            # The controller the measured test ran (recorded since tests record it), so that
+            # a twin on a machine of another default repeats the same test.
+            cc = settings.get("cc") or step_rec.get("cc")
+            twin = parallel_flows(net[a], net[b], n, settings["duration_s"], settings["port"] + 1, cc)
+            measured = step_rec["abw_bps"]
             rows.append({"pair": pair, "flows": n, "measured_bps": measured, "twin_bps": twin["abw_bps"],
                          "error": (twin["abw_bps"] - measured) / measured if measured > 0 else float("nan"),
-                         "twin_std_bps": twin["std_bps"]})
+                         "twin_std_bps": twin["std_bps"], "cc": twin["cc"]})
             if progress is not None:
                 progress.done(pair, step)
     within = sum(abs(r["error"]) <= WITHIN for r in rows) / len(rows)
