@@ -696,3 +696,84 @@ def test_a_sender_runs_the_congestion_control_asked_for_and_reports_the_one_it_r
                           "--cc", "nosuchcc", "127.0.0.1"], capture_output=True, text=True, timeout=30)
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert bad.stderr.startswith("congestion control 'nosuchcc': this host's kernel refuses it (") and "reno" in bad.stderr
+
+
+def test_a_sinks_test_starts_with_its_first_byte_not_its_first_accept():
+    """The sender starts once every handshake has completed, which a SYN lost behind full
+    queues delays by seconds; the sink's test (``t0``, from which its averaged window is
+    counted) starts with the first byte, so such a wait is not read as a test that carried
+    nothing (loopback, no privileges: two connections that send only 1.5 s after connecting)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from pathtwin.measure import endpoints
+    from pathtwin.measure.throughput import BUCKET_S, buckets, summarize
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sink = subprocess.Popen([sys.executable, endpoints.__file__, "sink", "--port", str(port), "--flows", "2",
+                             "--every", "0.05", "--bind", "127.0.0.1", "--duration", "1"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout is not None and sink.stdout.readline().strip() == "ready"
+        conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        accepted_by = time.time_ns()
+        time.sleep(1.5)
+        sent_from = time.time_ns()
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:  # about 1 s of data, paced so that every bucket has some
+            for c in conns:
+                c.sendall(b"x" * 20000)
+            time.sleep(0.005)
+        for c in conns:
+            c.close()
+        out, _ = sink.communicate(timeout=30)
+    finally:
+        sink.kill()
+        sink.wait()
+    got = json.loads(out.splitlines()[-1])
+    assert sent_from <= got["t0"] <= sent_from + 0.2e9, (got["t0"] - accepted_by) / 1e9
+    rec = summarize(buckets(got["samples"], got["t0"], BUCKET_S, 2), BUCKET_S, 1.0, 1448, 1500, 2, t0_ns=got["t0"])
+    assert rec["goodput_bps"] > 0 and min(rec["flow_goodput_bps"]) > 0, rec
+
+
+def test_a_connection_the_sink_resets_ends_without_failing_the_test(capsys):
+    """A sink that stops reading (its drain limit) closes connections with data unread, which
+    the kernel answers with a reset: the sender ends that connection and keeps the test (what
+    it delivered is the sink's to count), instead of failing a grading hours long (loopback,
+    no privileges: a listener that resets one of two connections)."""
+    import socket
+    import threading
+
+    from pathtwin.measure import endpoints
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as ls:
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(2)
+        stop = threading.Event()
+
+        def serve() -> None:
+            a, _ = ls.accept()
+            b, _ = ls.accept()
+            a.recv(1000)
+            a.close()  # unread data: the kernel resets the connection
+            b.settimeout(0.1)
+            while not stop.is_set():
+                try:
+                    if not b.recv(262144):
+                        break
+                except TimeoutError:
+                    pass
+            b.close()
+
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        try:
+            assert endpoints.send("127.0.0.1", ls.getsockname()[1], flows=2, duration=1.0) == 0
+        finally:
+            stop.set()
+            t.join(5)
+    got = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert len(got["ended_early"]) == 1 and max(got["wrote"]) > 1_000_000, got["ended_early"]

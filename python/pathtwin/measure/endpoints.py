@@ -48,7 +48,7 @@ CAP_BURST = 65536
 #: accepted (s): the sender closes all its connections at its end, those still in their
 #: handshake too, so none comes later than one already completed in the accept queue.
 SINK_LINGER_S = 1.0
-#: How long after the test's end (its ``duration`` from the first accept) a sink keeps
+#: How long after the test's end (its ``duration`` from its first byte) a sink keeps
 #: reading connections that have not ended (s). What a test wrote ahead drains through the
 #: paths after its end, and the next test waits for it; but a connection starved into
 #: retransmission backoff (every pair of two-bottlenecks.toml at once: d3 -> d2) can take
@@ -205,11 +205,16 @@ def sink(port: int, flows: int, every: float, bind: str = "0.0.0.0", duration: f
          drain_limit: float = SINK_DRAIN_LIMIT_S) -> int:
     """Accepts ``flows`` connections (fewer if the sender ended without the others: their
     handshakes never completed, ``SINK_LINGER_S``) and reads them to their end. Result: every ``every``
-    seconds from the first accept (``t0``, ns), the time (ns) and each connection's bytes
-    received so far (``samples``). The counts are the kernel's (``kernel``: true), taken with
-    the time they are read at: a sink that is late to read (a busy machine) shifts no bytes
-    between samples, as counting what ``recv`` returns would. With the test's ``duration``,
-    it stops reading ``drain_limit`` seconds after the test's end (``SINK_DRAIN_LIMIT_S``)."""
+    seconds from the first accept, the time (ns) and each connection's bytes received so far
+    (``samples``), and the test's start as the sink sees it (``t0``, ns): the first byte's
+    arrival. The sender starts once every handshake has completed (``CONNECT_TIMEOUT_S``),
+    which one SYN lost behind full queues delays by 1, 3, 7 or 15 s: from the first accept,
+    such a test's averaged window would hold the wait, not the flows (pairs that read 0 with
+    every pair of two-bottlenecks.toml at once). The counts are the kernel's (``kernel``:
+    true), taken with the time they are read at: a sink that is late to read (a busy machine)
+    shifts no bytes between samples, as counting what ``recv`` returns would. With the test's
+    ``duration``, it stops reading ``drain_limit`` seconds after the test's end (from ``t0``;
+    without a byte, from the latest the sender may start)."""
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((bind, port))
@@ -224,6 +229,7 @@ def sink(port: int, flows: int, every: float, bind: str = "0.0.0.0", duration: f
     samples: list[tuple[int, list[int]]] = []
     t0 = 0
     accepted, open_ = 0, 0
+    started: float | None = None  # when the first byte came (monotonic)
 
     def sample() -> None:
         nonlocal kernel
@@ -240,7 +246,8 @@ def sink(port: int, flows: int, every: float, bind: str = "0.0.0.0", duration: f
     first_accept = 0.0
     while accepted < flows or open_ > 0:
         now = time.monotonic()
-        if duration is not None and accepted and now - first_accept >= duration + drain_limit:
+        base = started if started is not None else first_accept + CONNECT_TIMEOUT_S
+        if duration is not None and accepted and now - base >= duration + drain_limit:
             break
         if accepted and open_ == 0:
             # The sender has ended (it closes its connections only then) with fewer
@@ -258,7 +265,7 @@ def sink(port: int, flows: int, every: float, bind: str = "0.0.0.0", duration: f
                 c, _ = ls.accept()
                 c.setblocking(False)
                 if accepted == 0:
-                    t0 = time.time_ns()
+                    t0 = time.time_ns()  # until a byte comes
                     first_accept = time.monotonic()
                 sel.register(c, selectors.EVENT_READ, accepted)
                 conns.append(c)
@@ -278,6 +285,8 @@ def sink(port: int, flows: int, every: float, bind: str = "0.0.0.0", duration: f
             except OSError:
                 b = b""
             read[k] += len(b)
+            if b and started is None:
+                t0, started = time.time_ns(), time.monotonic()
             if not b:
                 sample()  # its final count, while the socket still exists
                 sel.unregister(key.fileobj)
@@ -383,13 +392,24 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
     # flow of an application would; one that never does delivers nothing.
     pending = _await_connected(socks, where)
 
+    ended: set[int] = set()  # connections the sink reset, or whose late handshake failed
+
+    def drop(i: int) -> None:
+        """Connection ``i`` ends here: what it delivered is the sink's to count, and a sink
+        that stopped reading (its drain limit) or refused a late handshake fails no test."""
+        ended.add(i)
+        sel.unregister(socks[i])
+
     def joined(i: int) -> bool:
         """Whether connection ``i``, writable now, just completed its handshake (it sends
-        from the next pass on); raises if its handshake failed."""
+        from the next pass on) or failed it (``drop``): either way nothing to write now."""
         if i not in pending:
             return False
-        _raise_if_failed(socks[i], where)
         pending.discard(i)
+        try:
+            _raise_if_failed(socks[i], where)
+        except OSError:
+            drop(i)
         return True
 
     first = next(c for i, c in enumerate(socks) if i not in pending)
@@ -427,6 +447,8 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
                     wrote[key.data] += key.fileobj.send(chunk)  # type: ignore[union-attr]
                 except (BlockingIOError, InterruptedError):
                     pass
+                except (ConnectionResetError, BrokenPipeError):
+                    drop(key.data)
             continue
         # Capped: each flow's writes are metered by a token bucket filled at its share of
         # the rate and holding at most its share of CAP_BUCKET_S of it (at least CAP_BURST
@@ -440,7 +462,7 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
         for i in range(flows):
             tokens[i] = min(bucket, tokens[i] + share * (now - last))
         last = now
-        want = [socks[i] for i in range(flows) if tokens[i] >= least]
+        want = [socks[i] for i in range(flows) if tokens[i] >= least and i not in ended]
         if not want:
             time.sleep(min(0.002, max(0.0, end - now)))
             continue
@@ -453,11 +475,14 @@ def send(addr: str, port: int, flows: int, duration: float, max_rate: float | No
                 n = c.send(chunk[:int(tokens[i])])
             except (BlockingIOError, InterruptedError):
                 continue
+            except (ConnectionResetError, BrokenPipeError):
+                drop(i)
+                continue
             wrote[i] += n
             tokens[i] -= n
     for c in socks:
         c.close()
-    out = {"wrote": wrote, "mss": mss, "mtu": mtu, "rtt": rtts, "cc": ran}
+    out = {"wrote": wrote, "mss": mss, "mtu": mtu, "rtt": rtts, "cc": ran, "ended_early": sorted(ended)}
     if max_rate is not None:
         out["max_rate"] = max_rate
     print(json.dumps(out), flush=True)

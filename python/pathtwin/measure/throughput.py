@@ -66,6 +66,8 @@ def parallel_flows(src: Host, dst: Host, flows: int, duration_s: float, port: in
     rec["receiver_rmem_max"] = got.get("rmem_max")
     rec["kernel_counts"] = bool(got.get("kernel"))
     rec["cc"] = sent.get("cc")
+    if sent.get("ended_early"):  # reset by the sink, or a late handshake it refused
+        rec["ended_early"] = len(sent["ended_early"])
     if sent.get("max_rate") is not None:  # a real host's agent paced the flows at its --max-rate
         rec["rate_cap_bps"] = sent["max_rate"]
     return rec
@@ -90,7 +92,7 @@ def sender_loaded_rtt_ms(samples: list, duration_s: float) -> Optional[float]:
 
 
 def drain_s(samples: list, t0_ns: int, duration_s: float) -> float:
-    """How long after the test's end (``duration_s`` from the sink's first accept) its
+    """How long after the test's end (``duration_s`` from its start, the sink's first byte) its
     connections still delivered bytes: the sink's last sample whose count grew. The sender
     stops writing at its end, but what its socket buffers hold is still sent, and the sink
     reads to the end, so a test returns only once its own data has left the paths' queues
@@ -122,7 +124,7 @@ def buckets(samples: list, t0_ns: int, bucket_s: float, flows: int) -> list[list
 def summarize(per_flow: list[list[int]], bucket_s: float, duration_s: float, mss: int, mtu: int, flows: int,
               t0_ns: int = 0) -> dict:
     """The throughput record from the sink's per-flow byte counts per bucket (see
-    ``parallel_flows``; ``t0_ns`` the sink's first accept); separated out so that it can be
+    ``parallel_flows``; ``t0_ns`` the test's start, the sink's first byte); separated out so that it can be
     checked on made-up counts."""
     first = math.ceil(duration_s * WARMUP_SHARE / bucket_s)
     last = max(first + 1, math.floor(duration_s / bucket_s))  # the bucket the sender stopped in is partial
