@@ -289,6 +289,30 @@ def probe_result(p) -> dict:
     return json.loads(p.communicate(timeout=30)[0].splitlines()[-1])
 
 
+@contextlib.contextmanager
+def loopback_sink(flows: int, *args: str):
+    """``endpoints.py``'s TCP sink of ``flows`` connections on a free loopback port, reading
+    every 50 ms, with further ``args`` (no privileges); yields the port and the process once
+    it listens, and kills it at the end whatever happened."""
+    import socket
+    import subprocess
+    import sys
+
+    from pathtwin.measure import endpoints
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sink = subprocess.Popen([sys.executable, endpoints.__file__, "sink", "--port", str(port), "--flows", str(flows),
+                             "--every", "0.05", "--bind", "127.0.0.1", *args], stdout=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout is not None and sink.stdout.readline().strip() == "ready"
+        yield port, sink
+    finally:
+        sink.kill()
+        sink.wait()
+
+
 def test_probe_series_started_apart_send_their_rounds_together():
     """Two sources' probe series launched 0.4 s apart with one ``start_at`` (as
     ``probes.probe_all`` schedules every source's) send round r together: within a quarter
@@ -574,18 +598,8 @@ def test_a_sink_ends_with_the_connections_whose_handshakes_completed():
     with every byte they carried instead of waiting for the third forever (loopback, no
     privileges)."""
     import socket
-    import subprocess
-    import sys
 
-    from pathtwin.measure import endpoints
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    sink = subprocess.Popen([sys.executable, endpoints.__file__, "sink", "--port", str(port), "--flows", "3",
-                             "--every", "0.05", "--bind", "127.0.0.1"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert sink.stdout is not None and sink.stdout.readline().strip() == "ready"
+    with loopback_sink(3) as (port, sink):
         sent = [300_000, 500_000]
         conns = [socket.create_connection(("127.0.0.1", port)) for _ in sent]
         for c, n in zip(conns, sent):
@@ -593,9 +607,6 @@ def test_a_sink_ends_with_the_connections_whose_handshakes_completed():
         for c in conns:
             c.close()
         out, _ = sink.communicate(timeout=20)
-    finally:
-        sink.kill()
-        sink.wait()
     got = json.loads(out.splitlines()[-1])
     # The kernel's count (tcpi_bytes_received) takes the FIN's sequence number as a byte too.
     assert sorted(n - 1 for n in got["samples"][-1][1]) == sorted(sent), got["samples"][-1]
@@ -626,27 +637,13 @@ def test_a_sink_stops_reading_its_drain_limit_after_the_test():
     seconds after the test's end, even with a connection still open (loopback, no
     privileges)."""
     import socket
-    import subprocess
-    import sys
 
-    from pathtwin.measure import endpoints
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    sink = subprocess.Popen([sys.executable, endpoints.__file__, "sink", "--port", str(port), "--flows", "1",
-                             "--every", "0.05", "--bind", "127.0.0.1", "--duration", "0.5", "--drain-limit", "1"],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert sink.stdout is not None and sink.stdout.readline().strip() == "ready"
+    with loopback_sink(1, "--duration", "0.5", "--drain-limit", "1") as (port, sink):
         with socket.create_connection(("127.0.0.1", port)) as c:
             c.sendall(b"x" * 100_000)
             # The connection stays open meanwhile: without the limit the sink would read on
             # and the wait would time out.
             out, _ = sink.communicate(timeout=20)
-    finally:
-        sink.kill()
-        sink.wait()
     assert json.loads(out.splitlines()[-1])["samples"][-1][1] == [100_000]
 
 
@@ -657,7 +654,6 @@ def test_a_sender_runs_the_congestion_control_asked_for_and_reports_the_one_it_r
     controller its reactivity tables are for. A controller the kernel lacks ends the sender
     with one line naming the ones it has (loopback, no privileges: reno is every kernel's, and
     always allowed)."""
-    import socket
     import subprocess
     import sys
     import time
@@ -665,16 +661,9 @@ def test_a_sender_runs_the_congestion_control_asked_for_and_reports_the_one_it_r
     from pathtwin.measure import endpoints
 
     def run(flows: int, duration: float, *cc: str) -> tuple[dict, list[str]]:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        prog = [sys.executable, endpoints.__file__]
-        sink = subprocess.Popen([*prog, "sink", "--port", str(port), "--flows", str(flows), "--every", "0.05", "--bind",
-                                 "127.0.0.1", "--duration", str(duration)], stdout=subprocess.PIPE, text=True)
-        try:
-            assert sink.stdout is not None and sink.stdout.readline().strip() == "ready"
-            send = subprocess.Popen([*prog, "send", "--port", str(port), "--flows", str(flows), "--duration", str(duration),
-                                     *cc, "127.0.0.1"], stdout=subprocess.PIPE, text=True)
+        with loopback_sink(flows, "--duration", str(duration)) as (port, sink):
+            send = subprocess.Popen([sys.executable, endpoints.__file__, "send", "--port", str(port), "--flows", str(flows),
+                                     "--duration", str(duration), *cc, "127.0.0.1"], stdout=subprocess.PIPE, text=True)
             time.sleep(duration / 2)
             # The senders' sockets (to the sink's port): the first word of each one's info line.
             dump = subprocess.run(["ss", "-tinH", "state", "established", f"dport = :{port}"], capture_output=True,
@@ -682,9 +671,6 @@ def test_a_sender_runs_the_congestion_control_asked_for_and_reports_the_one_it_r
             seen = [line.split()[0] for line in dump.splitlines() if line.startswith(("\t", " "))]
             out, _ = send.communicate(timeout=30)
             sink.communicate(timeout=30)
-        finally:
-            sink.kill()
-            sink.wait()
         return json.loads(out.splitlines()[-1]), seen
 
     got, seen = run(2, 1.0, "--cc", "reno")
@@ -704,20 +690,11 @@ def test_a_sinks_test_starts_with_its_first_byte_not_its_first_accept():
     counted) starts with the first byte, so such a wait is not read as a test that carried
     nothing (loopback, no privileges: two connections that send only 1.5 s after connecting)."""
     import socket
-    import subprocess
-    import sys
     import time
 
-    from pathtwin.measure import endpoints
     from pathtwin.measure.throughput import BUCKET_S, buckets, summarize
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    sink = subprocess.Popen([sys.executable, endpoints.__file__, "sink", "--port", str(port), "--flows", "2",
-                             "--every", "0.05", "--bind", "127.0.0.1", "--duration", "1"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert sink.stdout is not None and sink.stdout.readline().strip() == "ready"
+    with loopback_sink(2, "--duration", "1") as (port, sink):
         conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
         accepted_by = time.time_ns()
         time.sleep(1.5)
@@ -730,9 +707,6 @@ def test_a_sinks_test_starts_with_its_first_byte_not_its_first_accept():
         for c in conns:
             c.close()
         out, _ = sink.communicate(timeout=30)
-    finally:
-        sink.kill()
-        sink.wait()
     got = json.loads(out.splitlines()[-1])
     assert sent_from <= got["t0"] <= sent_from + 0.2e9, (got["t0"] - accepted_by) / 1e9
     rec = summarize(buckets(got["samples"], got["t0"], BUCKET_S, 2), BUCKET_S, 1.0, 1448, 1500, 2, t0_ns=got["t0"])
