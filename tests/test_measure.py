@@ -664,19 +664,21 @@ def test_a_sender_runs_the_congestion_control_asked_for_and_reports_the_one_it_r
         with loopback_sink(flows, "--duration", str(duration)) as (port, sink):
             send = subprocess.Popen([sys.executable, endpoints.__file__, "send", "--port", str(port), "--flows", str(flows),
                                      "--duration", str(duration), *cc, "127.0.0.1"], stdout=subprocess.PIPE, text=True)
-            time.sleep(duration / 2)
-            # The senders' sockets (to the sink's port): the first word of each one's info line.
-            dump = subprocess.run(["ss", "-tinH", "state", "established", f"dport = :{port}"], capture_output=True,
-                                  text=True, check=True).stdout
-            seen = [line.split()[0] for line in dump.splitlines() if line.startswith(("\t", " "))]
+            seen: list[str] = []
+            while len(seen) < flows and send.poll() is None:  # until every connection is up (a loaded machine)
+                time.sleep(0.05)
+                # The senders' sockets (to the sink's port): the first word of each one's info line.
+                dump = subprocess.run(["ss", "-tinH", "state", "established", f"dport = :{port}"], capture_output=True,
+                                      text=True, check=True).stdout
+                seen = [line.split()[0] for line in dump.splitlines() if line.startswith(("\t", " "))]
             out, _ = send.communicate(timeout=30)
             sink.communicate(timeout=30)
         return json.loads(out.splitlines()[-1]), seen
 
-    got, seen = run(2, 1.0, "--cc", "reno")
+    got, seen = run(2, 2.0, "--cc", "reno")
     assert got["cc"] == "reno" and seen == ["reno", "reno"], (got["cc"], seen)
     default = open("/proc/sys/net/ipv4/tcp_congestion_control").read().strip()
-    got, seen = run(1, 1.0)
+    got, seen = run(1, 2.0)
     assert got["cc"] == default and seen == [default], (got["cc"], seen, default)
     bad = subprocess.run([sys.executable, endpoints.__file__, "send", "--port", "9", "--flows", "1", "--duration", "1",
                           "--cc", "nosuchcc", "127.0.0.1"], capture_output=True, text=True, timeout=30)
@@ -708,7 +710,9 @@ def test_a_sinks_test_starts_with_its_first_byte_not_its_first_accept():
             c.close()
         out, _ = sink.communicate(timeout=30)
     got = json.loads(out.splitlines()[-1])
-    assert sent_from <= got["t0"] <= sent_from + 0.2e9, (got["t0"] - accepted_by) / 1e9
+    # Within half a second of the first byte (a loaded machine may wake the sink late), not
+    # at the accept 1.5 s before it.
+    assert sent_from <= got["t0"] <= sent_from + 0.5e9, (got["t0"] - accepted_by) / 1e9
     rec = summarize(buckets(got["samples"], got["t0"], BUCKET_S, 2), BUCKET_S, 1.0, 1448, 1500, 2, t0_ns=got["t0"])
     assert rec["goodput_bps"] > 0 and min(rec["flow_goodput_bps"]) > 0, rec
 
