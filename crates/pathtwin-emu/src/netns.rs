@@ -168,8 +168,11 @@ impl Namespace {
         // Only a table of its own scales them down. Read from this thread, which stays in the
         // creator's namespace (only `add_with_own_tcp_hash`'s own thread leaves it): the
         // machine's values.
-        let limits = if own_table { LIMITS_OF_OWN_TABLE.iter().filter_map(|key| machine_sysctl(key)).collect() } else { Vec::new() };
-        let all: Vec<(String, String)> = limits.into_iter().chain(sysctls.iter().cloned()).collect();
+        let mut all: Vec<(String, String)> = Vec::new();
+        if own_table {
+            all.extend(LIMITS_OF_OWN_TABLE.iter().filter_map(|key| machine_sysctl(key)));
+        }
+        all.extend(sysctls.iter().cloned());
         if !all.is_empty() {
             ns.sysctls(&all)?;
         }

@@ -75,10 +75,9 @@ def validate(model: Path, out: Optional[Path] = None, progress: Optional[Progres
             if progress is not None:
                 progress.start(pair, step)
             step_rec = rec["steps"][f"tput {a}->{b} {n}"]
-            # The controller the measured test ran (recorded since tests record it), so that
-            # a twin on a machine of another default repeats the same test.
-            cc = settings.get("cc") or step_rec.get("cc")
-            twin = parallel_flows(net[a], net[b], n, settings["duration_s"], settings["port"] + 1, cc)
+            # The controller the measured test ran (None in a record from before tests recorded
+            # it), so that a twin on a machine of another default repeats the same test.
+            twin = parallel_flows(net[a], net[b], n, settings["duration_s"], settings["port"] + 1, step_rec.get("cc"))
             measured = step_rec["abw_bps"]
             rows.append({"pair": pair, "flows": n, "measured_bps": measured, "twin_bps": twin["abw_bps"],
                          "error": (twin["abw_bps"] - measured) / measured if measured > 0 else float("nan"),
